@@ -1,0 +1,1 @@
+"""Contrib job types for jobsched: the reference design's example jobs first."""

@@ -1,0 +1,98 @@
+"""jobsched: an asyncio job scheduler whose every policy is a pluggy plugin.
+
+The public names are the reference design's facade (``JobScheduler``, ``Job``,
+``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
+plugin management, function jobs and the ``hookimpl`` marker for plugins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from ._clock import Clock, SystemClock
+from ._errors import (
+    InvalidTransitionError,
+    NonRetryableError,
+    PluginError,
+    SchedulerError,
+    SchedulerStoppedError,
+    UnknownJobError,
+)
+from ._executor import Executor
+from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
+from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
+from ._recurring import RecurringSchedule
+from ._retry import RetryPolicy, RetryPolicyLike
+from ._scheduler import JobListener, JobScheduler
+from ._status import ConcurrencyModel, JobPriority, JobStatus
+from ._strategy import SchedulingStrategy, SortKey
+
+#: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
+hookimpl = pluggy.HookimplMarker("jobsched")
+
+if TYPE_CHECKING:
+    from jobsched_plugins.aging import AgingPriorityStrategy
+    from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
+    from jobsched_plugins.fifo import FIFOStrategy
+    from jobsched_plugins.priority import PriorityStrategy
+
+# The built-in strategies live in their plugin modules; the facade re-exports
+# them lazily so importing jobsched does not import every plugin.
+_LAZY = {
+    "FIFOStrategy": "jobsched_plugins.fifo",
+    "PriorityStrategy": "jobsched_plugins.priority",
+    "AgingPriorityStrategy": "jobsched_plugins.aging",
+    "EarliestDeadlineFirstStrategy": "jobsched_plugins.edf",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobsched' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgingPriorityStrategy",
+    "AsyncJob",
+    "BlockingJob",
+    "Clock",
+    "ConcurrencyModel",
+    "CpuBoundJob",
+    "EarliestDeadlineFirstStrategy",
+    "Executor",
+    "FIFOStrategy",
+    "FunctionJob",
+    "InvalidTransitionError",
+    "Job",
+    "JobListener",
+    "JobPriority",
+    "JobScheduler",
+    "JobStatus",
+    "NonRetryableError",
+    "PluginError",
+    "PluginManager",
+    "PluginRecord",
+    "PriorityStrategy",
+    "RecurringSchedule",
+    "RetryPolicy",
+    "RetryPolicyLike",
+    "SchedulerError",
+    "SchedulerStoppedError",
+    "SchedulingStrategy",
+    "SortKey",
+    "SystemClock",
+    "UnknownJobError",
+    "default_plugin_manager",
+    "hookimpl",
+    "load_plugins",
+]

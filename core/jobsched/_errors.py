@@ -1,0 +1,30 @@
+"""The exceptions jobsched raises, and the one jobs raise to skip retries."""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base class of every error the scheduler raises."""
+
+
+class InvalidTransitionError(SchedulerError):
+    """A job was asked to move along a status edge that does not exist."""
+
+
+class UnknownJobError(SchedulerError, KeyError):
+    """A job id (or a dependency id) that the scheduler does not know."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SchedulerStoppedError(SchedulerError):
+    """The scheduler is stopping or stopped and accepts no more work."""
+
+
+class PluginError(SchedulerError):
+    """A plugin could not be loaded, conflicts with another, or a name is unknown."""
+
+
+class NonRetryableError(Exception):
+    """Raise from a job to fail it immediately, skipping any remaining retries."""

@@ -1,0 +1,625 @@
+"""The kernel: queues, workers, retries, dependencies, cancellation, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Iterable
+from heapq import heappop, heappush
+from typing import Any
+
+import structlog
+
+from ._clock import Clock, SystemClock, TimerHandle
+from ._errors import (
+    InvalidTransitionError,
+    NonRetryableError,
+    PluginError,
+    SchedulerError,
+    SchedulerStoppedError,
+    UnknownJobError,
+)
+from ._executor import Executor
+from ._job import FunctionJob, Job
+from ._plugins import PluginManager, TransitionListener, default_plugin_manager
+from ._recurring import RecurringSchedule
+from ._status import JobStatus
+from ._strategy import SchedulingStrategy, SortKey
+
+logger = structlog.get_logger("jobsched")
+
+JobListener = Callable[[Job, JobStatus, JobStatus], None]
+
+PENDING = JobStatus.PENDING
+RUNNING = JobStatus.RUNNING
+RETRY_WAIT = JobStatus.RETRY_WAIT
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+TIMED_OUT = JobStatus.TIMED_OUT
+CANCELLED = JobStatus.CANCELLED
+
+
+class _Slot:
+    """One worker and the attempt it is running, if any."""
+
+    __slots__ = ("cancel_requested", "deadline", "expired", "job", "task")
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.deadline = math.inf
+        self.expired = False  # the watchdog cancelled this attempt: a timeout
+        self.cancel_requested = False  # cancel(job_id) cancelled this attempt
+
+
+class JobScheduler:
+    """An asyncio job scheduler composed from plugins.
+
+    Data structures, all owned by the event-loop thread (no locks: every
+    check-then-act runs with no ``await`` in the middle):
+
+    ``_ready``       heap of (strategy key, seq, job), runnable now
+    ``_delayed``     heap of (run_at, seq, job): delayed first runs and retry backoffs
+    ``_blocked``     job id -> ids of unmet dependencies
+    ``_dependents``  job id -> ids of jobs waiting on it
+    ``_slots``       one per worker: the attempt it runs, its deadline
+
+    A cancelled job stays in its heap and is skipped when popped (lazy
+    deletion, O(1) cancel). One timer wakes the delayed heap, one watchdog timer
+    enforces every running job's timeout, one timer per recurring schedule: no
+    polling anywhere.
+
+    `strategy` is a `SchedulingStrategy` or a registered name (default
+    ``"priority"``); `plugins` is a `PluginManager`, or an iterable of plugin
+    objects to use with the built-in plugins (no third-party autoload), or None
+    for every installed plugin. Names are resolved here, once.
+    """
+
+    def __init__(
+        self,
+        strategy: SchedulingStrategy | str | None = None,
+        *,
+        num_workers: int = 4,
+        rng: random.Random | None = None,
+        history_limit: int = 10_000,
+        plugins: PluginManager | Iterable[object] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
+        if history_limit < 0:
+            raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
+        if plugins is None:
+            plugins = default_plugin_manager()
+        elif not isinstance(plugins, PluginManager):
+            plugins = PluginManager(plugins, autoload=False)
+        plugins.check()
+        self.plugins = plugins
+        if strategy is None:
+            strategy = "priority"
+        if isinstance(strategy, str):
+            strategy = plugins.resolve("strategies", strategy)()
+        key = getattr(strategy, "key", None)
+        if not callable(key):
+            raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
+        self.strategy: SchedulingStrategy = strategy  # type: ignore[assignment]
+        self._key: Callable[[Job], SortKey] = key
+        self.num_workers = num_workers
+        self._executors: dict[str, Executor] = {}
+        for name, reg in plugins.registry["executors"].items():
+            try:
+                self._executors[name] = reg.factory(workers=num_workers)
+            except Exception as exc:
+                raise PluginError(
+                    f"executor {name!r} from plugin {reg.plugin!r} failed to start: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        self._rng = rng or random.Random()
+        self._history_limit = history_limit
+        self._clock: Clock = clock or SystemClock()
+
+        self._jobs: dict[str, Job] = {}
+        self._ready: list[tuple[SortKey, int, Job]] = []
+        self._delayed: list[tuple[float, int, Job]] = []
+        self._blocked: dict[str, set[str]] = {}
+        self._dependents: dict[str, list[str]] = {}
+        self._finished: deque[str] = deque()  # terminal job ids, oldest first
+        self._recurring: dict[str, RecurringSchedule] = {}
+        self._slots = [_Slot() for _ in range(num_workers)]
+        self._plugin_listeners = plugins.transition_listeners()
+        self._user_listeners: list[JobListener] = []
+        self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._seq = 0
+        self._unfinished = 0
+        self._running_count = 0
+        self.peak_running = 0  # the most attempts ever in flight at once
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._work_available = asyncio.Event()
+        self._delay_timer: TimerHandle | None = None
+        self._delay_timer_at = math.inf
+        self._watchdog: TimerHandle | None = None
+        self._watchdog_at = math.inf
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopping = False
+        self._stopped = False
+
+    # ── Public API (call on the loop thread unless noted) ─────────────
+    def add_listener(self, listener: JobListener) -> None:
+        """Observer hook: called as ``listener(job, old_status, new_status)``.
+
+        A listener that raises is logged and skipped; the others still run.
+        """
+        self._user_listeners.append(listener)
+        self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+
+    def submit(
+        self,
+        job: Job | Callable[..., Any],
+        *args: Any,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        **kwargs: Any,
+    ) -> str:
+        """Queue a job and return its id. Dependencies must already be submitted.
+
+        `job` is a `Job`, or a plain function or coroutine function followed by
+        its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
+        timeout=..., retry=..., deadline=..., **kwargs)`` (see `FunctionJob`).
+        """
+        if not isinstance(job, Job):
+            job = FunctionJob(job, *args, **kwargs)
+        elif args or kwargs:
+            raise TypeError(
+                f"submit() got arguments for {job!r}, which is already a job: "
+                "arguments are only for plain functions"
+            )
+        if self._stopping:
+            raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        job_id = job.job_id
+        if job_id in self._jobs or job.status is not PENDING or job.attempts:
+            raise SchedulerError(f"{job_id} was already submitted")
+        if job.model not in self._executors:
+            raise PluginError(
+                f"{job!r}: {self.plugins.unknown_name_message('executors', str(job.model))}"
+            )
+        if delay < 0 or delay != delay:
+            raise ValueError(f"delay must be >= 0, got {delay!r}")
+        deps = set(depends_on) if depends_on else None
+        if deps:
+            unknown = [d for d in deps if d not in self._jobs]
+            if unknown:
+                # Requiring dependencies to exist first makes cycles impossible.
+                raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
+        now = self._clock.now()
+        job.seq = self._seq
+        self._seq += 1
+        job.submitted_at = now
+        job.run_at = now + delay
+        self._jobs[job_id] = job
+        self._unfinished += 1
+        if self._unfinished == 1:
+            self._idle.clear()
+        if deps:
+            jobs = self._jobs
+            for d in sorted(deps):
+                status = jobs[d].status
+                if status._terminal and status is not COMPLETED:
+                    self._finish(job, CANCELLED, error=f"upstream {d} {status.value}")
+                    return job_id
+            unmet = {d for d in deps if jobs[d].status is not COMPLETED}
+            if unmet:
+                self._blocked[job_id] = unmet
+                for d in unmet:
+                    self._dependents.setdefault(d, []).append(job_id)
+                return job_id
+        self._enqueue(job)
+        return job_id
+
+    def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+        """Submit from any thread; returns the job id at once.
+
+        The real submit runs on the loop thread (``call_soon_threadsafe``), so
+        the scheduler's structures are still touched by one thread only. An
+        error there (say, an unknown dependency) is logged and the job is
+        recorded nowhere; use `submit` on the loop when you need the error.
+        """
+        if self._loop is None or self._stopped:
+            raise SchedulerError("start() the scheduler before submitting from other threads")
+        if self._stopping:
+            raise SchedulerStoppedError("scheduler is stopping")
+        options: dict[str, Any] = {k: kwargs.pop(k) for k in ("delay", "depends_on") if k in kwargs}
+        if not isinstance(job, Job):
+            job = FunctionJob(job, *args, **kwargs)
+        elif args or kwargs:
+            raise TypeError(f"submit_threadsafe() got arguments for {job!r}")
+        self._loop.call_soon_threadsafe(self._submit_logged, job, options)
+        return job.job_id
+
+    def schedule_recurring(
+        self,
+        factory: Callable[[], Job],
+        interval: float,
+        *,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+    ) -> str:
+        """Submit ``factory()`` every `interval` seconds, at a fixed rate.
+
+        Returns a schedule id for `cancel_recurring`. Fires missed while the
+        loop was busy coalesce into one; without `allow_overlap` a fire is
+        skipped while the previous job is unfinished.
+        """
+        if self._stopping:
+            raise SchedulerStoppedError("scheduler is stopping")
+        if not callable(factory):
+            raise TypeError(f"factory must be callable, got {factory!r}")
+        if start_in < 0:
+            raise ValueError(f"start_in must be >= 0, got {start_in!r}")
+        sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
+        self._recurring[sched.schedule_id] = sched
+        if self._started:
+            self._arm_schedule(sched)
+        return sched.schedule_id
+
+    def cancel_recurring(self, schedule_id: str) -> bool:
+        """Stop a recurring schedule; False if unknown or already cancelled."""
+        sched = self._recurring.pop(schedule_id, None)
+        if sched is None:
+            return False
+        sched.active = False
+        if sched.timer is not None:
+            sched.timer.cancel()
+            sched.timer = None
+        return True
+
+    def recurring(self) -> list[RecurringSchedule]:
+        """The active recurring schedules."""
+        return list(self._recurring.values())
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job. False if it is unknown or already finished.
+
+        A queued job is cancelled at once. A running ASYNC job gets
+        ``CancelledError`` at its next await. A running THREAD or PROCESS job is
+        abandoned: its status becomes CANCELLED but the thread or process
+        finishes the call anyway (neither can be interrupted safely).
+        """
+        job = self._jobs.get(job_id)
+        if job is None or job.status._terminal:
+            return False
+        if job.status is RUNNING:
+            for slot in self._slots:
+                if slot.job is job:
+                    self._cancel_attempt(slot)
+                    break
+        else:
+            self._finish(job, CANCELLED, error="cancelled")
+        return True
+
+    def get(self, job_id: str) -> Job:
+        """The job with this id (finished ones while they are in the history)."""
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise UnknownJobError(job_id) from None
+
+    def jobs(self) -> list[Job]:
+        """Every job the scheduler knows: unfinished ones and the bounded history."""
+        return list(self._jobs.values())
+
+    @property
+    def running(self) -> int:
+        """Attempts in flight right now."""
+        return self._running_count
+
+    async def join(self) -> None:
+        """Wait until every submitted job has reached a terminal state."""
+        await self._idle.wait()
+
+    async def start(self) -> None:
+        """Start the workers on the running loop."""
+        if self._started:
+            raise SchedulerError("already started")
+        if self._stopping:
+            raise SchedulerStoppedError("a stopped scheduler cannot be started again")
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        self.plugins.scheduler_started(self)
+        self._tasks = [
+            asyncio.create_task(self._worker(slot), name=f"jobsched-worker-{i}")
+            for i, slot in enumerate(self._slots)
+        ]
+        if self._delayed:
+            self._arm_delay_timer(self._delayed[0][0])
+        for sched in self._recurring.values():
+            self._arm_schedule(sched)
+
+    async def stop(self, *, cancel_running: bool = False) -> None:
+        """Graceful shutdown.
+
+        New submits are rejected; workers finish the attempt they are on (or
+        cancel it, with `cancel_running`) and exit. Queued jobs are left
+        PENDING, and a job that fails now is not retried.
+        """
+        if self._stopped:
+            return
+        self._stopping = True
+        for sched in list(self._recurring.values()):
+            if sched.timer is not None:
+                sched.timer.cancel()
+                sched.timer = None
+        if cancel_running:
+            for slot in self._slots:
+                if slot.job is not None:
+                    self._cancel_attempt(slot)
+        self._work_available.set()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for timer in (self._delay_timer, self._watchdog):
+            if timer is not None:
+                timer.cancel()
+        self._delay_timer = self._watchdog = None
+        for executor in self._executors.values():
+            executor.shutdown()
+        self._stopped = True
+        if self._started:
+            self.plugins.scheduler_stopped(self)
+
+    async def __aenter__(self) -> JobScheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop(cancel_running=exc_info[0] is not None)
+
+    # ── Internals: queueing ───────────────────────────────────────────
+    def _submit_logged(self, job: Job, options: dict[str, Any]) -> None:
+        try:
+            self.submit(job, **options)
+        except (SchedulerError, ValueError, TypeError):
+            logger.exception("threadsafe submit failed", job_id=job.job_id, job_name=job.name)
+
+    def _enqueue(self, job: Job) -> None:
+        if job.run_at > self._clock.now():
+            heappush(self._delayed, (job.run_at, job.seq, job))
+            if job.run_at < self._delay_timer_at and self._started:
+                self._arm_delay_timer(job.run_at)
+        else:
+            heappush(self._ready, (self._key(job), job.seq, job))
+            self._work_available.set()
+
+    def _arm_delay_timer(self, when: float) -> None:
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+        self._delay_timer_at = when
+        self._delay_timer = self._clock.call_at(when, self._on_delay_timer)
+
+    def _on_delay_timer(self) -> None:
+        self._delay_timer = None
+        self._delay_timer_at = math.inf
+        delayed, ready, key = self._delayed, self._ready, self._key
+        now = self._clock.now()
+        promoted = False
+        while delayed and delayed[0][0] <= now:
+            job = heappop(delayed)[2]
+            if not job.status._terminal:
+                heappush(ready, (key(job), job.seq, job))
+                promoted = True
+        if promoted:
+            self._work_available.set()
+        if delayed and not self._stopping:
+            self._arm_delay_timer(delayed[0][0])
+
+    def _take_next(self) -> Job | None:
+        """Pop the best runnable job and mark it RUNNING. No await inside: atomic."""
+        ready = self._ready
+        while ready:
+            job = heappop(ready)[2]
+            if job.status._terminal:
+                continue  # lazily deleted: cancelled while queued
+            self._transition(job, RUNNING)
+            return job
+        return None
+
+    # ── Internals: workers ────────────────────────────────────────────
+    async def _worker(self, slot: _Slot) -> None:
+        slot.task = asyncio.current_task()
+        work = self._work_available
+        while not self._stopping:
+            job = self._take_next()
+            if job is None:
+                # Clear-then-wait is safe: nothing can set the event between
+                # _take_next() returning None and clear(), as there is no await
+                # in between. Every waiter wakes on set() and re-checks.
+                work.clear()
+                await work.wait()
+                continue
+            try:
+                await self._run_attempt(job, slot)
+            except asyncio.CancelledError:
+                raise  # the worker itself is being torn down
+            except Exception:  # a bug in our own bookkeeping
+                logger.exception("worker crashed", job_id=job.job_id)
+
+    async def _run_attempt(self, job: Job, slot: _Slot) -> None:
+        # The attempt runs inline in the worker task: a task per attempt would
+        # cost more than the rest of the job's path together. Timeouts and
+        # cancel(job_id) cancel the worker task while it awaits the attempt;
+        # the slot's flags say which, so a TimeoutError the job raises itself
+        # stays an ordinary failure.
+        job.attempts += 1
+        now = self._clock.now()
+        job.started_at = now
+        slot.job = job
+        self._running_count += 1
+        if self._running_count > self.peak_running:
+            self.peak_running = self._running_count
+        timeout = job.timeout
+        if timeout is not None:
+            slot.deadline = deadline = now + timeout
+            if deadline < self._watchdog_at:
+                self._arm_watchdog(deadline)
+        error: BaseException | None = None
+        result: Any = None
+        try:
+            result = await self._executors[job.model].invoke(job)
+        except asyncio.CancelledError as exc:
+            if not (slot.expired or slot.cancel_requested):
+                self._release(slot)
+                self._finish(job, CANCELLED, error="scheduler shut down")
+                raise
+            error = exc
+        except Exception as exc:
+            error = exc
+        expired, cancelled = slot.expired, slot.cancel_requested
+        if expired or cancelled:
+            # Python >= 3.11 counts cancel requests; ours was handled here.
+            uncancel = getattr(slot.task, "uncancel", None)
+            if uncancel is not None and slot.task.cancelling():  # type: ignore[union-attr]
+                uncancel()
+        self._release(slot)
+        if cancelled:
+            self._finish(job, CANCELLED, error="cancelled")
+        elif expired:
+            self._after_failure(job, f"timed out after {timeout}s", timed_out=True)
+        elif error is not None:
+            self._after_failure(
+                job,
+                f"{type(error).__name__}: {error}",
+                retryable=not isinstance(error, NonRetryableError),
+            )
+        else:
+            job.result = result
+            self._finish(job, COMPLETED)
+
+    def _release(self, slot: _Slot) -> None:
+        slot.job = None
+        slot.deadline = math.inf
+        slot.expired = slot.cancel_requested = False
+        self._running_count -= 1
+
+    def _cancel_attempt(self, slot: _Slot) -> None:
+        if slot.cancel_requested or slot.task is None:
+            return
+        slot.cancel_requested = True
+        if not slot.expired:
+            slot.task.cancel()
+
+    def _arm_watchdog(self, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog_at = when
+        self._watchdog = self._clock.call_at(when, self._on_watchdog)
+
+    def _on_watchdog(self) -> None:
+        """Time out every attempt past its deadline, then re-arm for the next one."""
+        self._watchdog = None
+        self._watchdog_at = math.inf
+        now = self._clock.now()
+        earliest = math.inf
+        for slot in self._slots:
+            if slot.job is None or slot.expired:
+                continue
+            if slot.deadline <= now:
+                slot.expired = True
+                if not slot.cancel_requested and slot.task is not None:
+                    slot.task.cancel()
+            elif slot.deadline < earliest:
+                earliest = slot.deadline
+        if earliest < math.inf:
+            self._arm_watchdog(earliest)
+
+    def _after_failure(
+        self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
+    ) -> None:
+        job.last_error = error
+        if retryable and job.attempts <= job.retry.max_retries and not self._stopping:
+            job.run_at = self._clock.now() + job.retry.delay(job.attempts, self._rng)
+            self._transition(job, RETRY_WAIT)
+            self._enqueue(job)
+        else:
+            self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
+
+    # ── Internals: recurring ──────────────────────────────────────────
+    def _arm_schedule(self, sched: RecurringSchedule) -> None:
+        sched.timer = self._clock.call_at(sched.next_run, lambda: self._on_schedule(sched))
+
+    def _on_schedule(self, sched: RecurringSchedule) -> None:
+        sched.timer = None
+        if not sched.active or self._stopping:
+            return
+        now = self._clock.now()
+        if now >= sched.next_run:
+            self._fire(sched, now)
+        self._arm_schedule(sched)
+
+    def _fire(self, sched: RecurringSchedule, now: float) -> None:
+        sched.advance(now)
+        previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
+        if previous is not None and not previous.status._terminal and not sched.allow_overlap:
+            sched.skipped += 1
+            return
+        try:
+            sched.last_job_id = self.submit(sched.factory())
+        except Exception:  # a broken factory must not stop the schedule
+            logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
+            return
+        sched.fired += 1
+
+    # ── Internals: state changes ──────────────────────────────────────
+    def _transition(self, job: Job, new: JobStatus) -> None:
+        old = job.status
+        if new not in old._allowed:
+            raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {new.value}")
+        job.status = new
+        if self._listeners:
+            for listener in self._listeners:
+                try:
+                    listener(job, old, new)
+                except Exception:  # a bad listener must not kill a worker
+                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+
+    def _finish(self, job: Job, status: JobStatus, *, error: str | None = None) -> None:
+        # Iterative, so a long chain of dependents cannot hit the recursion limit.
+        work = [(job, status, error)]
+        while work:
+            job, status, error = work.pop()
+            if job.status._terminal:
+                continue
+            if error is not None:
+                job.last_error = error
+            job.finished_at = self._clock.now()
+            self._transition(job, status)
+            job_id = job.job_id
+            self._blocked.pop(job_id, None)
+            dependents = self._dependents.pop(job_id, None)
+            if dependents:
+                for dep_id in dependents:
+                    dependent = self._jobs.get(dep_id)
+                    if dependent is None or dependent.status.is_terminal:
+                        continue
+                    if status is COMPLETED:
+                        unmet = self._blocked.get(dep_id)
+                        if unmet is not None:
+                            unmet.discard(job_id)
+                            if not unmet:
+                                del self._blocked[dep_id]
+                                self._enqueue(dependent)
+                    else:  # cascade: the upstream did not complete
+                        work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+            self._unfinished -= 1
+            if self._unfinished == 0:
+                self._idle.set()
+            self._remember_finished(job_id)
+
+    def _remember_finished(self, job_id: str) -> None:
+        # Bound memory: a recurring job would otherwise grow _jobs forever.
+        finished = self._finished
+        finished.append(job_id)
+        while len(finished) > self._history_limit:
+            self._jobs.pop(finished.popleft(), None)

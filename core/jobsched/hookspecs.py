@@ -1,0 +1,197 @@
+"""The jobsched hook specifications: the contract between jobsched and its plugins.
+
+A plugin is a module (or any object) with functions marked ``@hookimpl`` whose
+names are the specs below. Publish it with an entry point in the ``jobsched``
+group, naming the module::
+
+    [project.entry-points.jobsched]
+    fair-share = "my_package.fair_share"
+
+Registration hooks are called once when a scheduler is composed, never per
+job. Each receives a ``register(name, factory)`` callable: call it once for each
+thing the plugin adds. Two plugins registering the same name in the same kind
+is an error that names both. Listener hooks are compiled into plain callables
+when a scheduler starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ._job import Job
+    from ._scheduler import JobScheduler
+    from ._status import JobStatus
+
+hookspec = pluggy.HookspecMarker("jobsched")
+
+#: The callable a registration hook receives: ``register(name, factory)``.
+Register = Callable[[str, Any], None]
+
+
+@hookspec
+def jobsched_register_strategies(register: Register) -> None:
+    """Register scheduling strategies by name.
+
+    `factory` is called with no arguments when a scheduler is composed with
+    ``strategy=name`` and must return a `SchedulingStrategy`: an object whose
+    ``key(job)`` returns a sort key (smallest runs first). The key is computed
+    once, when the job becomes runnable, so it must not depend on the current
+    time or on other jobs; end it with ``job.seq`` to break ties in submit order.
+
+    Example::
+
+        class ShortestFirst(SchedulingStrategy):
+            def key(self, job):
+                return (job.estimated_seconds, job.seq)
+
+        @hookimpl
+        def jobsched_register_strategies(register):
+            register("shortest-first", ShortestFirst)
+    """
+
+
+@hookspec
+def jobsched_register_executors(register: Register) -> None:
+    """Register executors by name: the places where jobs run.
+
+    A job runs on the executor named by its ``model`` (``"async"``,
+    ``"thread"``, ``"process"`` or any registered name). `factory` is called
+    once per scheduler as ``factory(workers=N)`` (N is the scheduler's worker
+    count) and returns an object with:
+
+    - ``invoke(job) -> Awaitable``: start one attempt and return an awaitable of
+      its result. The scheduler awaits it; on timeout or cancellation the
+      awaitable is cancelled (``asyncio.CancelledError`` is raised in it), and an
+      executor that can stop the work should do so there.
+    - ``shutdown() -> None``: release pools; must not block the event loop.
+
+    Example::
+
+        class InlineExecutor:
+            def __init__(self, workers):
+                pass
+            async def invoke(self, job):
+                return job.run_sync()
+            def shutdown(self):
+                pass
+
+        @hookimpl
+        def jobsched_register_executors(register):
+            register("inline", InlineExecutor)
+    """
+
+
+@hookspec
+def jobsched_register_retry_policies(register: Register) -> None:
+    """Register retry policies by name.
+
+    `factory(**options)` returns a policy: an object with an integer
+    ``max_retries`` and ``delay(attempt, rng) -> float``, the seconds to wait
+    after the 1-based `attempt` failed (`rng` is the scheduler's
+    ``random.Random``). Job files select one as
+    ``retry = { policy = "name", ...options }``.
+
+    Example::
+
+        @attrs.frozen
+        class Linear:
+            max_retries: int = 3
+            step: float = 1.0
+            def delay(self, attempt, rng):
+                return self.step * attempt
+
+        @hookimpl
+        def jobsched_register_retry_policies(register):
+            register("linear", Linear)
+    """
+
+
+@hookspec
+def jobsched_register_job_types(register: Register) -> None:
+    """Register job types by name, so a job can be described as data.
+
+    `factory` is a `Job` subclass. Its arguments (attrs fields or the
+    parameters of its ``__init__``) are what a job file's ``args`` fill in.
+
+    Example::
+
+        @hookimpl
+        def jobsched_register_job_types(register):
+            register("resize-image", ResizeImageJob)
+    """
+
+
+@hookspec
+def jobsched_register_triggers(register: Register) -> None:
+    """Register triggers by name: rules that compute when a recurring job fires.
+
+    `factory(**options)` returns a trigger (see `jobsched.Trigger`).
+
+    Example::
+
+        @hookimpl
+        def jobsched_register_triggers(register):
+            register("sunrise", SunriseTrigger)
+    """
+
+
+@hookspec
+def jobsched_register_stores(register: Register) -> None:
+    """Register job stores by URL scheme (``"sqlite"``, ``"postgresql"``, ...).
+
+    `factory(url)` returns a store (see `jobsched.Store`).
+
+    Example::
+
+        @hookimpl
+        def jobsched_register_stores(register):
+            register("redis", RedisStore)
+    """
+
+
+@hookspec
+def jobsched_job_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
+    """Called after `job` moved from status `old` to `new`, on the loop thread.
+
+    It runs on the scheduler's hot path: keep it fast and never block. An
+    exception is logged and does not reach the scheduler or other listeners.
+    Implement only the arguments you need.
+
+    Example::
+
+        @hookimpl
+        def jobsched_job_transition(job, new):
+            if new is JobStatus.FAILED:
+                alerts.send(f"{job.name} failed: {job.last_error}")
+    """
+
+
+@hookspec
+def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
+    """Called once when `scheduler` starts, before any job runs.
+
+    A plugin may call ``scheduler.add_listener(fn)`` here, which is how a
+    listener that is switched off can cost nothing at all.
+
+    Example::
+
+        @hookimpl
+        def jobsched_scheduler_started(scheduler):
+            metrics.gauge("jobsched.workers", scheduler.num_workers)
+    """
+
+
+@hookspec
+def jobsched_scheduler_stopped(scheduler: JobScheduler) -> None:
+    """Called once when `scheduler` has stopped and its workers have exited.
+
+    Example::
+
+        @hookimpl
+        def jobsched_scheduler_stopped(scheduler):
+            metrics.flush()
+    """

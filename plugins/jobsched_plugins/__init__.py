@@ -1,0 +1,1 @@
+"""jobsched's built-in plugins, one module each, each its own ``jobsched`` entry point."""

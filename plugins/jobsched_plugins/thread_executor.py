@@ -1,0 +1,43 @@
+"""The ``thread`` executor: runs ``job.run_sync()`` in a thread pool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from jobsched import Job, hookimpl
+from jobsched.hookspecs import Register
+
+
+class ThreadExecutor:
+    """A lazily created thread pool as large as the scheduler's worker count.
+
+    Python cannot kill a thread: a job that times out or is cancelled is
+    abandoned (recorded as such) but keeps its thread until it returns.
+    """
+
+    def __init__(self, workers: int = 4) -> None:
+        self.max_workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+
+    def invoke(self, job: Job) -> Awaitable[Any]:
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(
+                max_workers=self.max_workers, thread_name_prefix="jobsched"
+            )
+        return asyncio.get_running_loop().run_in_executor(pool, job.run_sync)  # type: ignore[attr-defined]
+
+    def shutdown(self) -> None:
+        # Don't block the loop on stragglers (a timed-out job); drop work
+        # that never started.
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+@hookimpl
+def jobsched_register_executors(register: Register) -> None:
+    register("thread", ThreadExecutor)

@@ -1,0 +1,22 @@
+import asyncio
+
+from jobsched import JobScheduler, JobStatus
+
+
+async def test_function_jobs_run_to_completion() -> None:
+    scheduler = JobScheduler(num_workers=2)
+
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    def inc(x: int) -> int:
+        return x + 1
+
+    a = scheduler.submit(double, 21)
+    b = scheduler.submit(inc, 1)
+    async with scheduler:
+        await scheduler.join()
+    assert scheduler.get(a).status is JobStatus.COMPLETED
+    assert scheduler.get(a).result == 42
+    assert scheduler.get(b).result == 2
