@@ -1,0 +1,354 @@
+"""The postgres store against the real PostgreSQL: schema, claims, leases, DAG, notify."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from jobsched_plugins.postgres_store import (
+    SCHEMA_VERSION,
+    NewJob,
+    Outcome,
+    PostgresStore,
+    ScheduleRow,
+    StoreError,
+    parse_url,
+    redact,
+)
+from pg_support import base_dsn, terminate_backends, with_query
+
+
+def new(
+    job_id: str,
+    *,
+    prio: float = 0.0,
+    deps: tuple[str, ...] = (),
+    delay: float = 0.0,
+    key: str | None = None,
+) -> NewJob:
+    now = time.time()
+    return NewJob(
+        job_id=job_id,
+        key=key,
+        type="noop",
+        args={"n": job_id},
+        run_at=now + delay,
+        submitted_at=now,
+        sort_key=(prio,),
+        depends_on=deps,
+    )
+
+
+@pytest.fixture
+async def store(pg_schema: tuple[str, str]) -> AsyncIterator[PostgresStore]:
+    s = PostgresStore(pg_schema[0])
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+async def other(pg_schema: tuple[str, str], store: PostgresStore) -> AsyncIterator[PostgresStore]:
+    """A second process's view of the same store."""
+    s = PostgresStore(pg_schema[0])
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def statuses(store: PostgresStore) -> dict[str, str]:
+    return {r.job_id: r.status for r in await store.jobs()}
+
+
+# ── URL and schema ────────────────────────────────────────────────────
+def test_url_parsing_keeps_libpq_options_and_takes_ours() -> None:
+    dsn, schema, opts = parse_url("postgres://u:pw@h:5/db?schema=q1&lease=5&sslmode=disable")
+    assert dsn == "postgresql://u:pw@h:5/db?sslmode=disable"
+    assert schema == "q1"
+    assert opts == {"lease": "5"}
+    assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+
+
+def test_bad_urls_are_refused_by_name() -> None:
+    with pytest.raises(StoreError, match="not a postgresql:// URL"):
+        parse_url("mysql://h/db")
+    with pytest.raises(StoreError, match=r"schema 'Bad-Name'"):
+        parse_url("postgresql://h/db?schema=Bad-Name")
+    with pytest.raises(StoreError, match="lease must be a positive"):
+        PostgresStore("postgresql://h/db?lease=0")
+
+
+async def test_open_creates_schema_and_is_idempotent(pg_schema: tuple[str, str]) -> None:
+    for _ in range(2):
+        s = PostgresStore(pg_schema[0])
+        await s.open()
+        assert await s.schema_version() == SCHEMA_VERSION
+        await s.close()
+
+
+async def test_concurrent_opens_migrate_once(pg_schema: tuple[str, str]) -> None:
+    stores = [PostgresStore(pg_schema[0]) for _ in range(3)]
+    await asyncio.gather(*(s.open() for s in stores))
+    async with stores[0].connection() as conn:
+        cur = await conn.execute(f'SELECT count(*) AS n FROM "{pg_schema[1]}".schema_version')
+        assert (await cur.fetchone())["n"] == SCHEMA_VERSION
+    for s in stores:
+        await s.close()
+
+
+async def test_newer_schema_is_refused(store: PostgresStore, pg_schema: tuple[str, str]) -> None:
+    async with store.connection() as conn:
+        await conn.execute(f'INSERT INTO "{pg_schema[1]}".schema_version VALUES (99)')
+    s = PostgresStore(pg_schema[0])
+    with pytest.raises(StoreError, match=r"version 99, newer than this jobsched understands"):
+        await s.open()
+
+
+async def test_foreign_schema_is_refused(pg_schema: tuple[str, str]) -> None:
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{pg_schema[1]}"')
+        conn.execute(f'CREATE TABLE "{pg_schema[1]}".customers (id int)')
+    with pytest.raises(StoreError, match=r"holds tables \(customers\) but is not a jobsched"):
+        await PostgresStore(pg_schema[0]).open()
+
+
+async def test_unreachable_server_is_a_clear_error() -> None:
+    s = PostgresStore("postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(StoreError, match=r"cannot connect to postgresql://nobody:\*\*\*@"):
+        await s.open()
+
+
+# ── Claiming ──────────────────────────────────────────────────────────
+async def test_claim_follows_sort_key_then_submit_order(store: PostgresStore) -> None:
+    await store.insert([new("a", prio=0), new("b", prio=-2), new("c", prio=-2), new("d", prio=1)])
+    rows, _ = await store.claim(3, "w1")
+    assert [r.job_id for r in rows] == ["b", "c", "a"]
+    assert all(r.status == "running" and r.attempts == 1 and r.lease_owner == "w1" for r in rows)
+    assert all(r.lease_expires is not None and r.lease_expires > time.time() for r in rows)
+    rows, next_due = await store.claim(5, "w1")
+    assert [r.job_id for r in rows] == ["d"]
+    assert next_due is None
+
+
+async def test_concurrent_claims_never_share_a_job(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    await store.insert([new(f"j{i}") for i in range(200)])
+    got: list[str] = []
+
+    async def drain(s: PostgresStore, owner: str) -> None:
+        while True:
+            rows, _ = await s.claim(7, owner)
+            if not rows:
+                return
+            got.extend(r.job_id for r in rows)
+
+    await asyncio.gather(drain(store, "w1"), drain(other, "w2"))
+    assert sorted(got) == sorted(f"j{i}" for i in range(200))
+
+
+async def test_delayed_job_is_not_claimed_before_its_time(store: PostgresStore) -> None:
+    await store.insert([new("later", delay=3600)])
+    rows, next_due = await store.claim(1, "w1")
+    assert rows == []
+    assert next_due is not None and next_due > time.time() + 3000
+
+
+async def test_release_gives_back_without_counting_an_attempt(store: PostgresStore) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "w1")
+    assert await store.release(["a"], "w2") == 0  # not w2's to give back
+    assert await store.release(["a"], "w1") == 1
+    row = await store.get("a")
+    assert row is not None and (row.status, row.attempts, row.lease_owner) == ("pending", 0, None)
+
+
+# ── Leases ────────────────────────────────────────────────────────────
+async def test_expired_lease_is_reaped_and_attempts_are_kept(
+    store: PostgresStore, pg_schema: tuple[str, str]
+) -> None:
+    await store.insert([new("a"), new("b")])
+    await store.claim(2, "dead")
+    assert await store.renew(["a", "b", "zzz"], "dead") == {"zzz"}
+    assert await store.reap_expired() == 0  # leases still valid
+    async with store.connection() as conn:  # the owner died long ago
+        await conn.execute(
+            f"UPDATE \"{pg_schema[1]}\".jobs SET lease_expires = 0 WHERE job_id = 'a'"
+        )
+    assert await store.reap_expired() == 1
+    assert await store.renew(["a", "b"], "dead") == {"a"}  # "a" is no longer its
+    rows, _ = await store.claim(5, "alive")
+    assert [(r.job_id, r.attempts) for r in rows] == [("a", 2)]
+    # The dead owner's late result for "a" is ignored; the new owner's counts.
+    assert await store.finish([Outcome(job_id="a", status="completed")], "dead") == []
+    assert await store.finish([Outcome(job_id="a", status="completed")], "alive") == ["a"]
+
+
+# ── Finishing, dependencies ───────────────────────────────────────────
+async def test_completion_releases_dependents_in_the_same_transaction(store: PostgresStore) -> None:
+    await store.insert([new("a"), new("b"), new("c", deps=("a", "b"))])
+    rows, _ = await store.claim(5, "w")
+    assert {r.job_id for r in rows} == {"a", "b"}
+    await store.finish([Outcome(job_id="a", status="completed", result={"x": 1})], "w")
+    assert (await store.claim(5, "w"))[0] == []  # c still waits for b
+    await store.finish([Outcome(job_id="b", status="completed")], "w")
+    rows, _ = await store.claim(5, "w")
+    assert [r.job_id for r in rows] == ["c"]
+    a = await store.get("a")
+    assert a is not None and a.result == {"x": 1} and a.finished_at is not None
+
+
+async def test_failure_cascades_transitively(store: PostgresStore) -> None:
+    await store.insert([new("a"), new("b", deps=("a",)), new("c", deps=("b",)), new("x")])
+    await store.claim(1, "w")
+    await store.finish([Outcome(job_id="a", status="failed", error="boom")], "w")
+    got = await store.jobs()
+    by_id = {r.job_id: r for r in got}
+    assert by_id["a"].status == "failed" and by_id["a"].last_error == "boom"
+    assert by_id["b"].status == "cancelled" and by_id["b"].last_error == "upstream a failed"
+    assert by_id["c"].status == "cancelled" and by_id["c"].last_error == "upstream b cancelled"
+    assert by_id["x"].status == "pending"
+
+
+async def test_dependency_on_finished_upstreams(store: PostgresStore) -> None:
+    await store.insert([new("ok"), new("bad")])
+    await store.claim(2, "w")
+    await store.finish(
+        [Outcome(job_id="ok", status="completed"), Outcome(job_id="bad", status="timed_out")], "w"
+    )
+    await store.insert([new("after-ok", deps=("ok",)), new("after-bad", deps=("ok", "bad"))])
+    s = await statuses(store)
+    assert s["after-ok"] == "pending" and s["after-bad"] == "cancelled"
+    rows, _ = await store.claim(5, "w")
+    assert [r.job_id for r in rows] == ["after-ok"]
+
+
+async def test_unknown_dependency_inserts_nothing(store: PostgresStore) -> None:
+    with pytest.raises(StoreError, match=r"unknown dependencies: \['ghost'\]"):
+        await store.insert([new("a"), new("b", deps=("ghost",))])
+    assert await store.jobs() == []
+
+
+async def test_retry_wait_goes_back_with_its_due_time(store: PostgresStore) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "w")
+    due = time.time() + 3600
+    await store.finish([Outcome(job_id="a", status="retry_wait", error="E", run_at=due)], "w")
+    row = await store.get("a")
+    assert row is not None
+    assert (row.status, row.run_at, row.last_error, row.attempts) == ("retry_wait", due, "E", 1)
+    rows, next_due = await store.claim(1, "w")
+    assert rows == [] and next_due == due
+
+
+async def test_key_makes_insert_resume_instead_of_duplicating(store: PostgresStore) -> None:
+    assert await store.insert([new("first", key="file:job1")]) == ["first"]
+    assert await store.insert([new("second", key="file:job1")]) == ["first"]
+    assert [r.job_id for r in await store.jobs()] == ["first"]
+
+
+async def test_result_that_json_cannot_hold_is_kept_as_repr(store: PostgresStore) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "w")
+    await store.finish([Outcome(job_id="a", status="completed", result={1, 2})], "w")
+    row = await store.get("a")
+    assert row is not None and row.result == {
+        "repr": "{1, 2}",
+        "note": "result was not JSON-encodable",
+    }
+
+
+# ── Notifications and cancellation ────────────────────────────────────
+async def test_insert_wakes_a_waiting_process(store: PostgresStore, other: PostgresStore) -> None:
+    await other.wait(0)  # consume the wake-up every fresh listener starts with
+    waiter = asyncio.create_task(other.wait(60))
+    await asyncio.sleep(0)
+    await store.insert([new("a")])
+    assert await waiter is True
+
+
+async def test_cancel_of_a_running_job_reaches_its_owner(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    seen: asyncio.Queue[str] = asyncio.Queue()
+    other.on_cancel = seen.put_nowait
+    await store.insert([new("a"), new("b", deps=("a",))])
+    await other.claim(1, "w2")
+    assert await store.request_cancel("a") is True
+    assert await asyncio.wait_for(seen.get(), 60) == "a"
+    assert await other.cancel_requests("w2") == ["a"]
+    await other.finish([Outcome(job_id="a", status="cancelled", error="cancelled")], "w2")
+    assert await statuses(store) == {"a": "cancelled", "b": "cancelled"}
+    assert await store.request_cancel("a") is False
+    assert await store.request_cancel("nope") is False
+
+
+async def test_cancel_of_a_waiting_job_is_immediate(store: PostgresStore) -> None:
+    await store.insert([new("a"), new("b", deps=("a",))])
+    assert await store.request_cancel("a") is True
+    assert await statuses(store) == {"a": "cancelled", "b": "cancelled"}
+
+
+# ── Schedules ─────────────────────────────────────────────────────────
+async def test_schedule_period_fires_exactly_once(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    row = ScheduleRow(
+        schedule_id="tick",
+        type="noop",
+        args={},
+        options={},
+        trigger={"interval": 10},
+        next_run=1000.0,
+    )
+    assert (await store.add_schedule(row)).next_run == 1000.0
+    assert (await other.add_schedule(attrs_replace(row, next_run=5.0))).next_run == 1000.0
+    results = await asyncio.gather(
+        store.fire_schedule("tick", 1000.0, 1010.0, new("t1")),
+        other.fire_schedule("tick", 1000.0, 1010.0, new("t1-other")),
+    )
+    assert sorted(results) == [False, True]
+    stored = await store.get_schedule("tick")
+    assert (stored.next_run, stored.fired) == (1010.0, 1)
+    # No overlap: t1 is unfinished, so the next period is consumed but skipped.
+    assert await store.fire_schedule("tick", 1010.0, 1020.0, new("t2")) is True
+    stored = await store.get_schedule("tick")
+    assert (stored.next_run, stored.fired, stored.skipped) == (1020.0, 1, 1)
+    assert [r.schedule_id for r in await store.jobs()] == ["tick"]
+    assert await store.deactivate_schedule("tick") is True
+    assert await store.fire_schedule("tick", 1020.0, 1030.0, new("t3")) is False
+
+
+def attrs_replace(row: ScheduleRow, **changes: object) -> ScheduleRow:
+    import attrs
+
+    return attrs.evolve(row, **changes)
+
+
+# ── Losing the connection ─────────────────────────────────────────────
+async def test_store_reconnects_after_its_backends_are_terminated(
+    store: PostgresStore, pg_schema: tuple[str, str]
+) -> None:
+    await store.insert([new("a")])
+    await store.wait(0)
+    assert terminate_backends(pg_schema[1]) == 2  # the query and the LISTEN connection
+    rows, _ = await store.claim(1, "w")  # reconnects and retries transparently
+    assert [r.job_id for r in rows] == ["a"]
+    # The listener comes back too, and says so with a wake-up.
+    assert await store.wait(60) is True
+    await store.wait(0)
+    waiter = asyncio.create_task(store.wait(60))
+    other = PostgresStore(with_query(pg_schema[0]))
+    await other.open()
+    await other.insert([new("b")])
+    assert await waiter is True
+    await other.close()
+    assert store.reconnects >= 2
