@@ -25,6 +25,7 @@ from ._executor import Executor
 from ._job import FunctionJob, Job
 from ._plugins import PluginManager, TransitionListener, default_plugin_manager
 from ._recurring import RecurringSchedule
+from ._shared import SharedMode
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 
@@ -86,6 +87,7 @@ class JobScheduler:
         history_limit: int = 10_000,
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
+        store: Any = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
@@ -129,6 +131,10 @@ class JobScheduler:
         self._recurring: dict[str, RecurringSchedule] = {}
         self._slots = [_Slot() for _ in range(num_workers)]
         self._plugin_listeners = plugins.transition_listeners()
+        self._shared: SharedMode | None = None
+        if store is not None:
+            self._shared = _open_shared(self, store)
+            self._plugin_listeners += (self._shared.on_transition,)
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
         self._seq = 0
@@ -189,6 +195,8 @@ class JobScheduler:
             )
         if delay < 0 or delay != delay:
             raise ValueError(f"delay must be >= 0, got {delay!r}")
+        if self._shared is not None:  # the store's queue, not ours: claimed back later
+            return self._shared.submit(job, delay, depends_on)
         deps = set(depends_on) if depends_on else None
         if deps:
             unknown = [d for d in deps if d not in self._jobs]
@@ -260,6 +268,10 @@ class JobScheduler:
             raise TypeError(f"factory must be callable, got {factory!r}")
         if start_in < 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
+        if self._shared is not None:
+            return self._shared.schedule_recurring(
+                factory, interval, start_in=start_in, allow_overlap=allow_overlap
+            )
         sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
         self._recurring[sched.schedule_id] = sched
         if self._started:
@@ -270,7 +282,7 @@ class JobScheduler:
         """Stop a recurring schedule; False if unknown or already cancelled."""
         sched = self._recurring.pop(schedule_id, None)
         if sched is None:
-            return False
+            return self._shared is not None and self._shared.cancel_recurring(schedule_id)
         sched.active = False
         if sched.timer is not None:
             sched.timer.cancel()
@@ -290,6 +302,8 @@ class JobScheduler:
         finishes the call anyway (neither can be interrupted safely).
         """
         job = self._jobs.get(job_id)
+        if job is None and self._shared is not None:
+            return self._shared.cancel(job_id)  # held by another process, or queued
         if job is None or job.status._terminal:
             return False
         if job.status is RUNNING:
@@ -320,6 +334,9 @@ class JobScheduler:
 
     async def join(self) -> None:
         """Wait until every submitted job has reached a terminal state."""
+        if self._shared is not None:
+            await self._shared.join()
+            return
         await self._idle.wait()
 
     async def start(self) -> None:
@@ -330,6 +347,8 @@ class JobScheduler:
             raise SchedulerStoppedError("a stopped scheduler cannot be started again")
         self._started = True
         self._loop = asyncio.get_running_loop()
+        if self._shared is not None:
+            await self._shared.start()
         self.plugins.scheduler_started(self)
         self._tasks = [
             asyncio.create_task(self._worker(slot), name=f"jobsched-worker-{i}")
@@ -350,6 +369,8 @@ class JobScheduler:
         if self._stopped:
             return
         self._stopping = True
+        if self._shared is not None:
+            await self._shared.stop_feeding()
         for sched in list(self._recurring.values()):
             if sched.timer is not None:
                 sched.timer.cancel()
@@ -361,6 +382,8 @@ class JobScheduler:
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._shared is not None:
+            await self._shared.close()
         for timer in (self._delay_timer, self._watchdog):
             if timer is not None:
                 timer.cancel()
@@ -544,7 +567,10 @@ class JobScheduler:
         if retryable and job.attempts <= job.retry.max_retries and not self._stopping:
             job.run_at = self._clock.now() + job.retry.delay(job.attempts, self._rng)
             self._transition(job, RETRY_WAIT)
-            self._enqueue(job)
+            if self._shared is None:
+                self._enqueue(job)
+            else:  # any process may take the retry, when it is due
+                self._shared.hand_back(job)
         else:
             self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
 
@@ -626,3 +652,13 @@ class JobScheduler:
         finished.append(job_id)
         while len(finished) > self._history_limit:
             self._jobs.pop(finished.popleft(), None)
+
+
+def _open_shared(scheduler: JobScheduler, store: Any) -> SharedMode:
+    """Resolve `store` (a URL or a store object) for shared mode."""
+    if isinstance(store, str):
+        scheme = store.split(":", 1)[0]
+        store = scheduler.plugins.resolve("stores", scheme)(store)
+    if not getattr(store, "shared", False):
+        raise SchedulerError(f"{store!r} is not a shared store; only shared stores are supported")
+    return SharedMode(scheduler, store)

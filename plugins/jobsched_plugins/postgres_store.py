@@ -266,6 +266,8 @@ class PostgresStore:
         self.reconnects = 0
         #: Called with a job id when any process asks to cancel it (loop thread).
         self.on_cancel: Callable[[str], None] | None = None
+        #: Called when new work may be due (loop thread).
+        self.on_work: Callable[[], None] | None = None
         #: Called after the listener (re)connects: notifications may have been missed.
         self.on_resync: Callable[[], None] | None = None
 
@@ -419,6 +421,8 @@ class PostgresStore:
     def _dispatch(self, payload: str) -> None:
         if payload == "w":
             self._work.set()
+            if self.on_work is not None:
+                self.on_work()
         elif payload == "f":
             self._finished.set()
         elif payload.startswith("c:") and self.on_cancel is not None:
@@ -484,7 +488,7 @@ class PostgresStore:
                         status,
                         job.run_at,
                         job.submitted_at,
-                        list(job.sort_key),
+                        [float(x) for x in job.sort_key],
                         0 if broken else len(unmet),
                         error,
                         job.schedule_id,
@@ -866,7 +870,7 @@ class PostgresStore:
                     to_json(job.options),
                     job.run_at,
                     job.submitted_at,
-                    list(job.sort_key),
+                    [float(x) for x in job.sort_key],
                     schedule_id,
                     job.submitted_by,
                 ],

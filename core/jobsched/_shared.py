@@ -1,0 +1,638 @@
+"""Shared mode: several scheduler processes on several hosts serve one store's queue.
+
+With a *shared* store (``store.shared``, e.g. PostgreSQL) the kernel keeps no
+queue of its own: `submit` writes the job to the store, and this process gets
+work only by claiming it. `SharedMode` holds everything that differs:
+
+* the **feeder** claims due jobs (in the strategy's order, with a lease) when
+  this process has room, on a NOTIFY from the store, when the next delayed
+  job is due, or on a slow safety-net poll; claimed rows become `Job` objects
+  in the local ready heap (their dependencies were resolved in the database);
+* the **renewer** extends the leases of the jobs this process holds, picks up
+  cancel requests a lost notification missed, and re-queues jobs whose owner
+  died (expired leases);
+* a transition listener turns every attempt that ends into an outcome; the
+  outcomes of one loop iteration are written in one transaction, which also
+  releases or cancels dependents in the database;
+* recurring schedules fire through a compare-and-set on the schedule row, so
+  each period fires exactly once however many processes run it.
+
+Times written to the store are wall-clock epoch seconds: monotonic times mean
+nothing on another host. Crash semantics are at-least-once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib
+import itertools
+import json
+import math
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterable
+from heapq import heappush
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from ._errors import SchedulerError
+from ._job import FunctionJob, Job
+from ._status import JobPriority, JobStatus
+
+if TYPE_CHECKING:
+    from ._scheduler import JobScheduler
+
+logger = structlog.get_logger("jobsched.shared")
+
+RUNNING = JobStatus.RUNNING
+RETRY_WAIT = JobStatus.RETRY_WAIT
+CANCELLED = JobStatus.CANCELLED
+SHUTDOWN_ERROR = "scheduler shut down"
+
+
+_instances = itertools.count(1)
+
+
+def process_identity() -> str:
+    """This process's stable name in the store and the logs: ``host:pid``.
+
+    A second scheduler in the same process gets ``host:pid/2`` (and so on):
+    leases are per scheduler.
+    """
+    n = next(_instances)
+    base = f"{socket.gethostname()}:{os.getpid()}"
+    return base if n == 1 else f"{base}/{n}"
+
+
+# ── Jobs as data ───────────────────────────────────────────────────────
+# A shared store holds (type name, JSON args, options), never pickles. The
+# job-types module (`jobsched._jobtypes`, from the CLI work) does this in full;
+# until it is there, the small fallback below covers attrs-defined job types.
+def _jobtypes() -> Any:
+    try:
+        return importlib.import_module("jobsched._jobtypes")
+    except ImportError:
+        return None
+
+
+def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(type name, args, options) of `job`; a clear `SchedulerError` if it has none."""
+    if isinstance(job, FunctionJob):
+        raise SchedulerError(
+            f"{job!r}: a plain function cannot be stored in a shared store "
+            "(other hosts cannot run it); register a job type and submit that"
+        )
+    jobtypes = _jobtypes()
+    spec = getattr(job, "_spec", None)
+    if spec is None and jobtypes is not None:
+        spec = jobtypes.job_spec(job, scheduler.plugins)
+    if spec is not None:
+        type_name, args, options = spec.type, dict(spec.args), dict(spec.options)
+    else:
+        type_name, args = _fallback_describe(job, scheduler)
+        options = {}
+    options.update(
+        name=job.name,
+        priority=int(job.priority),
+        timeout=job.timeout,
+        retry=_retry_data(job, scheduler),
+    )
+    # Deadlines are monotonic in the kernel; other hosts need wall time.
+    options["deadline"] = None if job.deadline is None else to_wall(scheduler, job.deadline)
+    try:
+        json.dumps([args, options], allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SchedulerError(
+            f"{job!r} ({type_name}): its arguments are not JSON and cannot be stored: {exc}"
+        ) from None
+    return type_name, args, options
+
+
+def _fallback_describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any]]:
+    cls = type(job)
+    names = [r.name for r in scheduler.plugins.registry["job_types"].values() if r.factory is cls]
+    if len(names) != 1 or not attrs.has(cls):
+        raise SchedulerError(
+            f"{job!r}: {cls.__qualname__} is not a registered attrs job type, "
+            "so it cannot be described as data for a shared store"
+        )
+    args = {f.name: getattr(job, f.name) for f in attrs.fields(cls) if f.init}
+    return names[0], args
+
+
+def _retry_data(job: Job, scheduler: JobScheduler) -> dict[str, Any]:
+    policy = job.retry
+    for name, reg in scheduler.plugins.registry["retry_policies"].items():
+        if reg.factory is type(policy) and attrs.has(type(policy)):
+            return {"policy": name, **attrs.asdict(policy)}  # type: ignore[arg-type]
+    raise SchedulerError(
+        f"{job!r}: its retry policy {policy!r} is not a registered attrs policy "
+        "and cannot be stored"
+    )
+
+
+def build(
+    scheduler: JobScheduler, type_name: str, args: dict[str, Any], options: dict[str, Any]
+) -> Job:
+    """A `Job` from its stored description (the inverse of `describe`)."""
+    plugins = scheduler.plugins
+    options = dict(options)
+    retry = dict(options.pop("retry", None) or {})
+    deadline = options.pop("deadline", None)
+    name = options.pop("name", None)
+    priority = options.pop("priority", None)
+    timeout = options.pop("timeout", "unset")
+    jobtypes = _jobtypes()
+    if jobtypes is not None:
+        job: Job = jobtypes.build_job(type_name, args, plugins=plugins)
+    else:
+        job = plugins.resolve("job_types", type_name)(**args)
+    if not isinstance(job, Job):
+        raise SchedulerError(f"job type {type_name!r} built {job!r}, not a Job")
+    if retry:
+        job.retry = plugins.resolve("retry_policies", retry.pop("policy"))(**retry)
+    if name is not None:
+        job.name = name
+    if priority is not None:
+        job.priority = JobPriority(priority)
+    if timeout != "unset":
+        job.timeout = timeout
+    job.deadline = None if deadline is None else to_monotonic(scheduler, deadline)
+    return job
+
+
+def to_wall(scheduler: JobScheduler, mono: float) -> float:
+    clock = scheduler._clock
+    return clock.time() + (mono - clock.now())
+
+
+def to_monotonic(scheduler: JobScheduler, wall: float) -> float:
+    clock = scheduler._clock
+    return clock.now() + (wall - clock.time())
+
+
+def sort_key(scheduler: JobScheduler, job: Job, submitted_wall: float) -> tuple[float, ...]:
+    """The strategy's key as numbers, computed with wall-clock times.
+
+    The key is taken with ``seq = 0`` (the store breaks ties by its own
+    global submit order) and with `submitted_at` and `deadline` in wall time,
+    so aging and EDF compare jobs from different hosts on one time line.
+    """
+    saved = job.seq, job.submitted_at, job.deadline
+    try:
+        job.seq = 0
+        job.submitted_at = submitted_wall
+        if job.deadline is not None:
+            job.deadline = to_wall(scheduler, job.deadline)
+        key = scheduler._key(job)
+    finally:
+        job.seq, job.submitted_at, job.deadline = saved
+    try:
+        return tuple(float(x) for x in key)
+    except (TypeError, ValueError):
+        raise SchedulerError(
+            f"strategy {type(scheduler.strategy).__name__} gives the key {key!r} for "
+            f"{job!r}: a shared store needs a key of numbers only"
+        ) from None
+
+
+# ── The shared-mode runtime ────────────────────────────────────────────
+class SharedMode:
+    """The feeder, lease renewer, outcome writer and schedules of one process."""
+
+    def __init__(
+        self,
+        scheduler: JobScheduler,
+        store: Any,
+        *,
+        identity: str | None = None,
+        poll_interval: float = 5.0,
+    ) -> None:
+        from jobsched_plugins.postgres_store import NewJob, Outcome  # the row types
+
+        self._NewJob = NewJob
+        self._Outcome = Outcome
+        self.scheduler = scheduler
+        self.store = store
+        self.identity = identity or process_identity()
+        self.poll_interval = poll_interval
+        # A random part makes job ids unique across processes and restarts.
+        self._id_suffix = secrets.token_hex(6)
+        self._held: set[str] = set()  # claimed here, not yet written back
+        self._outcomes: list[Any] = []
+        self._outcome_task: asyncio.Task[None] | None = None
+        self._inserts: list[Any] = []
+        self._insert_task: asyncio.Task[None] | None = None
+        self._submitted: set[str] = set()  # this process's submissions, for join()
+        self._early_cancels: set[str] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._schedules: list[tuple[str, Any, float]] = []
+        self._opened = False
+        self._log = logger.bind(process=self.identity)
+
+    # ── Lifecycle ───────────────────────────────────────────────────
+    async def start(self) -> None:
+        await self.store.open()
+        self._opened = True
+        self.store.on_cancel = self._on_cancel
+        self.store.on_work = self._wake.set
+        self.store.on_resync = self._wake.set
+        self._wake.set()
+        self._flush_inserts()  # jobs submitted before start()
+        self._tasks = [
+            asyncio.create_task(self._feed(), name="jobsched-feeder"),
+            asyncio.create_task(self._renew(), name="jobsched-renewer"),
+        ]
+        for schedule_id, row, interval in self._schedules:
+            self._start_schedule(schedule_id, row, interval)
+        self._log.info("shared scheduler started", store=repr(self.store))
+
+    async def stop_feeding(self) -> None:
+        """Claim nothing more (called first thing in stop())."""
+        for task in self._tasks[:1]:
+            task.cancel()
+        for task in list(self._side_tasks):
+            if task.get_name().startswith("jobsched-schedule"):
+                task.cancel()
+        await asyncio.gather(*self._tasks[:1], return_exceptions=True)
+
+    async def close(self) -> None:
+        """After the workers exited: hand back unstarted jobs, flush, close the store."""
+        s = self.scheduler
+        unstarted = [
+            job_id
+            for job_id in self._held
+            if (job := s._jobs.get(job_id)) is not None and job.status is JobStatus.PENDING
+        ]
+        await self._drain_writes()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
+        if self._opened:
+            if unstarted:
+                await self.store.release(unstarted, self.identity)
+            await self.store.close()
+        self._log.info("shared scheduler stopped")
+
+    async def _drain_writes(self) -> None:
+        while True:
+            self._flush_inserts()
+            self._flush_outcomes()
+            pending = [t for t in (self._insert_task, self._outcome_task) if t is not None]
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # ── Submitting ──────────────────────────────────────────────────
+    def submit(
+        self,
+        job: Job,
+        delay: float,
+        depends_on: Iterable[str],
+        *,
+        key: str | None = None,
+        schedule_id: str | None = None,
+    ) -> str:
+        """Describe `job` as a row and queue it for the store; returns its id."""
+        s = self.scheduler
+        type_name, args, options = describe(job, s)
+        now = s._clock.time()
+        job.job_id = f"{job.job_id}-{self._id_suffix}"
+        row = self._NewJob(
+            job_id=job.job_id,
+            key=key,
+            type=type_name,
+            args=args,
+            options=options,
+            run_at=now + delay,
+            submitted_at=now,
+            sort_key=sort_key(s, job, now),
+            depends_on=tuple(depends_on),
+            schedule_id=schedule_id,
+            submitted_by=self.identity,
+        )
+        self._submitted.add(job.job_id)
+        self._inserts.append(row)
+        if self._insert_task is None and len(self._inserts) == 1 and self._opened:
+            asyncio.get_running_loop().call_soon(self._flush_inserts)
+        return job.job_id
+
+    def _flush_inserts(self) -> None:
+        if self._insert_task is not None or not self._inserts or not self._opened:
+            return
+        batch, self._inserts = self._inserts, []
+        self._insert_task = asyncio.create_task(self._write_inserts(batch))
+
+    async def _write_inserts(self, batch: list[Any]) -> None:
+        try:
+            try:
+                await self.store.insert(batch)
+            except Exception:
+                # One bad job (an unknown dependency) must not lose the others.
+                for row in batch:
+                    try:
+                        await self.store.insert([row])
+                    except Exception as exc:
+                        self._submitted.discard(row.job_id)
+                        self._log.error("job not stored", job_id=row.job_id, error=str(exc))
+        finally:
+            self._insert_task = None
+            if self._inserts:
+                self._flush_inserts()
+
+    async def join(self) -> None:
+        """Wait until every job this process submitted is terminal in the store."""
+        await self._drain_writes()
+        while self._submitted:
+            rows = await self.store.jobs(sorted(self._submitted))
+            done = {r.job_id for r in rows if r.status in _TERMINAL_NAMES}
+            self._submitted -= done
+            self._submitted &= {r.job_id for r in rows}
+            if self._submitted:
+                await self.store.wait_finished(self.poll_interval)
+
+    # ── Claiming ────────────────────────────────────────────────────
+    async def _feed(self) -> None:
+        s = self.scheduler
+        # Keep up to one extra job per worker queued here so a worker that
+        # finishes finds its next job without a round trip to the database.
+        target = 2 * s.num_workers
+        while not s._stopping:
+            self._wake.clear()
+            room = target - s._running_count - len(s._ready)
+            timeout = self.poll_interval
+            # Claim in batches (a round trip per job would cost more than the
+            # job): when half the local backlog is gone or the heap ran dry.
+            if room >= s.num_workers or (room > 0 and not s._ready):
+                try:
+                    rows, next_due = await self.store.claim(room, self.identity)
+                except Exception as exc:
+                    self._log.error("claim failed", error=str(exc))
+                    rows, next_due = [], None
+                for row in rows:
+                    self._adopt(row)
+                if len(rows) == room:
+                    continue
+                if next_due is not None:
+                    timeout = min(timeout, max(0.0, next_due - time.time()))
+            if not self._wake.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _adopt(self, row: Any) -> None:
+        """Make a claimed row a local job in the ready heap (no await: atomic)."""
+        s = self.scheduler
+        try:
+            job = build(s, row.type, row.args, row.options)
+        except Exception as exc:
+            # Never run what cannot be rebuilt; say so in the store.
+            self._outcome(row.job_id, "failed", error=f"cannot build job: {exc}")
+            self._log.error("cannot build claimed job", job_id=row.job_id, error=str(exc))
+            return
+        job.job_id = row.job_id
+        job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
+        now = s._clock.now()
+        job.submitted_at = to_monotonic(s, row.submitted_at)
+        job.run_at = now
+        job.seq = s._seq
+        s._seq += 1
+        s._jobs[job.job_id] = job
+        s._unfinished += 1
+        s._idle.clear()
+        self._held.add(job.job_id)
+        heappush(s._ready, (s._key(job), job.seq, job))
+        s._work_available.set()
+        if row.cancel_requested or job.job_id in self._early_cancels:
+            self._early_cancels.discard(job.job_id)
+            s.cancel(job.job_id)
+
+    # ── Leases, cancel requests, dead owners ────────────────────────
+    async def _renew(self) -> None:
+        interval = self.store.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                lost = await self.store.renew(list(self._held), self.identity)
+                for job_id in lost & self._held:
+                    self._log.warning("lease lost; the job may run elsewhere too", job_id=job_id)
+                for job_id in await self.store.cancel_requests(self.identity):
+                    self._on_cancel(job_id)
+                await self.store.reap_expired()
+            except Exception as exc:
+                self._log.error("lease renewal failed", error=str(exc))
+
+    def _on_cancel(self, job_id: str) -> None:
+        s = self.scheduler
+        job = s._jobs.get(job_id)
+        if job is None:
+            # Claimed by us but not adopted yet, or someone else's: remember briefly.
+            self._early_cancels.add(job_id)
+            if len(self._early_cancels) > 1000:
+                self._early_cancels.clear()
+            return
+        if not job.status.is_terminal:
+            self._log.info("cancel requested by another process", job_id=job_id)
+            s.cancel(job_id)
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask the store to cancel a job this process does not hold."""
+        task = asyncio.get_running_loop().create_task(self.store.request_cancel(job_id))
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+        return True
+
+    # ── Outcomes ────────────────────────────────────────────────────
+    def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
+        if new is RUNNING or job.job_id not in self._held:
+            return
+        if new is RETRY_WAIT:
+            self._outcome(
+                job.job_id,
+                "retry_wait",
+                error=job.last_error,
+                run_at=to_wall(self.scheduler, job.run_at),
+            )
+        elif new is CANCELLED and job.last_error == SHUTDOWN_ERROR:
+            # Interrupted by our own shutdown: another process runs it again.
+            self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
+        else:
+            result = job.result if new is JobStatus.COMPLETED else None
+            self._outcome(job.job_id, new.value, result=result, error=job.last_error)
+        self._wake.set()
+
+    def hand_back(self, job: Job) -> None:
+        """A job waiting for its retry goes back to the store, not the local heap."""
+        s = self.scheduler
+        s._jobs.pop(job.job_id, None)
+        s._unfinished -= 1
+        if s._unfinished == 0:
+            s._idle.set()
+
+    def _outcome(
+        self,
+        job_id: str,
+        status: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        run_at: float | None = None,
+    ) -> None:
+        self._held.discard(job_id)
+        self._outcomes.append(
+            self._Outcome(job_id=job_id, status=status, result=result, error=error, run_at=run_at)
+        )
+        if self._outcome_task is None and len(self._outcomes) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_outcomes)
+
+    def _flush_outcomes(self) -> None:
+        if self._outcome_task is not None or not self._outcomes:
+            return
+        batch, self._outcomes = self._outcomes, []
+        self._outcome_task = asyncio.create_task(self._write_outcomes(batch))
+
+    async def _write_outcomes(self, batch: list[Any]) -> None:
+        try:
+            await self.store.finish(batch, self.identity)
+        except Exception as exc:
+            # The leases expire and another process runs these again.
+            self._log.error("could not record results", count=len(batch), error=str(exc))
+        finally:
+            self._outcome_task = None
+            if self._outcomes:
+                self._flush_outcomes()
+
+    # ── Schedules ───────────────────────────────────────────────────
+    def schedule_recurring(
+        self,
+        factory: Callable[[], Job],
+        interval: float,
+        *,
+        start_in: float,
+        allow_overlap: bool,
+    ) -> str:
+        """A schedule shared by every process that registers the same one.
+
+        Its id is derived from the job template and the interval, so N
+        processes registering it serve ONE schedule that fires once per period.
+        """
+        if not interval > 0:
+            raise ValueError(f"interval must be positive, got {interval!r}")
+        from jobsched_plugins.postgres_store import ScheduleRow
+
+        type_name, args, options = describe(factory(), self.scheduler)
+        ident = json.dumps([type_name, args, options, interval, allow_overlap], sort_keys=True)
+        schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+        row = ScheduleRow(
+            schedule_id=schedule_id,
+            type=type_name,
+            args=args,
+            options=options,
+            trigger={"interval": interval},
+            next_run=time.time() + start_in,
+            allow_overlap=allow_overlap,
+        )
+        self._schedules.append((schedule_id, row, interval))
+        if self._opened:
+            self._start_schedule(schedule_id, row, interval)
+        return schedule_id
+
+    def _start_schedule(self, schedule_id: str, row: Any, interval: float) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._run_schedule(row, interval), name=f"jobsched-schedule-{schedule_id}"
+        )
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _run_schedule(self, row: Any, interval: float) -> None:
+        s = self.scheduler
+        stored = await self.store.add_schedule(row)
+        while not s._stopping:
+            if not stored.active:
+                return
+            wait = stored.next_run - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            now = time.time()
+            missed = math.floor((now - stored.next_run) / interval) + 1
+            new_next = stored.next_run + max(missed, 1) * interval
+            job = build(s, stored.type, stored.args, stored.options)
+            job.job_id = f"{job.job_id}-{self._id_suffix}"
+            options = {**stored.options, "scheduled_for": stored.next_run}
+            new = self._NewJob(
+                job_id=job.job_id,
+                type=stored.type,
+                args=stored.args,
+                options=options,
+                run_at=now,
+                submitted_at=now,
+                sort_key=sort_key(s, job, now),
+                schedule_id=stored.schedule_id,
+                submitted_by=self.identity,
+            )
+            try:
+                await self.store.fire_schedule(stored.schedule_id, stored.next_run, new_next, new)
+                stored = await self.store.get_schedule(stored.schedule_id)
+            except Exception as exc:
+                self._log.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
+                await asyncio.sleep(min(interval, self.poll_interval))
+
+    def cancel_recurring(self, schedule_id: str) -> bool:
+        """Stop a shared schedule for every process."""
+        known = any(sid == schedule_id for sid, _, _ in self._schedules)
+        for task in list(self._side_tasks):
+            if task.get_name() == f"jobsched-schedule-{schedule_id}":
+                task.cancel()
+        self._schedules = [t for t in self._schedules if t[0] != schedule_id]
+        if self._opened:
+            task = asyncio.get_running_loop().create_task(
+                self.store.deactivate_schedule(schedule_id)
+            )
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
+        return known
+
+
+_TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)
+
+
+async def run_worker(
+    store: str | Any,
+    *,
+    workers: int = 4,
+    plugins: Any = None,
+    strategy: Any = None,
+    stop: asyncio.Event | None = None,
+    on_started: Callable[[JobScheduler], None] | None = None,
+) -> None:
+    """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
+
+    This is ``jobsched worker --store URL --workers N``. A second SIGINT or
+    SIGTERM is not needed: the first one stops claiming, lets the running
+    attempts finish and hands back the jobs that had not started.
+    """
+    import signal
+
+    from ._scheduler import JobScheduler
+
+    scheduler = JobScheduler(strategy, num_workers=workers, plugins=plugins, store=store)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await scheduler.start()
+    try:
+        if on_started is not None:
+            on_started(scheduler)
+        await stop.wait()
+    finally:
+        await scheduler.stop()

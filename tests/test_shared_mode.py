@@ -1,0 +1,114 @@
+"""Shared mode in one process: two schedulers sharing one PostgreSQL queue."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+import pg_jobs
+from jobsched import JobScheduler, JobStatus, PluginManager, RetryPolicy, SchedulerError
+from jobsched_plugins.postgres_store import PostgresStore
+from pg_support import base_dsn
+
+
+def plugins() -> PluginManager:
+    return PluginManager([pg_jobs], autoload=False)
+
+
+@pytest.fixture
+async def url(pg_schema: tuple[str, str]) -> AsyncIterator[str]:
+    store = PostgresStore(pg_schema[0])
+    await store.open()
+    async with store.connection() as conn:
+        await conn.execute(pg_jobs.executions_ddl(pg_schema[1]))
+    await store.close()
+    yield pg_schema[0]
+
+
+def rec(schema: str, tag: str, seconds: float = 0.0, **options: object) -> pg_jobs.Record:
+    job = pg_jobs.Record(dsn=base_dsn(), schema=schema, tag=tag, seconds=seconds)
+    for k, v in options.items():
+        setattr(job, k, v)
+    return job
+
+
+def executions(schema: str) -> list[tuple[str, str, int]]:
+    with psycopg.connect(base_dsn()) as conn:
+        return conn.execute(
+            f'SELECT job_id, tag, pid FROM "{schema}".executions ORDER BY n'
+        ).fetchall()
+
+
+async def test_jobs_submitted_anywhere_run_once_somewhere(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    schema = pg_schema[1]
+    a = JobScheduler(store=url, num_workers=2, plugins=plugins())
+    b = JobScheduler(store=url, num_workers=2, plugins=plugins())
+    async with a, b:
+        ids = [a.submit(rec(schema, f"t{i}")) for i in range(50)]
+        await a.join()
+        rows = await a._shared.store.jobs(ids)  # type: ignore[union-attr]
+    assert [r.status for r in rows] == ["completed"] * 50
+    assert all(r.result == {"tag": f"t{i}"} for i, r in enumerate(rows))
+    done = executions(schema)
+    assert sorted(j for j, _, _ in done) == sorted(ids)
+
+
+async def test_dependencies_and_failure_cascade_across_processes(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    schema = pg_schema[1]
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    async with a, b:
+        up = a.submit(rec(schema, "up"))
+        down = b.submit(rec(schema, "down"), depends_on=[up])
+        await a._shared._drain_writes()  # type: ignore[union-attr]
+        fail = pg_jobs.Fail()
+        fail.retry = RetryPolicy(max_retries=0)
+        bad = a.submit(fail)
+        after_bad = a.submit(rec(schema, "never"), depends_on=[bad])
+        await a.join()
+        await b.join()
+        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+    assert rows[up].status == rows[down].status == "completed"
+    assert rows[bad].status == "failed" and rows[bad].attempts == 1
+    assert rows[after_bad].status == "cancelled"
+    assert rows[after_bad].last_error == f"upstream {bad} failed"
+    assert [t for _, t, _ in executions(schema)] == ["up", "down"]
+
+
+async def test_a_function_job_is_refused_at_submit(url: str) -> None:
+    async def fn() -> None:
+        return None
+
+    a = JobScheduler(store=url, plugins=plugins())
+    async with a:
+        with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+            a.submit(fn)
+
+
+async def test_cancel_on_one_process_stops_the_job_running_on_another(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    schema = pg_schema[1]
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    started = asyncio.Event()
+    b.add_listener(lambda job, old, new: new is JobStatus.RUNNING and started.set())
+    await b.start()
+    job_id = a.submit(rec(schema, "long", seconds=3600))
+    await a.start()
+    await started.wait()
+    assert b.get(job_id).status is JobStatus.RUNNING
+    assert a.cancel(job_id) is True
+    await a.join()
+    row = await a._shared.store.get(job_id)  # type: ignore[union-attr]
+    assert row is not None and row.status == "cancelled"
+    assert b.get(job_id).status is JobStatus.CANCELLED
+    await a.stop()
+    await b.stop()
