@@ -35,11 +35,16 @@ if TYPE_CHECKING:
 class JobFileError(SchedulerError, ValueError):
     """A job file that cannot be run: the message names the file, line and key."""
 
-    def __init__(self, message: str, *, source: str, line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, source: str, line: int | None = None, column: int | None = None
+    ) -> None:
         self.source = source
         self.line = line
+        self.column = column
         self.reason = message
         where = f"{source}:{line}" if line else source
+        if line and column:
+            where += f":{column}"
         super().__init__(f"{where}: {message}")
 
 
@@ -93,9 +98,10 @@ def parse_jobfile(
         if match:
             reason = message[: match.start()].strip()
             raise JobFileError(
-                f"invalid TOML at line {match.group(1)}, column {match.group(2)}: {reason}",
+                f"invalid TOML: {reason}",
                 source=source,
-                line=None,
+                line=int(match.group(1)),
+                column=int(match.group(2)),
             ) from None
         raise JobFileError(f"invalid TOML: {message}", source=source) from None
     lines = _Lines(text)
@@ -236,7 +242,7 @@ def _submit_order(jobs: list[JobEntry], fail: Any, lines: _Lines) -> list[JobEnt
         cycle: list[str] = list(reversed(exc.args[1]))
         first = next(j for j in jobs if j.id == cycle[0])
         raise fail(
-            f"dependency cycle: {' -> '.join(cycle)} (depends_on can't loop back)",
+            f"dependency cycle: {' -> '.join(cycle)} (each id depends on the next)",
             lines.key(first.line, "depends_on"),
         ) from None
     index = {job.id: i for i, job in enumerate(jobs)}
