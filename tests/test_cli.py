@@ -884,3 +884,34 @@ def test_run_examples_demo_toml_exits_1_because_the_demo_fails_on_purpose() -> N
 def test_shipped_demo_is_examples_demo_toml() -> None:
     shipped = ROOT / "core" / "jobsched" / "cli" / "demo.toml"
     assert shipped.read_bytes() == (ROOT / "examples" / "demo.toml").read_bytes()
+
+
+def test_two_plugins_registering_one_name(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    _distribution(
+        root,
+        "jobsched-copycat",
+        "1.0",
+        "copycat",
+        "jobsched_copycat",
+        """
+        from jobsched import hookimpl
+        from jobsched_contrib import SleepJob
+
+        @hookimpl
+        def jobsched_register_job_types(register):
+            register("email", SleepJob)
+        """,
+    )
+    env = {"PYTHONPATH": str(root)}
+    listed = jobsched("plugins", "list", env=env)
+    assert listed.returncode == 0
+    assert "jobsched: warning: job type 'email' is registered by two plugins" in listed.stderr
+    assert "'copycat' (from jobsched-copycat)" in listed.stderr
+    path = write(tmp_path / "f.toml", f'[[job]]\nid = "a"\n{EMAIL}')
+    assert_bad_input(
+        jobsched("run", str(path), env=env),
+        "job type 'email' is registered by two plugins",
+        "'contrib' (from jobsched)",
+    )

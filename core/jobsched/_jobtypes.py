@@ -15,6 +15,7 @@ import builtins
 import collections.abc
 import difflib
 import enum
+import functools
 import inspect
 import json
 import pathlib
@@ -249,6 +250,13 @@ def describe_job_type(
     factory: Any, name: str | None = None, plugin: str | None = None
 ) -> JobTypeInfo:
     """The arguments, model and docstring of a job type (a `Job` subclass)."""
+    return _describe_cached(factory, name, plugin)
+
+
+# A class does not change once defined, and building a job from data looks its
+# type up every time (a store may rebuild many jobs): describe each type once.
+@functools.lru_cache(maxsize=512)
+def _describe_cached(factory: Any, name: str | None, plugin: str | None) -> JobTypeInfo:
     if isinstance(factory, type) and issubclass(factory, Job):
         adapt_attrs_job(factory)
     if attrs.has(factory) and _is_adapted_attrs(factory):
@@ -333,7 +341,11 @@ def _module_namespace(obj: Any) -> dict[str, Any]:
 
 
 def _resolve(annotation: Any, namespace: dict[str, Any]) -> Any:
-    """Evaluate a string annotation; keep the string when it cannot be (3.10 and ``X | None``)."""
+    """Evaluate a string annotation; keep the string when it cannot be evaluated.
+
+    (A name imported only under ``TYPE_CHECKING``, or defined in a function.)
+    An unresolved annotation is shown as written and not checked.
+    """
     if not isinstance(annotation, str):
         return annotation
     try:
@@ -499,7 +511,7 @@ def build_retry_policy(value: Any, plugins: PluginManager) -> RetryPolicyLike:
         factory = plugins.resolve("retry_policies", name)
     except PluginError as exc:
         raise JobSpecError(f"retry: {exc}") from None
-    known = [a.name for a in _signature_arguments(factory)[0]]
+    known = [a.name for a in describe_job_type(factory).arguments]
     for key in options:
         if key not in known:
             raise JobSpecError(
