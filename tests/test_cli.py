@@ -694,6 +694,10 @@ BAD_FILES = {
         "[scheduler]\nworker = 2\n",
         ["bad.toml:2:", "[scheduler]: unknown key 'worker'; did you mean 'workers'?"],
     ),
+    "scheduler-not-a-table": (
+        "scheduler = 3\n",
+        ["bad.toml:1:", "'scheduler' must be a table: write [scheduler]"],
+    ),
     "job-not-an-array": (
         '[job]\nid = "a"\n',
         ["bad.toml:1:", "'job' must be an array of tables: write [[job]]"],

@@ -117,26 +117,32 @@ def parse_jobfile(
                 f"{_did_you_mean(name, list(TABLES))} (known: {known})",
                 lines.table(name) or lines.key(0, name),
             )
-    settings_raw = data.get("scheduler", {})
-    if not isinstance(settings_raw, dict):
-        raise fail("'scheduler' must be a table: write [scheduler]", lines.key(0, "scheduler"))
-    settings = _parse_table(
-        SchedulerSettings, settings_raw, "[scheduler]", lines.table("scheduler"), lines, fail
-    )
-
-    entries: dict[str, list[Any]] = {}
-    for name in ("job", "recurring"):
-        raw = data.get(name, [])
-        if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-            raise fail(
-                f"'{name}' must be an array of tables: write [[{name}]] before each entry",
-                lines.table(name) or lines.key(0, name),
-            )
-        cls = TABLES[name].cls
-        entries[name] = [
-            _parse_table(cls, table, f"[[{name}]] #{i + 1}", lines.table(name, i), lines, fail)
-            for i, table in enumerate(raw)
-        ]
+    # Every top-level table, the same way: one [name] or an array of [[name]].
+    tables: dict[str, Any] = {}
+    for name, kind in TABLES.items():
+        if kind.array:
+            raw = data.get(name, [])
+            if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+                raise fail(
+                    f"'{name}' must be an array of tables: write [[{name}]] before each entry",
+                    lines.table(name) or lines.key(0, name),
+                )
+            tables[name] = [
+                _parse_table(
+                    kind.cls, table, f"[[{name}]] #{i + 1}", lines.table(name, i), lines, fail
+                )
+                for i, table in enumerate(raw)
+            ]
+        else:
+            raw = data.get(name, {})
+            if not isinstance(raw, dict):
+                raise fail(
+                    f"'{name}' must be a table: write [{name}]",
+                    lines.table(name) or lines.key(0, name),
+                )
+            tables[name] = _parse_table(kind.cls, raw, f"[{name}]", lines.table(name), lines, fail)
+    settings: SchedulerSettings = tables["scheduler"]
+    entries = tables
     jobs: list[JobEntry] = entries["job"]
     recurring: list[RecurringEntry] = entries["recurring"]
 
@@ -170,6 +176,7 @@ def parse_jobfile(
         _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail)
     return JobFile(
         source=source,
+        tables=tables,
         scheduler=settings,
         jobs=tuple(jobs),
         recurring=tuple(recurring),

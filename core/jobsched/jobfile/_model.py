@@ -324,6 +324,8 @@ class JobFile:
     """
 
     source: str
+    #: Every top-level table by name, parsed (a table added to `TABLES` lands here).
+    tables: Mapping[str, Any]
     scheduler: SchedulerSettings
     jobs: tuple[JobEntry, ...]
     recurring: tuple[RecurringEntry, ...]
