@@ -2,7 +2,8 @@
 
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
-plugin management, function jobs and the ``hookimpl`` marker for plugins.
+plugin management, function jobs, durable stores and the ``hookimpl`` marker
+for plugins.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from ._recurring import RecurringSchedule
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
+from ._store import (
+    JobDataError,
+    JobRow,
+    ScheduleRow,
+    SharedStore,
+    Snapshot,
+    Store,
+    StoreContext,
+    StoreError,
+)
 from ._strategy import SchedulingStrategy, SortKey
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
@@ -74,8 +85,10 @@ __all__ = [
     "FunctionJob",
     "InvalidTransitionError",
     "Job",
+    "JobDataError",
     "JobListener",
     "JobPriority",
+    "JobRow",
     "JobScheduler",
     "JobStatus",
     "NonRetryableError",
@@ -86,10 +99,16 @@ __all__ = [
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
+    "ScheduleRow",
     "SchedulerError",
     "SchedulerStoppedError",
     "SchedulingStrategy",
+    "SharedStore",
+    "Snapshot",
     "SortKey",
+    "Store",
+    "StoreContext",
+    "StoreError",
     "SystemClock",
     "UnknownJobError",
     "default_plugin_manager",
