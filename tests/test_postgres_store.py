@@ -352,3 +352,32 @@ async def test_store_reconnects_after_its_backends_are_terminated(
     assert await waiter is True
     await other.close()
     assert store.reconnects >= 2
+
+
+async def test_store_api_write_upserts_kernel_rows(store: PostgresStore) -> None:
+    from jobsched import JobRow as KernelJobRow
+    from jobsched import ScheduleRow as KernelScheduleRow
+
+    base = dict(
+        job_id="k1", type="noop", args='{"n": 1}', options="{}", run_at=1.0, submitted_at=1.0, seq=1
+    )
+    await store.write([KernelJobRow(status="pending", **base)])  # type: ignore[arg-type]
+    await store.write(
+        [
+            KernelJobRow(status="completed", attempts=1, result='{"ok": true}', **base),  # type: ignore[arg-type]
+            KernelScheduleRow(
+                schedule_id="s1",
+                template='{"type": "noop", "args": {}, "options": {}}',
+                trigger='{"kind": "interval", "seconds": 5}',
+                next_run=10.0,
+            ),
+        ]
+    )
+    row = await store.get("k1")
+    assert row is not None and (row.status, row.attempts, row.result) == (
+        "completed",
+        1,
+        {"ok": True},
+    )
+    assert (await store.get_schedule("s1")).trigger == {"kind": "interval", "seconds": 5}
+    assert store.durable and store.shared and "password" not in store.url

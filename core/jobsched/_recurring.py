@@ -13,6 +13,13 @@ if TYPE_CHECKING:
 _schedule_ids = itertools.count(1)
 
 
+def reserve_schedule_ids(floor: int) -> None:
+    """Make every later id ``sched-N`` have N > `floor` (ids restored from a store)."""
+    global _schedule_ids
+    following = next(_schedule_ids)
+    _schedule_ids = itertools.count(max(following, floor + 1))
+
+
 class RecurringSchedule:
     """Fires ``factory()`` every `interval` seconds.
 

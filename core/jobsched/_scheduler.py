@@ -27,6 +27,7 @@ from ._plugins import PluginManager, TransitionListener, default_plugin_manager
 from ._recurring import RecurringSchedule
 from ._shared import SharedMode
 from ._status import JobStatus
+from ._store import Journal, Store, open_store, resolve_store
 from ._strategy import SchedulingStrategy, SortKey
 
 logger = structlog.get_logger("jobsched")
@@ -76,6 +77,11 @@ class JobScheduler:
     ``"priority"``); `plugins` is a `PluginManager`, or an iterable of plugin
     objects to use with the built-in plugins (no third-party autoload), or None
     for every installed plugin. Names are resolved here, once.
+
+    `store` makes jobs durable: a `Store` or a URL resolved through the store
+    plugins (``"sqlite:///jobs.db"``); None (the default) keeps everything in
+    memory at no cost. With a durable store, ``start()`` restores the stored
+    jobs and schedules, and must come before `submit` (see docs/durability.md).
     """
 
     def __init__(
@@ -87,7 +93,7 @@ class JobScheduler:
         history_limit: int = 10_000,
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
-        store: Any = None,
+        store: Store | str | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
@@ -131,12 +137,26 @@ class JobScheduler:
         self._recurring: dict[str, RecurringSchedule] = {}
         self._slots = [_Slot() for _ in range(num_workers)]
         self._plugin_listeners = plugins.transition_listeners()
-        self._shared: SharedMode | None = None
-        if store is not None:
-            self._shared = _open_shared(self, store)
-            self._plugin_listeners += (self._shared.on_transition,)
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
+        self._schedule_keys: dict[str, str] = {}
+        self.store = resolve_store(store, plugins)
+        # None unless the store is durable: the memory path checks only this.
+        self._journal: Journal | None = None
+        # Shared stores (several processes, one queue) run through _shared.py:
+        # no journal, no local queue; None otherwise, and then never looked at
+        # on the per-job path except on a retry.
+        self._shared: SharedMode | None = None
+        if self.store is not None and self.store.durable and self.store.shared:
+            self._shared = SharedMode(self, self.store)
+            self._plugin_listeners = (*self._plugin_listeners, self._shared.on_transition)
+            self._listeners = self._plugin_listeners
+        elif self.store is not None and self.store.durable:
+            self._journal = Journal(self, self.store, self._clock)
+            # Marking dirty rides on the transition listeners: no new branch there.
+            self._plugin_listeners = (self._journal.mark, *self._plugin_listeners)
+            self._listeners = self._plugin_listeners
         self._seq = 0
         self._unfinished = 0
         self._running_count = 0
@@ -169,6 +189,7 @@ class JobScheduler:
         *args: Any,
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
+        key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue a job and return its id. Dependencies must already be submitted.
@@ -176,6 +197,11 @@ class JobScheduler:
         `job` is a `Job`, or a plain function or coroutine function followed by
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
         timeout=..., retry=..., deadline=..., **kwargs)`` (see `FunctionJob`).
+
+        `key` is an external id (say, a job file's id): submitting a key the
+        scheduler already knows, including one restored from a durable store,
+        queues nothing and returns the id of the job that has it. That is how a
+        rerun after a crash resumes instead of starting a second copy.
         """
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -186,6 +212,15 @@ class JobScheduler:
             )
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        if key is not None:
+            known = self._keys.get(key)
+            if known is not None:
+                return known
+        journal = self._journal
+        if journal is not None:
+            # Refuses a job that cannot be stored as data; may renumber a job
+            # built before the store's ids were known.
+            journal.admit(job, key, depends_on)
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")
@@ -196,11 +231,13 @@ class JobScheduler:
         if delay < 0 or delay != delay:
             raise ValueError(f"delay must be >= 0, got {delay!r}")
         if self._shared is not None:  # the store's queue, not ours: claimed back later
-            return self._shared.submit(job, delay, depends_on)
+            return self._shared.submit(job, delay, depends_on, key=key)
         deps = set(depends_on) if depends_on else None
         if deps:
             unknown = [d for d in deps if d not in self._jobs]
             if unknown:
+                if journal is not None:
+                    journal.forget(job)
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
         now = self._clock.now()
@@ -209,6 +246,10 @@ class JobScheduler:
         job.submitted_at = now
         job.run_at = now + delay
         self._jobs[job_id] = job
+        if key is not None:
+            self._keys[key] = job_id
+        if journal is not None:
+            journal.mark(job)
         self._unfinished += 1
         if self._unfinished == 1:
             self._idle.clear()
@@ -220,6 +261,10 @@ class JobScheduler:
                     self._finish(job, CANCELLED, error=f"upstream {d} {status.value}")
                     return job_id
             unmet = {d for d in deps if jobs[d].status is not COMPLETED}
+            if journal is not None:
+                # Durable before visible: an upstream counts as done once its
+                # completion is committed.
+                unmet |= journal.uncommitted(deps)
             if unmet:
                 self._blocked[job_id] = unmet
                 for d in unmet:
@@ -240,7 +285,9 @@ class JobScheduler:
             raise SchedulerError("start() the scheduler before submitting from other threads")
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
-        options: dict[str, Any] = {k: kwargs.pop(k) for k in ("delay", "depends_on") if k in kwargs}
+        options: dict[str, Any] = {
+            k: kwargs.pop(k) for k in ("delay", "depends_on", "key") if k in kwargs
+        }
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
         elif args or kwargs:
@@ -255,12 +302,17 @@ class JobScheduler:
         *,
         start_in: float = 0.0,
         allow_overlap: bool = False,
+        key: str | None = None,
     ) -> str:
         """Submit ``factory()`` every `interval` seconds, at a fixed rate.
 
         Returns a schedule id for `cancel_recurring`. Fires missed while the
         loop was busy coalesce into one; without `allow_overlap` a fire is
-        skipped while the previous job is unfinished.
+        skipped while the previous job is unfinished. A `key` the scheduler
+        already knows (restored from a store) returns that schedule's id and
+        adds nothing. With a durable store the job ``factory()`` builds is
+        stored as data (described from one call), so it must build the same
+        job each time.
         """
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
@@ -272,7 +324,15 @@ class JobScheduler:
             return self._shared.schedule_recurring(
                 factory, interval, start_in=start_in, allow_overlap=allow_overlap
             )
+        if key is not None:
+            known = self._schedule_keys.get(key)
+            if known is not None:
+                return known
         sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
+        if self._journal is not None:
+            self._journal.admit_schedule(sched, factory, key)
+        if key is not None:
+            self._schedule_keys[key] = sched.schedule_id
         self._recurring[sched.schedule_id] = sched
         if self._started:
             self._arm_schedule(sched)
@@ -287,6 +347,8 @@ class JobScheduler:
         if sched.timer is not None:
             sched.timer.cancel()
             sched.timer = None
+        if self._journal is not None:
+            self._journal.mark_schedule(sched)
         return True
 
     def recurring(self) -> list[RecurringSchedule]:
@@ -339,6 +401,14 @@ class JobScheduler:
             return
         await self._idle.wait()
 
+    async def flush(self) -> None:
+        """Wait until every state change so far is committed to the store.
+
+        Returns at once without a durable store. `stop` flushes by itself.
+        """
+        if self._journal is not None:
+            await self._journal.flush()
+
     async def start(self) -> None:
         """Start the workers on the running loop."""
         if self._started:
@@ -348,7 +418,17 @@ class JobScheduler:
         self._started = True
         self._loop = asyncio.get_running_loop()
         if self._shared is not None:
-            await self._shared.start()
+            try:
+                await self._shared.start()
+            except BaseException:
+                self._started = False
+                raise
+        elif self.store is not None:
+            try:
+                await open_store(self)  # restores the stored jobs and schedules
+            except BaseException:
+                self._started = False
+                raise
         self.plugins.scheduler_started(self)
         self._tasks = [
             asyncio.create_task(self._worker(slot), name=f"jobsched-worker-{i}")
@@ -390,9 +470,16 @@ class JobScheduler:
         self._delay_timer = self._watchdog = None
         for executor in self._executors.values():
             executor.shutdown()
+        store_error = None
+        if self._journal is not None:
+            store_error = await self._journal.close()  # writes what is still dirty
+        elif self.store is not None and self._started and self._shared is None:
+            await self.store.close()
         self._stopped = True
         if self._started:
             self.plugins.scheduler_stopped(self)
+        if store_error is not None:
+            raise store_error
 
     async def __aenter__(self) -> JobScheduler:
         await self.start()
@@ -589,6 +676,9 @@ class JobScheduler:
 
     def _fire(self, sched: RecurringSchedule, now: float) -> None:
         sched.advance(now)
+        journal = self._journal
+        if journal is not None:
+            journal.mark_schedule(sched)
         previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
         if previous is not None and not previous.status._terminal and not sched.allow_overlap:
             sched.skipped += 1
@@ -599,6 +689,8 @@ class JobScheduler:
             logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
             return
         sched.fired += 1
+        if journal is not None:
+            journal.tag_schedule(sched.last_job_id, sched.schedule_id)
 
     # ── Internals: state changes ──────────────────────────────────────
     def _transition(self, job: Job, new: JobStatus) -> None:
@@ -626,25 +718,49 @@ class JobScheduler:
             self._transition(job, status)
             job_id = job.job_id
             self._blocked.pop(job_id, None)
-            dependents = self._dependents.pop(job_id, None)
-            if dependents:
-                for dep_id in dependents:
-                    dependent = self._jobs.get(dep_id)
-                    if dependent is None or dependent.status.is_terminal:
-                        continue
-                    if status is COMPLETED:
-                        unmet = self._blocked.get(dep_id)
-                        if unmet is not None:
-                            unmet.discard(job_id)
-                            if not unmet:
-                                del self._blocked[dep_id]
-                                self._enqueue(dependent)
-                    else:  # cascade: the upstream did not complete
-                        work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+            if self._journal is None:
+                dependents = self._dependents.pop(job_id, None)
+                if dependents:
+                    self._settle_dependents(job_id, status, dependents, work)
+            else:
+                # Durable before visible: dependents wait for the commit.
+                self._journal.finished(job_id, status)
             self._unfinished -= 1
             if self._unfinished == 0:
                 self._idle.set()
             self._remember_finished(job_id)
+
+    def _settle_dependents(
+        self,
+        job_id: str,
+        status: JobStatus,
+        dependents: list[str],
+        work: list[tuple[Job, JobStatus, str | None]],
+    ) -> None:
+        """Release the dependents of a finished job, or queue their cancellation."""
+        for dep_id in dependents:
+            dependent = self._jobs.get(dep_id)
+            if dependent is None or dependent.status.is_terminal:
+                continue
+            if status is COMPLETED:
+                unmet = self._blocked.get(dep_id)
+                if unmet is not None:
+                    unmet.discard(job_id)
+                    if not unmet:
+                        del self._blocked[dep_id]
+                        self._enqueue(dependent)
+            else:  # cascade: the upstream did not complete
+                work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+
+    def _release_committed(self, finished: dict[str, JobStatus]) -> None:
+        """The store committed these terminal states: now their dependents may move."""
+        work: list[tuple[Job, JobStatus, str | None]] = []
+        for job_id, status in finished.items():
+            dependents = self._dependents.pop(job_id, None)
+            if dependents:
+                self._settle_dependents(job_id, status, dependents, work)
+        for job, status, error in work:
+            self._finish(job, status, error=error)
 
     def _remember_finished(self, job_id: str) -> None:
         # Bound memory: a recurring job would otherwise grow _jobs forever.
@@ -652,13 +768,3 @@ class JobScheduler:
         finished.append(job_id)
         while len(finished) > self._history_limit:
             self._jobs.pop(finished.popleft(), None)
-
-
-def _open_shared(scheduler: JobScheduler, store: Any) -> SharedMode:
-    """Resolve `store` (a URL or a store object) for shared mode."""
-    if isinstance(store, str):
-        scheme = store.split(":", 1)[0]
-        store = scheduler.plugins.resolve("stores", scheme)(store)
-    if not getattr(store, "shared", False):
-        raise SchedulerError(f"{store!r} is not a shared store; only shared stores are supported")
-    return SharedMode(scheduler, store)

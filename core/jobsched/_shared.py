@@ -240,7 +240,9 @@ class SharedMode:
 
     # ── Lifecycle ───────────────────────────────────────────────────
     async def start(self) -> None:
-        await self.store.open()
+        from ._store import StoreContext
+
+        await self.store.open(StoreContext(worker_id=self.identity))
         self._opened = True
         self.store.on_cancel = self._on_cancel
         self.store.on_work = self._wake.set

@@ -32,7 +32,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import attrs
 import structlog
 
-from jobsched import hookimpl
+from jobsched import JobRow as KernelJobRow
+from jobsched import ScheduleRow as KernelScheduleRow
+from jobsched import Snapshot, StoreContext, StoreError, hookimpl
 from jobsched.hookspecs import Register
 
 try:
@@ -107,10 +109,6 @@ _MIGRATIONS: list[list[str]] = [
 ]
 
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
-
-
-class StoreError(Exception):
-    """The database cannot be used as a jobsched store (the message says why)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -249,7 +247,8 @@ class PostgresStore:
     def __init__(self, url: str, *, lease_seconds: float | None = None) -> None:
         if psycopg is None:
             raise StoreError("the postgres store needs psycopg 3: pip install 'jobsched[postgres]'")
-        self.url = url
+        #: The URL with its password masked (the store API's `url`, for messages).
+        self.url = redact(url)
         self.dsn, self.schema, options = parse_url(url)
         lease = lease_seconds if lease_seconds is not None else float(options.get("lease", 30))
         if not lease > 0:
@@ -272,7 +271,7 @@ class PostgresStore:
         self.on_resync: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact(self.url)!r})"
+        return f"PostgresStore({self.url!r})"
 
     # ── Connections ─────────────────────────────────────────────────
     def _q(self, text: str) -> sql.Composed:
@@ -282,7 +281,7 @@ class PostgresStore:
         try:
             return await psycopg.AsyncConnection.connect(self.dsn, row_factory=dict_row, **kwargs)
         except psycopg.OperationalError as exc:
-            raise StoreError(f"cannot connect to {redact(self.url)}: {exc}".strip()) from exc
+            raise StoreError(f"cannot connect to {self.url}: {exc}".strip()) from exc
 
     async def _tx(self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Run `body` in one transaction, reconnecting and retrying if the link drops."""
@@ -305,7 +304,7 @@ class PostgresStore:
                             await self._conn.close()
                     self._conn = None
                     if attempt == 29:
-                        raise StoreError(f"{redact(self.url)}: giving up: {exc}") from exc
+                        raise StoreError(f"{self.url}: giving up: {exc}") from exc
                     self.reconnects += 1
                     logger.warning("postgres connection lost, reconnecting", error=str(exc))
             await asyncio.sleep(delay)
@@ -318,11 +317,13 @@ class PostgresStore:
         """True once `close` was called."""
         return self._closed
 
-    async def open(self) -> None:
+    async def open(self, context: StoreContext | None = None) -> Snapshot:
         """Create or migrate the schema, then start listening for notifications.
 
         Raises `StoreError` for a schema newer than this code, or for a schema
-        of that name that holds tables but is not a jobsched store.
+        of that name that holds tables but is not a jobsched store. Returns an
+        empty `Snapshot`: in shared mode nothing is restored into a process;
+        the jobs stay in the database and are claimed from there.
         """
         conn = await self._connect(autocommit=True)
         try:
@@ -334,6 +335,85 @@ class PostgresStore:
             await conn.close()
         self._listener = asyncio.create_task(self._listen(), name=f"{self.channel}-listen")
         await self._listening.wait()
+        return Snapshot()
+
+    async def write(self, batch: Sequence[KernelJobRow | KernelScheduleRow]) -> None:
+        """The store API's upsert of full job and schedule states, in one transaction.
+
+        Shared mode does not use it (it claims and finishes through the calls
+        below); it is here so the store honours the plain `Store` contract,
+        e.g. for a tool that copies a local store into PostgreSQL.
+        """
+
+        async def body(conn: psycopg.AsyncConnection[Any]) -> None:
+            for row in batch:
+                if isinstance(row, KernelScheduleRow):
+                    template = json.loads(row.template)
+                    await conn.execute(
+                        self._q(
+                            """INSERT INTO {s}.schedules (schedule_id, type, args, options,
+                                trigger, next_run, allow_overlap, active, last_job_id, fired,
+                                skipped)
+                            VALUES (%s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s, %s,
+                                %s, %s)
+                            ON CONFLICT (schedule_id) DO UPDATE SET next_run = EXCLUDED.next_run,
+                                active = EXCLUDED.active, last_job_id = EXCLUDED.last_job_id,
+                                fired = EXCLUDED.fired, skipped = EXCLUDED.skipped"""
+                        ),
+                        [
+                            row.schedule_id,
+                            template["type"],
+                            to_json(template["args"]),
+                            to_json(template["options"]),
+                            row.trigger,
+                            row.next_run,
+                            row.allow_overlap,
+                            row.active,
+                            row.last_job_id,
+                            row.fired,
+                            row.skipped,
+                        ],
+                    )
+                    continue
+                await conn.execute(
+                    self._q(
+                        """INSERT INTO {s}.jobs (job_id, key, type, args, options, status,
+                            attempts, run_at, submitted_at, sort_key, result, last_error,
+                            schedule_id, finished_at)
+                        VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s,
+                            %s::jsonb, %s, %s, %s)
+                        ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status,
+                            attempts = EXCLUDED.attempts, run_at = EXCLUDED.run_at,
+                            result = EXCLUDED.result, last_error = EXCLUDED.last_error,
+                            finished_at = EXCLUDED.finished_at"""
+                    ),
+                    [
+                        row.job_id,
+                        row.key,
+                        row.type,
+                        row.args,
+                        row.options,
+                        row.status,
+                        row.attempts,
+                        row.run_at,
+                        row.submitted_at,
+                        [float(x) for x in (row.sort_key or (0.0,))],
+                        row.result,
+                        row.last_error,
+                        row.schedule_id,
+                        row.finished_at,
+                    ],
+                )
+                for upstream in row.depends_on:
+                    await conn.execute(
+                        self._q(
+                            "INSERT INTO {s}.dependencies (job_id, upstream) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING"
+                        ),
+                        [row.job_id, upstream],
+                    )
+
+        await self._tx(body)
 
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
         cur = await conn.execute(
@@ -343,7 +423,7 @@ class PostgresStore:
         tables = {r["table_name"] for r in await cur.fetchall()}
         if tables and "schema_version" not in tables:
             raise StoreError(
-                f"{redact(self.url)}: schema {self.schema!r} holds tables "
+                f"{self.url}: schema {self.schema!r} holds tables "
                 f"({', '.join(sorted(tables))}) but is not a jobsched store; "
                 "choose another with ?schema=NAME"
             )
@@ -354,7 +434,7 @@ class PostgresStore:
         version = (row or {}).get("v") or 0
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"{redact(self.url)}: schema {self.schema!r} is at version {version}, newer "
+                f"{self.url}: schema {self.schema!r} is at version {version}, newer "
                 f"than this jobsched understands ({SCHEMA_VERSION}); upgrade jobsched"
             )
         for target in range(version + 1, SCHEMA_VERSION + 1):
