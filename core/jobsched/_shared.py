@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib
 import itertools
 import json
 import math
@@ -38,11 +37,11 @@ from collections.abc import Callable, Iterable
 from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import structlog
 
 from ._errors import SchedulerError
 from ._job import FunctionJob, Job
+from ._jobtypes import build_job, job_spec, retry_policy_data
 from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
@@ -71,16 +70,8 @@ def process_identity() -> str:
 
 
 # ── Jobs as data ───────────────────────────────────────────────────────
-# A shared store holds (type name, JSON args, options), never pickles. The
-# job-types module (`jobsched._jobtypes`, from the CLI work) does this in full;
-# until it is there, the small fallback below covers attrs-defined job types.
-def _jobtypes() -> Any:
-    try:
-        return importlib.import_module("jobsched._jobtypes")
-    except ImportError:
-        return None
-
-
+# A shared store holds (type name, JSON args, options), never pickles: the
+# job-types module (`jobsched._jobtypes`) describes jobs and builds them back.
 def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(type name, args, options) of `job`; a clear `SchedulerError` if it has none."""
     if isinstance(job, FunctionJob):
@@ -88,53 +79,31 @@ def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], di
             f"{job!r}: a plain function cannot be stored in a shared store "
             "(other hosts cannot run it); register a job type and submit that"
         )
-    jobtypes = _jobtypes()
-    spec = getattr(job, "_spec", None)
-    if spec is None and jobtypes is not None:
-        spec = jobtypes.job_spec(job, scheduler.plugins)
-    if spec is not None:
-        type_name, args, options = spec.type, dict(spec.args), dict(spec.options)
-    else:
-        type_name, args = _fallback_describe(job, scheduler)
-        options = {}
-    options.update(
-        name=job.name,
-        priority=int(job.priority),
-        timeout=job.timeout,
-        retry=_retry_data(job, scheduler),
-    )
+    spec = job_spec(job, scheduler.plugins)
+    if spec is None:
+        raise SchedulerError(
+            f"{job!r}: {type(job).__qualname__} cannot be described as data (a registered "
+            "job type built with jobsched.build_job, or an attrs job type), so it cannot "
+            "go to a shared store"
+        )
+    retry = retry_policy_data(job.retry, scheduler.plugins)
+    if retry is None:
+        raise SchedulerError(
+            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
+            "and cannot be stored"
+        )
+    args = dict(spec.args)
+    options = dict(spec.options)
+    options.update(name=job.name, priority=int(job.priority), timeout=job.timeout, retry=retry)
     # Deadlines are monotonic in the kernel; other hosts need wall time.
     options["deadline"] = None if job.deadline is None else to_wall(scheduler, job.deadline)
     try:
         json.dumps([args, options], allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise SchedulerError(
-            f"{job!r} ({type_name}): its arguments are not JSON and cannot be stored: {exc}"
+            f"{job!r} ({spec.type}): its arguments are not JSON and cannot be stored: {exc}"
         ) from None
-    return type_name, args, options
-
-
-def _fallback_describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any]]:
-    cls = type(job)
-    names = [r.name for r in scheduler.plugins.registry["job_types"].values() if r.factory is cls]
-    if len(names) != 1 or not attrs.has(cls):
-        raise SchedulerError(
-            f"{job!r}: {cls.__qualname__} is not a registered attrs job type, "
-            "so it cannot be described as data for a shared store"
-        )
-    args = {f.name: getattr(job, f.name) for f in attrs.fields(cls) if f.init}
-    return names[0], args
-
-
-def _retry_data(job: Job, scheduler: JobScheduler) -> dict[str, Any]:
-    policy = job.retry
-    for name, reg in scheduler.plugins.registry["retry_policies"].items():
-        if reg.factory is type(policy) and attrs.has(type(policy)):
-            return {"policy": name, **attrs.asdict(policy)}  # type: ignore[arg-type]
-    raise SchedulerError(
-        f"{job!r}: its retry policy {policy!r} is not a registered attrs policy "
-        "and cannot be stored"
-    )
+    return spec.type, args, options
 
 
 def build(
@@ -148,13 +117,7 @@ def build(
     name = options.pop("name", None)
     priority = options.pop("priority", None)
     timeout = options.pop("timeout", "unset")
-    jobtypes = _jobtypes()
-    if jobtypes is not None:
-        job: Job = jobtypes.build_job(type_name, args, plugins=plugins)
-    else:
-        job = plugins.resolve("job_types", type_name)(**args)
-    if not isinstance(job, Job):
-        raise SchedulerError(f"job type {type_name!r} built {job!r}, not a Job")
+    job = build_job(type_name, args, plugins=plugins)
     if retry:
         job.retry = plugins.resolve("retry_policies", retry.pop("policy"))(**retry)
     if name is not None:
@@ -231,6 +194,10 @@ class SharedMode:
         self._insert_task: asyncio.Task[None] | None = None
         self._submitted: set[str] = set()  # this process's submissions, for join()
         self._early_cancels: set[str] = set()
+        #: False: this process only submits and follows (``jobsched run --store``).
+        self.claims = True
+        #: A submitted job whose key the store already had -> the stored job's id.
+        self.aliases: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
@@ -253,6 +220,8 @@ class SharedMode:
             asyncio.create_task(self._feed(), name="jobsched-feeder"),
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
         ]
+        if not self.claims:
+            self._tasks[0].cancel()
         for schedule_id, row, interval in self._schedules:
             self._start_schedule(schedule_id, row, interval)
         self._log.info("shared scheduler started", store=repr(self.store))
@@ -336,7 +305,12 @@ class SharedMode:
     async def _write_inserts(self, batch: list[Any]) -> None:
         try:
             try:
-                await self.store.insert(batch)
+                stored = await self.store.insert(batch)
+                for row, job_id in zip(batch, stored, strict=False):
+                    if job_id != row.job_id:  # its key was there: resumed, not duplicated
+                        self.aliases[row.job_id] = job_id
+                        self._submitted.discard(row.job_id)
+                        self._submitted.add(job_id)
             except Exception:
                 # One bad job (an unknown dependency) must not lose the others.
                 for row in batch:
@@ -612,14 +586,17 @@ async def run_worker(
     workers: int = 4,
     plugins: Any = None,
     strategy: Any = None,
+    grace: float = 30.0,
     stop: asyncio.Event | None = None,
     on_started: Callable[[JobScheduler], None] | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
-    This is ``jobsched worker --store URL --workers N``. A second SIGINT or
-    SIGTERM is not needed: the first one stops claiming, lets the running
-    attempts finish and hands back the jobs that had not started.
+    This is ``jobsched worker --store URL --workers N``. Stopping claims
+    nothing more, hands back the claimed jobs that have not started, and gives
+    the running attempts `grace` seconds to finish; those still running then
+    are interrupted and handed back too (another process runs them again,
+    their attempt counted).
     """
     import signal
 
@@ -637,4 +614,12 @@ async def run_worker(
             on_started(scheduler)
         await stop.wait()
     finally:
-        await scheduler.stop()
+        stopping = asyncio.ensure_future(scheduler.stop())
+        done, _ = await asyncio.wait({stopping}, timeout=grace)
+        if not done:
+            # Cancel the worker tasks themselves (not the jobs): the kernel
+            # records "scheduler shut down", which shared mode hands back.
+            for slot in scheduler._slots:
+                if slot.job is not None and slot.task is not None:
+                    slot.task.cancel()
+            await stopping

@@ -543,9 +543,11 @@ class PostgresStore:
             ids: list[str] = []
             ready = False
             statuses = dict(done)
+            alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
             for job in jobs:
-                unmet = [d for d in job.depends_on if statuses.get(d) != "completed"]
-                broken = [d for d in job.depends_on if statuses.get(d) in TERMINAL and d in unmet]
+                depends_on = [alias.get(d, d) for d in job.depends_on]
+                unmet = [d for d in depends_on if statuses.get(d) != "completed"]
+                broken = [d for d in depends_on if statuses.get(d) in TERMINAL and d in unmet]
                 status = "cancelled" if broken else "pending"
                 error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
                 cur = await conn.execute(
@@ -587,7 +589,8 @@ class PostgresStore:
                     existing = await cur.fetchone()
                     assert existing is not None
                     ids.append(existing["job_id"])
-                    statuses[job.job_id] = statuses[existing["job_id"]] = existing["status"]
+                    alias[job.job_id] = existing["job_id"]
+                    statuses[existing["job_id"]] = existing["status"]
                     continue
                 ids.append(job.job_id)
                 statuses[job.job_id] = status

@@ -34,6 +34,12 @@ def add_parser(subparsers: Any) -> None:
         epilog=EXIT_CODES,
     )
     parser.add_argument("file", metavar="FILE.toml", help="the job file")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="submit to a shared store (postgresql://...) and follow the jobs there; "
+        "`jobsched worker` processes run them",
+    )
     add_run_options(parser)
     parser.set_defaults(handler=run_command)
 
@@ -52,6 +58,10 @@ def run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     plugins = PluginManager()
     jobfile = load_jobfile(args.file, plugins=plugins)
+    if getattr(args, "store", None):
+        from ._worker import run_shared
+
+        return run_shared(jobfile, plugins, args.store, as_json=args.json)
     return run_and_report(jobfile, plugins, as_json=args.json)
 
 

@@ -1,0 +1,256 @@
+"""``jobsched worker --store URL`` and ``jobsched status --store URL``: shared stores.
+
+Several worker processes, on any number of hosts, serve one shared store
+(PostgreSQL). Each process is known by its identity, ``host:pid``, in the
+store (``lease_owner``) and in its log lines (``process=``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from .._errors import SchedulerError
+from .._plugins import PluginManager
+from .._shared import process_identity, run_worker
+from .._store import StoreContext, resolve_store
+from ._common import BadInput, add_logging_options, configure_logging, make_console, print_json
+
+
+def add_parser(subparsers: Any) -> None:
+    worker = subparsers.add_parser(
+        "worker",
+        help="run jobs from a shared store until stopped",
+        description="Serve a shared store's queue: claim due jobs in strategy order with a "
+        "lease, run them, record the results. Start one per host (or several); a process "
+        "that dies loses its leases and its jobs run again elsewhere (at-least-once). "
+        "SIGINT/SIGTERM stop it gracefully: running jobs finish, unstarted ones go back.",
+    )
+    worker.add_argument("--store", required=True, metavar="URL", help="postgresql://user@host/db")
+    worker.add_argument(
+        "--workers", type=int, default=4, metavar="N", help="jobs run at once (default: 4)"
+    )
+    worker.add_argument(
+        "--strategy", default="priority", help="the ordering strategy (default: priority)"
+    )
+    worker.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
+        "interrupted and handed back to the queue (default: 30)",
+    )
+    add_logging_options(worker)
+    worker.set_defaults(handler=worker_command, log_level="info")
+
+    status = subparsers.add_parser(
+        "status",
+        help="show every job of a shared store and which process holds it",
+        description="One row per job in a shared store: id, type, status, attempts, the "
+        "process (host:pid) that holds its lease and for how long, and its error.",
+    )
+    status.add_argument("--store", required=True, metavar="URL", help="postgresql://user@host/db")
+    status.add_argument("--json", action="store_true", help="print the rows as JSON")
+    status.set_defaults(handler=status_command)
+
+
+def _shared_store(url: str, plugins: PluginManager) -> Any:
+    try:
+        store = resolve_store(url, plugins)
+    except SchedulerError as exc:
+        raise BadInput(str(exc)) from None
+    if store is None or not getattr(store, "shared", False):
+        raise BadInput(f"--store {url!r} is not a shared store (e.g. postgresql://host/db)")
+    return store
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    if args.workers < 1:
+        raise BadInput(f"--workers must be at least 1, got {args.workers}")
+    plugins = PluginManager()
+    store = _shared_store(args.store, plugins)
+    asyncio.run(
+        run_worker(
+            store,
+            workers=args.workers,
+            plugins=plugins,
+            strategy=args.strategy,
+            grace=max(0.0, args.grace),
+        )
+    )
+    return 0
+
+
+def status_command(args: argparse.Namespace) -> int:
+    configure_logging("console", "warning")
+    plugins = PluginManager()
+    store = _shared_store(args.store, plugins)
+    rows = asyncio.run(_read(store))
+    now = time.time()
+    if args.json:
+        print_json(
+            [
+                {
+                    "id": r.job_id,
+                    "key": r.key,
+                    "type": r.type,
+                    "status": r.status,
+                    "attempts": r.attempts,
+                    "held_by": r.lease_owner,
+                    "lease_expires_in": None
+                    if r.lease_expires is None
+                    else round(r.lease_expires - now, 3),
+                    "submitted_by": r.submitted_by,
+                    "error": r.last_error,
+                    "result": r.result,
+                }
+                for r in rows
+            ]
+        )
+        return 0
+    from rich import box
+    from rich.table import Table
+
+    console = make_console()
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+    for column in ("ID", "TYPE", "STATUS", "ATTEMPTS", "HELD BY", "LEASE", "ERROR"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        lease = "-" if r.lease_expires is None else f"{r.lease_expires - now:.1f}s"
+        table.add_row(
+            r.job_id,
+            r.type,
+            r.status,
+            str(r.attempts),
+            r.lease_owner or "-",
+            lease,
+            r.last_error or "-",
+        )
+    console.print(table)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs"
+    console.print(f"{len(rows)} jobs in {store.url}: {summary}", markup=False)
+    return 0
+
+
+async def _read(store: Any) -> list[Any]:
+    await store.open(StoreContext(worker_id=process_identity(), readonly=True))
+    try:
+        return list(await store.jobs())
+    finally:
+        await store.close()
+
+
+# ── jobsched run FILE --store URL ─────────────────────────────────────
+def run_shared(jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool) -> int:
+    """Submit a job file to a shared store and follow it until every job is finished.
+
+    This process only submits and watches; worker processes (``jobsched
+    worker``) run the jobs. Each job's key is ``<file>#<id>``, so running the
+    same file again after a crash resumes its jobs instead of duplicating them.
+    """
+    from ._run import print_summary
+
+    if jobfile.recurring:
+        raise BadInput(
+            f"{jobfile.source}: [[recurring]] entries are not supported with --store yet; "
+            "run the file without --store"
+        )
+    _shared_store(url, plugins)  # a clear error before anything is submitted
+    result = asyncio.run(_follow(jobfile, plugins, url))
+    if as_json:
+        print_json(result.to_json())
+    else:
+        print_summary(make_console(), result)
+    return int(result.exit_code)
+
+
+async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
+    from pathlib import Path
+
+    from .._jobtypes import build_job
+    from .._scheduler import JobScheduler
+    from .._status import JobStatus
+    from ..jobfile._run import JobOutcome, RunResult
+
+    settings = jobfile.scheduler
+    scheduler = JobScheduler(
+        settings.strategy, num_workers=settings.workers, plugins=plugins, store=url
+    )
+    shared = scheduler._shared
+    assert shared is not None
+    shared.claims = False
+    source = str(Path(jobfile.source).resolve())
+    start = time.monotonic()
+    await scheduler.start()
+    try:
+        ids: dict[str, str] = {}
+        for entry in jobfile.submit_order:
+            job = build_job(
+                entry.type,
+                entry.args,
+                plugins=plugins,
+                label=entry.label,
+                **entry.job_options(start),
+            )
+            ids[entry.id] = scheduler.submit(
+                job,
+                delay=entry.delay,
+                depends_on=[ids[d] for d in entry.depends_on],
+                key=f"{source}#{entry.id}",
+            )
+        await shared._drain_writes()
+        ids = {entry_id: shared.aliases.get(job_id, job_id) for entry_id, job_id in ids.items()}
+        loop = asyncio.get_running_loop()
+        for entry in jobfile.jobs:
+            if entry.cancel_after is not None:
+                loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id])
+        await scheduler.join()
+        rows = {r.job_id: r for r in await shared.store.jobs(list(ids.values()))}
+    finally:
+        await scheduler.stop()
+    entries = {entry.id: entry for entry in jobfile.jobs}
+    names = {job_id: entry_id for entry_id, job_id in ids.items()}
+
+    def readable(error: str | None) -> str | None:
+        # Errors name upstream jobs by job id; the file's reader knows its own ids.
+        if error is None:
+            return None
+        for job_id, entry_id in names.items():
+            error = error.replace(job_id, repr(entry_id))
+        return error
+
+    outcomes = []
+    for entry_id, job_id in ids.items():
+        row = rows[job_id]
+        duration = (
+            row.finished_at - row.started_at
+            if row.finished_at is not None and row.started_at is not None
+            else None
+        )
+        outcomes.append(
+            JobOutcome(
+                id=entry_id,
+                type=entries[entry_id].type,
+                job_id=job_id,
+                status=JobStatus(row.status),
+                attempts=row.attempts,
+                duration=duration,
+                result=row.result,
+                error=readable(row.last_error),
+            )
+        )
+    return RunResult(
+        source=jobfile.source,
+        strategy=settings.strategy,
+        workers=settings.workers,
+        outcomes=outcomes,
+        elapsed=time.monotonic() - start,
+        peak_running=0,
+    )

@@ -1,0 +1,162 @@
+"""``jobsched worker``, ``jobsched run FILE --store`` and ``jobsched status`` on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+JOBFILE = """
+[scheduler]
+workers = 2
+
+[[job]]
+id = "first"
+type = "email"
+args = { to = "a@example.com", subject = "one" }
+
+[[job]]
+id = "second"
+type = "email"
+args = { to = "b@example.com", subject = "two" }
+depends_on = ["first"]
+
+[[job]]
+id = "nap"
+type = "sleep"
+args = { name = "nap", seconds = 0.01 }
+"""
+
+
+def jobsched(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobsched", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_worker(url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobsched",
+            "worker",
+            "--store",
+            url,
+            "--workers",
+            "2",
+            "--grace",
+            "0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_started(worker: subprocess.Popen[str]) -> str:
+    """The worker's identity, from its first log line (``process=host:pid``)."""
+    assert worker.stderr is not None
+    for line in worker.stderr:
+        if "shared scheduler started" in line:
+            # Keep reading its log so a full pipe never blocks the worker.
+            threading.Thread(target=worker.stderr.read, daemon=True).start()
+            return line.split("process=")[1].split()[0]
+    pytest.fail(f"worker exited with {worker.wait()} before starting")
+
+
+def test_run_a_job_file_on_workers_and_resume_it(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_schema[0]
+    path = tmp_path / "jobs.toml"
+    path.write_text(JOBFILE)
+    worker = start_worker(url)
+    try:
+        identity = wait_started(worker)
+        assert identity == f"{os.uname().nodename}:{worker.pid}"
+        done = jobsched("run", str(path), "--store", url, "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert [(j["id"], j["status"]) for j in report["jobs"]] == [
+            ("first", "completed"),
+            ("second", "completed"),
+            ("nap", "completed"),
+        ]
+        # The same file again resumes: same job ids, nothing runs twice.
+        again = json.loads(jobsched("run", str(path), "--store", url, "--json").stdout)
+        assert [j["job_id"] for j in again["jobs"]] == [j["job_id"] for j in report["jobs"]]
+        status = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        assert len(status) == 3 and {r["status"] for r in status} == {"completed"}
+        assert all(r["attempts"] == 1 for r in status)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+
+
+def test_status_shows_which_process_holds_a_running_job(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_schema[0]
+    path = tmp_path / "long.toml"
+    path.write_text(
+        '[[job]]\nid = "long"\ntype = "sleep"\nargs = { name = "long", seconds = 3600 }\n'
+        "timeout = false\ncancel_after = 30\n"
+    )
+    worker = start_worker(url)
+    runner = None
+    try:
+        identity = wait_started(worker)
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "jobsched", "run", str(path), "--store", url, "--json"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        give_up = time.monotonic() + 60
+        while True:
+            rows = json.loads(jobsched("status", "--store", url, "--json").stdout)
+            if rows and rows[0]["status"] == "running":
+                break
+            assert time.monotonic() < give_up, rows
+            time.sleep(0.05)
+        assert rows[0]["held_by"] == identity
+        assert 0 < rows[0]["lease_expires_in"] <= 30
+        table = jobsched("status", "--store", url).stdout
+        assert identity in table and "running" in table
+        runner.send_signal(signal.SIGINT)  # the follower stops; the job stays with the worker
+        assert runner.wait(timeout=60) == 130
+        worker.send_signal(signal.SIGTERM)  # --grace 0: interrupted and handed back
+        assert worker.wait(timeout=60) == 0
+        rows = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        assert (rows[0]["status"], rows[0]["held_by"], rows[0]["attempts"]) == (
+            "retry_wait",
+            None,
+            1,
+        )
+        assert rows[0]["error"] == "scheduler shut down"
+    finally:
+        for proc in (runner, worker):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_bad_store_urls_are_bad_input(pg_schema: tuple[str, str], tmp_path: Path) -> None:
+    result = jobsched("worker", "--store", f"sqlite:///{tmp_path}/x.db")
+    assert result.returncode == 2
+    assert "is not a shared store" in result.stderr
+    result = jobsched("status", "--store", "nosuch://x")
+    assert result.returncode == 2 and "nosuch" in result.stderr
+    result = jobsched("worker", "--store", pg_schema[0], "--workers", "0")
+    assert result.returncode == 2 and "--workers must be at least 1" in result.stderr
