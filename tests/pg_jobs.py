@@ -17,15 +17,18 @@ import psycopg
 from jobsched import AsyncJob, Job, hookimpl
 from jobsched.hookspecs import Register
 
-_conns: dict[str, psycopg.AsyncConnection[Any]] = {}
-_lock = asyncio.Lock()
+# One connection per event loop (each test has its own loop).
+_conns: dict[tuple[int, str], psycopg.AsyncConnection[Any]] = {}
+_locks: dict[int, asyncio.Lock] = {}
 
 
 async def _conn(dsn: str) -> psycopg.AsyncConnection[Any]:
-    async with _lock:
-        conn = _conns.get(dsn)
+    loop = id(asyncio.get_running_loop())
+    async with _locks.setdefault(loop, asyncio.Lock()):
+        conn = _conns.get((loop, dsn))
         if conn is None or conn.closed:
-            conn = _conns[dsn] = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+            conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+            _conns[loop, dsn] = conn
         return conn
 
 

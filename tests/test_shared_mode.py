@@ -98,10 +98,11 @@ async def test_cancel_on_one_process_stops_the_job_running_on_another(
     schema = pg_schema[1]
     a = JobScheduler(store=url, num_workers=1, plugins=plugins())
     b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    a._shared.claims = False  # type: ignore[union-attr]  # a submits; b runs
     started = asyncio.Event()
     b.add_listener(lambda job, old, new: new is JobStatus.RUNNING and started.set())
     await b.start()
-    job_id = a.submit(rec(schema, "long", seconds=3600))
+    job_id = a.submit(rec(schema, "long", seconds=3600, timeout=None))
     await a.start()
     await started.wait()
     assert b.get(job_id).status is JobStatus.RUNNING
@@ -112,3 +113,88 @@ async def test_cancel_on_one_process_stops_the_job_running_on_another(
     assert b.get(job_id).status is JobStatus.CANCELLED
     await a.stop()
     await b.stop()
+
+
+async def test_retries_and_delays_go_through_the_store(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    from jobsched_plugins.fixed_retry import FixedRetryPolicy
+
+    schema = pg_schema[1]
+    a = JobScheduler(store=url, num_workers=2, plugins=plugins())
+    b = JobScheduler(store=url, num_workers=2, plugins=plugins())
+    async with a, b:
+        fail = pg_jobs.Fail(message="nope")
+        fail.retry = FixedRetryPolicy(max_retries=2, seconds=0.05)
+        bad = a.submit(fail)
+        later = a.submit(rec(schema, "later"), delay=0.2)
+        await a.join()
+        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+    assert (rows[bad].status, rows[bad].attempts) == ("failed", 3)
+    assert rows[bad].last_error == "RuntimeError: nope"
+    assert rows[later].status == "completed"
+    # Started no earlier than its due time (wall clock, as stored).
+    assert rows[later].started_at is not None
+    assert rows[later].started_at >= rows[later].submitted_at + 0.2
+
+
+async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    import time
+
+    from jobsched_plugins.postgres_store import NewJob
+
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    async with a:
+        store = a._shared.store  # type: ignore[union-attr]
+        now = time.time()
+        await store.insert(
+            [
+                NewJob(
+                    job_id="ghost",
+                    type="no-such-type",
+                    args={},
+                    run_at=now,
+                    submitted_at=now,
+                    sort_key=(0.0,),
+                ),
+                NewJob(
+                    job_id="bad-args",
+                    type="record",
+                    args={"nope": 1},
+                    run_at=now,
+                    submitted_at=now,
+                    sort_key=(0.0,),
+                ),
+            ]
+        )
+
+        async def both_failed() -> list[object]:
+            while True:
+                rows = await store.jobs(["ghost", "bad-args"])
+                if all(r.status == "failed" for r in rows):
+                    return rows
+                await store.wait_finished(5)
+
+        rows = await asyncio.wait_for(both_failed(), 60)
+    assert all(r.last_error.startswith("cannot build job:") for r in rows)  # type: ignore[attr-defined]
+    assert "no-such-type" in rows[0].last_error  # type: ignore[attr-defined]
+    assert executions(pg_schema[1]) == []
+
+
+async def test_jobs_that_cannot_be_data_are_refused_at_submit(url: str) -> None:
+    from jobsched import AsyncJob
+
+    class Unregistered(AsyncJob):
+        async def run(self) -> None:
+            return None
+
+    a = JobScheduler(store=url, plugins=plugins())
+    async with a:
+        with pytest.raises(SchedulerError, match="cannot be described as data"):
+            a.submit(Unregistered("x"))
+        job = rec("s", "t")
+        job.retry = object()  # type: ignore[assignment]
+        with pytest.raises(SchedulerError, match="retry policy"):
+            a.submit(job)

@@ -79,18 +79,18 @@ def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], di
             f"{job!r}: a plain function cannot be stored in a shared store "
             "(other hosts cannot run it); register a job type and submit that"
         )
+    retry = retry_policy_data(job.retry, scheduler.plugins)
+    if retry is None:
+        raise SchedulerError(
+            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
+            "and cannot be stored"
+        )
     spec = job_spec(job, scheduler.plugins)
     if spec is None:
         raise SchedulerError(
             f"{job!r}: {type(job).__qualname__} cannot be described as data (a registered "
             "job type built with jobsched.build_job, or an attrs job type), so it cannot "
             "go to a shared store"
-        )
-    retry = retry_policy_data(job.retry, scheduler.plugins)
-    if retry is None:
-        raise SchedulerError(
-            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
-            "and cannot be stored"
         )
     args = dict(spec.args)
     options = dict(spec.options)
