@@ -228,10 +228,12 @@ class JobScheduler:
         error there (say, an unknown dependency) is logged and the job is
         recorded nowhere; use `submit` on the loop when you need the error.
         """
-        if self._loop is None or self._stopped:
-            raise SchedulerError("start() the scheduler before submitting from other threads")
+        # Stopping first: after stop() the loop is set but the answer is "stopped",
+        # not "start() the scheduler".
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
+        if self._loop is None:
+            raise SchedulerError("start() the scheduler before submitting from other threads")
         options: dict[str, Any] = {k: kwargs.pop(k) for k in ("delay", "depends_on") if k in kwargs}
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -323,10 +325,10 @@ class JobScheduler:
 
     async def start(self) -> None:
         """Start the workers on the running loop."""
-        if self._started:
-            raise SchedulerError("already started")
         if self._stopping:
             raise SchedulerStoppedError("a stopped scheduler cannot be started again")
+        if self._started:
+            raise SchedulerError("already started")
         self._started = True
         self._loop = asyncio.get_running_loop()
         self.plugins.scheduler_started(self)
