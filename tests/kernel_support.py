@@ -12,8 +12,12 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import structlog
+from structlog.testing import capture_logs
 
 from jobsched import AsyncJob, Job, JobScheduler, JobStatus, PluginManager, RetryPolicy
 
@@ -105,6 +109,22 @@ class FakeClock:
             await future
         finally:
             timer.cancel()
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[dict[str, Any]]]:
+    """`structlog.testing.capture_logs`, leaving structlog as unconfigured as it found it.
+
+    capture_logs() marks structlog as configured for good, which would switch
+    on the ``structlog`` listener plugin in every later scheduler.
+    """
+    was_configured = structlog.is_configured()
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        if not was_configured:
+            structlog.reset_defaults()
 
 
 async def settle(rounds: int = 50) -> None:

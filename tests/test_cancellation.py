@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from pathlib import Path
 
-from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
-
 from jobsched import AsyncJob, BlockingJob, JobStatus, RetryPolicy
+from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
 
 S = JobStatus
 
@@ -148,10 +148,8 @@ async def test_a_job_that_swallows_the_cancel_is_still_cancelled() -> None:
 
     class Stubborn(AsyncJob):
         async def run(self) -> str:
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.get_running_loop().create_future()
-            except asyncio.CancelledError:
-                pass
             return "ignored"
 
     job = Stubborn("stubborn", timeout=None)

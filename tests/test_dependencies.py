@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kernel_support import NO_RETRY, FakeClock, Gate, Noop, Scripted, make_scheduler, settle
 
 from jobsched import JobStatus, UnknownJobError
+from kernel_support import NO_RETRY, FakeClock, Gate, Noop, Scripted, make_scheduler, settle
 
 S = JobStatus
 

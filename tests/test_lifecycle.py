@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from kernel_support import FakeClock, Gate, Noop, make_scheduler, settle
 
 from jobsched import (
     InvalidTransitionError,
@@ -14,6 +13,7 @@ from jobsched import (
     SchedulerError,
     UnknownJobError,
 )
+from kernel_support import FakeClock, Gate, Noop, make_scheduler, settle
 
 S = JobStatus
 # The reference design's _TRANSITIONS table, written out independently.

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kernel_support import FakeClock, Gate, Noop, make_scheduler, settle
-from structlog.testing import capture_logs
 
 from jobsched import Job, JobScheduler, JobStatus, RecurringSchedule, SchedulerStoppedError
+from kernel_support import FakeClock, Gate, Noop, captured_logs, make_scheduler, settle
 
 S = JobStatus
 
@@ -204,7 +203,7 @@ async def test_a_broken_factory_is_logged_and_the_schedule_goes_on() -> None:
 
     sched_id = scheduler.schedule_recurring(flaky_factory, 1.0)
     async with scheduler:
-        with capture_logs() as logs:
+        with captured_logs() as logs:
             clock.advance(0.0)
             await settle()
         assert [e["event"] for e in logs] == ["recurring schedule failed to fire"]

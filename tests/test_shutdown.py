@@ -6,7 +6,6 @@ import asyncio
 import threading
 
 import pytest
-from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
 
 from jobsched import (
     BlockingJob,
@@ -18,6 +17,7 @@ from jobsched import (
     SchedulerStoppedError,
     hookimpl,
 )
+from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
 
 S = JobStatus
 

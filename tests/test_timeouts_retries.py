@@ -12,6 +12,8 @@ import threading
 
 import attrs
 import pytest
+
+from jobsched import AsyncJob, BlockingJob, JobStatus, NonRetryableError, RetryPolicy
 from kernel_support import (
     NO_RETRY,
     FakeClock,
@@ -23,8 +25,6 @@ from kernel_support import (
     settle,
     until,
 )
-
-from jobsched import AsyncJob, BlockingJob, JobStatus, NonRetryableError, RetryPolicy
 
 S = JobStatus
 
