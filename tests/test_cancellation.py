@@ -8,8 +8,13 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from jobsched import AsyncJob, BlockingJob, JobStatus, RetryPolicy
 from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
+
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
 
 S = JobStatus
 

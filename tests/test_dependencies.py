@@ -7,6 +7,9 @@ import pytest
 from jobsched import JobStatus, UnknownJobError
 from kernel_support import NO_RETRY, FakeClock, Gate, Noop, Scripted, make_scheduler, settle
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 
 

@@ -9,7 +9,6 @@ import pickle
 import threading
 
 import pytest
-from kernel_support import NO_RETRY, FakeClock, make_scheduler, settle, until
 
 from jobsched import (
     ConcurrencyModel,
@@ -20,6 +19,10 @@ from jobsched import (
     PluginError,
     RetryPolicy,
 )
+from kernel_support import NO_RETRY, FakeClock, make_scheduler, settle, until
+
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
 
 S = JobStatus
 

@@ -15,6 +15,9 @@ from jobsched import (
 )
 from kernel_support import FakeClock, Gate, Noop, make_scheduler, settle
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 # The reference design's _TRANSITIONS table, written out independently.
 LEGAL = {

@@ -20,6 +20,9 @@ from jobsched import (
 )
 from kernel_support import Gate, Noop, captured_logs, make_scheduler, settle, until
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 
 

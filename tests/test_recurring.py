@@ -9,6 +9,9 @@ import pytest
 from jobsched import Job, JobScheduler, JobStatus, RecurringSchedule, SchedulerStoppedError
 from kernel_support import FakeClock, Gate, Noop, captured_logs, make_scheduler, settle
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 
 

@@ -19,6 +19,9 @@ from jobsched import (
 )
 from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 
 

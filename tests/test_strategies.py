@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from kernel_support import FakeClock, Noop, builtin_plugins, make_scheduler
 
 from jobsched import (
     AgingPriorityStrategy,
@@ -18,6 +17,10 @@ from jobsched import (
     PriorityStrategy,
     SchedulingStrategy,
 )
+from kernel_support import FakeClock, Noop, builtin_plugins, make_scheduler
+
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
 
 P = JobPriority
 

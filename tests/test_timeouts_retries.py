@@ -26,6 +26,9 @@ from kernel_support import (
     until,
 )
 
+# A hang is a failure, not a stuck suite.
+pytestmark = pytest.mark.timeout(30)
+
 S = JobStatus
 
 
