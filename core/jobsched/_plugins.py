@@ -231,7 +231,7 @@ class PluginManager:
         failed: dict[str, str] = {}
         for kind in KINDS:
             caller = getattr(self._pm.hook, f"jobsched_register_{kind}")
-            for impl in reversed(caller.get_hookimpls()):  # registration order
+            for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
                 plugin_name = self._pm.get_name(impl.plugin) or "?"
                 if plugin_name in failed:
                     continue
