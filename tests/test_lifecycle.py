@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
@@ -235,3 +236,13 @@ async def test_a_job_with_no_timeout_is_allowed_to_run_long() -> None:
         job.open("done")
         await scheduler.join()
     assert job.result == "done"
+
+
+async def test_with_the_system_clock_a_delayed_job_never_starts_early() -> None:
+    scheduler = JobScheduler(num_workers=1)  # SystemClock, real loop timers
+    job = Noop(timeout=5.0)
+    async with scheduler:
+        scheduler.submit(job, delay=0.02)
+        await asyncio.wait_for(scheduler.join(), 10)
+    assert job.status is S.COMPLETED
+    assert job.started_at is not None and job.started_at >= job.run_at

@@ -18,7 +18,7 @@ from jobsched import (
     UnknownJobError,
     hookimpl,
 )
-from kernel_support import Gate, Noop, captured_logs, make_scheduler, settle, until
+from kernel_support import Gate, Noop, captured_logs, join, make_scheduler, settle, until
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -279,3 +279,29 @@ async def test_submit_threadsafe_errors() -> None:
         with pytest.raises(UnknownJobError):
             scheduler.get(orphan.job_id)
         await scheduler.join()
+
+
+async def test_listeners_may_call_back_into_the_scheduler() -> None:
+    scheduler, recorder = make_scheduler()
+    compensations: list[str] = []
+    doomed = Gate("doomed")
+    victim = Gate("victim")
+
+    def react(job: Job, old: JobStatus, new: JobStatus) -> None:
+        # Runs inside the kernel's own transition: submitting and cancelling
+        # from here must leave the state consistent.
+        if job is doomed and new is S.FAILED:
+            compensations.append(scheduler.submit(Noop("compensate", value="undone")))
+            scheduler.cancel(victim.job_id)
+
+    scheduler.add_listener(react)
+    async with scheduler:
+        scheduler.submit(doomed)
+        scheduler.submit(victim)
+        await settle()
+        doomed.fail(RuntimeError("boom"))
+        await join(scheduler)
+    (comp,) = compensations
+    assert scheduler.get(comp).result == "undone"
+    assert victim.status is S.CANCELLED and victim.saw_cancel == 1
+    assert recorder.problems == []

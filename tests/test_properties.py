@@ -307,6 +307,6 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 SchedulerMachine.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=30, deadline=None
+    max_examples=100, stateful_step_count=40, deadline=None
 )
 TestSchedulerStateMachine = SchedulerMachine.TestCase
