@@ -217,7 +217,16 @@ class JobScheduler:
                 for d in unmet:
                     self._dependents.setdefault(d, []).append(job_id)
                 return job_id
-        self._enqueue(job)
+        try:
+            self._enqueue(job)
+        except BaseException:
+            # The strategy's key() raised: the job was not accepted, so it must
+            # not stay recorded (join() would wait for it forever).
+            del self._jobs[job_id]
+            self._unfinished -= 1
+            if self._unfinished == 0:
+                self._idle.set()
+            raise
         return job_id
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
