@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -13,6 +14,7 @@ from jobsched import (
     Job,
     JobPriority,
     JobScheduler,
+    JobStatus,
     PluginError,
     PriorityStrategy,
     SchedulingStrategy,
@@ -160,3 +162,23 @@ async def test_a_custom_strategy_object_orders_the_heap() -> None:
 
     jobs = [(Noop(n), 0.0) for n in ["pear", "apple", "fig"]]
     assert await _run_order(Alphabetical(), jobs) == ["apple", "fig", "pear"]
+
+
+async def test_a_strategy_whose_key_raises_refuses_the_submit_and_records_nothing() -> None:
+    class Picky(SchedulingStrategy):
+        def key(self, job: Job) -> tuple[int, ...]:
+            if job.name == "unkeyable":
+                raise ValueError("no key for this job")
+            return (job.seq,)
+
+    scheduler, _ = make_scheduler(Picky())
+    bad = Noop("unkeyable")
+    async with scheduler:
+        with pytest.raises(ValueError, match="no key for this job"):
+            scheduler.submit(bad)
+        assert scheduler.jobs() == [], "a refused job is not recorded"
+        good = Noop("fine")
+        scheduler.submit(good)
+        await asyncio.wait_for(scheduler.join(), 5)  # join() is not held up by the refused job
+    assert good.status is JobStatus.COMPLETED
+    assert bad.status is JobStatus.PENDING and bad.attempts == 0
