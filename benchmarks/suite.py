@@ -339,6 +339,25 @@ async def _jobsched_executor(
     return perf_counter() - t0
 
 
+async def _jobsched_executor_once(model: str, job_type: type[Job], n: int) -> float:
+    scheduler = _scheduler()
+    await scheduler.start()
+    warm = [job_type("warm") for _ in range(2 * WORKERS)]
+    jobs = [job_type("noop") for _ in range(n)]
+    try:
+        return await _jobsched_executor(scheduler, jobs, warm)
+    finally:
+        await scheduler.stop()
+
+
+async def _raw_executor_once(pool: Executor, job_type: type[Job], n: int) -> float:
+    try:
+        await _raw_executor([job_type("warm") for _ in range(2 * WORKERS)], pool)
+        return await _raw_executor([job_type("noop") for _ in range(n)], pool)
+    finally:
+        pool.shutdown(wait=True)
+
+
 def _pool_size(scheduler: JobScheduler, model: str) -> int:
     # The executor decides its pool size; the raw baseline must use the same.
     executor = scheduler._executors[model]
@@ -353,23 +372,21 @@ async def bench_executors(sizes: Sizes) -> list[Row]:
     ]
     for model, n, job_type, make_pool in cases:
         ours_s, raw_s = [], []
-        pool_size = 0
-        for _ in range(sizes.repeats):
-            scheduler = _scheduler()
-            await scheduler.start()
-            pool_size = _pool_size(scheduler, model)
-            warm = [job_type("warm") for _ in range(2 * WORKERS)]
-            jobs = [job_type("noop") for _ in range(n)]
-            ours_s.append(await _jobsched_executor(scheduler, jobs, warm))
-            await scheduler.stop()
-            pool = make_pool(pool_size)
-            try:
-                await _raw_executor([job_type("warm") for _ in range(2 * WORKERS)], pool)
-                raw_s.append(await _raw_executor([job_type("noop") for _ in range(n)], pool))
-            finally:
-                pool.shutdown(wait=True)
+        pool_size = _pool_size(_scheduler(), model)
+        ratios = []
+        for repeat in range(sizes.repeats):
+            # Thread throughput swings with the OS scheduler and the GIL, so
+            # each repeat is a pair run back to back, in alternating order, and
+            # the reported ratio is the median of the pairs' ratios.
+            if repeat % 2 == 0:
+                ours_s.append(await _jobsched_executor_once(model, job_type, n))
+                raw_s.append(await _raw_executor_once(make_pool(pool_size), job_type, n))
+            else:
+                raw_s.append(await _raw_executor_once(make_pool(pool_size), job_type, n))
+                ours_s.append(await _jobsched_executor_once(model, job_type, n))
+            ratios.append(raw_s[-1] / ours_s[-1])
         ours, raw = statistics.median(ours_s), statistics.median(raw_s)
-        ratio = raw / ours  # throughput ratio: jobsched jobs/s over raw jobs/s
+        ratio = statistics.median(ratios)  # jobsched jobs/s over raw jobs/s
         what = "no-op thread jobs" if model == "thread" else "tiny process jobs"
         rows.append(
             Row(
@@ -381,7 +398,12 @@ async def bench_executors(sizes: Sizes) -> list[Row]:
                 ratio >= 0.8,
                 note=(
                     f"{model} jobs: {n / ours:,.0f} jobs/s against {n / raw:,.0f} for raw "
-                    f"`run_in_executor` ({ratio:.2f}x)."
+                    f"`run_in_executor` (median ratio of the pairs {ratio:.2f}x; pairs: "
+                    + ", ".join(f"{r:.2f}" for r in ratios)
+                    + "). The pool threads and the event-loop thread share the GIL: every "
+                    "microsecond of Python the loop thread spends per job (the kernel's "
+                    "bookkeeping) is a microsecond no pool thread can run, so the kernel's "
+                    "per-job overhead shows up amplified against jobs that do nothing."
                 ),
             )
         )
@@ -555,8 +577,13 @@ async def _raw_drift(fires: int) -> float:
 
 async def bench_drift(sizes: Sizes) -> list[Row]:
     n = sizes.recurring_fires
-    ours = await _jobsched_drift(n)
-    raw = await _raw_drift(n)
+    # One fire is one sample of timer jitter: take the median of a few runs.
+    runs = max(1, min(sizes.repeats, 3))
+    ours_runs, raw_runs = [], []
+    for _ in range(runs):
+        ours_runs.append(await _jobsched_drift(n))
+        raw_runs.append(await _raw_drift(n))
+    ours, raw = statistics.median(ours_runs), statistics.median(raw_runs)
     return [
         Row(
             f"drift of a {INTERVAL * 1e3:.0f} ms fixed-rate schedule at fire {n}",
@@ -565,7 +592,14 @@ async def bench_drift(sizes: Sizes) -> list[Row]:
             f"{(ours - raw) * 1e3:+.2f} ms",
             "< 2 ms",
             abs(ours) < 0.002,
-            note=f"fire {n} came {_ms(ours)} after start + {n} x interval.",
+            note=(
+                f"fire {n} came {_ms(ours)} after start + {n} x interval (median of {runs} "
+                f"runs: "
+                + ", ".join(_ms(d) for d in ours_runs)
+                + "; raw asyncio: "
+                + ", ".join(_ms(d) for d in raw_runs)
+                + ")."
+            ),
         )
     ]
 
@@ -636,7 +670,9 @@ How each figure is measured (`benchmarks/suite.py`):
   Median of the repeats; job construction is never timed.
 - **Thread and process jobs.** The scheduler's own executors against raw
   `loop.run_in_executor` on a pool of the same size, driven by 8 coroutines
-  each awaiting one call at a time. Both pools are warmed up first.
+  each awaiting one call at a time. Both pools are warmed up first; each repeat
+  runs the two back to back (alternating which goes first) and the ratio is
+  the median of the repeats' ratios.
 - **Submit.** `submit` of jobs built beforehand, on a scheduler that is not
   started; the baseline is a `heappush` plus a dict insert per job. Memory is
   measured in a separate pass under `tracemalloc` (which would distort the
@@ -648,8 +684,8 @@ How each figure is measured (`benchmarks/suite.py`):
   callbacks the same way. asyncio rounds a timer wait up to the next
   millisecond on epoll, which both sides pay.
 - **Drift.** `schedule_recurring(factory, 0.01, start_in=0.01)`: the time the
-  factory is called for the 200th time minus (start + 200 x 10 ms). The
-  baseline is a fixed-rate `asyncio.sleep` loop timed the same way.
+  factory is called for the 200th time minus (start + 200 x 10 ms), median of
+  3 runs. The baseline is a fixed-rate `asyncio.sleep` loop timed the same way.
 """
 
 
