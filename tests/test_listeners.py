@@ -87,9 +87,12 @@ async def test_plugin_listener_hooks_run_beside_added_listeners() -> None:
 
     plugins = PluginManager([Broken(), Audit(), OnlyNew()], autoload=False)
     scheduler = JobScheduler(plugins=plugins)
-    async with scheduler:
-        scheduler.submit(Noop("audited"))
-        await scheduler.join()
+    with captured_logs() as logs:
+        async with scheduler:
+            scheduler.submit(Noop("audited"))
+            await scheduler.join()
+    failures = [e for e in logs if e["event"] == "listener failed"]
+    assert len(failures) == 2, "the broken plugin listener, once per transition"
     assert sorted(heard, key=str) == sorted(
         [
             ("audited", S.RUNNING),
@@ -170,10 +173,10 @@ async def test_peak_running_never_exceeds_num_workers_under_a_burst(workers: int
     most = 0
 
     def count(job: Job, old: JobStatus, new: JobStatus) -> None:
+        # No assert in here: the kernel logs and swallows a listener's exception.
         nonlocal running, most
         running += (new is S.RUNNING) - (old is S.RUNNING)
         most = max(most, running)
-        assert scheduler.running == running
 
     scheduler.add_listener(count)
     async with scheduler:

@@ -16,24 +16,19 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 from jobsched import JobScheduler, JobStatus, PluginError, PluginManager, PluginRecord, load_plugins
 from kernel_support import Noop, Transitions
 
 pytestmark = pytest.mark.timeout(30)
 
-BUILTINS = {
-    "fifo",
-    "priority",
-    "aging",
-    "edf",
-    "async",
-    "thread",
-    "process",
-    "exponential",
-    "fixed",
-    "none",
-    "structlog",
-}
+# Every entry point jobsched itself declares: the built-ins.
+with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as _f:
+    BUILTINS = set(tomllib.load(_f)["project"]["entry-points"]["jobsched"])
 
 LIFO_PLUGIN = """
     from jobsched import SchedulingStrategy, hookimpl

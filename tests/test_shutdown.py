@@ -189,6 +189,7 @@ async def test_leaving_the_context_with_an_error_cancels_running_jobs() -> None:
 
 async def test_started_and_stopped_hooks_are_called_once() -> None:
     calls: list[tuple[str, object]] = []
+    workers_done: list[bool] = []
 
     class Lifecycle:
         @hookimpl
@@ -197,7 +198,7 @@ async def test_started_and_stopped_hooks_are_called_once() -> None:
 
         @hookimpl
         def jobsched_scheduler_stopped(self, scheduler: JobScheduler) -> None:
-            assert all(t.done() for t in scheduler._tasks), "called after the workers exited"
+            workers_done.append(all(t.done() for t in scheduler._tasks))
             calls.append(("stopped", scheduler))
 
     scheduler = JobScheduler(plugins=PluginManager([Lifecycle()], autoload=False))
@@ -206,3 +207,4 @@ async def test_started_and_stopped_hooks_are_called_once() -> None:
         assert calls == [("started", scheduler)]
     await scheduler.stop()
     assert calls == [("started", scheduler), ("stopped", scheduler)]
+    assert workers_done == [True], "called after the workers exited"
