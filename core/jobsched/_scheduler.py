@@ -152,6 +152,7 @@ class JobScheduler:
         self._started = False
         self._stopping = False
         self._stopped = False
+        self._stop_done = asyncio.Event()
 
     # ── Public API (call on the loop thread unless noted) ─────────────
     def add_listener(self, listener: JobListener) -> None:
@@ -366,15 +367,20 @@ class JobScheduler:
         """
         if self._stopped:
             return
+        if cancel_running:
+            for slot in self._slots:
+                if slot.job is not None:
+                    self._cancel_attempt(slot)
+        if self._stopping:
+            # Another stop() is under way (a signal handler's beside the context
+            # manager's, say): wait for its teardown instead of running a second.
+            await self._stop_done.wait()
+            return
         self._stopping = True
         for sched in list(self._recurring.values()):
             if sched.timer is not None:
                 sched.timer.cancel()
                 sched.timer = None
-        if cancel_running:
-            for slot in self._slots:
-                if slot.job is not None:
-                    self._cancel_attempt(slot)
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -385,8 +391,11 @@ class JobScheduler:
         for executor in self._executors.values():
             executor.shutdown()
         self._stopped = True
-        if self._started:
-            self.plugins.scheduler_stopped(self)
+        try:
+            if self._started:
+                self.plugins.scheduler_stopped(self)
+        finally:
+            self._stop_done.set()
 
     async def __aenter__(self) -> JobScheduler:
         await self.start()
