@@ -208,3 +208,27 @@ async def test_started_and_stopped_hooks_are_called_once() -> None:
     await scheduler.stop()
     assert calls == [("started", scheduler), ("stopped", scheduler)]
     assert workers_done == [True], "called after the workers exited"
+
+
+async def test_concurrent_stops_tear_down_once_and_a_second_one_may_escalate() -> None:
+    stopped: list[JobScheduler] = []
+
+    class Hook:
+        @hookimpl
+        def jobsched_scheduler_stopped(self, scheduler: JobScheduler) -> None:
+            stopped.append(scheduler)
+
+    scheduler = JobScheduler(plugins=PluginManager([Hook()], autoload=False))
+    job = Gate("long")
+    await scheduler.start()
+    scheduler.submit(job)
+    await settle()
+    graceful = asyncio.create_task(scheduler.stop())  # say, the context manager's
+    await settle()
+    assert not graceful.done(), "graceful: waiting for the running job"
+    # say, a second Ctrl-C: cancel what runs, and wait for the same teardown
+    await asyncio.wait_for(scheduler.stop(cancel_running=True), 5)
+    assert graceful.done(), "the second stop() returns only once the scheduler has stopped"
+    await graceful
+    assert job.status is S.CANCELLED
+    assert stopped == [scheduler], "one teardown, one stopped hook"
