@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ._cancel import CancelToken, JobCancelledError, cancel_token
 from ._clock import Clock, SystemClock
 from ._errors import (
     InvalidTransitionError,
@@ -22,8 +23,9 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
+from ._limits import Limits, Rate, job_type_of
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
-from ._recurring import RecurringSchedule
+from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
@@ -65,6 +67,7 @@ __all__ = [
     "AgingPriorityStrategy",
     "AsyncJob",
     "BlockingJob",
+    "CancelToken",
     "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
@@ -72,17 +75,21 @@ __all__ = [
     "Executor",
     "FIFOStrategy",
     "FunctionJob",
+    "IntervalTrigger",
     "InvalidTransitionError",
     "Job",
+    "JobCancelledError",
     "JobListener",
     "JobPriority",
     "JobScheduler",
     "JobStatus",
+    "Limits",
     "NonRetryableError",
     "PluginError",
     "PluginManager",
     "PluginRecord",
     "PriorityStrategy",
+    "Rate",
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
@@ -91,8 +98,11 @@ __all__ = [
     "SchedulingStrategy",
     "SortKey",
     "SystemClock",
+    "Trigger",
     "UnknownJobError",
+    "cancel_token",
     "default_plugin_manager",
     "hookimpl",
+    "job_type_of",
     "load_plugins",
 ]

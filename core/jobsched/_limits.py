@@ -1,0 +1,319 @@
+"""Concurrency limits per executor and per job type, and token-bucket rate limits.
+
+Enforced in the dispatch path (`JobScheduler._take_next`), with no polling:
+
+* A job whose executor or job type is at its concurrency limit is *parked* on
+  that limit's queue and the worker moves on to the next job, so one job that
+  must wait never blocks the others behind it. When an attempt of that
+  executor or type ends, parked jobs go back to the ready heap (with their
+  original sort key: order is kept) as long as the limit has room.
+* A job without a rate-limit token gets a reservation for its token time and
+  goes to the delayed heap until then (the delayed heap's one timer wakes
+  it). Reservations make a burst cost one heap round-trip per job, not one
+  per job per token.
+
+A scheduler without limits never creates a `Limiter`, and its dispatch path
+is the plain one: limits cost nothing unless configured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._job import FunctionJob, Job, _qualname
+from ._status import ConcurrencyModel
+
+if TYPE_CHECKING:
+    from ._clock import Clock
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*(\d+(?:\.\d*)?)?\s*([a-z]+)\s*$")
+_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@attrs.frozen
+class Rate:
+    """A token bucket: `per_second` tokens a second, at most `burst` at once.
+
+    ``Rate.parse("10/s")``, ``"600/min"``, ``"5/2h"``, or a number (per second).
+    """
+
+    per_second: float
+    burst: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        if (
+            isinstance(self.per_second, bool)
+            or not isinstance(self.per_second, (int, float))
+            or not self.per_second > 0
+            or not math.isfinite(self.per_second)
+        ):
+            raise ValueError(f"rate must be a positive number per second, got {self.per_second!r}")
+        _positive_int("burst", self.burst)
+
+    @classmethod
+    def parse(cls, spec: Rate | str | float | Mapping[str, Any]) -> Rate:
+        """A rate from ``"10/s"``, ``"600/min"``, a number per second, or ``{rate=, burst=}``."""
+        if isinstance(spec, Rate):
+            return spec
+        if isinstance(spec, Mapping):
+            unknown = set(spec) - {"rate", "burst"}
+            if unknown or "rate" not in spec:
+                raise ValueError(
+                    f"rate {dict(spec)!r}: expected keys 'rate' (required) and 'burst'"
+                )
+            base = cls.parse(spec["rate"])
+            return cls(base.per_second, spec.get("burst", base.burst))
+        if isinstance(spec, str):
+            match = _RATE.match(spec.lower())
+            unit = match and _UNITS.get(match.group(3).rstrip("s") or "s")
+            if match is None or unit is None:
+                raise ValueError(
+                    f"rate {spec!r}: expected COUNT/UNIT such as '10/s', '600/min' or '5/2h'"
+                )
+            assert match is not None
+            per = float(match.group(2) or 1) * unit
+            return cls(float(match.group(1)) / per)
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            return cls(float(spec))
+        raise ValueError(f"rate must be like '10/s' or a number per second, got {spec!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """What a scheduler limits; pass as ``JobScheduler(limits=...)`` (or a dict of these keys).
+
+    `executors` maps an executor name to its most attempts at once
+    (``{"process": 2}``); `job_types` maps a job type to its most attempts at
+    once (``{"csv-export": 1}``); `rates` maps a job type to a `Rate` or a rate
+    string (``{"email": "10/s"}``). A job's type is its registered job-type
+    name, else its class's ``job_type`` attribute, else - for a function job -
+    the function's qualified name, else its class name (see `job_type_of`).
+    """
+
+    executors: Mapping[str, int] = attrs.field(factory=dict)
+    job_types: Mapping[str, int] = attrs.field(factory=dict)
+    rates: Mapping[str, Rate] = attrs.field(factory=dict)
+
+    @classmethod
+    def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
+        """Limits from a `Limits` or a mapping with keys executors, job_types, rates."""
+        if isinstance(value, Limits):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"limits must be a Limits or a mapping, got {value!r}")
+        unknown = set(value) - {"executors", "job_types", "rates"}
+        if unknown:
+            raise ValueError(
+                f"limits: unknown keys {sorted(unknown)} (expected executors, job_types, rates)"
+            )
+        executors = {
+            str(k): _positive_int(f"limits.executors[{k!r}]", v)
+            for k, v in dict(value.get("executors") or {}).items()
+        }
+        job_types = {
+            str(k): _positive_int(f"limits.job_types[{k!r}]", v)
+            for k, v in dict(value.get("job_types") or {}).items()
+        }
+        rates = {}
+        for k, v in dict(value.get("rates") or {}).items():
+            try:
+                rates[str(k)] = Rate.parse(v)
+            except ValueError as exc:
+                raise ValueError(f"limits.rates[{k!r}]: {exc}") from None
+        return cls(executors=executors, job_types=job_types, rates=rates)
+
+    def __bool__(self) -> bool:
+        return bool(self.executors or self.job_types or self.rates)
+
+
+def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
+    """The name job-type limits and rates know `job` by.
+
+    Its registered job-type name; else its class's ``job_type`` string
+    attribute; for a function job, the function's qualified name; else the
+    class name.
+    """
+    cls = type(job)
+    if registered:
+        name = registered.get(cls)
+        if name is not None:
+            return name
+    declared = getattr(cls, "job_type", None)
+    if isinstance(declared, str):
+        return declared
+    if cls is FunctionJob:
+        return _qualname(job.fn)  # type: ignore[attr-defined]
+    return cls.__name__
+
+
+class _Counter:
+    """One concurrency limit: attempts running, and the jobs parked waiting for room."""
+
+    __slots__ = ("inflight", "limit", "name", "parked", "running")
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.running = 0
+        self.inflight = 0  # un-parked jobs on their way back through the ready heap
+        self.parked: deque[Job] = deque()
+
+
+class _Bucket:
+    """A token bucket as GCRA: one "theoretical arrival time" instead of a token count."""
+
+    __slots__ = ("interval", "tat", "tolerance")
+
+    def __init__(self, rate: Rate) -> None:
+        self.interval = 1.0 / rate.per_second
+        self.tolerance = (rate.burst - 1) * self.interval
+        self.tat = -math.inf
+
+    def take(self, now: float) -> float:
+        """Take a token: 0.0 if one is free now, else reserve one and return its time."""
+        tat = self.tat if self.tat > now else now
+        self.tat = tat + self.interval
+        at = tat - self.tolerance
+        return 0.0 if at <= now + 1e-9 else at
+
+
+class Limiter:
+    """The runtime side of `Limits`, owned by the scheduler's loop thread."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        clock: Clock,
+        requeue: Callable[[Job], None],
+        registered_types: Mapping[type, str] | None = None,
+    ) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._requeue = requeue
+        self._registered = dict(registered_types or {})
+        # Keyed by the executor name *and* the ConcurrencyModel member when one
+        # exists: a str-Enum member hashes differently from its value.
+        self._executors: dict[Any, _Counter] = {}
+        for name, limit in limits.executors.items():
+            counter = _Counter(f"executor {name!r}", limit)
+            self._executors[name] = counter
+            with contextlib.suppress(ValueError):
+                self._executors[ConcurrencyModel(name)] = counter
+        self._types = {n: _Counter(f"job type {n!r}", v) for n, v in limits.job_types.items()}
+        self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
+        self._need_type = bool(self._types or self._buckets)
+        self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
+        self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
+
+    def type_of(self, job: Job) -> str:
+        return job_type_of(job, self._registered)
+
+    @property
+    def parked(self) -> int:
+        """Jobs waiting for room under a concurrency limit."""
+        counters = {id(c): c for c in (*self._executors.values(), *self._types.values())}
+        return sum(len(c.parked) for c in counters.values())
+
+    def running(self, *, executor: str | None = None, job_type: str | None = None) -> int:
+        """Attempts running under one executor's or job type's limit."""
+        counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
+        return counter.running if counter is not None else 0
+
+    def admit(self, job: Job) -> float:
+        """Decide about a job popped from the ready heap.
+
+        0.0: run it now (it is counted). -1.0: parked, the limiter keeps it.
+        A time: no rate token until then (a reservation is made); the
+        scheduler puts the job on the delayed heap until that time.
+        """
+        origin = self._origin.pop(job, None) if self._origin else None
+        if origin is not None:
+            origin.inflight -= 1
+        result = self._admit(job)
+        if origin is not None and result:
+            self._kick(origin)  # it did not use the room it was woken for
+        return result
+
+    def _admit(self, job: Job) -> float:
+        exe = self._executors.get(job.model) if self._executors else None
+        if exe is not None and exe.running >= exe.limit:
+            exe.parked.append(job)
+            return -1.0
+        kind = None
+        if self._need_type:
+            name = self.type_of(job)
+            kind = self._types.get(name)
+            if kind is not None and kind.running >= kind.limit:
+                kind.parked.append(job)
+                return -1.0
+            bucket = self._buckets.get(name)
+            if bucket is not None:
+                if job in self._reserved:
+                    self._reserved.discard(job)
+                else:
+                    at = bucket.take(self._clock.now())
+                    if at:
+                        self._reserved.add(job)
+                        return at
+            if kind is not None:
+                kind.running += 1
+        if exe is not None:
+            exe.running += 1
+        return 0.0
+
+    def skipped(self, job: Job) -> None:
+        """A job popped from the ready heap was already finished (cancelled while queued)."""
+        origin = self._origin.pop(job, None)
+        if origin is not None:
+            origin.inflight -= 1
+            self._kick(origin)
+        self._reserved.discard(job)
+
+    def release(self, job: Job) -> None:
+        """An attempt that `admit` counted has ended."""
+        exe = self._executors.get(job.model) if self._executors else None
+        if exe is not None:
+            exe.running -= 1
+            self._kick(exe)
+        if self._types:
+            kind = self._types.get(self.type_of(job))
+            if kind is not None:
+                kind.running -= 1
+                self._kick(kind)
+
+    def _kick(self, counter: _Counter) -> None:
+        """Send parked jobs back to the ready heap while the limit has room for them."""
+        parked = counter.parked
+        while parked and counter.running + counter.inflight < counter.limit:
+            job = parked.popleft()
+            if job.status._terminal:
+                self._reserved.discard(job)
+                continue  # cancelled while parked
+            counter.inflight += 1
+            self._origin[job] = counter
+            self._requeue(job)
