@@ -188,7 +188,14 @@ class CronTrigger:
                 for fire in self._resolve(wall):
                     if fire.skipped and not include_skipped:
                         continue
-                    if fire.timestamp > after and (best is None or fire.timestamp < best.timestamp):
+                    if fire.timestamp <= after:
+                        continue
+                    if (
+                        best is None
+                        or fire.timestamp < best.timestamp
+                        # Two wall times, one instant: report the ordinary one.
+                        or (fire.timestamp == best.timestamp and best.note and not fire.note)
+                    ):
                         best = fire
                 if best is not None and horizon is None:
                     horizon = wall + timedelta(seconds=self._swing(best.timestamp))
