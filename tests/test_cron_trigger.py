@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -79,7 +80,9 @@ def test_new_york_0200_on_fall_back_runs_once_at_0200_est(overlap: str) -> None:
         ("Europe/Berlin", (2026, 3, 29), "skip", (2026, 3, 30, 0, 30)),  # next day 02:30 CEST
     ],
 )
-def test_gap_rules(zone: str, day: tuple[int, int, int], gap: str, expected: tuple[int, ...]) -> None:
+def test_gap_rules(
+    zone: str, day: tuple[int, int, int], gap: str, expected: tuple[int, ...]
+) -> None:
     trigger = CronTrigger("30 2 * * *", tz=zone, gap=gap)  # type: ignore[arg-type]
     after = datetime(*day, 0, 0, tzinfo=ZoneInfo(zone))
     assert fires(trigger, after, 1) == [datetime(*expected, tzinfo=UTC)]  # type: ignore[misc]
@@ -122,7 +125,7 @@ def test_overlap_rules(
 def test_frequent_schedule_with_overlap_both_keeps_a_steady_utc_rhythm() -> None:
     trigger = CronTrigger("*/20 * * * *", tz="Europe/Berlin", overlap="both")
     got = fires(trigger, datetime(2026, 10, 25, 1, 30, tzinfo=BERLIN), 10)
-    steps = {(b - a).total_seconds() for a, b in zip(got, got[1:])}
+    steps = {(b - a).total_seconds() for a, b in itertools.pairwise(got)}
     assert steps == {1200.0}  # every 20 real minutes, through the repeated hour
 
 

@@ -191,10 +191,6 @@ class JobScheduler:
         pending, waiting to retry or running, submit returns *that* job's id and
         queues nothing. The key is free again once that job has finished.
         """
-        if unique_key is not None:
-            existing = self._unique.get(unique_key)
-            if existing is not None:
-                return existing
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
         elif args or kwargs:
@@ -204,6 +200,10 @@ class JobScheduler:
             )
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        if unique_key is not None:
+            existing = self._unique.get(unique_key)
+            if existing is not None:
+                return existing
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")
