@@ -23,6 +23,17 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
+from ._jobtypes import (
+    ArgumentInfo,
+    JobSpec,
+    JobSpecError,
+    JobTypeInfo,
+    build_job,
+    describe_job_type,
+    job_spec,
+    job_type_info,
+    job_types,
+)
 from ._limits import Limits, Rate, job_type_of
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
 from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
@@ -65,6 +76,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgingPriorityStrategy",
+    "ArgumentInfo",
     "AsyncJob",
     "BlockingJob",
     "CancelToken",
@@ -82,7 +94,10 @@ __all__ = [
     "JobListener",
     "JobPriority",
     "JobScheduler",
+    "JobSpec",
+    "JobSpecError",
     "JobStatus",
+    "JobTypeInfo",
     "Limits",
     "NonRetryableError",
     "PluginError",
@@ -100,9 +115,14 @@ __all__ = [
     "SystemClock",
     "Trigger",
     "UnknownJobError",
+    "build_job",
     "cancel_token",
     "default_plugin_manager",
+    "describe_job_type",
     "hookimpl",
+    "job_spec",
+    "job_type_info",
     "job_type_of",
+    "job_types",
     "load_plugins",
 ]
