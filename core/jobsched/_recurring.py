@@ -334,11 +334,20 @@ def build_trigger(spec: Trigger | dict[str, Any], resolve: Callable[[str], Any])
     """
     if not isinstance(spec, dict):
         return spec
-    names = [key for key in spec if _is_trigger_name(key, resolve)]
+    names: list[str] = []
+    unknown: list[str] = []
+    for key in spec:
+        try:
+            resolve(key)
+        except Exception as exc:
+            unknown.append(str(exc))
+        else:
+            names.append(key)
     if len(names) != 1:
+        hint = f": {unknown[0]}" if not names and unknown else ""
         raise ValueError(
             f"trigger {spec!r}: exactly one key must name a trigger "
-            f"(such as 'cron', 'interval' or 'date'), found {names or 'none'}"
+            f"(such as 'cron', 'interval' or 'date'), found {names or 'none'}{hint}"
         )
     name = names[0]
     options = {k: v for k, v in spec.items() if k != name}
@@ -348,11 +357,3 @@ def build_trigger(spec: Trigger | dict[str, Any], resolve: Callable[[str], Any])
     except TypeError as exc:
         raise ValueError(f"trigger {spec!r}: {exc}") from exc
     return trigger  # type: ignore[no-any-return]
-
-
-def _is_trigger_name(key: str, resolve: Callable[[str], Any]) -> bool:
-    try:
-        resolve(key)
-    except Exception:
-        return False
-    return True
