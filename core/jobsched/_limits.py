@@ -224,13 +224,20 @@ class Limiter:
             self._executors[name] = counter
             with contextlib.suppress(ValueError):
                 self._executors[ConcurrencyModel(name)] = counter
+        # A linear scan comparing by identity first: hashing a str-Enum member
+        # runs Python code, and there are only a few executors.
+        self._executor_scan = tuple(self._executors.items())
         self._types = {n: _Counter(f"job type {n!r}", v) for n, v in limits.job_types.items()}
         self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
         self._need_type = bool(self._types or self._buckets)
         self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
+        self._held: dict[Job, tuple[_Counter | None, _Counter | None]] = {}  # counted attempts
+        # job class, or a function job's function -> its type's (concurrency, rate) limits
+        self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
 
     def type_of(self, job: Job) -> str:
+        """The job type name limits know `job` by."""
         return job_type_of(job, self._registered)
 
     @property
@@ -251,29 +258,41 @@ class Limiter:
         A time: no rate token until then (a reservation is made); the
         scheduler puts the job on the delayed heap until that time.
         """
-        origin = self._origin.pop(job, None) if self._origin else None
-        if origin is not None:
-            origin.inflight -= 1
-        result = self._admit(job)
-        if origin is not None and result:
-            self._kick(origin)  # it did not use the room it was woken for
-        return result
+        if self._origin:
+            origin = self._origin.pop(job, None)
+            if origin is not None:
+                origin.inflight -= 1
+                result = self._admit(job)
+                if result:
+                    self._kick(origin)  # it did not use the room it was woken for
+                return result
+        return self._admit(job)
 
     def _admit(self, job: Job) -> float:
-        exe = self._executors.get(job.model) if self._executors else None
-        if exe is not None and exe.running >= exe.limit:
-            exe.parked.append(job)
-            return -1.0
+        # The per-job path when limits are on: measured by benchmarks/limits.py.
+        exe = None
+        if self._executor_scan:
+            model = job.model
+            for key, counter in self._executor_scan:
+                if key is model or key == model:
+                    exe = counter
+                    break
+            if exe is not None and exe.running >= exe.limit:
+                exe.parked.append(job)
+                return -1.0
         kind = None
         if self._need_type:
-            name = self.type_of(job)
-            kind = self._types.get(name)
+            cls = type(job)
+            key = job.fn if cls is FunctionJob else cls  # type: ignore[attr-defined]
+            try:
+                kind, bucket = self._per_type[key]
+            except (KeyError, TypeError):
+                kind, bucket = self._lookup_type(job, key)
             if kind is not None and kind.running >= kind.limit:
                 kind.parked.append(job)
                 return -1.0
-            bucket = self._buckets.get(name)
             if bucket is not None:
-                if job in self._reserved:
+                if self._reserved and job in self._reserved:
                     self._reserved.discard(job)
                 else:
                     at = bucket.take(self._clock.now())
@@ -284,7 +303,16 @@ class Limiter:
                 kind.running += 1
         if exe is not None:
             exe.running += 1
+        if exe is not None or kind is not None:
+            self._held[job] = (exe, kind)
         return 0.0
+
+    def _lookup_type(self, job: Job, key: Any) -> tuple[_Counter | None, _Bucket | None]:
+        name = job_type_of(job, self._registered)
+        found = (self._types.get(name), self._buckets.get(name))
+        with contextlib.suppress(TypeError):  # an unhashable callable is looked up each time
+            self._per_type[key] = found
+        return found
 
     def skipped(self, job: Job) -> None:
         """A job popped from the ready heap was already finished (cancelled while queued)."""
@@ -296,14 +324,17 @@ class Limiter:
 
     def release(self, job: Job) -> None:
         """An attempt that `admit` counted has ended."""
-        exe = self._executors.get(job.model) if self._executors else None
+        held = self._held.pop(job, None)
+        if held is None:
+            return
+        exe, kind = held
         if exe is not None:
             exe.running -= 1
-            self._kick(exe)
-        if self._types:
-            kind = self._types.get(self.type_of(job))
-            if kind is not None:
-                kind.running -= 1
+            if exe.parked:
+                self._kick(exe)
+        if kind is not None:
+            kind.running -= 1
+            if kind.parked:
                 self._kick(kind)
 
     def _kick(self, counter: _Counter) -> None:
