@@ -42,6 +42,8 @@ def jobsched_register_strategies(register: Register) -> None:
     ``key(job)`` returns a sort key (smallest runs first). The key is computed
     once, when the job becomes runnable, so it must not depend on the current
     time or on other jobs; end it with ``job.seq`` to break ties in submit order.
+    Give every key of a strategy the same length: the kernel flattens the key
+    into its heap entry, ``(*key, seq, job)``.
 
     Example::
 
