@@ -501,7 +501,7 @@ class JobScheduler:
         assert limiter is not None
         admit = limiter.admit
         while ready:
-            job = heappop(ready)[2]
+            job: Job = heappop(ready)[-1]
             if job.status._terminal:
                 limiter.skipped(job)
                 continue
@@ -526,7 +526,7 @@ class JobScheduler:
         )
 
     def _requeue(self, job: Job) -> None:
-        heappush(self._ready, (self._key(job), job.seq, job))
+        heappush(self._ready, (*self._key(job), job.seq, job))
         self._work_available.set()
 
     @property
