@@ -81,7 +81,9 @@ class JobScheduler:
     `strategy` is a `SchedulingStrategy` or a registered name (default
     ``"priority"``); `plugins` is a `PluginManager`, or an iterable of plugin
     objects to use with the built-in plugins (no third-party autoload), or None
-    for every installed plugin. Names are resolved here, once.
+    for every installed plugin. Names are resolved here, once. `limits` caps
+    attempts per executor and per job type and rates per job type (a `Limits`
+    or a mapping; docs/limits.md); without it the dispatch path is unchanged.
     """
 
     def __init__(
@@ -353,7 +355,9 @@ class JobScheduler:
         A queued job is cancelled at once. A running ASYNC job gets
         ``CancelledError`` at its next await. A running THREAD or PROCESS job is
         abandoned: its status becomes CANCELLED but the thread or process
-        finishes the call anyway (neither can be interrupted safely).
+        finishes the call anyway (neither can be interrupted safely; a thread
+        job's `jobsched.cancel_token()` is set so it can stop early). A
+        SUBPROCESS job's child process is killed (docs/executors.md).
         """
         job = self._jobs.get(job_id)
         if job is None or job.status._terminal:

@@ -132,7 +132,14 @@ def jobsched_register_job_types(register: Register) -> None:
 def jobsched_register_triggers(register: Register) -> None:
     """Register triggers by name: rules that compute when a recurring job fires.
 
-    `factory(**options)` returns a trigger (see `jobsched.Trigger`).
+    `factory(value, **options)` returns a trigger (see `jobsched.Trigger`): an
+    object with a `timebase` (``"monotonic"`` or ``"wall"``),
+    ``first_fire(now)`` and ``next_fire(previous)``, each returning a time in
+    that timebase or None when it never fires again. The mapping
+    ``{"sunrise": "Berlin", "offset": 600}`` (from
+    ``schedule_recurring(trigger=...)`` or a job file's ``trigger = {...}``)
+    calls ``factory("Berlin", offset=600)``. Built in: ``interval``, ``cron``
+    and ``date`` (docs/triggers.md).
 
     Example::
 
