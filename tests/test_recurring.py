@@ -9,7 +9,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched import FunctionJob, JobScheduler, JobStatus, PluginManager, hookimpl
+from jobsched import (
+    FunctionJob,
+    JobScheduler,
+    JobStatus,
+    PluginManager,
+    RecurringSchedule,
+    hookimpl,
+)
+from jobsched._recurring import MAX_CATCH_UP
 from jobsched.testing import VirtualClock
 from jobsched_plugins.cron_trigger import CronTrigger
 from jobsched_plugins.date_trigger import DateTrigger
@@ -154,6 +162,7 @@ async def test_fire_later_than_the_grace_time_is_skipped_and_reported(
         sched = scheduler.recurring()[0]
         assert rec.started == [0.0]
         assert sched.misfired == 3
+        assert sched.coalesced == 0  # skipped, not folded into a run
         assert sched.last_misfire == (30.0, 5.0)
         assert reported == [(sid, 30.0, 5.0, 3)]
         await virtual_clock.advance(10)
@@ -188,6 +197,33 @@ async def test_a_paused_interval_schedule_skips_a_million_fires_in_o1(
         assert sched.coalesced == 1_000_000
         assert sched.next_fire == pytest.approx(1000.001)
     assert len(rec.started) == 1
+
+
+async def test_coalesce_all_catches_up_at_most_max_catch_up_fires(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock, num_workers=8)
+    scheduler.schedule_recurring(rec, 0.001, coalesce="all", allow_overlap=True)
+    async with scheduler:
+        await virtual_clock.jump(10.0005)  # 10,001 fires came due
+        sched = scheduler.recurring()[0]
+        assert sched.fired == MAX_CATCH_UP
+        assert sched.next_fire == pytest.approx(10.001)  # back on the grid
+    assert len(rec.started) == MAX_CATCH_UP
+
+
+def test_the_reference_designs_schedule_object_still_works() -> None:
+    sched = RecurringSchedule(noop_factory, 10.0, 100.0, allow_overlap=True)
+    assert (sched.interval, sched.next_run, sched.allow_overlap) == (10.0, 100.0, True)
+    assert sched.advance(135.0) == 3  # fires at 100, 110, 120, 130: three coalesced
+    assert sched.next_run == 140.0
+    assert "every 10.0s" in repr(sched)
+    assert sched.describe()["next_run"] == 140.0
+    with pytest.raises(ValueError, match="interval must be a positive number"):
+        RecurringSchedule(noop_factory, 0, 0.0)
+    with pytest.raises(TypeError, match="an interval or a trigger, not both"):
+        RecurringSchedule(noop_factory, 1.0, trigger=CronTrigger("* * * * *"))
 
 
 async def test_jitter_delays_each_run_by_at_most_jitter(virtual_clock: VirtualClock) -> None:

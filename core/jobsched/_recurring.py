@@ -223,30 +223,26 @@ class RecurringSchedule:
         now = clock.time() if self.wall_clock else clock.now()
         if fire > now + EPSILON:
             return []  # early (the wall clock was set back): re-arm
-        due, nxt = self._collect(fire, now)
+        (count, fires), nxt = self._collect(fire, now)
         self.next_fire = nxt
-        count = due[0]
-        fires: list[float] = due[1]
-        if count > 1:
-            if self.coalesce == "none":
-                self._misfire(fires[-1], now, count, "missed while paused (coalesce='none')")
-                return []
-            if self.coalesce == "one":
-                self.coalesced += count - 1
-                fires = fires[-1:]
         grace = self.misfire_grace_time
-        if grace is not None:
-            on_time = [f for f in fires if now - f <= grace + EPSILON]
-            if len(on_time) < len(fires):
-                late = [f for f in fires if now - f > grace + EPSILON]
-                self._misfire(
-                    late[-1],
-                    now,
-                    len(late) if self.coalesce == "all" else count,
-                    f"later than misfire_grace_time={grace}s",
-                )
-            fires = on_time
-        return fires
+        if count > 1 and self.coalesce == "none":
+            self._misfire(fires[-1], now, count, "missed while paused (coalesce='none')")
+            return []
+        if self.coalesce != "all":  # "one", or a single due fire
+            latest = fires[-1]
+            if grace is not None and now - latest > grace + EPSILON:
+                self._misfire(latest, now, count, f"later than misfire_grace_time={grace}s")
+                return []
+            self.coalesced += count - 1
+            return [latest]
+        if grace is None:
+            return fires
+        on_time = [f for f in fires if now - f <= grace + EPSILON]
+        late = len(fires) - len(on_time)
+        if late:
+            self._misfire(fires[late - 1], now, late, f"later than misfire_grace_time={grace}s")
+        return on_time
 
     def _collect(self, fire: float, now: float) -> tuple[tuple[int, list[float]], float | None]:
         """Due fires from `fire` up to `now`: ((count, fire times), next fire after now)."""
@@ -261,10 +257,14 @@ class RecurringSchedule:
         while nxt is not None and nxt <= now + EPSILON:
             count += 1
             if count > MAX_CATCH_UP:
-                # A pause long enough to miss this many fires: jump ahead.
-                nxt = trigger.next_fire(now)
-                while nxt is not None and nxt <= now + EPSILON:
-                    nxt = trigger.next_fire(nxt)
+                # A pause long enough to miss this many fires: jump ahead (on
+                # the interval's grid; a cron rule's grid is absolute anyway).
+                if fast_forward is not None:
+                    nxt = fast_forward(fire, now + EPSILON)[2]
+                else:
+                    nxt = trigger.next_fire(now)
+                    while nxt is not None and nxt <= now + EPSILON:
+                        nxt = trigger.next_fire(nxt)
                 count = MAX_CATCH_UP
                 break
             fires.append(nxt)
