@@ -138,3 +138,33 @@ async def test_results_and_failures_come_back() -> None:
     assert "cannot run on the subprocess executor: it is not picklable" in (
         jobs["lambda"].last_error
     )
+
+
+def stops_on_sigterm(pid_file: str, done_file: str) -> None:
+    import signal
+
+    def graceful(signum: int, frame: Any) -> None:
+        Path(done_file).write_text("cleaned up")
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, graceful)
+    Path(pid_file).write_text(f"{os.getpid()} 0")
+    time.sleep(600)
+
+
+async def test_kill_grace_sends_sigterm_first(tmp_path: Path) -> None:
+    from jobsched_plugins.subprocess_executor import SubprocessExecutor
+
+    executor = SubprocessExecutor(kill_grace=30.0)
+    pid_file, done_file = tmp_path / "pids", tmp_path / "done"
+    job = FunctionJob(stops_on_sigterm, str(pid_file), str(done_file), model="subprocess")
+    attempt = asyncio.ensure_future(executor.invoke(job))
+    child, _ = await wait_for_file(pid_file)
+    assert executor.children == {job.job_id: child}
+    attempt.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+    assert done_file.read_text() == "cleaned up"  # it had its chance to clean up
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+    assert executor.children == {}
