@@ -340,3 +340,15 @@ def test_bad_limits_name_the_culprit(limits: dict[str, Any], message: str) -> No
 def test_limits_must_be_a_mapping() -> None:
     with pytest.raises(TypeError, match="limits must be a Limits or a mapping"):
         JobScheduler(limits=[("x", 1)])  # type: ignore[arg-type]
+
+
+def test_limits_built_directly_are_checked_and_converted() -> None:
+    limits = Limits(executors={"process": 2}, rates={"email": "10/s", "sms": 0.5})
+    assert limits.rates == {"email": Rate(10.0), "sms": Rate(0.5)}
+    assert not Limits() and Limits(job_types={"x": 1})
+    with pytest.raises(ValueError, match=r"limits.executors\['process'\] must be an integer >= 1"):
+        Limits(executors={"process": 0})
+    with pytest.raises(ValueError, match=r"limits.rates\['email'\]: rate 'often'"):
+        Limits(rates={"email": "often"})
+    with pytest.raises(TypeError, match=r"limits\.job_types must be a mapping"):
+        Limits(job_types=[("x", 1)])  # type: ignore[arg-type]

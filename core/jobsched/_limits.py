@@ -102,21 +102,52 @@ class Rate:
         raise ValueError(f"rate must be like '10/s' or a number per second, got {spec!r}")
 
 
+def _counts(kind: str, value: Mapping[str, Any] | None) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"limits.{kind} must be a mapping of names to limits, got {value!r}")
+    return {str(k): _positive_int(f"limits.{kind}[{k!r}]", v) for k, v in value.items()}
+
+
+def _executor_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return _counts("executors", value)
+
+
+def _job_type_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return _counts("job_types", value)
+
+
+def _rates(value: Mapping[str, Any] | None) -> dict[str, Rate]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"limits.rates must be a mapping of job types to rates, got {value!r}")
+    rates = {}
+    for k, v in value.items():
+        try:
+            rates[str(k)] = Rate.parse(v)
+        except ValueError as exc:
+            raise ValueError(f"limits.rates[{k!r}]: {exc}") from None
+    return rates
+
+
 @attrs.frozen(kw_only=True)
 class Limits:
     """What a scheduler limits; pass as ``JobScheduler(limits=...)`` (or a dict of these keys).
 
     `executors` maps an executor name to its most attempts at once
     (``{"process": 2}``); `job_types` maps a job type to its most attempts at
-    once (``{"csv-export": 1}``); `rates` maps a job type to a `Rate` or a rate
-    string (``{"email": "10/s"}``). A job's type is its registered job-type
-    name, else its class's ``job_type`` attribute, else - for a function job -
-    the function's qualified name, else its class name (see `job_type_of`).
+    once (``{"csv-export": 1}``); `rates` maps a job type to a `Rate` or
+    anything `Rate.parse` takes (``{"email": "10/s"}``). A job's type is its
+    registered job-type name, else its class's ``job_type`` attribute, else -
+    for a function job - the function's qualified name, else its class name
+    (see `job_type_of`). Bad values raise `ValueError` naming the key.
     """
 
-    executors: Mapping[str, int] = attrs.field(factory=dict)
-    job_types: Mapping[str, int] = attrs.field(factory=dict)
-    rates: Mapping[str, Rate] = attrs.field(factory=dict)
+    executors: dict[str, int] = attrs.field(factory=dict, converter=_executor_counts)
+    job_types: dict[str, int] = attrs.field(factory=dict, converter=_job_type_counts)
+    rates: dict[str, Rate] = attrs.field(factory=dict, converter=_rates)
 
     @classmethod
     def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
@@ -130,21 +161,11 @@ class Limits:
             raise ValueError(
                 f"limits: unknown keys {sorted(unknown)} (expected executors, job_types, rates)"
             )
-        executors = {
-            str(k): _positive_int(f"limits.executors[{k!r}]", v)
-            for k, v in dict(value.get("executors") or {}).items()
-        }
-        job_types = {
-            str(k): _positive_int(f"limits.job_types[{k!r}]", v)
-            for k, v in dict(value.get("job_types") or {}).items()
-        }
-        rates = {}
-        for k, v in dict(value.get("rates") or {}).items():
-            try:
-                rates[str(k)] = Rate.parse(v)
-            except ValueError as exc:
-                raise ValueError(f"limits.rates[{k!r}]: {exc}") from None
-        return cls(executors=executors, job_types=job_types, rates=rates)
+        return cls(
+            executors=value.get("executors"),
+            job_types=value.get("job_types"),
+            rates=value.get("rates"),
+        )
 
     def __bool__(self) -> bool:
         return bool(self.executors or self.job_types or self.rates)
