@@ -246,3 +246,24 @@ def test_date_trigger_accepts_aware_datetimes_and_epoch_seconds() -> None:
 def test_date_trigger_rejects_bad_dates(bad: object) -> None:
     with pytest.raises(ValueError, match="date trigger"):
         DateTrigger(bad)  # type: ignore[arg-type]
+
+
+def test_the_kernel_never_imports_the_cron_library() -> None:
+    import os
+    import subprocess
+    import sys
+
+    # Only the cron plugin imports cronsim: with it disabled, nothing does.
+    code = (
+        "import sys, jobsched, jobsched.cli, jobsched.jobfile, jobsched.testing\n"
+        "assert 'cronsim' not in sys.modules, 'importing jobsched imported cronsim'\n"
+        "s = jobsched.JobScheduler(limits={'rates': {'x': '1/s'}})\n"
+        "s.schedule_recurring(lambda: None, 1.0)\n"
+        "assert 'cronsim' not in sys.modules, 'the kernel imported cronsim'\n"
+        "assert 'cron' not in s.plugins.names('triggers')\n"
+    )
+    env = {**os.environ, "JOBSCHED_DISABLE_PLUGINS": "cron"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -25,13 +25,14 @@ import math
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 from cronsim import CronSim, CronSimError
 
 from jobsched import hookimpl
 from jobsched.hookspecs import Register
+
+from ._zones import resolve_zone
 
 GapRule = Literal["shift", "transition", "skip"]
 OverlapRule = Literal["first", "second", "both"]
@@ -55,23 +56,6 @@ class Fire:
     #: Why a daylight-saving rule moved or skipped it; None for an ordinary fire.
     note: str | None = None
     skipped: bool = False
-
-
-def resolve_zone(tz: str | tzinfo | None) -> tzinfo:
-    """A `tzinfo` from an IANA name (``"Europe/Berlin"``), a tzinfo, or None (UTC)."""
-    if tz is None:
-        return timezone.utc
-    if isinstance(tz, tzinfo):
-        return tz
-    if not isinstance(tz, str) or not tz:
-        raise ValueError(f"tz must be an IANA time zone name such as 'Europe/Berlin', got {tz!r}")
-    try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(
-            f"unknown time zone {tz!r}: use an IANA name such as 'Europe/Berlin' "
-            "(on systems without tz data, install the 'tzdata' package)"
-        ) from exc
 
 
 class CronTrigger:

@@ -8,7 +8,7 @@ from typing import Literal
 from jobsched import hookimpl
 from jobsched.hookspecs import Register
 
-from .cron_trigger import resolve_zone
+from ._zones import resolve_zone
 
 
 class DateTrigger:
