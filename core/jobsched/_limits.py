@@ -205,7 +205,12 @@ class _Counter:
 
 
 class _Bucket:
-    """A token bucket as GCRA: one "theoretical arrival time" instead of a token count."""
+    """A token bucket as GCRA: one "theoretical arrival time" instead of a token count.
+
+    Taking a token at `now` (inlined in `Limiter.admit`): ``tat = max(tat,
+    now)``; the token is free now if ``tat - tolerance <= now``, else it is
+    reserved for that time; either way ``tat += interval``.
+    """
 
     __slots__ = ("interval", "tat", "tolerance")
 
@@ -213,13 +218,6 @@ class _Bucket:
         self.interval = 1.0 / rate.per_second
         self.tolerance = (rate.burst - 1) * self.interval
         self.tat = -math.inf
-
-    def take(self, now: float) -> float:
-        """Take a token: 0.0 if one is free now, else reserve one and return its time."""
-        tat = self.tat if self.tat > now else now
-        self.tat = tat + self.interval
-        at = tat - self.tolerance
-        return 0.0 if at <= now + 1e-9 else at
 
 
 class Limiter:
@@ -235,6 +233,7 @@ class Limiter:
     ) -> None:
         self.limits = limits
         self._clock = clock
+        self._now = clock.now
         self._requeue = requeue
         self._registered = dict(registered_types or {})
         # Keyed by the executor name *and* the ConcurrencyModel member when one
@@ -279,18 +278,13 @@ class Limiter:
         A time: no rate token until then (a reservation is made); the
         scheduler puts the job on the delayed heap until that time.
         """
+        # The per-job path when limits are on: one call, no helpers on the
+        # common path (benchmarks/limits.py measures it).
+        origin = None
         if self._origin:
             origin = self._origin.pop(job, None)
             if origin is not None:
                 origin.inflight -= 1
-                result = self._admit(job)
-                if result:
-                    self._kick(origin)  # it did not use the room it was woken for
-                return result
-        return self._admit(job)
-
-    def _admit(self, job: Job) -> float:
-        # The per-job path when limits are on: measured by benchmarks/limits.py.
         exe = None
         if self._executor_scan:
             model = job.model
@@ -300,6 +294,8 @@ class Limiter:
                     break
             if exe is not None and exe.running >= exe.limit:
                 exe.parked.append(job)
+                if origin is not None and origin is not exe:
+                    self._kick(origin)  # it did not use the room it was woken for
                 return -1.0
         kind = None
         if self._need_type:
@@ -311,14 +307,24 @@ class Limiter:
                 kind, bucket = self._lookup_type(job, key)
             if kind is not None and kind.running >= kind.limit:
                 kind.parked.append(job)
+                if origin is not None and origin is not kind:
+                    self._kick(origin)
                 return -1.0
             if bucket is not None:
                 if self._reserved and job in self._reserved:
                     self._reserved.discard(job)
                 else:
-                    at = bucket.take(self._clock.now())
-                    if at:
+                    # GCRA, inlined: take a token now or reserve the next one.
+                    now = self._now()
+                    tat = bucket.tat
+                    if tat < now:
+                        tat = now
+                    bucket.tat = tat + bucket.interval
+                    at = tat - bucket.tolerance
+                    if at > now + 1e-9:
                         self._reserved.add(job)
+                        if origin is not None:
+                            self._kick(origin)
                         return at
             if kind is not None:
                 kind.running += 1
