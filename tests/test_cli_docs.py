@@ -36,6 +36,8 @@ def test_every_command_and_option_is_documented() -> None:
         "jobs show",
         "plugins",
         "plugins list",
+        "schedule",
+        "schedule preview",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

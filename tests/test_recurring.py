@@ -1,252 +1,388 @@
-"""Fixed-rate recurring schedules: no drift, coalesced missed fires, overlap guard, cancel."""
+"""Recurring schedules on the virtual clock: intervals, cron, dates, misfires, coalescing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched import Job, JobScheduler, JobStatus, RecurringSchedule, SchedulerStoppedError
-from kernel_support import FakeClock, Gate, Noop, captured_logs, make_scheduler, settle
+from jobsched import (
+    FunctionJob,
+    JobScheduler,
+    JobStatus,
+    PluginManager,
+    RecurringSchedule,
+    hookimpl,
+)
+from jobsched._recurring import MAX_CATCH_UP
+from jobsched.testing import VirtualClock
+from jobsched_plugins.cron_trigger import CronTrigger
+from jobsched_plugins.date_trigger import DateTrigger
 
-# A hang is a failure, not a stuck suite.
-pytestmark = pytest.mark.timeout(30)
-
-S = JobStatus
-
-
-class Factory:
-    """Builds a fresh job per fire and keeps them all."""
-
-    def __init__(self, make: Callable[[int], Job] | None = None) -> None:
-        self.jobs: list[Job] = []
-        # No timeout: no watchdog timer, so clock.pending shows only the schedule.
-        self._make = make or (lambda i: Noop(f"tick-{i}", timeout=None))
-
-    def __call__(self) -> Job:
-        job = self._make(len(self.jobs))
-        self.jobs.append(job)
-        return job
+UTC = timezone.utc
+NY = ZoneInfo("America/New_York")
 
 
-# ── RecurringSchedule on its own ──────────────────────────────────────
-def test_advance_is_fixed_rate_and_coalesces() -> None:
-    sched = RecurringSchedule(Factory(), 10.0, first_run=100.0)
-    assert sched.advance(100.0) == 0
-    assert sched.next_run == 110.0
-    assert sched.advance(113.0) == 0, "3 s late: no fire missed"
-    assert sched.next_run == 120.0, "from the scheduled time, not from now: no drift"
-    assert sched.advance(155.0) == 3, "fires due at 120, 130, 140, 150: one fire, three missed"
-    assert sched.next_run == 160.0
-    assert sched.advance(160.0) == 0
-    assert sched.next_run == 170.0
+class Recorder:
+    """A job factory whose jobs record when (virtual monotonic and wall time) they ran."""
+
+    def __init__(self, clock: VirtualClock, takes: float = 0.0) -> None:
+        self.clock = clock
+        self.takes = takes
+        self.started: list[float] = []
+        self.walls: list[datetime] = []
+
+    def __call__(self) -> FunctionJob:
+        return FunctionJob(self.run, name="tick", timeout=None)
+
+    async def run(self) -> None:
+        self.started.append(self.clock.now())
+        self.walls.append(self.clock.datetime(UTC))
+        if self.takes:
+            await self.clock.sleep(self.takes)
 
 
-@pytest.mark.parametrize("interval", [0.0, -1.0])
-def test_interval_must_be_positive(interval: float) -> None:
-    with pytest.raises(ValueError, match="interval"):
-        RecurringSchedule(Factory(), interval, first_run=0.0)
-    with pytest.raises(ValueError, match="interval"):
-        JobScheduler().schedule_recurring(Factory(), interval)
+# ── interval: the reference design's schedule, unchanged ────────────────
 
 
-def test_bad_schedule_arguments() -> None:
-    scheduler, _ = make_scheduler()
-    with pytest.raises(ValueError, match="start_in"):
-        scheduler.schedule_recurring(Factory(), 1.0, start_in=-1.0)
-    with pytest.raises(TypeError, match="factory"):
-        scheduler.schedule_recurring("not callable", 1.0)  # type: ignore[arg-type]
+async def test_interval_fires_at_a_fixed_rate_without_drift(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock, takes=3.0)
+    scheduler = JobScheduler(clock=virtual_clock, num_workers=2)
+    sid = scheduler.schedule_recurring(rec, 10.0)
+    async with scheduler:
+        await virtual_clock.advance(45)
+        assert rec.started == [0.0, 10.0, 20.0, 30.0, 40.0]
+        sched = scheduler.recurring()[0]
+        assert (sched.fired, sched.skipped, sched.interval) == (5, 0, 10.0)
+        assert scheduler.cancel_recurring(sid)
+        assert not scheduler.cancel_recurring(sid)
+        await virtual_clock.advance(100)
+    assert len(rec.started) == 5
+
+
+async def test_interval_start_in_delays_the_first_fire(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock)
+    scheduler.schedule_recurring(rec, 10.0, start_in=5.0)
+    async with scheduler:
+        await virtual_clock.advance(30)
+    assert rec.started == [5.0, 15.0, 25.0]
+
+
+async def test_overlap_guard_skips_a_fire_while_the_previous_job_runs(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec = Recorder(virtual_clock, takes=15.0)
+    scheduler = JobScheduler(clock=virtual_clock, num_workers=4)
+    scheduler.schedule_recurring(rec, 10.0)
+    await scheduler.start()
+    await virtual_clock.advance(45)
+    # A job sleeping on the virtual clock ends only when the clock moves: cancel it.
+    await scheduler.stop(cancel_running=True)
+    # 0 runs until 15: the fire at 10 is skipped; 20 runs until 35: 30 is skipped.
+    assert rec.started == [0.0, 20.0, 40.0]
+    assert scheduler.recurring()[0].skipped == 2
+
+
+async def test_allow_overlap_runs_every_fire(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock, takes=15.0)
+    scheduler = JobScheduler(clock=virtual_clock, num_workers=4)
+    scheduler.schedule_recurring(rec, 10.0, allow_overlap=True)
+    await scheduler.start()
+    await virtual_clock.advance(35)
+    assert rec.started == [0.0, 10.0, 20.0, 30.0]
+    assert scheduler.running == 1  # the fire at 30 (20 ended at 35)
+    await scheduler.stop(cancel_running=True)
+
+
+# ── coalescing after a pause, misfire grace time ─────────────────────────
+
+
+async def paused_schedule(clock: VirtualClock, **options: Any) -> tuple[Recorder, JobScheduler]:
+    rec = Recorder(clock)
+    scheduler = JobScheduler(clock=clock, num_workers=4)
+    scheduler.schedule_recurring(rec, 10.0, allow_overlap=True, **options)
+    await scheduler.start()
+    await clock.advance(5)  # the fire at 0 runs on time
+    await clock.jump(30)  # paused from 5 to 35: fires at 10, 20, 30 are missed
+    return rec, scheduler
+
+
+async def test_coalesce_one_runs_once_for_every_missed_fire(virtual_clock: VirtualClock) -> None:
+    rec, scheduler = await paused_schedule(virtual_clock)
+    sched = scheduler.recurring()[0]
+    assert rec.started == [0.0, 35.0]
+    assert (sched.fired, sched.coalesced, sched.misfired) == (2, 2, 0)
+    await virtual_clock.advance(10)  # back on the grid: 40, not 45
+    assert rec.started == [0.0, 35.0, 40.0]
+    await scheduler.stop()
+
+
+async def test_coalesce_all_runs_every_missed_fire(virtual_clock: VirtualClock) -> None:
+    rec, scheduler = await paused_schedule(virtual_clock, coalesce="all")
+    assert rec.started == [0.0, 35.0, 35.0, 35.0]
+    assert scheduler.recurring()[0].fired == 4
+    await scheduler.stop()
+
+
+async def test_coalesce_none_skips_missed_fires_and_reports_them(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec, scheduler = await paused_schedule(virtual_clock, coalesce="none")
+    sched = scheduler.recurring()[0]
+    assert rec.started == [0.0]
+    assert sched.misfired == 3
+    await virtual_clock.advance(10)
+    assert rec.started == [0.0, 40.0]  # an on-time fire runs again
+    await scheduler.stop()
+
+
+async def test_fire_later_than_the_grace_time_is_skipped_and_reported(
+    virtual_clock: VirtualClock,
+) -> None:
+    reported: list[tuple[str, float, float, int]] = []
+
+    class Alerts:
+        @hookimpl
+        def jobsched_schedule_misfired(
+            self, schedule: Any, fire_time: float, lateness: float, fires: int
+        ) -> None:
+            reported.append((schedule.schedule_id, fire_time, lateness, fires))
+
+    plugins = PluginManager([Alerts()], autoload=False)
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock, plugins=plugins)
+    sid = scheduler.schedule_recurring(rec, 10.0, misfire_grace_time=2.0)
+    async with scheduler:
+        await virtual_clock.advance(5)
+        await virtual_clock.jump(30)  # latest missed fire (30) is 5 s late at 35
+        sched = scheduler.recurring()[0]
+        assert rec.started == [0.0]
+        assert sched.misfired == 3
+        assert sched.coalesced == 0  # skipped, not folded into a run
+        assert sched.last_misfire == (30.0, 5.0)
+        assert reported == [(sid, 30.0, 5.0, 3)]
+        await virtual_clock.advance(10)
+    assert rec.started == [0.0, 40.0]
+
+
+async def test_fire_within_the_grace_time_runs(virtual_clock: VirtualClock) -> None:
+    rec, scheduler = await paused_schedule(virtual_clock, misfire_grace_time=5.0)
+    assert rec.started == [0.0, 35.0]
+    await scheduler.stop()
+
+
+async def test_coalesce_all_with_grace_runs_only_the_fires_still_in_grace(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec, scheduler = await paused_schedule(virtual_clock, coalesce="all", misfire_grace_time=16.0)
+    # at 35: fire 10 is 25 s late (skipped), 20 is 15 s and 30 is 5 s late (run)
+    assert rec.started == [0.0, 35.0, 35.0]
+    assert scheduler.recurring()[0].misfired == 1
+    await scheduler.stop()
+
+
+async def test_a_paused_interval_schedule_skips_a_million_fires_in_o1(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock)
+    scheduler.schedule_recurring(rec, 0.001)
+    async with scheduler:
+        await virtual_clock.jump(1000.0005)
+        sched = scheduler.recurring()[0]
+        assert sched.coalesced == 1_000_000
+        assert sched.next_fire == pytest.approx(1000.001)
+    assert len(rec.started) == 1
+
+
+async def test_coalesce_all_catches_up_at_most_max_catch_up_fires(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock, num_workers=8)
+    scheduler.schedule_recurring(rec, 0.001, coalesce="all", allow_overlap=True)
+    async with scheduler:
+        await virtual_clock.jump(10.0005)  # 10,001 fires came due
+        sched = scheduler.recurring()[0]
+        assert sched.fired == MAX_CATCH_UP
+        assert sched.next_fire == pytest.approx(10.001)  # back on the grid
+    assert len(rec.started) == MAX_CATCH_UP
+
+
+def test_the_reference_designs_schedule_object_still_works() -> None:
+    sched = RecurringSchedule(noop_factory, 10.0, 100.0, allow_overlap=True)
+    assert (sched.interval, sched.next_run, sched.allow_overlap) == (10.0, 100.0, True)
+    assert sched.advance(135.0) == 3  # fires at 100, 110, 120, 130: three coalesced
+    assert sched.next_run == 140.0
+    assert "every 10.0s" in repr(sched)
+    assert sched.describe()["next_run"] == 140.0
+    with pytest.raises(ValueError, match="interval must be a positive number"):
+        RecurringSchedule(noop_factory, 0, 0.0)
+    with pytest.raises(TypeError, match="an interval or a trigger, not both"):
+        RecurringSchedule(noop_factory, 1.0, trigger=CronTrigger("* * * * *"))
+
+
+async def test_jitter_delays_each_run_by_at_most_jitter(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock, rng=random.Random(7))
+    scheduler.schedule_recurring(rec, 60.0, jitter=10.0, allow_overlap=True)
+    async with scheduler:
+        await virtual_clock.advance(600)
+    assert len(rec.started) == 10
+    offsets = [start - 60 * i for i, start in enumerate(rec.started)]
+    assert all(0 <= o <= 10 for o in offsets)
+    assert len(set(offsets)) == 10  # really random, not a constant delay
+
+
+# ── cron and date triggers in a running scheduler ────────────────────────
+
+
+async def test_cron_in_new_york_across_spring_forward() -> None:
+    clock = VirtualClock(wall=datetime(2026, 3, 6, 12, tzinfo=NY))
+    rec = Recorder(clock)
+    scheduler = JobScheduler(clock=clock)
+    scheduler.schedule_recurring(rec, trigger=CronTrigger("0 2 * * *", tz="America/New_York"))
+    async with scheduler:
+        await clock.advance(4 * 86400)
+    assert [w.astimezone(NY).strftime("%m-%d %H:%M %Z") for w in rec.walls] == [
+        "03-07 02:00 EST",
+        "03-08 03:00 EDT",  # 02:00 does not exist: shifted to the jump
+        "03-09 02:00 EDT",
+        "03-10 02:00 EDT",
+    ]
+
+
+async def test_cron_in_new_york_across_fall_back_with_a_mapping_spec() -> None:
+    clock = VirtualClock(wall=datetime(2026, 10, 30, 12, tzinfo=NY))
+    rec = Recorder(clock)
+    scheduler = JobScheduler(clock=clock)
+    scheduler.schedule_recurring(
+        rec, trigger={"cron": "0 2 * * *", "tz": "America/New_York", "overlap": "both"}
+    )
+    async with scheduler:
+        await clock.advance(3 * 86400)
+    assert [w.isoformat() for w in rec.walls] == [
+        "2026-10-31T06:00:00+00:00",  # 02:00 EDT
+        "2026-11-01T07:00:00+00:00",  # 02:00 EST: once, 25 hours later
+        "2026-11-02T07:00:00+00:00",
+    ]
+
+
+async def test_cron_in_berlin_runs_both_occurrences_of_the_repeated_hour() -> None:
+    clock = VirtualClock(wall=datetime(2026, 10, 24, 12, tzinfo=UTC))
+    rec = Recorder(clock)
+    scheduler = JobScheduler(clock=clock)
+    scheduler.schedule_recurring(
+        rec, trigger=CronTrigger("30 2 * * *", tz="Europe/Berlin", overlap="both")
+    )
+    async with scheduler:
+        await clock.advance(2 * 86400)
+    assert [w.strftime("%m-%d %H:%M") for w in rec.walls] == [
+        "10-25 00:30",  # 02:30 CEST
+        "10-25 01:30",  # 02:30 CET
+        "10-26 01:30",
+    ]
+
+
+async def test_cron_timer_that_rings_early_after_a_wall_clock_step_waits(
+    virtual_clock: VirtualClock,
+) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock)
+    scheduler.schedule_recurring(rec, trigger=CronTrigger("0 * * * *"))  # hourly, UTC
+    async with scheduler:
+        await virtual_clock.advance(1800)
+        virtual_clock.set_wall(virtual_clock.time() - 600)  # NTP steps the clock back
+        await virtual_clock.advance(1800)  # the timer rings at wall 00:50
+        assert rec.started == []
+        await virtual_clock.advance(600)  # wall 01:00
+        assert rec.walls == [datetime(2026, 1, 1, 1, tzinfo=UTC)]
+
+
+async def test_date_trigger_runs_once_and_the_schedule_ends(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock)
+    sid = scheduler.schedule_recurring(rec, trigger=DateTrigger("2026-01-01T00:10:00+00:00"))
+    async with scheduler:
+        await virtual_clock.advance(3600)
+        assert rec.started == [600.0]
+        assert scheduler.recurring() == []
+        assert not scheduler.cancel_recurring(sid)
+
+
+async def test_date_in_the_past_beyond_grace_never_runs(virtual_clock: VirtualClock) -> None:
+    rec = Recorder(virtual_clock)
+    scheduler = JobScheduler(clock=virtual_clock)
+    scheduler.schedule_recurring(
+        rec, trigger={"date": "2025-12-31T23:00:00+00:00"}, misfire_grace_time=60
+    )
+    async with scheduler:
+        await virtual_clock.advance(10)
+    assert rec.started == []
+
+
+async def test_a_broken_factory_does_not_stop_the_schedule(virtual_clock: VirtualClock) -> None:
+    calls = []
+
+    def factory() -> FunctionJob:
+        calls.append(virtual_clock.now())
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+
+        async def ok() -> None:
+            pass
+
+        return FunctionJob(ok)
+
+    scheduler = JobScheduler(clock=virtual_clock)
+    scheduler.schedule_recurring(factory, 1.0)
+    async with scheduler:
+        await virtual_clock.advance(2.5)
+    assert calls == [0.0, 1.0, 2.0]
+    assert scheduler.recurring()[0].fired == 2
+    assert all(j.status is JobStatus.COMPLETED for j in scheduler.jobs())
+
+
+# ── bad input ────────────────────────────────────────────────────────────
+
+
+def noop_factory() -> FunctionJob:
+    async def noop() -> None:
+        pass
+
+    return FunctionJob(noop)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        ((), {}, TypeError, "needs an interval or a trigger"),
+        ((5.0,), {"trigger": {"cron": "* * * * *"}}, TypeError, "not both"),
+        ((), {"trigger": {"cron": "* * * * *"}, "start_in": 5}, TypeError, "start_in"),
+        ((0,), {}, ValueError, "interval must be a positive number"),
+        ((-1,), {}, ValueError, "interval must be a positive number"),
+        ((1,), {"coalesce": "some"}, ValueError, "coalesce must be one of"),
+        ((1,), {"misfire_grace_time": -1}, ValueError, "misfire_grace_time"),
+        ((1,), {"jitter": -1}, ValueError, "jitter"),
+        ((), {"trigger": {"crom": "* * * * *"}}, ValueError, "exactly one key must name a trigger"),
+        ((), {"trigger": {"cron": "* * * * *", "zone": "UTC"}}, ValueError, "zone"),
+        ((), {"trigger": {"cron": "bad"}}, ValueError, "invalid cron expression 'bad'"),
+        ((), {"trigger": object()}, TypeError, "has no first_fire"),
+    ],
+)
+def test_bad_schedules_are_refused_with_a_clear_error(
+    args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    scheduler = JobScheduler()
+    with pytest.raises(error, match=message):
+        scheduler.schedule_recurring(noop_factory, *args, **kwargs)
     assert scheduler.recurring() == []
 
 
-# ── through the scheduler, on a fake clock ────────────────────────────
-async def test_fires_at_a_fixed_rate_without_drift() -> None:
-    clock = FakeClock()
-    t0 = clock.now()
-    scheduler, _ = make_scheduler(clock=clock)
-    factory = Factory()
-    sched_id = scheduler.schedule_recurring(factory, 10.0, start_in=5.0)
-    async with scheduler:
-        await settle()
-        assert factory.jobs == []
-        clock.advance(5.0)  # first fire at t0 + 5
-        await settle()
-        assert len(factory.jobs) == 1
-        clock.advance(13.0)  # woke 3 s late for the fire due at t0 + 15
-        await settle()
-        assert len(factory.jobs) == 2
-        (sched,) = scheduler.recurring()
-        assert sched.next_run == t0 + 25.0, "the lateness does not shift later fires"
-        clock.advance(7.0)  # exactly t0 + 25
-        await settle()
-        assert len(factory.jobs) == 3
-        assert [j.submitted_at for j in factory.jobs] == [t0 + 5.0, t0 + 18.0, t0 + 25.0]
-        assert scheduler.cancel_recurring(sched_id)
-        await scheduler.join()
-    assert all(j.status is S.COMPLETED for j in factory.jobs)
-
-
-async def test_missed_fires_are_coalesced_into_one() -> None:
-    clock = FakeClock()
-    t0 = clock.now()
-    scheduler, _ = make_scheduler(clock=clock)
-    factory = Factory()
-    scheduler.schedule_recurring(factory, 1.0)
-    async with scheduler:
-        clock.advance(0.0)  # the first fire, due at start
-        await settle()
-        assert len(factory.jobs) == 1
-        clock.advance(10.5)  # the loop was busy for ten intervals
-        await settle()
-        assert len(factory.jobs) == 2, "one fire for the whole gap, not a burst of ten"
-        (sched,) = scheduler.recurring()
-        assert sched.next_run == t0 + 11.0
-        assert sched.fired == 2 and sched.skipped == 0
-        clock.advance(0.5)
-        await settle()
-        assert len(factory.jobs) == 3
-        scheduler.cancel_recurring(sched.schedule_id)
-        await scheduler.join()
-
-
-async def test_overlap_guard_skips_fires_while_the_previous_job_runs() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock, num_workers=4)
-    factory = Factory(lambda i: Gate(f"gate-{i}"))
-    sched_id = scheduler.schedule_recurring(factory, 1.0)
-    async with scheduler:
-        clock.advance(0.0)
-        await settle()
-        first = factory.jobs[0]
-        assert first.status is S.RUNNING
-        for _ in range(3):
-            clock.advance(1.0)
-            await settle()
-        assert factory.jobs == [first], "no overlap: fires skipped while it runs"
-        (sched,) = scheduler.recurring()
-        assert (sched.fired, sched.skipped) == (1, 3)
-        first.open()
-        await settle()
-        clock.advance(1.0)
-        await settle()
-        assert len(factory.jobs) == 2 and factory.jobs[1].status is S.RUNNING
-        assert scheduler.cancel_recurring(sched_id)
-        factory.jobs[1].open()
-        await scheduler.join()
-
-
-async def test_allow_overlap_fires_while_the_previous_job_runs() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock, num_workers=4)
-    factory = Factory(lambda i: Gate(f"gate-{i}"))
-    sched_id = scheduler.schedule_recurring(factory, 1.0, allow_overlap=True)
-    async with scheduler:
-        clock.advance(0.0)
-        await settle()
-        for _ in range(2):
-            clock.advance(1.0)
-            await settle()
-        assert len(factory.jobs) == 3
-        assert all(j.status is S.RUNNING for j in factory.jobs)
-        assert scheduler.peak_running == 3
-        scheduler.cancel_recurring(sched_id)
-        for job in factory.jobs:
-            job.open()  # type: ignore[attr-defined]
-        await scheduler.join()
-
-
-async def test_cancel_recurring_stops_future_fires() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock)
-    factory = Factory()
-    sched_id = scheduler.schedule_recurring(factory, 1.0)
-    async with scheduler:
-        clock.advance(0.0)
-        await settle()
-        assert scheduler.cancel_recurring(sched_id) is True
-        assert scheduler.cancel_recurring(sched_id) is False, "already cancelled"
-        assert scheduler.cancel_recurring("sched-unknown") is False
-        assert scheduler.recurring() == []
-        assert clock.pending == [], "its timer was cancelled"
-        clock.advance(100.0)
-        await settle()
-        await scheduler.join()
-    assert len(factory.jobs) == 1
-
-
-async def test_schedule_made_before_start_is_armed_at_start() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock)
-    factory = Factory()
-    scheduler.schedule_recurring(factory, 2.0, start_in=1.0)
-    assert clock.pending == []
-    clock.advance(5.0)  # time passes before start: nothing fires yet
-    async with scheduler:
-        clock.advance(0.0)  # overdue: fires once at start
-        await settle()
-        assert len(factory.jobs) == 1
-        (sched,) = scheduler.recurring()
-        # Due at t0+1, +3 and +5: one fire for all three, and the next is t0+7.
-        assert sched.next_run == clock.now() + 2.0
-        assert (sched.fired, sched.skipped) == (1, 0)
-        scheduler.cancel_recurring(sched.schedule_id)
-        await scheduler.join()
-
-
-async def test_a_broken_factory_is_logged_and_the_schedule_goes_on() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock)
-    calls = []
-
-    def flaky_factory() -> Job:
-        calls.append(len(calls))
-        if len(calls) == 1:
-            raise RuntimeError("factory broke")
-        return Noop("ok")
-
-    sched_id = scheduler.schedule_recurring(flaky_factory, 1.0)
-    async with scheduler:
-        with captured_logs() as logs:
-            clock.advance(0.0)
-            await settle()
-        assert [e["event"] for e in logs] == ["recurring schedule failed to fire"]
-        assert logs[0]["schedule_id"] == sched_id
-        clock.advance(1.0)
-        await settle()
-        assert len(calls) == 2
-        (sched,) = scheduler.recurring()
-        assert sched.fired == 1
-        scheduler.cancel_recurring(sched_id)
-        await scheduler.join()
-
-
-async def test_stop_ends_schedules_and_schedule_after_stop_is_refused() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock)
-    factory = Factory()
-    scheduler.schedule_recurring(factory, 1.0)
-    async with scheduler:
-        clock.advance(0.0)
-        await settle()
-        await scheduler.join()
-    assert clock.pending == []
-    clock.advance(10.0)
-    assert len(factory.jobs) == 1
-    with pytest.raises(SchedulerStoppedError):
-        scheduler.schedule_recurring(factory, 1.0)
-
-
-async def test_recurring_jobs_are_bounded_by_the_history() -> None:
-    clock = FakeClock()
-    scheduler, _ = make_scheduler(clock=clock, history_limit=5)
-    factory = Factory()
-    sched_id = scheduler.schedule_recurring(factory, 1.0)
-    async with scheduler:
-        for _ in range(50):
-            clock.advance(1.0)
-            await settle()
-        scheduler.cancel_recurring(sched_id)
-        await scheduler.join()
-    assert len(factory.jobs) == 50
-    assert len(scheduler.jobs()) == 5, "a recurring job must not grow memory forever"
-    assert [j.job_id for j in scheduler.jobs()] == [j.job_id for j in factory.jobs[-5:]]
+def test_trigger_plugins_are_registered_by_name() -> None:
+    scheduler = JobScheduler()
+    assert {"interval", "cron", "date"} <= set(scheduler.plugins.names("triggers"))

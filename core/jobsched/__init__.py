@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ._cancel import CancelToken, JobCancelledError, cancel_token
 from ._clock import Clock, SystemClock
 from ._errors import (
     InvalidTransitionError,
@@ -33,8 +34,9 @@ from ._jobtypes import (
     job_type_info,
     job_types,
 )
+from ._limits import Limits, Rate, job_type_of
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
-from ._recurring import RecurringSchedule
+from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
@@ -77,6 +79,7 @@ __all__ = [
     "ArgumentInfo",
     "AsyncJob",
     "BlockingJob",
+    "CancelToken",
     "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
@@ -84,8 +87,10 @@ __all__ = [
     "Executor",
     "FIFOStrategy",
     "FunctionJob",
+    "IntervalTrigger",
     "InvalidTransitionError",
     "Job",
+    "JobCancelledError",
     "JobListener",
     "JobPriority",
     "JobScheduler",
@@ -93,11 +98,13 @@ __all__ = [
     "JobSpecError",
     "JobStatus",
     "JobTypeInfo",
+    "Limits",
     "NonRetryableError",
     "PluginError",
     "PluginManager",
     "PluginRecord",
     "PriorityStrategy",
+    "Rate",
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
@@ -106,13 +113,16 @@ __all__ = [
     "SchedulingStrategy",
     "SortKey",
     "SystemClock",
+    "Trigger",
     "UnknownJobError",
     "build_job",
+    "cancel_token",
     "default_plugin_manager",
     "describe_job_type",
     "hookimpl",
     "job_spec",
     "job_type_info",
+    "job_type_of",
     "job_types",
     "load_plugins",
 ]

@@ -6,7 +6,7 @@ import asyncio
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
@@ -23,8 +23,15 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job
+from ._limits import Limiter, Limits
 from ._plugins import PluginManager, TransitionListener, default_plugin_manager
-from ._recurring import RecurringSchedule
+from ._recurring import (
+    CoalescePolicy,
+    IntervalTrigger,
+    RecurringSchedule,
+    Trigger,
+    build_trigger,
+)
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 
@@ -74,7 +81,9 @@ class JobScheduler:
     `strategy` is a `SchedulingStrategy` or a registered name (default
     ``"priority"``); `plugins` is a `PluginManager`, or an iterable of plugin
     objects to use with the built-in plugins (no third-party autoload), or None
-    for every installed plugin. Names are resolved here, once.
+    for every installed plugin. Names are resolved here, once. `limits` caps
+    attempts per executor and per job type and rates per job type (a `Limits`
+    or a mapping; docs/limits.md); without it the dispatch path is unchanged.
     """
 
     def __init__(
@@ -86,6 +95,7 @@ class JobScheduler:
         history_limit: int = 10_000,
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
@@ -119,6 +129,13 @@ class JobScheduler:
         self._rng = rng or random.Random()
         self._history_limit = history_limit
         self._clock: Clock = clock or SystemClock()
+        self._limiter: Limiter | None = None
+        if limits is not None and (limits := Limits.coerce(limits)):
+            self._limiter = self._make_limiter(limits)
+            # Swapped, not branched on: a scheduler without limits keeps the plain path.
+            self._take_next = self._take_next_limited  # type: ignore[method-assign]
+        self._unique: dict[str, str] = {}  # dedupe key -> id of its pending/running job
+        self._unique_of: dict[str, str] = {}  # job id -> its dedupe key
 
         self._jobs: dict[str, Job] = {}
         # Entries are the strategy key flattened: (*key, seq, job), not
@@ -169,6 +186,7 @@ class JobScheduler:
         *args: Any,
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
+        unique_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue a job and return its id. Dependencies must already be submitted.
@@ -176,6 +194,10 @@ class JobScheduler:
         `job` is a `Job`, or a plain function or coroutine function followed by
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
         timeout=..., retry=..., deadline=..., **kwargs)`` (see `FunctionJob`).
+
+        `unique_key` deduplicates: while a job submitted with the same key is
+        pending, waiting to retry or running, submit returns *that* job's id and
+        queues nothing. The key is free again once that job has finished.
         """
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -186,6 +208,10 @@ class JobScheduler:
             )
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        if unique_key is not None:
+            existing = self._unique.get(unique_key)
+            if existing is not None:
+                return existing
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")
@@ -208,6 +234,9 @@ class JobScheduler:
         # Share the float when there is no delay: 24 bytes per pending job.
         job.run_at = now + delay if delay else now
         self._jobs[job_id] = job
+        if unique_key is not None:
+            self._unique[unique_key] = job_id
+            self._unique_of[job_id] = unique_key
         self._unfinished += 1
         if self._unfinished == 1:
             self._idle.clear()
@@ -250,7 +279,9 @@ class JobScheduler:
             raise SchedulerStoppedError("scheduler is stopping")
         if self._loop is None:
             raise SchedulerError("start() the scheduler before submitting from other threads")
-        options: dict[str, Any] = {k: kwargs.pop(k) for k in ("delay", "depends_on") if k in kwargs}
+        options: dict[str, Any] = {
+            k: kwargs.pop(k) for k in ("delay", "depends_on", "unique_key") if k in kwargs
+        }
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
         elif args or kwargs:
@@ -261,16 +292,28 @@ class JobScheduler:
     def schedule_recurring(
         self,
         factory: Callable[[], Job],
-        interval: float,
+        interval: float | None = None,
         *,
         start_in: float = 0.0,
         allow_overlap: bool = False,
+        trigger: Trigger | dict[str, Any] | None = None,
+        misfire_grace_time: float | None = None,
+        coalesce: CoalescePolicy = "one",
+        jitter: float = 0.0,
+        name: str | None = None,
     ) -> str:
-        """Submit ``factory()`` every `interval` seconds, at a fixed rate.
+        """Submit ``factory()`` every `interval` seconds, or whenever `trigger` fires.
 
-        Returns a schedule id for `cancel_recurring`. Fires missed while the
-        loop was busy coalesce into one; without `allow_overlap` a fire is
-        skipped while the previous job is unfinished.
+        Returns a schedule id for `cancel_recurring`. With `interval` the
+        schedule runs at a fixed rate, first after `start_in` seconds. Fires
+        missed while the loop was busy coalesce into one; without
+        `allow_overlap` a fire is skipped while the previous job is unfinished.
+
+        `trigger` is a trigger object (``CronTrigger("0 2 * * *",
+        tz="America/New_York")``) or a job-file style mapping (``{"cron": "0 2 *
+        * *", "tz": "America/New_York"}``) resolved through the trigger
+        plugins. `misfire_grace_time`, `coalesce` and `jitter` apply to every
+        trigger (see `RecurringSchedule`).
         """
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
@@ -278,7 +321,26 @@ class JobScheduler:
             raise TypeError(f"factory must be callable, got {factory!r}")
         if start_in < 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
-        sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
+        if trigger is not None:
+            if interval is not None:
+                raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
+            if start_in:
+                raise TypeError("start_in is for interval schedules; a trigger sets its own start")
+            trigger = build_trigger(trigger, lambda n: self.plugins.resolve("triggers", n))
+        elif interval is None:
+            raise TypeError("schedule_recurring() needs an interval or a trigger")
+        else:
+            trigger = IntervalTrigger(interval, start_in=start_in)
+        sched = RecurringSchedule(
+            factory,
+            allow_overlap=allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=misfire_grace_time,
+            coalesce=coalesce,
+            jitter=jitter,
+            name=name,
+        )
+        sched.bind(self._clock)
         self._recurring[sched.schedule_id] = sched
         if self._started:
             self._arm_schedule(sched)
@@ -305,7 +367,9 @@ class JobScheduler:
         A queued job is cancelled at once. A running ASYNC job gets
         ``CancelledError`` at its next await. A running THREAD or PROCESS job is
         abandoned: its status becomes CANCELLED but the thread or process
-        finishes the call anyway (neither can be interrupted safely).
+        finishes the call anyway (neither can be interrupted safely; a thread
+        job's `jobsched.cancel_token()` is set so it can stop early). A
+        SUBPROCESS job's child process is killed (docs/executors.md).
         """
         job = self._jobs.get(job_id)
         if job is None or job.status._terminal:
@@ -355,7 +419,7 @@ class JobScheduler:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
-        for sched in self._recurring.values():
+        for sched in list(self._recurring.values()):
             self._arm_schedule(sched)
 
     async def stop(self, *, cancel_running: bool = False) -> None:
@@ -454,6 +518,46 @@ class JobScheduler:
             return job
         return None
 
+    def _take_next_limited(self) -> Job | None:
+        """`_take_next` when limits are configured: held-back jobs are parked or delayed."""
+        ready = self._ready
+        limiter = self._limiter
+        assert limiter is not None
+        admit = limiter.admit
+        while ready:
+            job: Job = heappop(ready)[-1]
+            if job.status._terminal:
+                limiter.skipped(job)
+                continue
+            wait = admit(job)
+            if wait:
+                if wait > 0:  # no rate token until `wait`: to the delayed heap
+                    job.run_at = wait
+                    self._enqueue(job)
+                continue  # parked by a concurrency limit: the next job may run
+            self._transition(job, RUNNING)
+            return job
+        return None
+
+    def _make_limiter(self, limits: Limits) -> Limiter:
+        registered = {
+            reg.factory: name
+            for name, reg in self.plugins.registry["job_types"].items()
+            if isinstance(reg.factory, type)
+        }
+        return Limiter(
+            limits, clock=self._clock, requeue=self._requeue, registered_types=registered
+        )
+
+    def _requeue(self, job: Job) -> None:
+        heappush(self._ready, (*self._key(job), job.seq, job))
+        self._work_available.set()
+
+    @property
+    def limiter(self) -> Limiter | None:
+        """The scheduler's limits at run time (None when none are configured)."""
+        return self._limiter
+
     # ── Internals: workers ────────────────────────────────────────────
     async def _worker(self, slot: _Slot) -> None:
         slot.task = asyncio.current_task()
@@ -528,6 +632,8 @@ class JobScheduler:
             self._finish(job, COMPLETED)
 
     def _release(self, slot: _Slot) -> None:
+        if self._limiter is not None:
+            self._limiter.release(slot.job)  # type: ignore[arg-type]
         slot.job = None
         slot.deadline = math.inf
         slot.expired = slot.cancel_requested = False
@@ -577,29 +683,39 @@ class JobScheduler:
 
     # ── Internals: recurring ──────────────────────────────────────────
     def _arm_schedule(self, sched: RecurringSchedule) -> None:
-        sched.timer = self._clock.call_at(sched.next_run, lambda: self._on_schedule(sched))
+        when = sched.arm_time(self._clock)
+        if when is None:  # the trigger is exhausted (a date that has fired)
+            sched.active = False
+            self._recurring.pop(sched.schedule_id, None)
+            return
+        sched.timer = self._clock.call_at(when, lambda: self._on_schedule(sched))
 
     def _on_schedule(self, sched: RecurringSchedule) -> None:
         sched.timer = None
         if not sched.active or self._stopping:
             return
-        now = self._clock.now()
-        if now >= sched.next_run:
-            self._fire(sched, now)
+        fires = sched.take_due(self._clock)
+        if sched.pending_misfires:
+            for fire, lateness, count in sched.pending_misfires:
+                self.plugins.schedule_misfired(self, sched, fire, lateness, count)
+            sched.pending_misfires.clear()
+        if fires:
+            self._fire(sched, fires)
         self._arm_schedule(sched)
 
-    def _fire(self, sched: RecurringSchedule, now: float) -> None:
-        sched.advance(now)
+    def _fire(self, sched: RecurringSchedule, fires: list[float]) -> None:
         previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
         if previous is not None and not previous.status._terminal and not sched.allow_overlap:
-            sched.skipped += 1
+            sched.skipped += len(fires)
             return
-        try:
-            sched.last_job_id = self.submit(sched.factory())
-        except Exception:  # a broken factory must not stop the schedule
-            logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
-            return
-        sched.fired += 1
+        for _ in fires:
+            try:
+                delay = sched.jitter_delay(self._rng)
+                sched.last_job_id = self.submit(sched.factory(), delay=delay)
+            except Exception:  # a broken factory must not stop the schedule
+                logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
+                continue
+            sched.fired += 1
 
     # ── Internals: state changes ──────────────────────────────────────
     def _transition(self, job: Job, new: JobStatus) -> None:
@@ -642,6 +758,10 @@ class JobScheduler:
                                 self._enqueue(dependent)
                     else:  # cascade: the upstream did not complete
                         work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+            if self._unique_of:
+                key = self._unique_of.pop(job_id, None)
+                if key is not None:
+                    del self._unique[key]
             self._unfinished -= 1
             if self._unfinished == 0:
                 self._idle.set()

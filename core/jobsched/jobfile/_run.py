@@ -16,7 +16,7 @@ from .._job import Job
 from .._jobtypes import _jsonable, build_job
 from .._scheduler import JobScheduler
 from .._status import JobStatus
-from ._model import JobFile, RecurringEntry
+from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
     from .._plugins import PluginManager
@@ -144,11 +144,13 @@ async def run_jobfile(
     result is marked interrupted.
     """
     settings = jobfile.scheduler
+    limits: LimitsSettings | None = jobfile.tables.get("limits")
     scheduler = JobScheduler(
         settings.strategy,
         num_workers=settings.workers,
         rng=random.Random(settings.seed) if settings.seed is not None else None,
         plugins=plugins,
+        limits=limits.limits() if limits is not None else None,
     )
     plugins = scheduler.plugins
     if on_scheduler is not None:
@@ -179,9 +181,15 @@ async def run_jobfile(
         job = build_job(
             entry.type, entry.args, plugins=plugins, label=entry.label, **entry.job_options(start)
         )
-        track(entry.id, entry.type, job)
-        ids[entry.id] = job.job_id
-        scheduler.submit(job, delay=entry.delay, depends_on=[ids[d] for d in entry.depends_on])
+        job_id = scheduler.submit(
+            job,
+            delay=entry.delay,
+            depends_on=[ids[d] for d in entry.depends_on],
+            unique_key=entry.unique_key,
+        )
+        ids[entry.id] = job_id
+        if job_id == job.job_id:  # else a job with the same unique_key stands for it
+            track(entry.id, entry.type, job)
 
     loop = asyncio.get_running_loop()
     timers: list[asyncio.TimerHandle] = []
@@ -300,9 +308,19 @@ def _schedule(
             end()
         return job
 
-    schedule_id = scheduler.schedule_recurring(
-        factory, rec.every, start_in=rec.start_in, allow_overlap=rec.allow_overlap
-    )
+    options: dict[str, Any] = {
+        "allow_overlap": rec.allow_overlap,
+        "misfire_grace_time": rec.misfire_grace_time,
+        "coalesce": rec.coalesce,
+        "jitter": rec.jitter,
+        "name": rec.id,
+    }
+    if rec.trigger is not None:
+        schedule_id = scheduler.schedule_recurring(factory, trigger=rec.trigger, **options)
+    else:
+        schedule_id = scheduler.schedule_recurring(
+            factory, rec.every, start_in=rec.start_in, **options
+        )
     if rec.until is not None:
         timers.append(loop.call_later(rec.until, end))
     return done
