@@ -184,3 +184,23 @@ async def test_a_strategy_whose_key_raises_refuses_the_submit_and_records_nothin
         await asyncio.wait_for(scheduler.join(), 5)  # join() is not held up by the refused job
     assert good.status is JobStatus.COMPLETED
     assert bad.status is JobStatus.PENDING and bad.attempts == 0
+
+
+async def test_a_key_that_raises_refuses_delayed_and_blocked_submits_too() -> None:
+    class Picky(SchedulingStrategy):
+        def key(self, job: Job) -> tuple[int, ...]:
+            if job.name == "unkeyable":
+                raise ValueError("no key for this job")
+            return (job.seq,)
+
+    scheduler, _ = make_scheduler(Picky())
+    upstream = Noop("upstream")
+    async with scheduler:
+        scheduler.submit(upstream, delay=60)
+        with pytest.raises(ValueError, match="no key for this job"):
+            scheduler.submit(Noop("unkeyable"), delay=5)
+        with pytest.raises(ValueError, match="no key for this job"):
+            scheduler.submit(Noop("unkeyable"), depends_on=[upstream.job_id])
+        assert scheduler.jobs() == [upstream], "refused jobs are not recorded"
+        assert scheduler.cancel(upstream.job_id)
+        await asyncio.wait_for(scheduler.join(), 5)

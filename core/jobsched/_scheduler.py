@@ -228,11 +228,15 @@ class JobScheduler:
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
         now = self._clock.now()
-        job.seq = self._seq
-        self._seq += 1
+        job.seq = seq = self._seq
         job.submitted_at = now
         # Share the float when there is no delay: 24 bytes per pending job.
-        job.run_at = now + delay if delay else now
+        job.run_at = run_at = now + delay if delay else now
+        # The key is computed before anything is recorded, for delayed and
+        # blocked jobs too: a key() that raises refuses the submit and leaves
+        # no trace, instead of failing later in a timer or a worker.
+        entry = (*self._key(job), seq, job)
+        self._seq = seq + 1
         self._jobs[job_id] = job
         if unique_key is not None:
             self._unique[unique_key] = job_id
@@ -253,16 +257,13 @@ class JobScheduler:
                 for d in unmet:
                     self._dependents.setdefault(d, []).append(job_id)
                 return job_id
-        try:
-            self._enqueue(job, now)
-        except BaseException:
-            # The strategy's key() raised: the job was not accepted, so it must
-            # not stay recorded (join() would wait for it forever).
-            del self._jobs[job_id]
-            self._unfinished -= 1
-            if self._unfinished == 0:
-                self._idle.set()
-            raise
+        if run_at > now:
+            heappush(self._delayed, (run_at, seq, job))
+            if run_at < self._delay_timer_at and self._started:
+                self._arm_delay_timer(run_at)
+        else:
+            heappush(self._ready, entry)
+            self._work_available.set()
         return job_id
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -475,9 +476,8 @@ class JobScheduler:
         except (SchedulerError, ValueError, TypeError):
             logger.exception("threadsafe submit failed", job_id=job.job_id, job_name=job.name)
 
-    def _enqueue(self, job: Job, now: float | None = None) -> None:
-        # `now`: the caller's fresh clock reading, saving a second one per submit.
-        if job.run_at > (self._clock.now() if now is None else now):
+    def _enqueue(self, job: Job) -> None:
+        if job.run_at > self._clock.now():
             heappush(self._delayed, (job.run_at, job.seq, job))
             if job.run_at < self._delay_timer_at and self._started:
                 self._arm_delay_timer(job.run_at)
