@@ -23,6 +23,17 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
+from ._jobtypes import (
+    ArgumentInfo,
+    JobSpec,
+    JobSpecError,
+    JobTypeInfo,
+    build_job,
+    describe_job_type,
+    job_spec,
+    job_type_info,
+    job_types,
+)
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
 from ._recurring import RecurringSchedule
 from ._retry import RetryPolicy, RetryPolicyLike
@@ -74,6 +85,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgingPriorityStrategy",
+    "ArgumentInfo",
     "AsyncJob",
     "BlockingJob",
     "Clock",
@@ -90,7 +102,10 @@ __all__ = [
     "JobPriority",
     "JobRow",
     "JobScheduler",
+    "JobSpec",
+    "JobSpecError",
     "JobStatus",
+    "JobTypeInfo",
     "NonRetryableError",
     "PluginError",
     "PluginManager",
@@ -111,7 +126,12 @@ __all__ = [
     "StoreError",
     "SystemClock",
     "UnknownJobError",
+    "build_job",
     "default_plugin_manager",
+    "describe_job_type",
     "hookimpl",
+    "job_spec",
+    "job_type_info",
+    "job_types",
     "load_plugins",
 ]

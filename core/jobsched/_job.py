@@ -47,6 +47,7 @@ class Job(ABC):
 
     # Slots keep a pending job small: a scheduler may hold a million of them.
     __slots__ = (
+        "_spec",  # the JobSpec it was built from (jobsched.build_job); unset otherwise
         "attempts",
         "deadline",
         "finished_at",
@@ -90,6 +91,15 @@ class Job(ABC):
         self.seq = 0  # submit order, the universal tie-breaker
         self.started_at: float | None = None
         self.finished_at: float | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # An @attrs.define job type: wrap attrs' field-only __init__ so the job
+        # also takes the job options and gets its execution state.
+        if "__attrs_attrs__" in cls.__dict__:
+            from ._jobtypes import adapt_attrs_job
+
+            adapt_attrs_job(cls)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.job_id}, {self.name!r}, {self.status.value})"

@@ -358,9 +358,10 @@ class JobScheduler:
             for slot in self._slots:
                 if slot.job is job:
                     self._cancel_attempt(slot)
-                    break
-        else:
-            self._finish(job, CANCELLED, error="cancelled")
+                    return True
+        # Queued, or RUNNING but not started yet (a listener cancelled it on
+        # its PENDING -> RUNNING transition): nothing is in flight to stop.
+        self._finish(job, CANCELLED, error="cancelled")
         return True
 
     def get(self, job_id: str) -> Job:
@@ -535,6 +536,8 @@ class JobScheduler:
         # cancel(job_id) cancel the worker task while it awaits the attempt;
         # the slot's flags say which, so a TimeoutError the job raises itself
         # stays an ordinary failure.
+        if job.status is not RUNNING:
+            return  # cancelled between _take_next() and here, by a listener
         job.attempts += 1
         now = self._clock.now()
         job.started_at = now

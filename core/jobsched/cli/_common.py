@@ -1,0 +1,114 @@
+"""What the commands share: errors, exit codes, output and logging setup."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from .._errors import PluginError
+from .._jobtypes import JobSpecError
+from ..jobfile import EXIT_BAD_INPUT, JobFileError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+EXIT_CRASH = 3
+
+
+class BadInput(Exception):
+    """Bad input found by the command line itself (exit code 2)."""
+
+
+#: Errors that mean the user gave bad input: one line on stderr, exit code 2.
+BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError)
+
+__all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput"]
+
+
+def error(message: str) -> None:
+    """One line on stderr: ``jobsched: error: ...``."""
+    text = " ".join(message.split("\n"))
+    print(f"jobsched: error: {text}", file=sys.stderr, flush=True)
+
+
+def print_json(data: Any) -> None:
+    """Machine output: indented JSON on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def make_console() -> Console:
+    """A rich console on stdout; not a terminal means no colour and no width limit."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        width = int(os.environ.get("COLUMNS", "0") or 0) or 240
+        console = Console(highlight=False, width=width, no_color=True)
+    return console
+
+
+# ── logging ───────────────────────────────────────────────────────────
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("console", "json")
+
+
+def add_logging_options(parser: Any) -> None:
+    """``--log-format`` and ``--log-level`` (structlog output goes to stderr)."""
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="console",
+        help="how log lines look on stderr (default: console)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="warning",
+        type=str.lower,
+        help="the least severe log level shown; info logs every job transition (default: warning)",
+    )
+
+
+class _StderrLogger:
+    """Writes each line to whatever ``sys.stderr`` is at the time.
+
+    Looking it up per line (instead of holding the file, as structlog's
+    PrintLogger does) lets a live progress display redirect it.
+    """
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+def _stderr_logger_factory(*args: Any) -> _StderrLogger:
+    return _StderrLogger()
+
+
+def configure_logging(log_format: str, log_level: str) -> None:
+    """Configure structlog for this process (the kernel never does: it is a library)."""
+    level: int = getattr(logging, log_level.upper())
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=_stderr_logger_factory,
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,96 @@
+"""``jobsched jobs list`` and ``jobsched jobs show NAME``: the registered job types."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any
+
+from .._jobtypes import ArgumentInfo, JobTypeInfo, job_type_info, job_types
+from .._plugins import PluginManager
+from ._common import make_console, print_json
+
+
+def add_parser(subparsers: Any) -> None:
+    group = subparsers.add_parser(
+        "jobs",
+        help="list and describe the registered job types",
+        description="Inspect the job types that plugins register (what a job file's `type` names).",
+    )
+    commands = group.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    listing = commands.add_parser(
+        "list",
+        help="list every job type",
+        description="List every registered job type: its plugin, execution model, "
+        "arguments (name, type, default) and the first line of its docstring.",
+    )
+    listing.add_argument("--json", action="store_true", help="print a JSON array (docs/cli.md)")
+    listing.set_defaults(handler=list_jobs)
+    show = commands.add_parser(
+        "show",
+        help="describe one job type",
+        description="Describe one job type: its plugin, class, execution model, full "
+        "docstring and every argument. Exit code 2 if no job type has that name.",
+    )
+    show.add_argument("name", metavar="NAME", help="a job type name, as in `jobs list`")
+    show.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    show.set_defaults(handler=show_job)
+
+
+def _argument(arg: ArgumentInfo) -> str:
+    text = f"{arg.name}: {arg.type}"
+    return text if arg.required else f"{text} = {arg.default!r}"
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    infos = job_types(PluginManager())
+    if args.json:
+        print_json([info.to_json() for info in infos])
+        return 0
+    from rich import box
+    from rich.table import Table
+
+    console = make_console()
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+    for column in ("TYPE", "PLUGIN", "MODEL", "ARGUMENTS", "DESCRIPTION"):
+        table.add_column(column, overflow="fold")
+    for info in infos:
+        table.add_row(
+            info.name,
+            info.plugin or "-",
+            info.model,
+            ", ".join(_argument(a) for a in info.arguments) or "-",
+            info.summary or "-",
+        )
+    console.print(table)
+    console.print(f"{len(infos)} job types. `jobsched jobs show NAME` describes one.")
+    return 0
+
+
+def show_job(args: argparse.Namespace) -> int:
+    info: JobTypeInfo = job_type_info(args.name, PluginManager())
+    if args.json:
+        print_json(info.to_json())
+        return 0
+    from rich import box
+    from rich.table import Table
+
+    console = make_console()
+    console.print(f"[bold]{info.name}[/]  (plugin {info.plugin or '-'})")
+    console.print(f"  class   {info.qualname}")
+    console.print(f"  model   {info.model}")
+    if info.doc:
+        console.print()
+        for line in inspect.cleandoc(info.doc).splitlines():
+            console.print(f"  {line}", markup=False)
+    console.print()
+    if not info.arguments:
+        console.print("  no arguments")
+        return 0
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+    for column in ("ARGUMENT", "TYPE", "DEFAULT"):
+        table.add_column(column, overflow="fold")
+    for arg in info.arguments:
+        table.add_row(arg.name, arg.type, "(required)" if arg.required else repr(arg.default))
+    console.print(table)
+    return 0

@@ -1,0 +1,57 @@
+"""Job files: a TOML description of jobs to run (see ``docs/jobfile.md``).
+
+``jobsched run FILE.toml`` is `load_jobfile` + `run_jobfile`; both are usable
+from Python too::
+
+    jobfile = load_jobfile("jobs.toml", plugins=plugins)
+    result = asyncio.run(run_jobfile(jobfile, plugins=plugins))
+    print(result.to_json())
+"""
+
+from ._load import JobFileError, load_jobfile, parse_jobfile
+from ._model import (
+    TABLES,
+    JobEntry,
+    JobFile,
+    JobTemplate,
+    KeySpec,
+    RecurringEntry,
+    SchedulerSettings,
+    duration,
+    key,
+    keys_of,
+)
+from ._run import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_JOB_FAILED,
+    EXIT_OK,
+    JobOutcome,
+    Progress,
+    RunResult,
+    run_jobfile,
+)
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_JOB_FAILED",
+    "EXIT_OK",
+    "TABLES",
+    "JobEntry",
+    "JobFile",
+    "JobFileError",
+    "JobOutcome",
+    "JobTemplate",
+    "KeySpec",
+    "Progress",
+    "RecurringEntry",
+    "RunResult",
+    "SchedulerSettings",
+    "duration",
+    "key",
+    "keys_of",
+    "load_jobfile",
+    "parse_jobfile",
+    "run_jobfile",
+]

@@ -1,0 +1,312 @@
+"""Reading a job file: TOML -> checked tables, or one `JobFileError` that says where."""
+
+from __future__ import annotations
+
+import difflib
+import graphlib
+import heapq
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import SchedulerError
+from .._jobtypes import JobSpecError, build_job
+from ._model import (
+    TABLES,
+    JobEntry,
+    JobFile,
+    JobTemplate,
+    RecurringEntry,
+    SchedulerSettings,
+    keys_of,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from .._plugins import PluginManager
+
+
+class JobFileError(SchedulerError, ValueError):
+    """A job file that cannot be run: the message names the file, line and key."""
+
+    def __init__(
+        self, message: str, *, source: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.column = column
+        self.reason = message
+        where = f"{source}:{line}" if line else source
+        if line and column:
+            where += f":{column}"
+        super().__init__(f"{where}: {message}")
+
+
+def _did_you_mean(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.5)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+class _Lines:
+    """Best-effort line numbers for tables and keys (tomllib gives none)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.headers: dict[str, list[int]] = {}
+        header = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_\"'-]+)\s*\]\]?")
+        for number, line in enumerate(self.lines, 1):
+            match = header.match(line)
+            if match:
+                self.headers.setdefault(match.group(2).strip("\"'"), []).append(number)
+        self.all_headers = sorted(n for numbers in self.headers.values() for n in numbers)
+
+    def table(self, name: str, index: int = 0) -> int | None:
+        numbers = self.headers.get(name, [])
+        return numbers[index] if index < len(numbers) else None
+
+    def key(self, start: int | None, name: str) -> int | None:
+        """The line of ``name = ...`` in the table whose header is at `start`."""
+        if start is None:
+            return None
+        end = next((n for n in self.all_headers if n > start), len(self.lines) + 1)
+        pattern = re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*=")
+        for number in range(start + 1, end):
+            if pattern.match(self.lines[number - 1]):
+                return number
+        return start
+
+
+def parse_jobfile(
+    text: str, *, source: str = "<job file>", plugins: PluginManager | None = None
+) -> JobFile:
+    """Parse and check a job file's text (see ``docs/jobfile.md``).
+
+    With `plugins`, the strategy, job types, arguments and retry policies are
+    checked against the registered names, so a file that loads will build.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        if match:
+            reason = message[: match.start()].strip()
+            raise JobFileError(
+                f"invalid TOML: {reason}",
+                source=source,
+                line=int(match.group(1)),
+                column=int(match.group(2)),
+            ) from None
+        raise JobFileError(f"invalid TOML: {message}", source=source) from None
+    lines = _Lines(text)
+
+    def fail(message: str, line: int | None = None) -> JobFileError:
+        return JobFileError(message, source=source, line=line)
+
+    for name in data:
+        if name not in TABLES:
+            known = ", ".join(f"[[{t}]]" if k.array else f"[{t}]" for t, k in TABLES.items())
+            raise fail(
+                f"unknown table or key {name!r} at the top level"
+                f"{_did_you_mean(name, list(TABLES))} (known: {known})",
+                lines.table(name) or lines.key(0, name),
+            )
+    # Every top-level table, the same way: one [name] or an array of [[name]].
+    tables: dict[str, Any] = {}
+    for name, kind in TABLES.items():
+        if kind.array:
+            raw = data.get(name, [])
+            if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+                raise fail(
+                    f"'{name}' must be an array of tables: write [[{name}]] before each entry",
+                    lines.table(name) or lines.key(0, name),
+                )
+            tables[name] = [
+                _parse_table(
+                    kind.cls, table, f"[[{name}]] #{i + 1}", lines.table(name, i), lines, fail
+                )
+                for i, table in enumerate(raw)
+            ]
+        else:
+            raw = data.get(name, {})
+            if not isinstance(raw, dict):
+                raise fail(
+                    f"'{name}' must be a table: write [{name}]",
+                    lines.table(name) or lines.key(0, name),
+                )
+            tables[name] = _parse_table(kind.cls, raw, f"[{name}]", lines.table(name), lines, fail)
+    settings: SchedulerSettings = tables["scheduler"]
+    entries = tables
+    jobs: list[JobEntry] = entries["job"]
+    recurring: list[RecurringEntry] = entries["recurring"]
+
+    seen: dict[str, JobTemplate] = {}
+    for entry in [*jobs, *recurring]:
+        first = seen.get(entry.id)
+        if first is not None:
+            at = f" (first used at line {first.line})" if first.line else ""
+            raise fail(f"duplicate id {entry.id!r}{at}", lines.key(entry.line, "id"))
+        seen[entry.id] = entry
+    job_ids = [j.id for j in jobs]
+    for job in jobs:
+        for dep in job.depends_on:
+            if dep in job_ids:
+                continue
+            line = lines.key(job.line, "depends_on")
+            if dep in seen:
+                raise fail(
+                    f"{job.label}: depends_on {dep!r} is a [[recurring]] entry; "
+                    "only [[job]] ids can be dependencies",
+                    line,
+                )
+            raise fail(
+                f"{job.label}: depends_on {dep!r} is not a [[job]] id in this file"
+                f"{_did_you_mean(dep, job_ids)}",
+                line,
+            )
+    order = _submit_order(jobs, fail, lines)
+
+    if plugins is not None:
+        _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail)
+    return JobFile(
+        source=source,
+        tables=tables,
+        scheduler=settings,
+        jobs=tuple(jobs),
+        recurring=tuple(recurring),
+        submit_order=tuple(order),
+    )
+
+
+def load_jobfile(path: str | Path, *, plugins: PluginManager | None = None) -> JobFile:
+    """Read and check the job file at `path` (see `parse_jobfile`)."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise JobFileError(
+            f"cannot read the job file: {exc.strerror or exc}", source=source
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JobFileError(f"not UTF-8 text: {exc}", source=source) from None
+    return parse_jobfile(text, source=source, plugins=plugins)
+
+
+def _parse_table(
+    cls: type,
+    raw: Mapping[str, Any],
+    where: str,
+    line: int | None,
+    lines: _Lines,
+    fail: Any,
+) -> Any:
+    specs = keys_of(cls)
+    label = where
+    if "id" in specs and isinstance(raw.get("id"), str):
+        label = f"{TABLES_BY_CLASS[cls]} {raw['id']!r}"
+    for name in raw:
+        if name not in specs:
+            raise fail(
+                f"{label}: unknown key {name!r}{_did_you_mean(name, list(specs))} "
+                f"(keys: {', '.join(specs)})",
+                lines.key(line, name),
+            )
+    values: dict[str, Any] = {}
+    for name, spec in specs.items():
+        if name not in raw:
+            if spec.required:
+                raise fail(f"{label}: missing required key {name!r} ({spec.doc})", line)
+            continue
+        try:
+            values[name] = spec.parse(raw[name])
+        except ValueError as exc:
+            raise fail(f"{label}: {name} {exc}", lines.key(line, name)) from None
+    entry = cls(line=line, **values)
+    try:
+        entry.check()
+    except ValueError as exc:
+        raise fail(f"{label}: {exc}", line) from None
+    return entry
+
+
+TABLES_BY_CLASS = {kind.cls: name for name, kind in TABLES.items()}
+
+
+def _submit_order(jobs: list[JobEntry], fail: Any, lines: _Lines) -> list[JobEntry]:
+    """File order, except that each job comes after its dependencies (a stable topological sort)."""
+    graph = {job.id: job.depends_on for job in jobs}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        cycle: list[str] = list(reversed(exc.args[1]))
+        first = next(j for j in jobs if j.id == cycle[0])
+        raise fail(
+            f"dependency cycle: {' -> '.join(cycle)} (each id depends on the next)",
+            lines.key(first.line, "depends_on"),
+        ) from None
+    index = {job.id: i for i, job in enumerate(jobs)}
+    waiting = {job.id: set(job.depends_on) for job in jobs}
+    dependents: dict[str, list[str]] = {}
+    for job in jobs:
+        for dep in job.depends_on:
+            dependents.setdefault(dep, []).append(job.id)
+    ready = [index[job_id] for job_id, deps in waiting.items() if not deps]
+    heapq.heapify(ready)
+    order: list[JobEntry] = []
+    while ready:
+        job = jobs[heapq.heappop(ready)]
+        order.append(job)
+        for dependent in dependents.get(job.id, ()):
+            waiting[dependent].discard(job.id)
+            if not waiting[dependent]:
+                heapq.heappush(ready, index[dependent])
+    return order
+
+
+def _check_against_plugins(
+    settings: SchedulerSettings,
+    entries: list[JobTemplate],
+    plugins: PluginManager,
+    lines: _Lines,
+    fail: Any,
+) -> None:
+    plugins.check()  # two plugins registering one name: a scheduler would refuse them too
+    if settings.strategy not in plugins.registry["strategies"]:
+        raise fail(
+            f"[scheduler]: {plugins.unknown_name_message('strategies', settings.strategy)}",
+            lines.key(settings.line, "strategy"),
+        )
+    for entry in entries:
+        try:
+            job = build_job(
+                entry.type,
+                entry.args,
+                plugins=plugins,
+                label=entry.label,
+                **entry.job_options(0.0),
+            )
+        except JobSpecError as exc:
+            text = str(exc)
+            key = "type" if "unknown job type" in text else "args"
+            for option in ("retry", "priority", "timeout", "deadline"):
+                if text.startswith(f"{entry.label}: {option}") or f": {option} " in text:
+                    key = option
+            raise fail(text, lines.key(entry.line, key)) from None
+        if str(job.model) not in plugins.registry["executors"]:
+            message = plugins.unknown_name_message("executors", str(job.model))
+            raise fail(
+                f"{entry.label}: job type {entry.type!r} runs on an executor that is not "
+                f"available: {message}",
+                lines.key(entry.line, "type"),
+            )
+
+
+__all__ = ["JobFileError", "load_jobfile", "parse_jobfile"]

@@ -1,0 +1,332 @@
+"""The job file's tables and keys: the one place where a key is declared.
+
+Every key is an attrs field made with `key()`: its parser turns the TOML value
+into the field's value (or raises `ValueError` with a message), and its doc is
+what ``docs/jobfile.md`` and the error messages say. To add a key, add a field
+here; to add a table, add a class and a line to `TABLES`. Checks that involve
+several keys go in the class's ``check()``; checks that need the plugins
+(registered names, job arguments) are in ``_load.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+#: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
+META = "jobsched.jobfile"
+
+
+@attrs.frozen
+class KeySpec:
+    """How one key of a table is parsed and documented."""
+
+    parse: Callable[[Any], Any]
+    doc: str
+    required: bool
+
+
+def key(
+    parse: Callable[[Any], Any],
+    *,
+    doc: str,
+    default: Any = attrs.NOTHING,
+    factory: Callable[[], Any] | None = None,
+) -> Any:
+    """Declare a key: a field whose TOML value goes through `parse`."""
+    required = default is attrs.NOTHING and factory is None
+    spec = KeySpec(parse, doc, required)
+    if factory is not None:
+        return attrs.field(factory=factory, metadata={META: spec})
+    return attrs.field(default=default, metadata={META: spec})
+
+
+def keys_of(cls: type) -> dict[str, KeySpec]:
+    """The declared keys of a table class, in declaration order."""
+    return {f.name: f.metadata[META] for f in attrs.fields(cls) if META in f.metadata}
+
+
+# ── value parsers: each raises ValueError with a message that says what was expected ──
+def _describe(value: Any) -> str:
+    kinds = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array"}
+    kind = "table" if isinstance(value, dict) else kinds.get(type(value), type(value).__name__)
+    return f"{kind} {value!r}"
+
+
+def string(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string, got {_describe(value)}")
+    return str(value)
+
+
+_ID = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def identifier(value: Any) -> str:
+    text = string(value)
+    if not _ID.match(text):
+        raise ValueError(
+            f"must use only letters, digits and _ . : - (it names the job), got {text!r}"
+        )
+    return text
+
+
+def positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be a positive integer, got {_describe(value)}")
+    return value
+
+
+def integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be an integer, got {_describe(value)}")
+    return value
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {_describe(value)}")
+    return value
+
+
+def table(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f'must be a table, like {{ name = "value" }}, got {_describe(value)}')
+    return value
+
+
+def id_list(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be an array of job ids, got {_describe(value)}")
+    out = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError(f"must be an array of job ids (strings), got {_describe(item)}")
+        out.append(item)
+    return tuple(dict.fromkeys(out))  # a repeated id means the same dependency
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(value: Any) -> float:
+    """Seconds from a number or a string with a unit: ``"100ms"``, ``"2s"``, ``"5m"``, ``"1h"``."""
+    if isinstance(value, bool):
+        raise ValueError(f'must be a duration like "100ms", "2s", "5m" or seconds, got {value}')
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        raise ValueError(
+            f'must be a duration like "100ms", "2s", "5m" or a number of seconds, '
+            f"got {_describe(value)}"
+        )
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise ValueError(f"must be a finite duration, got {value!r}")
+    return seconds
+
+
+def non_negative_duration(value: Any) -> float:
+    seconds = duration(value)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+def positive_duration(value: Any) -> float:
+    seconds = duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return seconds
+
+
+def parse_timeout(value: Any) -> float | bool:
+    """A positive duration, or ``false`` for no timeout."""
+    if value is False:
+        return False
+    try:
+        return positive_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or false for no timeout)") from None
+
+
+def parse_priority(value: Any) -> str | int:
+    if isinstance(value, str) and value.lower() in ("low", "medium", "high", "critical"):
+        return value.lower()
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+        return value
+    raise ValueError(f"must be one of low, medium, high, critical (or 0-3), got {_describe(value)}")
+
+
+def parse_retry(value: Any) -> dict[str, Any]:
+    """A policy name or a table ``{ policy = "name", ...options }``."""
+    if isinstance(value, str):
+        return {"policy": value}
+    if isinstance(value, dict):
+        return dict(value)
+    raise ValueError(
+        "must be a policy name or a table like "
+        f'{{ policy = "exponential", max_retries = 3 }}, got {_describe(value)}'
+    )
+
+
+# ── the tables ────────────────────────────────────────────────────────
+@attrs.frozen(kw_only=True)
+class SchedulerSettings:
+    """``[scheduler]``: how the jobs are run. Every key is optional."""
+
+    strategy: str = key(string, default="priority", doc="a registered strategy name")
+    workers: int = key(positive_int, default=4, doc="how many jobs may run at once")
+    seed: int | None = key(integer, default=None, doc="seeds the retry jitter, for repeatable runs")
+    line: int | None = None
+
+    def check(self) -> None:
+        """Checks across keys; raise ValueError."""
+
+
+@attrs.frozen(kw_only=True)
+class JobTemplate:
+    """The keys a [[job]] and a [[recurring]] entry share: what to run and how."""
+
+    id: str = key(identifier, doc="unique in the file; [[job]] ids are what depends_on names")
+    type: str = key(string, doc="a registered job type (see `jobsched jobs list`)")
+    args: dict[str, Any] = key(table, factory=dict, doc="the job type's arguments")
+    priority: str | int | None = key(
+        parse_priority, default=None, doc="low, medium (the default), high or critical"
+    )
+    timeout: float | bool | None = key(
+        parse_timeout,
+        default=None,
+        doc="seconds one attempt may run (default 30), or false for no timeout",
+    )
+    retry: dict[str, Any] | None = key(
+        parse_retry,
+        default=None,
+        doc='a retry policy: a name ("none") or { policy = "exponential", ...options }',
+    )
+    deadline: float | None = key(
+        non_negative_duration,
+        default=None,
+        doc="seconds after the run starts that the job is due (the edf strategy uses it)",
+    )
+    line: int | None = None
+
+    @property
+    def table_name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        return f"{self.table_name} {self.id!r}"
+
+    def job_options(self, now: float) -> dict[str, Any]:
+        """The `jobsched.build_job` options; `now` is the monotonic start of the run."""
+        options: dict[str, Any] = {"name": self.id}
+        if self.priority is not None:
+            options["priority"] = self.priority
+        if self.timeout is not None:
+            options["timeout"] = None if self.timeout is False else self.timeout
+        if self.retry is not None:
+            options["retry"] = self.retry
+        if self.deadline is not None:
+            options["deadline"] = now + self.deadline
+        return options
+
+    def check(self) -> None:
+        """Checks across keys; raise ValueError."""
+
+
+@attrs.frozen(kw_only=True)
+class JobEntry(JobTemplate):
+    """``[[job]]``: one job, run once."""
+
+    delay: float = key(
+        non_negative_duration, default=0.0, doc="wait this long before the first attempt"
+    )
+    depends_on: tuple[str, ...] = key(
+        id_list,
+        factory=tuple,
+        doc="ids of [[job]] entries that must complete first (in any order in the file)",
+    )
+    cancel_after: float | None = key(
+        non_negative_duration,
+        default=None,
+        doc="cancel the job if it has not finished this long after the run starts "
+        "(0 cancels it before it runs)",
+    )
+
+    @property
+    def table_name(self) -> str:
+        return "job"
+
+
+@attrs.frozen(kw_only=True)
+class RecurringEntry(JobTemplate):
+    """``[[recurring]]``: a job submitted again at a fixed rate."""
+
+    every: float = key(positive_duration, doc='the interval: "100ms", "2s", "5m", "1h" or seconds')
+    times: int | None = key(
+        positive_int, default=None, doc="stop after this many runs have been submitted"
+    )
+    until: float | None = key(
+        positive_duration, default=None, doc="stop submitting this long after the run starts"
+    )
+    start_in: float = key(
+        non_negative_duration, default=0.0, doc="the first run comes this long after the start"
+    )
+    allow_overlap: bool = key(
+        boolean,
+        default=False,
+        doc="submit a run even while the previous one is unfinished (default: skip it)",
+    )
+
+    @property
+    def table_name(self) -> str:
+        return "recurring"
+
+    def check(self) -> None:
+        if self.times is None and self.until is None:
+            raise ValueError(
+                "needs `times` or `until`, or it would never finish "
+                '(for example times = 3, or until = "10s")'
+            )
+
+
+@attrs.frozen
+class TableKind:
+    """A top-level table: ``[name]`` (one) or ``[[name]]`` (an array of them)."""
+
+    cls: type
+    array: bool
+
+
+#: The top-level tables of a job file.
+TABLES: Mapping[str, TableKind] = {
+    "scheduler": TableKind(SchedulerSettings, array=False),
+    "job": TableKind(JobEntry, array=True),
+    "recurring": TableKind(RecurringEntry, array=True),
+}
+
+
+@attrs.frozen(kw_only=True)
+class JobFile:
+    """A loaded and checked job file.
+
+    `jobs` keeps the file's order; `submit_order` is the order they are
+    submitted in: the file's order, except that a job comes after the jobs it
+    depends on.
+    """
+
+    source: str
+    #: Every top-level table by name, parsed (a table added to `TABLES` lands here).
+    tables: Mapping[str, Any]
+    scheduler: SchedulerSettings
+    jobs: tuple[JobEntry, ...]
+    recurring: tuple[RecurringEntry, ...]
+    submit_order: tuple[JobEntry, ...]

@@ -1,0 +1,308 @@
+"""Running a loaded job file on a `JobScheduler` and reporting each job's outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._job import Job
+from .._jobtypes import _jsonable, build_job
+from .._scheduler import JobScheduler
+from .._status import JobStatus
+from ._model import JobFile, RecurringEntry
+
+if TYPE_CHECKING:
+    from .._plugins import PluginManager
+
+#: Exit codes of ``jobsched run`` (see docs/cli.md).
+EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+_JOB_ID = re.compile(r"\bjob-\d+\b")
+
+
+@attrs.define(kw_only=True)
+class JobOutcome:
+    """How one job of the file ended: one row of the summary."""
+
+    id: str
+    type: str
+    job_id: str
+    status: JobStatus
+    attempts: int
+    duration: float | None  # first start to finish, seconds; None if it never ran
+    result: Any
+    error: str | None
+    recurring: str | None = None  # the [[recurring]] id for a recurring run
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "job_id": self.job_id,
+            "status": self.status.value,
+            "attempts": self.attempts,
+            "duration": None if self.duration is None else round(self.duration, 6),
+            "result": _jsonable(self.result) if self.status is JobStatus.COMPLETED else None,
+            "error": self.error if self.status is not JobStatus.COMPLETED else None,
+            "recurring": self.recurring,
+        }
+
+
+@attrs.define(kw_only=True)
+class RunResult:
+    """The outcome of a whole run: what ``jobsched run`` prints."""
+
+    source: str
+    strategy: str
+    workers: int
+    outcomes: list[JobOutcome]
+    elapsed: float
+    peak_running: int
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when every job completed."""
+        return not self.interrupted and all(o.status is JobStatus.COMPLETED for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_OK if self.ok else EXIT_JOB_FAILED
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per final status, every status present (0 when none)."""
+        found = Counter(o.status.value for o in self.outcomes)
+        return {s.value: found.get(s.value, 0) for s in JobStatus}
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``run --json`` document (docs/cli.md)."""
+        return {
+            "file": self.source,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "interrupted": self.interrupted,
+            "elapsed": round(self.elapsed, 6),
+            "strategy": self.strategy,
+            "workers": self.workers,
+            "peak_running": self.peak_running,
+            "counts": self.counts(),
+            "jobs": [o.to_json() for o in self.outcomes],
+        }
+
+
+class Progress:
+    """Live counts of jobs by status, updated on the loop thread by a listener.
+
+    Readers on other threads (a progress display) only read plain ints.
+    """
+
+    def __init__(self) -> None:
+        self.counts: Counter[JobStatus] = Counter()
+        self.started = time.monotonic()
+        self.finished = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def snapshot(self) -> dict[str, int]:
+        return {s.value: self.counts.get(s, 0) for s in JobStatus}
+
+
+class _Tracked:
+    __slots__ = ("entry_id", "first_start", "job", "recurring", "type")
+
+    def __init__(self, entry_id: str, type_: str, job: Job, recurring: str | None) -> None:
+        self.entry_id = entry_id
+        self.type = type_
+        self.job = job
+        self.recurring = recurring
+        self.first_start: float | None = None
+
+
+async def run_jobfile(
+    jobfile: JobFile,
+    *,
+    plugins: PluginManager | None = None,
+    progress: Progress | None = None,
+    stop: asyncio.Event | None = None,
+    on_scheduler: Callable[[JobScheduler], None] | None = None,
+) -> RunResult:
+    """Run every job of `jobfile` to completion and return their outcomes.
+
+    Jobs are submitted in ``jobfile.submit_order`` before the scheduler
+    starts; recurring entries fire until their `times` or `until` is reached.
+    Setting `stop` ends the run early: running jobs are cancelled and the
+    result is marked interrupted.
+    """
+    settings = jobfile.scheduler
+    scheduler = JobScheduler(
+        settings.strategy,
+        num_workers=settings.workers,
+        rng=random.Random(settings.seed) if settings.seed is not None else None,
+        plugins=plugins,
+    )
+    plugins = scheduler.plugins
+    if on_scheduler is not None:
+        on_scheduler(scheduler)
+    progress = progress or Progress()
+    tracked: dict[str, _Tracked] = {}
+    now = time.monotonic
+
+    def listen(job: Job, old: JobStatus, new: JobStatus) -> None:
+        counts = progress.counts
+        counts[old] -= 1
+        counts[new] += 1
+        if new is JobStatus.RUNNING:
+            info = tracked.get(job.job_id)
+            if info is not None and info.first_start is None:
+                info.first_start = now()
+
+    scheduler.add_listener(listen)
+    start = now()
+    progress.started = start
+
+    def track(entry_id: str, type_: str, job: Job, recurring: str | None = None) -> None:
+        tracked[job.job_id] = _Tracked(entry_id, type_, job, recurring)
+        progress.counts[JobStatus.PENDING] += 1
+
+    ids: dict[str, str] = {}
+    for entry in jobfile.submit_order:
+        job = build_job(
+            entry.type, entry.args, plugins=plugins, label=entry.label, **entry.job_options(start)
+        )
+        track(entry.id, entry.type, job)
+        ids[entry.id] = job.job_id
+        scheduler.submit(job, delay=entry.delay, depends_on=[ids[d] for d in entry.depends_on])
+
+    loop = asyncio.get_running_loop()
+    timers: list[asyncio.TimerHandle] = []
+    schedules_done: list[asyncio.Event] = []
+    for rec in jobfile.recurring:
+        schedules_done.append(_schedule(scheduler, rec, plugins, start, track, timers, loop))
+    for entry in jobfile.jobs:
+        if entry.cancel_after == 0:
+            scheduler.cancel(ids[entry.id])
+
+    await scheduler.start()
+    for entry in jobfile.jobs:
+        if entry.cancel_after:
+            timers.append(loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id]))
+    interrupted = False
+    try:
+        finished = asyncio.ensure_future(_finish(scheduler, schedules_done))
+        waiters: set[asyncio.Future[Any]] = {finished}
+        if stop is not None:
+            waiters.add(asyncio.ensure_future(stop.wait()))
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if not finished.done():
+            interrupted = True
+            finished.cancel()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.cancel()
+    finally:
+        for timer in timers:
+            timer.cancel()
+        for schedule in scheduler.recurring():
+            scheduler.cancel_recurring(schedule.schedule_id)
+        if interrupted:
+            for job_id in list(tracked):
+                scheduler.cancel(job_id)
+        await scheduler.stop(cancel_running=interrupted)
+        progress.finished = True
+
+    order = {entry.id: i for i, entry in enumerate([*jobfile.jobs, *jobfile.recurring])}
+    names = {t.job.job_id: t.entry_id for t in tracked.values()}
+
+    def readable(error: str | None) -> str | None:
+        # The kernel names upstream jobs by job id; the file's reader knows its own ids.
+        if error is None:
+            return None
+        return _JOB_ID.sub(
+            lambda m: repr(names[m.group(0)]) if m.group(0) in names else m.group(0), error
+        )
+
+    rows = sorted(
+        tracked.values(),
+        key=lambda t: (order[t.recurring or t.entry_id], t.job.seq),
+    )
+    outcomes = [
+        JobOutcome(
+            id=t.entry_id,
+            type=t.type,
+            job_id=t.job.job_id,
+            status=t.job.status,
+            attempts=t.job.attempts,
+            duration=(
+                t.job.finished_at - t.first_start
+                if t.first_start is not None and t.job.finished_at is not None
+                else None
+            ),
+            result=t.job.result,
+            error=readable(t.job.last_error),
+            recurring=t.recurring,
+        )
+        for t in rows
+    ]
+    return RunResult(
+        source=jobfile.source,
+        strategy=settings.strategy,
+        workers=settings.workers,
+        outcomes=outcomes,
+        elapsed=now() - start,
+        peak_running=scheduler.peak_running,
+        interrupted=interrupted,
+    )
+
+
+async def _finish(scheduler: JobScheduler, schedules_done: list[asyncio.Event]) -> None:
+    # join() alone could return between two fires of a schedule: wait for the
+    # schedules to end first, then for the last jobs.
+    for done in schedules_done:
+        await done.wait()
+    await scheduler.join()
+
+
+def _schedule(
+    scheduler: JobScheduler,
+    rec: RecurringEntry,
+    plugins: PluginManager,
+    start: float,
+    track: Callable[[str, str, Job, str | None], None],
+    timers: list[asyncio.TimerHandle],
+    loop: asyncio.AbstractEventLoop,
+) -> asyncio.Event:
+    done = asyncio.Event()
+    fired = 0
+    schedule_id = ""
+
+    def end() -> None:
+        scheduler.cancel_recurring(schedule_id)
+        done.set()
+
+    def factory() -> Job:
+        nonlocal fired
+        fired += 1
+        job = build_job(
+            rec.type, rec.args, plugins=plugins, label=rec.label, **rec.job_options(start)
+        )
+        track(f"{rec.id}#{fired}", rec.type, job, rec.id)
+        if rec.times is not None and fired >= rec.times:
+            end()
+        return job
+
+    schedule_id = scheduler.schedule_recurring(
+        factory, rec.every, start_in=rec.start_in, allow_overlap=rec.allow_overlap
+    )
+    if rec.until is not None:
+        timers.append(loop.call_later(rec.until, end))
+    return done
