@@ -15,7 +15,6 @@ import attrs
 
 from jobsched import (
     AsyncJob,
-    Job,
     JobRow,
     JobScheduler,
     NonRetryableError,
@@ -41,9 +40,6 @@ class Noop(AsyncJob):
 
     label: str = ""
 
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "noop")
-
     async def run(self) -> None:
         return None
 
@@ -59,7 +55,7 @@ class Record(AsyncJob):
     value: Any = None
 
     def __attrs_post_init__(self) -> None:
-        Job.__init__(self, self.tag)
+        self.name = self.tag
 
     async def run(self) -> Any:
         path = Path(self.log)
@@ -78,7 +74,7 @@ class Gate(AsyncJob):
     tag: str
 
     def __attrs_post_init__(self) -> None:
-        Job.__init__(self, self.tag)
+        self.name = self.tag
 
     async def run(self) -> str:
         started, release = GATES[self.tag]
@@ -93,9 +89,6 @@ class Fail(AsyncJob):
 
     message: str = "boom"
 
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "fail")
-
     async def run(self) -> None:
         raise NonRetryableError(self.message)
 
@@ -104,9 +97,6 @@ class Fail(AsyncJob):
 class Odd(AsyncJob):
     """Returns something JSON cannot encode."""
 
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "odd")
-
     async def run(self) -> object:
         return {1, 2}
 
@@ -114,9 +104,6 @@ class Odd(AsyncJob):
 @attrs.define(slots=True, eq=False, repr=False)
 class Gone(AsyncJob):
     """Registered only by `gone_plugin`: restarting without it leaves orphan rows."""
-
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "gone")
 
     async def run(self) -> None:
         return None

@@ -291,26 +291,28 @@ async def test_recurring_schedule_resumes_at_its_rate_and_coalesces_missed_fires
     [sched] = s2.recurring()
     assert sched.schedule_id == sid and sched.fired == 1
     assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 20.0)
-    # The schedule's key resolves to the restored schedule: no second copy.
-    assert s2.schedule_recurring(lambda: Noop(), 10.0, key="ticker") == sid
-    assert len(s2.recurring()) == 1
+    # Nobody scheduled it again: it fires its stored template (the last job it fired).
     await clock2.advance(0.0)
     await s2.join()
     assert runs(log) == ["tick", "tick"]  # the missed fires coalesced into one
     assert sched.fired == 2
     # Back on the fixed-rate grid: the next fire is at t=60 of the first clock.
     assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 60.0)
+    # Scheduling its key again resumes it with the new factory: no second copy.
+    assert s2.schedule_recurring(lambda: Record(str(log), "tock"), 10.0, key="ticker") == sid
+    assert len(s2.recurring()) == 1
     await clock2.advance(5.0)
     await s2.join()
-    assert runs(log) == ["tick", "tick", "tick"]
+    assert runs(log) == ["tick", "tick", "tock"]
+    # Fired jobs carry the schedule's key and their number.
+    assert [s2.lookup(f"ticker#{n}") is not None for n in (1, 2, 3, 4)] == [True] * 3 + [False]
     assert s2.cancel_recurring(sid)
     await s2.stop()
 
     s3 = scheduler(url, ManualClock(wall=WALL + 100.0))
     await s3.start()
     assert s3.recurring() == []  # cancelled schedules stay cancelled
-    tagged = [j for j in s3.jobs() if j.name == "tick"]
-    assert len(tagged) == 3
+    assert sorted(j.name for j in s3.jobs()) == ["tick", "tick", "tock"]
     await s3.stop()
     rows = await read_rows(url)
     assert len(rows) == 3

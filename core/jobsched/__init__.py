@@ -40,7 +40,6 @@ from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._store import (
-    JobDataError,
     JobRow,
     ScheduleRow,
     SharedStore,
@@ -97,7 +96,6 @@ __all__ = [
     "FunctionJob",
     "InvalidTransitionError",
     "Job",
-    "JobDataError",
     "JobListener",
     "JobPriority",
     "JobRow",

@@ -140,6 +140,7 @@ class JobScheduler:
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
         self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
         self._schedule_keys: dict[str, str] = {}
+        self._schedule_key_of: dict[str, str] = {}
         self.store = resolve_store(store, plugins)
         # None unless the store is durable: the memory path checks only this.
         self._journal: Journal | None = None
@@ -300,11 +301,15 @@ class JobScheduler:
 
         Returns a schedule id for `cancel_recurring`. Fires missed while the
         loop was busy coalesce into one; without `allow_overlap` a fire is
-        skipped while the previous job is unfinished. A `key` the scheduler
-        already knows (restored from a store) returns that schedule's id and
-        adds nothing. With a durable store the job ``factory()`` builds is
-        stored as data (described from one call), so it must build the same
-        job each time.
+        skipped while the previous job is unfinished.
+
+        `key` names the schedule across restarts: a key the scheduler already
+        knows (restored from a store) returns that schedule's id and gives it
+        this `factory`, keeping its next fire time and counts; nothing new is
+        added. Each job a keyed schedule fires gets the key ``"<key>#<n>"``.
+        With a durable store, each fired job is stored as data, and so is the
+        last one as the schedule's template (what it fires after a restart if
+        nobody schedules it again).
         """
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
@@ -315,12 +320,16 @@ class JobScheduler:
         if key is not None:
             known = self._schedule_keys.get(key)
             if known is not None:
+                existing = self._recurring.get(known)
+                if existing is not None:
+                    existing.factory = factory
                 return known
         sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
         if self._journal is not None:
-            self._journal.admit_schedule(sched, factory, key)
+            self._journal.admit_schedule(sched, key)
         if key is not None:
             self._schedule_keys[key] = sched.schedule_id
+            self._schedule_key_of[sched.schedule_id] = key
         self._recurring[sched.schedule_id] = sched
         if self._started:
             self._arm_schedule(sched)
@@ -383,6 +392,10 @@ class JobScheduler:
     async def join(self) -> None:
         """Wait until every submitted job has reached a terminal state."""
         await self._idle.wait()
+
+    def lookup(self, key: str) -> str | None:
+        """The id of the job submitted (or restored) with this external key, if any."""
+        return self._keys.get(key)
 
     async def flush(self) -> None:
         """Wait until every state change so far is committed to the store.
@@ -653,8 +666,11 @@ class JobScheduler:
         if previous is not None and not previous.status._terminal and not sched.allow_overlap:
             sched.skipped += 1
             return
+        key = self._schedule_key_of.get(sched.schedule_id) if self._schedule_key_of else None
         try:
-            sched.last_job_id = self.submit(sched.factory())
+            sched.last_job_id = self.submit(
+                sched.factory(), key=None if key is None else f"{key}#{sched.fired + 1}"
+            )
         except Exception:  # a broken factory must not stop the schedule
             logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
             return

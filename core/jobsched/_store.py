@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import socket
@@ -31,6 +30,7 @@ import attrs
 import structlog
 
 from ._errors import PluginError, SchedulerError
+from ._jobtypes import JobSpecError, build_job, job_spec, retry_policy_data
 from ._status import JobStatus
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
-#: Options every job has, whatever its type (see `Job`).
-JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline")
 
 
 # ── errors ─────────────────────────────────────────────────────────────
@@ -54,11 +52,6 @@ class StoreError(SchedulerError):
     The message names the store (file or DSN) and the problem. A store that
     raises this has left its data as it was before the failed call.
     """
-
-
-class JobDataError(SchedulerError, TypeError):
-    """A job that a durable store cannot keep: not a registered job type, or
-    arguments or options that are not JSON."""
 
 
 # ── rows: what a store keeps ───────────────────────────────────────────
@@ -273,44 +266,34 @@ def encode_result(result: Any) -> str | None:
 
 
 class JobCodec:
-    """Describes jobs as data and builds them back, using the registered job
-    types and retry policies. Built once per scheduler.
+    """Describes jobs as data and builds them back (`job_spec` / `build_job`).
 
-    A job's *arguments* are the attrs fields of its class (``init=True``), or
-    else the parameters of its ``__init__`` read back from same-named
-    attributes. Its *options* are `JOB_OPTIONS`. Building never runs code
-    named by the data: only factories that plugins registered are called.
+    Built once per scheduler. Only job types and retry policies that plugins
+    registered can be described or built: loading a store never runs code
+    its data names. Options are taken from the job's current attributes
+    (``deadline`` converted between monotonic and wall-clock time).
     """
 
     def __init__(self, plugins: PluginManager) -> None:
-        registry = plugins.registry
-        self._types = {name: reg.factory for name, reg in registry["job_types"].items()}
-        self._type_names = {factory: name for name, factory in self._types.items()}
-        self._policies = {name: reg.factory for name, reg in registry["retry_policies"].items()}
-        self._policy_names = {factory: name for name, factory in self._policies.items()}
-        self._arg_names: dict[type, tuple[str, ...] | None] = {}
+        self.plugins = plugins
         self._retry_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
-
-    def type_name(self, job: Job) -> str:
-        name = self._type_names.get(type(job))
-        if name is None:
-            registered = ", ".join(sorted(self._types)) or "none"
-            raise JobDataError(
-                f"{job!r}: a durable store keeps jobs as data, and {type(job).__qualname__} "
-                f"is not a registered job type (registered: {registered}); register it "
-                "with a jobsched_register_job_types hook"
-            )
-        return name
 
     def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
         """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time."""
-        type_name = self.type_name(job)
-        args = self.args_of(job)
+        spec = job_spec(job, self.plugins)
+        if spec is None:
+            registered = ", ".join(self.plugins.names("job_types")) or "none"
+            raise JobSpecError(
+                f"{job!r}: a durable store keeps jobs as data (a registered job type and "
+                f"JSON arguments), and {type(job).__qualname__} is not a registered job type "
+                f"whose arguments can be read back (registered: {registered}); register it "
+                "with a jobsched_register_job_types hook, or build the job with build_job"
+            )
         try:
-            args_json = _encode(args)
+            args_json = _encode(spec.args)
         except (TypeError, ValueError) as exc:
-            raise JobDataError(
-                f"{job!r}: the arguments of job type {type_name!r} must be JSON for a "
+            raise JobSpecError(
+                f"{job!r}: the arguments of job type {spec.type!r} must be JSON for a "
                 f"durable store: {exc}"
             ) from None
         options = {
@@ -323,108 +306,37 @@ class JobCodec:
         try:
             options_json = _encode(options)
         except (TypeError, ValueError) as exc:
-            raise JobDataError(f"{job!r}: its options are not JSON: {exc}") from None
-        return type_name, args_json, options_json
-
-    def args_of(self, job: Job) -> dict[str, Any]:
-        cls = type(job)
-        names = self._arg_names.get(cls, ())
-        if names == ():
-            names = self._arg_names[cls] = _argument_names(cls)
-        if names is None:
-            raise JobDataError(
-                f"{job!r}: cannot read the arguments of {cls.__qualname__} back: make it an "
-                "attrs class, or keep each __init__ parameter as a same-named attribute"
-            )
-        try:
-            return {name: getattr(job, name) for name in names}
-        except AttributeError as exc:
-            raise JobDataError(
-                f"{job!r}: cannot read its arguments back ({exc}); keep each __init__ "
-                "parameter as a same-named attribute"
-            ) from None
+            raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
+        return spec.type, args_json, options_json
 
     def describe_retry(self, job: Job) -> dict[str, Any]:
         policy = job.retry
         cached = self._retry_cache.get(id(policy))
         if cached is not None and cached[0] is policy:
             return cached[1]
-        name = self._policy_names.get(type(policy))
-        if name is None or not attrs.has(type(policy)):
-            raise JobDataError(
+        described = retry_policy_data(policy, self.plugins)
+        if described is None:
+            raise JobSpecError(
                 f"{job!r}: its retry policy {policy!r} is not a registered retry policy "
-                f"(registered: {', '.join(sorted(self._policies))})"
+                f"(registered: {', '.join(self.plugins.names('retry_policies'))})"
             )
-        described = {"policy": name}
-        for field in attrs.fields(type(policy)):  # type: ignore[arg-type]
-            if field.init:
-                described[field.alias or field.name] = getattr(policy, field.name)
         self._retry_cache[id(policy)] = (policy, described)
         return described
 
     def build(
-        self, type_name: str, args: Mapping[str, Any], options: Mapping[str, Any], offset: float
+        self,
+        type_name: str,
+        args: Mapping[str, Any],
+        options: Mapping[str, Any],
+        offset: float,
+        label: str,
     ) -> Job:
-        """A new job from its description; raises `JobDataError` naming the problem."""
-        factory = self._types.get(type_name)
-        if factory is None:
-            raise JobDataError(
-                f"unknown job type {type_name!r}: no installed plugin registers it "
-                f"(registered: {', '.join(sorted(self._types)) or 'none'}); reinstall the "
-                "plugin that provides it"
-            )
-        try:
-            job: Job = factory(**args)
-        except Exception as exc:
-            raise JobDataError(
-                f"job type {type_name!r} rejected the stored arguments {dict(args)!r}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
-        if "name" in options:
-            job.name = options["name"]
-        if "priority" in options:
-            from ._status import JobPriority
-
-            job.priority = JobPriority(options["priority"])
-        if "timeout" in options:
-            job.timeout = options["timeout"]
-        retry = options.get("retry")
-        if retry is not None:
-            job.retry = self.build_retry(retry)
+        """A new job from its description; `JobSpecError` naming the problem."""
+        options = dict(options)
         deadline = options.get("deadline")
-        job.deadline = None if deadline is None else deadline - offset
-        return job
-
-    def build_retry(self, described: Mapping[str, Any]) -> Any:
-        fields = dict(described)
-        name = fields.pop("policy", None)
-        factory = self._policies.get(name) if isinstance(name, str) else None
-        if factory is None:
-            raise JobDataError(
-                f"unknown retry policy {name!r} (registered: {', '.join(sorted(self._policies))})"
-            )
-        try:
-            return factory(**fields)
-        except Exception as exc:
-            raise JobDataError(
-                f"retry policy {name!r} rejected {fields!r}: {type(exc).__name__}: {exc}"
-            ) from None
-
-
-def _argument_names(cls: type) -> tuple[str, ...] | None:
-    if attrs.has(cls):
-        return tuple(f.alias or f.name for f in attrs.fields(cls) if f.init)
-    try:
-        params = inspect.signature(cls).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    names = []
-    for param in params:
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            return None
-        if param.name not in JOB_OPTIONS:
-            names.append(param.name)
-    return tuple(names)
+        if deadline is not None:
+            options["deadline"] = deadline - offset
+        return build_job(type_name, args, plugins=self.plugins, label=label, **options)
 
 
 # ── the journal: batching state changes into store writes ──────────────
@@ -510,7 +422,7 @@ class Journal:
     def admit(self, job: Job, key: str | None, deps: Iterable[str] | None) -> None:
         """Check a job can be stored, before the kernel accepts it.
 
-        Raises `JobDataError` if it cannot be described as data. A job built
+        Raises `JobSpecError` if it cannot be described as data. A job built
         before the store was opened may carry an id a restored job already
         has; it gets a fresh id here (submit returns the id).
         """
@@ -535,24 +447,31 @@ class Journal:
         self._static.pop(job.job_id, None)
 
     def tag_schedule(self, job_id: str, schedule_id: str) -> None:
-        static = self._static.get(job_id)
-        if static is not None:
-            static.schedule_id = schedule_id
+        """`job_id` was fired by `schedule_id`: it becomes the schedule's template.
 
-    def admit_schedule(
-        self, sched: RecurringSchedule, factory: Callable[[], Job], key: str | None
-    ) -> None:
-        """Describe a schedule's job as data; `factory` is called once to see it."""
+        The template is what a restored schedule fires when nobody schedules
+        it again; taking it from the jobs actually fired means the factory is
+        never called just to look at its job.
+        """
+        static = self._static.get(job_id)
+        if static is None:
+            return
+        static.schedule_id = schedule_id
+        sstatic = self._schedule_static.get(schedule_id)
+        if sstatic is not None:
+            sstatic.template = (
+                f'{{"type":{_encode(static.type)},"args":{static.args},"options":{static.options}}}'
+            )
+
+    def admit_schedule(self, sched: RecurringSchedule, key: str | None) -> None:
+        """Start keeping a new schedule (its template comes with its first fire)."""
         if not self.opened:
             raise SchedulerError(
                 f"start() the scheduler before scheduling: with a durable store "
                 f"({self.store.url}) start() restores the stored schedules first"
             )
-        sample = factory()
-        type_name, args, options = self.codec.describe(sample, self._offset())
-        template = f'{{"type":{_encode(type_name)},"args":{args},"options":{options}}}'
         trigger = _encode({"kind": "interval", "seconds": sched.interval})
-        self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, template, trigger)
+        self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, "", trigger)
         self.mark_schedule(sched)
 
     def finished(self, job_id: str, status: JobStatus) -> None:
@@ -806,8 +725,14 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         if terminal and row.job_id not in keep_history:
             continue
         try:
-            job = codec.build(row.type, json.loads(row.args), json.loads(row.options), offset)
-        except (JobDataError, ValueError) as exc:
+            job = codec.build(
+                row.type,
+                json.loads(row.args),
+                json.loads(row.options),
+                offset,
+                f"job {row.job_id}",
+            )
+        except (JobSpecError, ValueError) as exc:
             if terminal:
                 continue  # history only: never runs again, so it need not be rebuilt
             raise StoreError(
@@ -820,13 +745,20 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         if not srow.active:
             continue
         try:
-            template = json.loads(srow.template)
+            template = json.loads(srow.template) if srow.template else None
             trigger = json.loads(srow.trigger)
-            # Build one job now so a broken template fails start(), not a timer later.
-            codec.build(template["type"], template["args"], template["options"], offset)
+            if template is not None:
+                # Build one job now: a broken template fails start(), not a timer later.
+                codec.build(
+                    template["type"],
+                    template["args"],
+                    template["options"],
+                    offset,
+                    f"schedule {srow.schedule_id}",
+                )
             if trigger.get("kind") != "interval":
-                raise JobDataError(f"unknown trigger {trigger!r}")
-        except (JobDataError, ValueError, KeyError, TypeError) as exc:
+                raise JobSpecError(f"unknown trigger {trigger!r}")
+        except (JobSpecError, ValueError, KeyError, TypeError) as exc:
             raise StoreError(
                 f"{url}: recurring schedule {srow.schedule_id} cannot be restored: {exc}. "
                 "The store was left unchanged."
@@ -905,7 +837,7 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     # fires once when armed and advance() skips the other missed slots.
     for srow, template, interval in schedules:
         sched = RecurringSchedule(
-            _template_factory(codec, template, offset),
+            _template_factory(codec, template, offset, f"schedule {srow.schedule_id}"),
             interval,
             srow.next_run - offset,
             srow.allow_overlap,
@@ -917,6 +849,7 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         scheduler._recurring[sched.schedule_id] = sched
         if srow.key is not None:
             scheduler._schedule_keys[srow.key] = sched.schedule_id
+            scheduler._schedule_key_of[sched.schedule_id] = srow.key
         journal.restored_schedule(srow)
     floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)
     from ._recurring import reserve_schedule_ids
@@ -925,12 +858,21 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
 
 
 def _template_factory(
-    codec: JobCodec, template: Mapping[str, Any], offset: float
+    codec: JobCodec, template: Mapping[str, Any] | None, offset: float, label: str
 ) -> Callable[[], Job]:
+    if template is None:
+
+        def unknown() -> Job:
+            raise JobSpecError(
+                f"{label} was stored before it first fired, so the job it fires is not "
+                "known; schedule it again with its key to give it a factory"
+            )
+
+        return unknown
     type_name, args, options = template["type"], template["args"], template["options"]
 
     def factory() -> Job:
-        return codec.build(type_name, args, options, offset)
+        return codec.build(type_name, args, options, offset, f"job of {label}")
 
     return factory
 
@@ -942,9 +884,7 @@ def schedule_number(schedule_id: str) -> int:
 
 
 __all__ = [
-    "JOB_OPTIONS",
     "JobCodec",
-    "JobDataError",
     "JobRow",
     "Journal",
     "ScheduleRow",
