@@ -400,7 +400,9 @@ class JobScheduler:
     async def flush(self) -> None:
         """Wait until every state change so far is committed to the store.
 
-        Returns at once without a durable store. `stop` flushes by itself.
+        Returns at once without a durable store. Raises `StoreError` if a
+        write fails meanwhile (the scheduler keeps running and retries the
+        write). `stop` flushes by itself.
         """
         if self._journal is not None:
             await self._journal.flush()

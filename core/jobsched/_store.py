@@ -30,7 +30,7 @@ import attrs
 import structlog
 
 from ._errors import PluginError, SchedulerError
-from ._jobtypes import JobSpecError, build_job, job_spec, retry_policy_data
+from ._jobtypes import JobSpecError, _jsonable, build_job, job_spec, retry_policy_data
 from ._status import JobStatus
 
 if TYPE_CHECKING:
@@ -282,13 +282,7 @@ class JobCodec:
         """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time."""
         spec = job_spec(job, self.plugins)
         if spec is None:
-            registered = ", ".join(self.plugins.names("job_types")) or "none"
-            raise JobSpecError(
-                f"{job!r}: a durable store keeps jobs as data (a registered job type and "
-                f"JSON arguments), and {type(job).__qualname__} is not a registered job type "
-                f"whose arguments can be read back (registered: {registered}); register it "
-                "with a jobsched_register_job_types hook, or build the job with build_job"
-            )
+            raise JobSpecError(self._why_not_data(job))
         try:
             args_json = _encode(spec.args)
         except (TypeError, ValueError) as exc:
@@ -308,6 +302,30 @@ class JobCodec:
         except (TypeError, ValueError) as exc:
             raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
         return spec.type, args_json, options_json
+
+    def _why_not_data(self, job: Job) -> str:
+        cls = type(job)
+        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
+        if len(names) == 1 and attrs.has(cls):
+            for field in attrs.fields(cls):
+                value = getattr(job, field.name, None)
+                if field.init and _jsonable(value) != value:
+                    return (
+                        f"{job!r}: a durable store keeps jobs as data, and argument "
+                        f"{field.name!r} of job type {names[0]!r} is not a JSON value: {value!r}"
+                    )
+            if retry_policy_data(job.retry, self.plugins) is None:
+                return (
+                    f"{job!r}: its retry policy {job.retry!r} is not a registered retry "
+                    f"policy (registered: {', '.join(self.plugins.names('retry_policies'))})"
+                )
+        registered = ", ".join(self.plugins.names("job_types")) or "none"
+        return (
+            f"{job!r}: a durable store keeps jobs as data (a registered job type and JSON "
+            f"arguments), and {cls.__qualname__} is not a registered job type whose arguments "
+            f"can be read back (registered: {registered}); register it with a "
+            "jobsched_register_job_types hook, or build the job with build_job"
+        )
 
     def describe_retry(self, job: Job) -> dict[str, Any]:
         policy = job.retry
@@ -506,7 +524,11 @@ class Journal:
         self._schedule_static[row.schedule_id] = _ScheduleStatic(row.key, row.template, row.trigger)
 
     async def flush(self) -> None:
-        """Return once every change made so far is committed."""
+        """Return once every change made so far is committed.
+
+        Raises the `StoreError` of a write that fails meanwhile (the writer
+        keeps retrying it in the background).
+        """
         if self._task is None:
             return
         if self._dirty or self._dirty_schedules or self._held:
@@ -635,8 +657,9 @@ class Journal:
                 self._inflight = None
                 self._requeue(batch)
                 self.error = _as_store_error(self.store, exc, f"write {len(batch.rows)} rows")
+                # Whoever waits in flush() learns now; the writer keeps retrying.
+                self._settle_waiters(self.error)
                 if closing.is_set():
-                    self._settle_waiters(self.error)
                     return
                 backoff = min(max(backoff * 2, 0.05), 5.0)
                 logger.error(
