@@ -232,7 +232,7 @@ async def test_reading_a_store_that_does_not_exist(db: Path) -> None:
 
 async def test_a_store_in_a_missing_folder(tmp_path: Path) -> None:
     s = scheduler(url_of(tmp_path / "nowhere" / "jobs.db"))
-    with pytest.raises(StoreError, match="folder .*nowhere does not exist"):
+    with pytest.raises(StoreError, match=r"folder .*nowhere does not exist"):
         await s.start()
 
 
