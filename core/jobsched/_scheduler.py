@@ -436,7 +436,11 @@ class JobScheduler:
 
         New submits are rejected; workers finish the attempt they are on (or
         cancel it, with `cancel_running`) and exit. Queued jobs are left
-        PENDING, and a job that fails now is not retried.
+        PENDING, and a job that fails now is not retried. With a durable
+        store, attempts cancelled by `cancel_running` stay RUNNING in the
+        store (they run again on the next start), and everything else is
+        written before the store is closed; a final write that fails raises
+        `StoreError`.
         """
         if self._stopped:
             return
@@ -446,6 +450,10 @@ class JobScheduler:
                 sched.timer.cancel()
                 sched.timer = None
         if cancel_running:
+            if self._journal is not None:
+                # A shutdown is not a cancel: the store keeps these RUNNING so
+                # the next start runs them again (at-least-once, as after a crash).
+                self._journal.interrupt(s.job.job_id for s in self._slots if s.job is not None)
             for slot in self._slots:
                 if slot.job is not None:
                     self._cancel_attempt(slot)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
+RUNNING = JobStatus.RUNNING
 
 
 # ── errors ─────────────────────────────────────────────────────────────
@@ -259,6 +260,20 @@ def resolve_store(store: Store | str | None, plugins: PluginManager) -> Store | 
     if missing:
         raise TypeError(f"{store!r} is not a store: it lacks {', '.join(missing)}")
     return store  # type: ignore[return-value]
+
+
+async def read_store(url: str, plugins: PluginManager) -> Snapshot | None:
+    """Everything a store holds, read without taking it over (``jobsched status``).
+
+    None for a store that is not durable (it holds nothing).
+    """
+    store = resolve_store(url, plugins)
+    assert store is not None
+    if not store.durable:
+        return None
+    snapshot = await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
+    await store.close()
+    return snapshot
 
 
 # ── jobs <-> data ──────────────────────────────────────────────────────
@@ -481,6 +496,8 @@ class Journal:
         self._static: dict[str, _Static] = {}
         self._schedule_static: dict[str, _ScheduleStatic] = {}
         self._held: dict[str, JobStatus] = {}  # finished, terminal state not yet taken
+        # Torn down by stop(): left RUNNING in the store; job id -> its last error then.
+        self._interrupted: dict[str, str | None] = {}
         self._inflight: _Batch | None = None
         self._woken = False
         self._wake: asyncio.Event | None = None
@@ -496,6 +513,8 @@ class Journal:
     # ── called by the kernel ───────────────────────────────────────────
     def mark(self, job: Job, old: object = None, new: object = None) -> None:
         """Note that `job` changed; it is written with the next batch."""
+        if self._interrupted and job.job_id in self._interrupted:
+            return
         self._dirty[job.job_id] = job
         if not self._woken:
             self._woken = True
@@ -564,7 +583,19 @@ class Journal:
 
     def finished(self, job_id: str, status: JobStatus) -> None:
         """Hold the release of `job_id`'s dependents until its state is committed."""
+        if self._interrupted and job_id in self._interrupted:
+            return  # its dependents wait for the run after the restart
         self._held[job_id] = status
+
+    def interrupt(self, job_ids: Iterable[str]) -> None:
+        """These running jobs are being torn down by a shutdown, not cancelled.
+
+        Nothing more is recorded about them: the store keeps them RUNNING, so
+        the next start runs them again, exactly as after a crash.
+        """
+        jobs = self.scheduler._jobs
+        for job_id in job_ids:
+            self._interrupted[job_id] = jobs[job_id].last_error
 
     def uncommitted(self, job_ids: Iterable[str]) -> set[str]:
         """Which of these finished jobs' terminal states are not committed yet."""
@@ -642,10 +673,15 @@ class Journal:
         offset = self._offset()
         rows: list[JobRow | ScheduleRow] = []
         static = self._static
+        interrupted = self._interrupted
         for job_id, job in dirty.items():
             s = static[job_id]
             status = job.status
             finished_at = job.finished_at
+            last_error = job.last_error
+            if interrupted and job_id in interrupted:
+                # Torn down by a shutdown: stored as it was when it was interrupted.
+                status, finished_at, last_error = RUNNING, None, interrupted[job_id]
             rows.append(
                 JobRow(
                     job_id=job_id,
@@ -661,7 +697,7 @@ class Journal:
                     finished_at=None if finished_at is None else finished_at + offset,
                     seq=job.seq,
                     result=encode_result(job.result) if status is COMPLETED else None,
-                    last_error=job.last_error,
+                    last_error=last_error,
                     schedule_id=s.schedule_id,
                 )
             )
@@ -839,6 +875,10 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     schedules = []
     for srow in snapshot.schedules:
         if not srow.active:
+            if srow.key is not None:
+                # An ended schedule's key still resolves: scheduling it again
+                # must not start it over.
+                scheduler._schedule_keys[srow.key] = srow.schedule_id
             continue
         try:
             template = json.loads(srow.template) if srow.template else None
@@ -991,5 +1031,6 @@ __all__ = [
     "StoreError",
     "encode_result",
     "new_worker_id",
+    "read_store",
     "resolve_store",
 ]
