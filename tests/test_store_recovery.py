@@ -353,3 +353,42 @@ async def test_a_job_built_before_the_store_was_opened_gets_a_fresh_id(url: str)
     await s2.join()
     await s2.stop()
     assert _job._job_ids is not None
+
+
+async def test_stop_cancel_running_leaves_interrupted_jobs_for_the_next_start(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    s = scheduler(url)
+    await s.start()
+    started, _ = gate("busy")
+    busy = s.submit(Gate("busy"))
+    after = s.submit(Record(str(log), "after"), depends_on=[busy])
+    await started.wait()
+    await s.stop(cancel_running=True)
+    # In this process the attempt was cancelled; the store keeps it RUNNING.
+    assert s.get(busy).status is JobStatus.CANCELLED
+    rows = await read_rows(url)
+    assert rows[busy]["status"] == "running" and rows[after]["status"] == "pending"
+
+    _, release_busy = gate("busy")
+    release_busy.set()
+    s2 = scheduler(url)
+    await s2.start()
+    assert s2.get(busy).status is JobStatus.PENDING
+    await s2.join()
+    await s2.stop()
+    assert (s2.get(busy).status, s2.get(busy).attempts) == (JobStatus.COMPLETED, 2)
+    assert runs(log) == ["after"]
+
+
+async def test_submit_threadsafe_takes_a_key(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    job_id = await asyncio.to_thread(s.submit_threadsafe, Noop(), key="k")
+    await until(lambda: s.lookup("k") is not None)
+    assert s.lookup("k") == job_id
+    assert s.submit(Noop(), key="k") == job_id  # known key: nothing new
+    await s.join()
+    await s.stop()
+    assert len(await read_rows(url)) == 1
