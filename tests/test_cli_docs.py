@@ -37,6 +37,8 @@ def test_every_command_and_option_is_documented() -> None:
         "jobs show",
         "plugins",
         "plugins list",
+        "schedule",
+        "schedule preview",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

@@ -62,7 +62,8 @@ def test_run_with_a_store_then_status(tmp_path: Path, jobfile: Path) -> None:
     assert second["args"] == {"to": "x@corp", "subject": "hi", "latency": 0.001}
     [beat] = doc["schedules"]
     assert (beat["id"], beat["fired"], beat["active"]) == ("beat", 2, False)
-    assert beat["trigger"] == {"kind": "interval", "seconds": 0.02}
+    assert beat["trigger"]["trigger"] == {"interval": 0.02}
+    assert beat["trigger"]["timebase"] == "monotonic"
 
     table = jobsched("status", "--store", url)
     assert table.returncode == 0, table.stderr

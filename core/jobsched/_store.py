@@ -120,9 +120,11 @@ class ScheduleRow:
     key: str | None = None
     #: JSON text ``{"type": ..., "args": {...}, "options": {...}}``: the job each fire submits.
     template: str
-    #: JSON text describing when it fires: ``{"kind": "interval", "seconds": 5.0}``.
+    #: JSON text describing when it fires: ``{"trigger": {"interval": 5.0}`` or
+    #: ``{"cron": "0 2 * * *", "tz": "UTC"}``, ``"timebase": "monotonic"|"wall",
+    #: "misfire_grace_time", "coalesce", "jitter", "name"}``.
     trigger: str
-    #: Next fire time, wall clock.
+    #: Next fire time, wall clock (0.0 once the trigger is exhausted).
     next_run: float
     allow_overlap: bool = False
     active: bool = True
@@ -570,14 +572,37 @@ class Journal:
                 f'{{"type":{_encode(static.type)},"args":{static.args},"options":{static.options}}}'
             )
 
-    def admit_schedule(self, sched: RecurringSchedule, key: str | None) -> None:
-        """Start keeping a new schedule (its template comes with its first fire)."""
+    def admit_schedule(
+        self, sched: RecurringSchedule, spec: Mapping[str, Any] | object, key: str | None
+    ) -> None:
+        """Start keeping a new schedule (its template comes with its first fire).
+
+        `spec` is how the trigger was given: ``{"interval": seconds}``, a
+        job-file style mapping (``{"cron": "0 2 * * *", "tz": ...}``), or a
+        trigger object, which cannot be stored (only its mapping can).
+        """
         if not self.opened:
             raise SchedulerError(
                 f"start() the scheduler before scheduling: with a durable store "
                 f"({self.store.url}) start() restores the stored schedules first"
             )
-        trigger = _encode({"kind": "interval", "seconds": sched.interval})
+        if not isinstance(spec, Mapping):
+            raise JobSpecError(
+                f"a durable store keeps schedules as data, and the trigger {spec!r} is an "
+                "object: give it as a mapping such as {'cron': '0 2 * * *', 'tz': 'UTC'}"
+            )
+        description = {
+            "trigger": dict(spec),
+            "timebase": sched.trigger.timebase,
+            "misfire_grace_time": sched.misfire_grace_time,
+            "coalesce": sched.coalesce,
+            "jitter": sched.jitter,
+            "name": sched.name,
+        }
+        try:
+            trigger = _encode(description)
+        except (TypeError, ValueError) as exc:
+            raise JobSpecError(f"the trigger {spec!r} is not JSON: {exc}") from None
         self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, "", trigger)
         self.mark_schedule(sched)
 
@@ -703,15 +728,18 @@ class Journal:
             )
         for schedule_id, sched in schedules.items():
             ss = self._schedule_static[schedule_id]
+            fire = sched.next_fire
+            if fire is not None and not sched.wall_clock:
+                fire += offset
             rows.append(
                 ScheduleRow(
                     schedule_id=schedule_id,
                     key=ss.key,
                     template=ss.template,
                     trigger=ss.trigger,
-                    next_run=sched.next_run + offset,
+                    next_run=0.0 if fire is None else fire,
                     allow_overlap=sched.allow_overlap,
-                    active=sched.active,
+                    active=sched.active and fire is not None,
                     last_job_id=sched.last_job_id,
                     fired=sched.fired,
                     skipped=sched.skipped,
@@ -882,7 +910,13 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
             continue
         try:
             template = json.loads(srow.template) if srow.template else None
-            trigger = json.loads(srow.trigger)
+            described = json.loads(srow.trigger)
+            trigger = _build_trigger(described["trigger"], scheduler)
+            if trigger.timebase != described["timebase"]:
+                raise JobSpecError(
+                    f"its trigger now counts {trigger.timebase} time, not "
+                    f"{described['timebase']} time as when it was stored"
+                )
             if template is not None:
                 # Build one job now: a broken template fails start(), not a timer later.
                 codec.build(
@@ -892,14 +926,12 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
                     offset,
                     f"schedule {srow.schedule_id}",
                 )
-            if trigger.get("kind") != "interval":
-                raise JobSpecError(f"unknown trigger {trigger!r}")
-        except (JobSpecError, ValueError, KeyError, TypeError) as exc:
+        except (SchedulerError, ValueError, KeyError, TypeError) as exc:
             raise StoreError(
                 f"{url}: recurring schedule {srow.schedule_id} cannot be restored: {exc}. "
                 "The store was left unchanged."
             ) from None
-        schedules.append((srow, template, float(trigger["seconds"])))
+        schedules.append((srow, template, described, trigger))
 
     # 2. Install them: ids, statuses and times exactly as stored.
     jobs = scheduler._jobs
@@ -969,14 +1001,21 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     for job, error in cascade:
         scheduler._finish(job, JobStatus.CANCELLED, error=error)
 
-    # 4. Schedules resume on their fixed-rate grid; a fire time in the past
-    # fires once when armed and advance() skips the other missed slots.
-    for srow, template, interval in schedules:
+    # 4. Schedules resume from their stored next fire time, on their trigger's
+    # grid: fires missed while the process was down come due at once, and the
+    # schedule's coalesce policy folds them (one run, by default).
+    for srow, template, described, trigger in schedules:
+        first = srow.next_run if trigger.timebase == "wall" else srow.next_run - offset
         sched = RecurringSchedule(
             _template_factory(codec, template, offset, f"schedule {srow.schedule_id}"),
-            interval,
-            srow.next_run - offset,
+            None,
+            first,
             srow.allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=described.get("misfire_grace_time"),
+            coalesce=described.get("coalesce", "one"),
+            jitter=described.get("jitter", 0.0),
+            name=described.get("name"),
         )
         sched.schedule_id = srow.schedule_id
         sched.last_job_id = srow.last_job_id
@@ -991,6 +1030,17 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     from ._recurring import reserve_schedule_ids
 
     reserve_schedule_ids(floor)
+
+
+def _build_trigger(spec: Any, scheduler: JobScheduler) -> Any:
+    """A trigger from its stored mapping, through the trigger plugins."""
+    from ._recurring import IntervalTrigger, build_trigger
+
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"a stored trigger must be a mapping, got {spec!r}")
+    if set(spec) == {"interval"}:
+        return IntervalTrigger(spec["interval"])  # the kernel's own: no plugin needed
+    return build_trigger(spec, lambda name: scheduler.plugins.resolve("triggers", name))
 
 
 def _template_factory(

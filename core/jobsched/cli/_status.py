@@ -139,8 +139,8 @@ def print_status(url: str, snapshot: Snapshot) -> None:
         for column in ("ID", "SCHEDULE", "TRIGGER", "NEXT RUN", "FIRED", "STATE"):
             schedules.add_column(column)
         for srow in snapshot.schedules:
-            trigger = _decoded(srow.trigger) or {}
-            every = trigger.get("seconds")
+            trigger = (_decoded(srow.trigger) or {}).get("trigger", {})
+            every = trigger.get("interval") if isinstance(trigger, dict) else None
             schedules.add_row(
                 srow.key or "-",
                 srow.schedule_id,

@@ -18,7 +18,7 @@ from .._job import Job
 from .._jobtypes import _jsonable, build_job
 from .._scheduler import JobScheduler
 from .._status import JobStatus
-from ._model import JobFile, RecurringEntry
+from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
     from .._plugins import PluginManager
@@ -154,12 +154,14 @@ async def run_jobfile(
     the store for the next run instead of cancelling them.
     """
     settings = jobfile.scheduler
+    limits: LimitsSettings | None = jobfile.tables.get("limits")
     scheduler = JobScheduler(
         settings.strategy,
         num_workers=settings.workers,
         rng=random.Random(settings.seed) if settings.seed is not None else None,
         plugins=plugins,
         store=store,
+        limits=limits.limits() if limits is not None else None,
     )
     durable = scheduler._journal is not None
     plugins = scheduler.plugins
@@ -194,13 +196,18 @@ async def run_jobfile(
         job = build_job(
             entry.type, entry.args, plugins=plugins, label=entry.label, **entry.job_options(start)
         )
-        ids[entry.id] = job_id = scheduler.submit(
+        job_id = scheduler.submit(
             job,
             delay=entry.delay,
             depends_on=[ids[d] for d in entry.depends_on],
+            unique_key=entry.unique_key,
             key=entry.id if durable else None,
         )
-        track(entry.id, entry.type, scheduler.get(job_id))
+        ids[entry.id] = job_id
+        # A restored job stands for its entry; a job with the same unique_key
+        # stands for it without being it (not tracked twice).
+        if job_id == job.job_id or (durable and scheduler.lookup(entry.id) == job_id):
+            track(entry.id, entry.type, scheduler.get(job_id))
 
     loop = asyncio.get_running_loop()
     timers: list[asyncio.TimerHandle] = []
@@ -334,13 +341,20 @@ def _schedule(
             end()
         return job
 
-    schedule_id = scheduler.schedule_recurring(
-        factory,
-        rec.every,
-        start_in=rec.start_in,
-        allow_overlap=rec.allow_overlap,
-        key=rec.id if durable else None,
-    )
+    options: dict[str, Any] = {
+        "allow_overlap": rec.allow_overlap,
+        "misfire_grace_time": rec.misfire_grace_time,
+        "coalesce": rec.coalesce,
+        "jitter": rec.jitter,
+        "name": rec.id,
+        "key": rec.id if durable else None,
+    }
+    if rec.trigger is not None:
+        schedule_id = scheduler.schedule_recurring(factory, trigger=rec.trigger, **options)
+    else:
+        schedule_id = scheduler.schedule_recurring(
+            factory, rec.every, start_in=rec.start_in, **options
+        )
     if schedule_id not in {s.schedule_id for s in scheduler.recurring()} or (
         rec.times is not None and fired >= rec.times
     ):
