@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobsched import JobRow, JobStatus
+from jobsched import JobRow, JobSpecError, JobStatus
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
 from store_support import (
@@ -392,3 +392,44 @@ async def test_submit_threadsafe_takes_a_key(url: str) -> None:
     await s.join()
     await s.stop()
     assert len(await read_rows(url)) == 1
+
+
+async def test_a_cron_schedule_resumes_on_the_wall_clock(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    minute = 60.0
+    start = 1_800_000_000.0 - 1_800_000_000.0 % minute  # on a minute boundary
+    clock = ManualClock(mono=500.0, wall=start + 1.0)
+    s = scheduler(url, clock)
+    await s.start()
+    sid = s.schedule_recurring(
+        lambda: Record(str(log), "cron"), trigger={"cron": "* * * * *", "tz": "UTC"}, key="c"
+    )
+    await clock.advance(minute)  # the fire at start + 60
+    await s.join()
+    await s.flush()
+    assert runs(log) == ["cron"]
+    await crash(s)
+
+    # Down for five minutes, on another monotonic origin.
+    clock2 = ManualClock(mono=3.0, wall=start + 5 * minute + 30.0)
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.name, sched.coalesce) == (sid, None, "one")
+    assert sched.next_fire == start + 2 * minute  # wall time, as stored
+    await clock2.advance(0.0)
+    await s2.join()
+    assert runs(log) == ["cron", "cron"]  # four missed fires, one run
+    assert sched.next_fire == start + 6 * minute
+    await s2.stop()
+
+
+async def test_a_trigger_object_cannot_be_stored(url: str) -> None:
+    from jobsched_plugins.cron_trigger import CronTrigger
+
+    s = scheduler(url)
+    await s.start()
+    with pytest.raises(JobSpecError, match="give it as a mapping"):
+        s.schedule_recurring(Noop, trigger=CronTrigger("* * * * *"))
+    assert s.recurring() == []
+    await s.stop()
