@@ -328,23 +328,24 @@ class JobCodec:
         The same description as `job_spec`, on a fast path: a store describes
         every job it is given, so per-class facts and common options are cached.
         """
-        spec: JobSpec | None = getattr(job, "_spec", None)
+        # A registered attrs type: its arguments are its fields (a job built
+        # by build_job has the same ones, maybe with defaults left out).
+        cls = type(job)
+        try:
+            plan = self._plans[cls]
+        except KeyError:
+            plan = self._plans[cls] = self._plan(cls)
         type_name = args_json = None
-        if spec is None:
-            cls = type(job)
-            try:
-                plan = self._plans[cls]
-            except KeyError:
-                plan = self._plans[cls] = self._plan(cls)
-            if plan is not None:
-                type_name, fields = plan
-                if not fields:
-                    args_json = "{}"
-                else:
-                    # On failure job_spec() below knows which argument, or converts it.
-                    with contextlib.suppress(TypeError, ValueError):
-                        args_json = _encode({arg: getattr(job, attr) for arg, attr in fields})
+        if plan is not None:
+            type_name, fields = plan
+            if not fields:
+                args_json = "{}"
+            else:
+                # On failure job_spec() below knows which argument, or converts it.
+                with contextlib.suppress(TypeError, ValueError):
+                    args_json = _encode({arg: getattr(job, attr) for arg, attr in fields})
         if args_json is None:
+            spec: JobSpec | None = getattr(job, "_spec", None)
             if spec is None:
                 spec = job_spec(job, self.plugins)
                 if spec is None:
