@@ -67,9 +67,11 @@ class StoreError(SchedulerError):
 
 
 # ── rows: what a store keeps ───────────────────────────────────────────
-# Rows are mutable slotted classes, not frozen ones: the journal builds
-# thousands per second and a frozen attrs __init__ costs several times more.
-@attrs.define(kw_only=True)
+# Rows are mutable slotted classes, not frozen ones, built positionally by
+# the journal: it builds thousands per second, and a frozen or keyword-only
+# attrs __init__ costs two to three times more. Build them with keywords
+# anywhere else.
+@attrs.define
 class JobRow:
     """One job's full current state, as data.
 
@@ -80,25 +82,26 @@ class JobRow:
     """
 
     job_id: str
-    #: External id (a job file's id), unique per store; None for jobs without one.
-    key: str | None = None
     #: The registered job-type name.
     type: str
-    #: JSON object text: the job type's arguments.
-    args: str = "{}"
-    #: JSON object text: name, priority, timeout, retry {policy, ...}, deadline (wall).
-    options: str = "{}"
-    #: Ids of the jobs this one waits for.
-    depends_on: tuple[str, ...] = ()
     #: A `JobStatus` value: "pending", "running", "retry_wait", "completed", ...
     status: str
-    attempts: int = 0
     #: Earliest start (first run, or end of a retry backoff), wall clock.
     run_at: float
     submitted_at: float
-    finished_at: float | None = None
     #: Submit order: the strategies' tie-breaker, kept across restarts.
     seq: int
+    #: External id (a job file's id), unique per store; None for jobs without one.
+    key: str | None = None
+    #: JSON object text: the job type's arguments.
+    args: str = "{}"
+    #: JSON object text: the options that differ from a job's defaults (name,
+    #: priority, timeout, retry {policy, ...}, deadline as wall-clock time).
+    options: str = "{}"
+    #: Ids of the jobs this one waits for.
+    depends_on: tuple[str, ...] = ()
+    attempts: int = 0
+    finished_at: float | None = None
     #: JSON text of a COMPLETED job's result; a result JSON cannot encode is
     #: stored as ``{"$repr": repr(result), "$note": why}``.
     result: str | None = None
@@ -709,22 +712,22 @@ class Journal:
                 # Torn down by a shutdown: stored as it was when it was interrupted.
                 status, finished_at, last_error = RUNNING, None, interrupted[job_id]
             rows.append(
-                JobRow(
-                    job_id=job_id,
-                    key=s.key,
-                    type=s.type,
-                    args=s.args,
-                    options=s.options,
-                    depends_on=s.depends_on,
-                    status=status.value,
-                    attempts=job.attempts,
-                    run_at=job.run_at + offset,
-                    submitted_at=job.submitted_at + offset,
-                    finished_at=None if finished_at is None else finished_at + offset,
-                    seq=job.seq,
-                    result=encode_result(job.result) if status is COMPLETED else None,
-                    last_error=last_error,
-                    schedule_id=s.schedule_id,
+                JobRow(  # positional: see JobRow
+                    job_id,
+                    s.type,
+                    status.value,
+                    job.run_at + offset,
+                    job.submitted_at + offset,
+                    job.seq,
+                    s.key,
+                    s.args,
+                    s.options,
+                    s.depends_on,
+                    job.attempts,
+                    None if finished_at is None else finished_at + offset,
+                    encode_result(job.result) if status is COMPLETED else None,
+                    last_error,
+                    s.schedule_id,
                 )
             )
         for schedule_id, sched in schedules.items():
