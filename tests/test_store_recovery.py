@@ -433,3 +433,22 @@ async def test_a_trigger_object_cannot_be_stored(url: str) -> None:
         s.schedule_recurring(Noop, trigger=CronTrigger("* * * * *"))
     assert s.recurring() == []
     await s.stop()
+
+
+async def test_a_unique_key_still_dedupes_after_a_restart(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    first = s.submit(Noop(), delay=3600, unique_key="nightly")
+    await s.stop()
+    s2 = scheduler(url)
+    await s2.start()
+    # Restored and unfinished: the key still stands for it.
+    assert s2.submit(Noop(), unique_key="nightly") == first
+    s2.cancel(first)
+    # Finished: the key is free again.
+    second = s2.submit(Noop(), unique_key="nightly")
+    assert second != first
+    await s2.join()
+    await s2.stop()
+    rows = await read_rows(url)
+    assert (rows[first]["status"], rows[second]["status"]) == ("cancelled", "completed")

@@ -247,7 +247,7 @@ class JobScheduler:
         if journal is not None:
             # Refuses a job that cannot be stored as data; may renumber a job
             # built before the store's ids were known.
-            journal.admit(job, key, depends_on)
+            journal.admit(job, key, depends_on, unique_key)
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")

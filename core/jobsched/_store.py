@@ -532,7 +532,13 @@ class Journal:
             self._woken = True
             self._wake.set()  # type: ignore[union-attr]
 
-    def admit(self, job: Job, key: str | None, deps: Iterable[str] | None) -> None:
+    def admit(
+        self,
+        job: Job,
+        key: str | None,
+        deps: Iterable[str] | None,
+        unique_key: str | None = None,
+    ) -> None:
         """Check a job can be stored, before the kernel accepts it.
 
         Raises `JobSpecError` if it cannot be described as data. A job built
@@ -545,6 +551,10 @@ class Journal:
                 f"({self.store.url}) start() restores the stored jobs first"
             )
         type_name, args, options = self.codec.describe(job, self._offset())
+        if unique_key is not None:
+            # Kept with the options (never "{}": the name is always there), so
+            # the dedupe survives a restart while the job is unfinished.
+            options = f"{options[:-1]},{_encode('unique_key')}:{_encode(unique_key)}}}"
         if self.id_floor and job.status is JobStatus.PENDING and not job.attempts:
             number = _id_number(job.job_id)
             if 0 < number <= self.id_floor and self.scheduler._jobs.get(job.job_id) is not job:
@@ -884,18 +894,23 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
 
     # 1. Build every job first, so a bad row fails start() with nothing changed.
     built: list[tuple[JobRow, Job]] = []
+    unique_keys: dict[str, str] = {}
     for row in rows:
         terminal = JobStatus(row.status).is_terminal
         if terminal and row.job_id not in keep_history:
             continue
         try:
+            options = json.loads(row.options)
+            unique_key = options.pop("unique_key", None)
             job = codec.build(
                 row.type,
                 json.loads(row.args),
-                json.loads(row.options),
+                options,
                 offset,
                 f"job {row.job_id}",
             )
+            if unique_key is not None and not terminal:
+                unique_keys[row.job_id] = unique_key
         except (JobSpecError, ValueError) as exc:
             if terminal:
                 continue  # history only: never runs again, so it need not be rebuilt
@@ -959,6 +974,10 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         jobs[row.job_id] = job
         if row.key is not None:
             scheduler._keys[row.key] = row.job_id
+        unique_key = unique_keys.get(row.job_id)
+        if unique_key is not None:
+            scheduler._unique[unique_key] = row.job_id
+            scheduler._unique_of[row.job_id] = unique_key
         seq = max(seq, row.seq + 1)
         journal.restored(row)
         if interrupted:
