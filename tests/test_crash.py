@@ -380,3 +380,41 @@ def test_kill_9_right_after_the_first_commit(tmp_path: Path) -> None:
     run.start()
     run.finish()
     run.check_semantics({"first": "first", "second": "second"})
+
+
+def test_ctrl_c_leaves_the_run_to_resume(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.write_jobfile(
+        """
+        [scheduler]
+        workers = 1
+
+        [[job]]
+        id = "long"
+        type = "logged"
+        timeout = false
+        args = {{ log = "{log}", tag = "long", gate = "{dir}/gate" }}
+
+        [[job]]
+        id = "next"
+        type = "logged"
+        args = {{ log = "{log}", tag = "next" }}
+        """
+    )
+    run.start()
+    run.wait_for("the long job to run", lambda: run.statuses().get("long") == "running")
+    assert run.proc is not None
+    run.proc.send_signal(signal.SIGINT)
+    _, err = run.proc.communicate(timeout=60)
+    assert run.proc.returncode == 130, err
+    # Interrupted, not cancelled: the store keeps both for the next run.
+    assert run.statuses() == {"long": "running", "next": "pending"}
+    run.gate.touch()
+    run.start()
+    run.finish()
+    assert run.starts() == Counter({"long": 2, "next": 1})
+    status = run.status_json()
+    assert {job["id"]: job["status"] for job in status["jobs"]} == {  # type: ignore[union-attr]
+        "long": "completed",
+        "next": "completed",
+    }
