@@ -30,6 +30,7 @@ def test_every_command_and_option_is_documented() -> None:
     commands = _subcommands(build_parser())
     assert set(commands) == {
         "run",
+        "status",
         "demo",
         "jobs",
         "jobs list",

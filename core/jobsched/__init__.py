@@ -2,7 +2,8 @@
 
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
-plugin management, function jobs and the ``hookimpl`` marker for plugins.
+plugin management, function jobs, durable stores and the ``hookimpl`` marker
+for plugins.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
+from ._store import (
+    JobRow,
+    ScheduleRow,
+    SharedStore,
+    Snapshot,
+    Store,
+    StoreContext,
+    StoreError,
+)
 from ._strategy import SchedulingStrategy, SortKey
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
@@ -93,6 +103,7 @@ __all__ = [
     "JobCancelledError",
     "JobListener",
     "JobPriority",
+    "JobRow",
     "JobScheduler",
     "JobSpec",
     "JobSpecError",
@@ -108,10 +119,16 @@ __all__ = [
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
+    "ScheduleRow",
     "SchedulerError",
     "SchedulerStoppedError",
     "SchedulingStrategy",
+    "SharedStore",
+    "Snapshot",
     "SortKey",
+    "Store",
+    "StoreContext",
+    "StoreError",
     "SystemClock",
     "Trigger",
     "UnknownJobError",

@@ -13,6 +13,20 @@ from ._retry import RetryPolicy, RetryPolicyLike
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 
 _job_ids = itertools.count(1)
+
+
+def new_job_id() -> str:
+    """A fresh kernel job id, ``job-N``."""
+    return f"job-{next(_job_ids)}"
+
+
+def reserve_job_ids(floor: int) -> None:
+    """Make every later id ``job-N`` have N > `floor` (ids restored from a store)."""
+    global _job_ids
+    following = next(_job_ids)
+    _job_ids = itertools.count(max(following, floor + 1))
+
+
 DEFAULT_RETRY = RetryPolicy()
 DEFAULT_TIMEOUT = 30.0
 

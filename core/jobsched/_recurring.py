@@ -98,6 +98,13 @@ class IntervalTrigger:
         return f"IntervalTrigger({self.seconds}s)"
 
 
+def reserve_schedule_ids(floor: int) -> None:
+    """Make every later id ``sched-N`` have N > `floor` (ids restored from a store)."""
+    global _schedule_ids
+    following = next(_schedule_ids)
+    _schedule_ids = itertools.count(max(following, floor + 1))
+
+
 class RecurringSchedule:
     """Fires ``factory()`` whenever its trigger says so.
 

@@ -33,6 +33,7 @@ from ._recurring import (
     build_trigger,
 )
 from ._status import JobStatus
+from ._store import Journal, Store, open_store, resolve_store
 from ._strategy import SchedulingStrategy, SortKey
 
 logger = structlog.get_logger("jobsched")
@@ -84,6 +85,11 @@ class JobScheduler:
     for every installed plugin. Names are resolved here, once. `limits` caps
     attempts per executor and per job type and rates per job type (a `Limits`
     or a mapping; docs/limits.md); without it the dispatch path is unchanged.
+
+    `store` makes jobs durable: a `Store` or a URL resolved through the store
+    plugins (``"sqlite:///jobs.db"``); None (the default) keeps everything in
+    memory at no cost. With a durable store, ``start()`` restores the stored
+    jobs and schedules, and must come before `submit` (see docs/durability.md).
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class JobScheduler:
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        store: Store | str | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
@@ -153,6 +160,20 @@ class JobScheduler:
         self._plugin_listeners = plugins.transition_listeners()
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
+        self._schedule_keys: dict[str, str] = {}
+        self._schedule_key_of: dict[str, str] = {}
+        self.store = resolve_store(store, plugins)
+        # None unless the store is durable: the memory path checks only this.
+        self._journal: Journal | None = None
+        if self.store is not None and self.store.durable:
+            if self.store.shared:
+                # Issue 6 branch point: shared stores run through _shared.py.
+                raise SchedulerError(f"{self.store.url}: shared stores are not supported yet")
+            self._journal = Journal(self, self.store, self._clock)
+            # Marking dirty rides on the transition listeners: no new branch there.
+            self._plugin_listeners = (self._journal.mark, *self._plugin_listeners)
+            self._listeners = self._plugin_listeners
         self._seq = 0
         self._unfinished = 0
         self._running_count = 0
@@ -187,6 +208,7 @@ class JobScheduler:
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
         unique_key: str | None = None,
+        key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue a job and return its id. Dependencies must already be submitted.
@@ -198,6 +220,12 @@ class JobScheduler:
         `unique_key` deduplicates: while a job submitted with the same key is
         pending, waiting to retry or running, submit returns *that* job's id and
         queues nothing. The key is free again once that job has finished.
+
+        `key` is an external id (say, a job file's id): submitting a key the
+        scheduler already knows, including one restored from a durable store,
+        finished or not, queues nothing and returns the id of the job that has
+        it. That is how a rerun after a crash resumes instead of starting a
+        second copy.
         """
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -212,6 +240,15 @@ class JobScheduler:
             existing = self._unique.get(unique_key)
             if existing is not None:
                 return existing
+        if key is not None:
+            known = self._keys.get(key)
+            if known is not None:
+                return known
+        journal = self._journal
+        if journal is not None:
+            # Refuses a job that cannot be stored as data; may renumber a job
+            # built before the store's ids were known.
+            journal.admit(job, key, depends_on, unique_key)
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")
@@ -225,6 +262,8 @@ class JobScheduler:
         if deps:
             unknown = [d for d in deps if d not in self._jobs]
             if unknown:
+                if journal is not None:
+                    journal.forget(job)
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
         now = self._clock.now()
@@ -241,6 +280,10 @@ class JobScheduler:
         if unique_key is not None:
             self._unique[unique_key] = job_id
             self._unique_of[job_id] = unique_key
+        if key is not None:
+            self._keys[key] = job_id
+        if journal is not None:
+            journal.mark(job)
         self._unfinished += 1
         if self._unfinished == 1:
             self._idle.clear()
@@ -252,6 +295,10 @@ class JobScheduler:
                     self._finish(job, CANCELLED, error=f"upstream {d} {status.value}")
                     return job_id
             unmet = {d for d in deps if jobs[d].status is not COMPLETED}
+            if journal is not None:
+                # Durable before visible: an upstream counts as done once its
+                # completion is committed.
+                unmet |= journal.uncommitted(deps)
             if unmet:
                 self._blocked[job_id] = unmet
                 for d in unmet:
@@ -281,7 +328,7 @@ class JobScheduler:
         if self._loop is None:
             raise SchedulerError("start() the scheduler before submitting from other threads")
         options: dict[str, Any] = {
-            k: kwargs.pop(k) for k in ("delay", "depends_on", "unique_key") if k in kwargs
+            k: kwargs.pop(k) for k in ("delay", "depends_on", "unique_key", "key") if k in kwargs
         }
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -302,6 +349,7 @@ class JobScheduler:
         coalesce: CoalescePolicy = "one",
         jitter: float = 0.0,
         name: str | None = None,
+        key: str | None = None,
     ) -> str:
         """Submit ``factory()`` every `interval` seconds, or whenever `trigger` fires.
 
@@ -315,6 +363,15 @@ class JobScheduler:
         * *", "tz": "America/New_York"}``) resolved through the trigger
         plugins. `misfire_grace_time`, `coalesce` and `jitter` apply to every
         trigger (see `RecurringSchedule`).
+
+        `key` names the schedule across restarts: a key the scheduler already
+        knows (restored from a store) returns that schedule's id and gives it
+        this `factory`, keeping its next fire time and counts; nothing new is
+        added. Each job a keyed schedule fires gets the key ``"<key>#<n>"``.
+        With a durable store the trigger must be an interval or a mapping (it
+        is stored as data), each fired job is stored, and the last one is the
+        schedule's template: what it fires after a restart if nobody schedules
+        it again.
         """
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
@@ -322,6 +379,14 @@ class JobScheduler:
             raise TypeError(f"factory must be callable, got {factory!r}")
         if start_in < 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
+        if key is not None:
+            known = self._schedule_keys.get(key)
+            if known is not None:
+                existing = self._recurring.get(known)
+                if existing is not None:
+                    existing.factory = factory
+                return known
+        spec = trigger if trigger is not None else {"interval": interval}
         if trigger is not None:
             if interval is not None:
                 raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
@@ -342,6 +407,11 @@ class JobScheduler:
             name=name,
         )
         sched.bind(self._clock)
+        if self._journal is not None:
+            self._journal.admit_schedule(sched, spec, key)
+        if key is not None:
+            self._schedule_keys[key] = sched.schedule_id
+            self._schedule_key_of[sched.schedule_id] = key
         self._recurring[sched.schedule_id] = sched
         if self._started:
             self._arm_schedule(sched)
@@ -356,6 +426,8 @@ class JobScheduler:
         if sched.timer is not None:
             sched.timer.cancel()
             sched.timer = None
+        if self._journal is not None:
+            self._journal.mark_schedule(sched)
         return True
 
     def recurring(self) -> list[RecurringSchedule]:
@@ -405,6 +477,20 @@ class JobScheduler:
         """Wait until every submitted job has reached a terminal state."""
         await self._idle.wait()
 
+    def lookup(self, key: str) -> str | None:
+        """The id of the job submitted (or restored) with this external key, if any."""
+        return self._keys.get(key)
+
+    async def flush(self) -> None:
+        """Wait until every state change so far is committed to the store.
+
+        Returns at once without a durable store. Raises `StoreError` if a
+        write fails meanwhile (the scheduler keeps running and retries the
+        write). `stop` flushes by itself.
+        """
+        if self._journal is not None:
+            await self._journal.flush()
+
     async def start(self) -> None:
         """Start the workers on the running loop."""
         if self._stopping:
@@ -413,6 +499,12 @@ class JobScheduler:
             raise SchedulerError("already started")
         self._started = True
         self._loop = asyncio.get_running_loop()
+        if self.store is not None:
+            try:
+                await open_store(self)  # restores the stored jobs and schedules
+            except BaseException:
+                self._started = False
+                raise
         self.plugins.scheduler_started(self)
         self._tasks = [
             asyncio.create_task(self._worker(slot), name=f"jobsched-worker-{i}")
@@ -428,11 +520,19 @@ class JobScheduler:
 
         New submits are rejected; workers finish the attempt they are on (or
         cancel it, with `cancel_running`) and exit. Queued jobs are left
-        PENDING, and a job that fails now is not retried.
+        PENDING, and a job that fails now is not retried. With a durable
+        store, attempts cancelled by `cancel_running` stay RUNNING in the
+        store (they run again on the next start), and everything else is
+        written before the store is closed; a final write that fails raises
+        `StoreError`.
         """
         if self._stopped:
             return
         if cancel_running:
+            if self._journal is not None:
+                # A shutdown is not a cancel: the store keeps these RUNNING so
+                # the next start runs them again (at-least-once, as after a crash).
+                self._journal.interrupt(s.job.job_id for s in self._slots if s.job is not None)
             for slot in self._slots:
                 if slot.job is not None:
                     self._cancel_attempt(slot)
@@ -455,12 +555,19 @@ class JobScheduler:
         self._delay_timer = self._watchdog = None
         for executor in self._executors.values():
             executor.shutdown()
+        store_error = None
+        if self._journal is not None:
+            store_error = await self._journal.close()  # writes what is still dirty
+        elif self.store is not None and self._started:
+            await self.store.close()
         self._stopped = True
         try:
             if self._started:
                 self.plugins.scheduler_stopped(self)
         finally:
             self._stop_done.set()
+        if store_error is not None:
+            raise store_error
 
     async def __aenter__(self) -> JobScheduler:
         await self.start()
@@ -687,6 +794,8 @@ class JobScheduler:
         if when is None:  # the trigger is exhausted (a date that has fired)
             sched.active = False
             self._recurring.pop(sched.schedule_id, None)
+            if self._journal is not None:
+                self._journal.mark_schedule(sched)
             return
         sched.timer = self._clock.call_at(when, lambda: self._on_schedule(sched))
 
@@ -695,6 +804,8 @@ class JobScheduler:
         if not sched.active or self._stopping:
             return
         fires = sched.take_due(self._clock)
+        if self._journal is not None:
+            self._journal.mark_schedule(sched)  # its next fire time moved on
         if sched.pending_misfires:
             for fire, lateness, count in sched.pending_misfires:
                 self.plugins.schedule_misfired(self, sched, fire, lateness, count)
@@ -708,14 +819,22 @@ class JobScheduler:
         if previous is not None and not previous.status._terminal and not sched.allow_overlap:
             sched.skipped += len(fires)
             return
+        journal = self._journal
+        key = self._schedule_key_of.get(sched.schedule_id) if self._schedule_key_of else None
         for _ in fires:
             try:
                 delay = sched.jitter_delay(self._rng)
-                sched.last_job_id = self.submit(sched.factory(), delay=delay)
+                sched.last_job_id = self.submit(
+                    sched.factory(),
+                    delay=delay,
+                    key=None if key is None else f"{key}#{sched.fired + 1}",
+                )
             except Exception:  # a broken factory must not stop the schedule
                 logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
                 continue
             sched.fired += 1
+            if journal is not None:
+                journal.tag_schedule(sched.last_job_id, sched.schedule_id)
 
     # ── Internals: state changes ──────────────────────────────────────
     def _transition(self, job: Job, new: JobStatus) -> None:
@@ -743,21 +862,13 @@ class JobScheduler:
             self._transition(job, status)
             job_id = job.job_id
             self._blocked.pop(job_id, None)
-            dependents = self._dependents.pop(job_id, None)
-            if dependents:
-                for dep_id in dependents:
-                    dependent = self._jobs.get(dep_id)
-                    if dependent is None or dependent.status.is_terminal:
-                        continue
-                    if status is COMPLETED:
-                        unmet = self._blocked.get(dep_id)
-                        if unmet is not None:
-                            unmet.discard(job_id)
-                            if not unmet:
-                                del self._blocked[dep_id]
-                                self._enqueue(dependent)
-                    else:  # cascade: the upstream did not complete
-                        work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+            if self._journal is None:
+                dependents = self._dependents.pop(job_id, None)
+                if dependents:
+                    self._settle_dependents(job_id, status, dependents, work)
+            else:
+                # Durable before visible: dependents wait for the commit.
+                self._journal.finished(job_id, status)
             if self._unique_of:
                 key = self._unique_of.pop(job_id, None)
                 if key is not None:
@@ -766,6 +877,38 @@ class JobScheduler:
             if self._unfinished == 0:
                 self._idle.set()
             self._remember_finished(job_id)
+
+    def _settle_dependents(
+        self,
+        job_id: str,
+        status: JobStatus,
+        dependents: list[str],
+        work: list[tuple[Job, JobStatus, str | None]],
+    ) -> None:
+        """Release the dependents of a finished job, or queue their cancellation."""
+        for dep_id in dependents:
+            dependent = self._jobs.get(dep_id)
+            if dependent is None or dependent.status.is_terminal:
+                continue
+            if status is COMPLETED:
+                unmet = self._blocked.get(dep_id)
+                if unmet is not None:
+                    unmet.discard(job_id)
+                    if not unmet:
+                        del self._blocked[dep_id]
+                        self._enqueue(dependent)
+            else:  # cascade: the upstream did not complete
+                work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+
+    def _release_committed(self, finished: dict[str, JobStatus]) -> None:
+        """The store committed these terminal states: now their dependents may move."""
+        work: list[tuple[Job, JobStatus, str | None]] = []
+        for job_id, status in finished.items():
+            dependents = self._dependents.pop(job_id, None)
+            if dependents:
+                self._settle_dependents(job_id, status, dependents, work)
+        for job, status, error in work:
+            self._finish(job, status, error=error)
 
     def _remember_finished(self, job_id: str) -> None:
         # Bound memory: a recurring job would otherwise grow _jobs forever.

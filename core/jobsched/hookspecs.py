@@ -179,7 +179,14 @@ def jobsched_schedule_misfired(
 def jobsched_register_stores(register: Register) -> None:
     """Register job stores by URL scheme (``"sqlite"``, ``"postgresql"``, ...).
 
-    `factory(url)` returns a store (see `jobsched.Store`).
+    `factory(url)` returns a store (see `jobsched.Store`, whose docstring is
+    the contract): ``JobScheduler(store="redis://host/0")`` resolves the
+    scheme once and calls the factory with the whole URL. A store keeps jobs
+    as data (`jobsched.JobRow`: registered type name, JSON arguments and
+    options, state) and never pickles; ``open`` returns a `jobsched.Snapshot`
+    to restore, ``write`` commits one batch in one transaction, and every
+    failure is a `jobsched.StoreError` that names the store and leaves its
+    data as it was. See docs/durability.md.
 
     Example::
 

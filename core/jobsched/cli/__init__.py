@@ -15,11 +15,11 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _demo, _jobs, _plugins, _run, _schedule
+from . import _demo, _jobs, _plugins, _run, _schedule, _status
 from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error
 
 #: The command modules, in the order ``jobsched --help`` lists them.
-COMMANDS = (_run, _demo, _jobs, _plugins, _schedule)
+COMMANDS = (_run, _status, _demo, _jobs, _plugins, _schedule)
 
 
 def build_parser() -> argparse.ArgumentParser:
