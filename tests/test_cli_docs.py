@@ -30,14 +30,16 @@ def test_every_command_and_option_is_documented() -> None:
     commands = _subcommands(build_parser())
     assert set(commands) == {
         "run",
+        "status",
         "demo",
         "jobs",
         "jobs list",
         "jobs show",
         "plugins",
         "plugins list",
+        "schedule",
+        "schedule preview",
         "worker",
-        "status",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

@@ -67,9 +67,14 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "delay",
         "depends_on",
         "cancel_after",
+        "unique_key",
     ]
-    assert list(keys_of(RecurringEntry))[-5:] == [
+    assert list(keys_of(RecurringEntry))[-9:] == [
         "every",
+        "trigger",
+        "misfire_grace_time",
+        "coalesce",
+        "jitter",
         "times",
         "until",
         "start_in",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ._cancel import CancelToken, JobCancelledError, cancel_token
 from ._clock import Clock, SystemClock
 from ._errors import (
     InvalidTransitionError,
@@ -34,13 +35,13 @@ from ._jobtypes import (
     job_type_info,
     job_types,
 )
+from ._limits import Limits, Rate, job_type_of
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
-from ._recurring import RecurringSchedule
+from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._store import (
-    JobDataError,
     JobRow,
     ScheduleRow,
     SharedStore,
@@ -88,6 +89,7 @@ __all__ = [
     "ArgumentInfo",
     "AsyncJob",
     "BlockingJob",
+    "CancelToken",
     "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
@@ -95,9 +97,10 @@ __all__ = [
     "Executor",
     "FIFOStrategy",
     "FunctionJob",
+    "IntervalTrigger",
     "InvalidTransitionError",
     "Job",
-    "JobDataError",
+    "JobCancelledError",
     "JobListener",
     "JobPriority",
     "JobRow",
@@ -106,11 +109,13 @@ __all__ = [
     "JobSpecError",
     "JobStatus",
     "JobTypeInfo",
+    "Limits",
     "NonRetryableError",
     "PluginError",
     "PluginManager",
     "PluginRecord",
     "PriorityStrategy",
+    "Rate",
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
@@ -125,13 +130,16 @@ __all__ = [
     "StoreContext",
     "StoreError",
     "SystemClock",
+    "Trigger",
     "UnknownJobError",
     "build_job",
+    "cancel_token",
     "default_plugin_manager",
     "describe_job_type",
     "hookimpl",
     "job_spec",
     "job_type_info",
+    "job_type_of",
     "job_types",
     "load_plugins",
 ]

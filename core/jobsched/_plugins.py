@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import pluggy
+import structlog
 
 from . import hookspecs
 from ._errors import PluginError
@@ -231,7 +232,7 @@ class PluginManager:
         failed: dict[str, str] = {}
         for kind in KINDS:
             caller = getattr(self._pm.hook, f"jobsched_register_{kind}")
-            for impl in reversed(caller.get_hookimpls()):  # registration order
+            for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
                 plugin_name = self._pm.get_name(impl.plugin) or "?"
                 if plugin_name in failed:
                     continue
@@ -362,6 +363,21 @@ class PluginManager:
 
     def scheduler_stopped(self, scheduler: object) -> None:
         self._pm.hook.jobsched_scheduler_stopped(scheduler=scheduler)
+
+    def schedule_misfired(
+        self, scheduler: object, schedule: object, fire_time: float, lateness: float, fires: int
+    ) -> None:
+        """Report a misfire; a plugin that raises is logged, never fatal (misfires are rare)."""
+        try:
+            self._pm.hook.jobsched_schedule_misfired(
+                scheduler=scheduler,
+                schedule=schedule,
+                fire_time=fire_time,
+                lateness=lateness,
+                fires=fires,
+            )
+        except Exception:
+            structlog.get_logger("jobsched").exception("jobsched_schedule_misfired hook failed")
 
 
 def _adapt_listener(fn: Callable[..., object], argnames: Sequence[str]) -> TransitionListener:

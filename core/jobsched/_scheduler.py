@@ -6,7 +6,7 @@ import asyncio
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
@@ -23,8 +23,15 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job
+from ._limits import Limiter, Limits
 from ._plugins import PluginManager, TransitionListener, default_plugin_manager
-from ._recurring import RecurringSchedule
+from ._recurring import (
+    CoalescePolicy,
+    IntervalTrigger,
+    RecurringSchedule,
+    Trigger,
+    build_trigger,
+)
 from ._shared import SharedMode
 from ._status import JobStatus
 from ._store import Journal, Store, open_store, resolve_store
@@ -62,7 +69,7 @@ class JobScheduler:
     Data structures, all owned by the event-loop thread (no locks: every
     check-then-act runs with no ``await`` in the middle):
 
-    ``_ready``       heap of (strategy key, seq, job), runnable now
+    ``_ready``       heap of (*strategy key, seq, job), runnable now; the job is entry[-1]
     ``_delayed``     heap of (run_at, seq, job): delayed first runs and retry backoffs
     ``_blocked``     job id -> ids of unmet dependencies
     ``_dependents``  job id -> ids of jobs waiting on it
@@ -76,7 +83,9 @@ class JobScheduler:
     `strategy` is a `SchedulingStrategy` or a registered name (default
     ``"priority"``); `plugins` is a `PluginManager`, or an iterable of plugin
     objects to use with the built-in plugins (no third-party autoload), or None
-    for every installed plugin. Names are resolved here, once.
+    for every installed plugin. Names are resolved here, once. `limits` caps
+    attempts per executor and per job type and rates per job type (a `Limits`
+    or a mapping; docs/limits.md); without it the dispatch path is unchanged.
 
     `store` makes jobs durable: a `Store` or a URL resolved through the store
     plugins (``"sqlite:///jobs.db"``); None (the default) keeps everything in
@@ -93,6 +102,7 @@ class JobScheduler:
         history_limit: int = 10_000,
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
         store: Store | str | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
@@ -127,9 +137,21 @@ class JobScheduler:
         self._rng = rng or random.Random()
         self._history_limit = history_limit
         self._clock: Clock = clock or SystemClock()
+        self._limiter: Limiter | None = None
+        if limits is not None and (limits := Limits.coerce(limits)):
+            self._limiter = self._make_limiter(limits)
+            # Swapped, not branched on: a scheduler without limits keeps the plain path.
+            self._take_next = self._take_next_limited  # type: ignore[method-assign]
+        self._unique: dict[str, str] = {}  # dedupe key -> id of its pending/running job
+        self._unique_of: dict[str, str] = {}  # job id -> its dedupe key
 
         self._jobs: dict[str, Job] = {}
-        self._ready: list[tuple[SortKey, int, Job]] = []
+        # Entries are the strategy key flattened: (*key, seq, job), not
+        # (key, seq, job). One tuple instead of two saves 48 bytes per pending
+        # job, and comparing flat entries halves the cost of a heap pop (about
+        # 1 us at 100k queued). Same order as nested keys as long as a
+        # strategy's keys have one length, which every built-in's do.
+        self._ready: list[tuple[Any, ...]] = []
         self._delayed: list[tuple[float, int, Job]] = []
         self._blocked: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = {}
@@ -141,6 +163,7 @@ class JobScheduler:
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
         self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
         self._schedule_keys: dict[str, str] = {}
+        self._schedule_key_of: dict[str, str] = {}
         self.store = resolve_store(store, plugins)
         # None unless the store is durable: the memory path checks only this.
         self._journal: Journal | None = None
@@ -173,6 +196,7 @@ class JobScheduler:
         self._started = False
         self._stopping = False
         self._stopped = False
+        self._stop_done = asyncio.Event()
 
     # ── Public API (call on the loop thread unless noted) ─────────────
     def add_listener(self, listener: JobListener) -> None:
@@ -189,6 +213,7 @@ class JobScheduler:
         *args: Any,
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
+        unique_key: str | None = None,
         key: str | None = None,
         **kwargs: Any,
     ) -> str:
@@ -198,10 +223,15 @@ class JobScheduler:
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
         timeout=..., retry=..., deadline=..., **kwargs)`` (see `FunctionJob`).
 
+        `unique_key` deduplicates: while a job submitted with the same key is
+        pending, waiting to retry or running, submit returns *that* job's id and
+        queues nothing. The key is free again once that job has finished.
+
         `key` is an external id (say, a job file's id): submitting a key the
         scheduler already knows, including one restored from a durable store,
-        queues nothing and returns the id of the job that has it. That is how a
-        rerun after a crash resumes instead of starting a second copy.
+        finished or not, queues nothing and returns the id of the job that has
+        it. That is how a rerun after a crash resumes instead of starting a
+        second copy.
         """
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -212,6 +242,10 @@ class JobScheduler:
             )
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        if unique_key is not None:
+            existing = self._unique.get(unique_key)
+            if existing is not None:
+                return existing
         if key is not None:
             known = self._keys.get(key)
             if known is not None:
@@ -220,7 +254,7 @@ class JobScheduler:
         if journal is not None:
             # Refuses a job that cannot be stored as data; may renumber a job
             # built before the store's ids were known.
-            journal.admit(job, key, depends_on)
+            journal.admit(job, key, depends_on, unique_key)
         job_id = job.job_id
         if job_id in self._jobs or job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job_id} was already submitted")
@@ -241,11 +275,19 @@ class JobScheduler:
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
         now = self._clock.now()
-        job.seq = self._seq
-        self._seq += 1
+        job.seq = seq = self._seq
         job.submitted_at = now
-        job.run_at = now + delay
+        # Share the float when there is no delay: 24 bytes per pending job.
+        job.run_at = run_at = now + delay if delay else now
+        # The key is computed before anything is recorded, for delayed and
+        # blocked jobs too: a key() that raises refuses the submit and leaves
+        # no trace, instead of failing later in a timer or a worker.
+        entry = (*self._key(job), seq, job)
+        self._seq = seq + 1
         self._jobs[job_id] = job
+        if unique_key is not None:
+            self._unique[unique_key] = job_id
+            self._unique_of[job_id] = unique_key
         if key is not None:
             self._keys[key] = job_id
         if journal is not None:
@@ -270,7 +312,13 @@ class JobScheduler:
                 for d in unmet:
                     self._dependents.setdefault(d, []).append(job_id)
                 return job_id
-        self._enqueue(job)
+        if run_at > now:
+            heappush(self._delayed, (run_at, seq, job))
+            if run_at < self._delay_timer_at and self._started:
+                self._arm_delay_timer(run_at)
+        else:
+            heappush(self._ready, entry)
+            self._work_available.set()
         return job_id
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
@@ -281,12 +329,14 @@ class JobScheduler:
         error there (say, an unknown dependency) is logged and the job is
         recorded nowhere; use `submit` on the loop when you need the error.
         """
-        if self._loop is None or self._stopped:
-            raise SchedulerError("start() the scheduler before submitting from other threads")
+        # Stopping first: after stop() the loop is set but the answer is "stopped",
+        # not "start() the scheduler".
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
+        if self._loop is None:
+            raise SchedulerError("start() the scheduler before submitting from other threads")
         options: dict[str, Any] = {
-            k: kwargs.pop(k) for k in ("delay", "depends_on", "key") if k in kwargs
+            k: kwargs.pop(k) for k in ("delay", "depends_on", "unique_key", "key") if k in kwargs
         }
         if not isinstance(job, Job):
             job = FunctionJob(job, *args, **kwargs)
@@ -298,21 +348,38 @@ class JobScheduler:
     def schedule_recurring(
         self,
         factory: Callable[[], Job],
-        interval: float,
+        interval: float | None = None,
         *,
         start_in: float = 0.0,
         allow_overlap: bool = False,
+        trigger: Trigger | dict[str, Any] | None = None,
+        misfire_grace_time: float | None = None,
+        coalesce: CoalescePolicy = "one",
+        jitter: float = 0.0,
+        name: str | None = None,
         key: str | None = None,
     ) -> str:
-        """Submit ``factory()`` every `interval` seconds, at a fixed rate.
+        """Submit ``factory()`` every `interval` seconds, or whenever `trigger` fires.
 
-        Returns a schedule id for `cancel_recurring`. Fires missed while the
-        loop was busy coalesce into one; without `allow_overlap` a fire is
-        skipped while the previous job is unfinished. A `key` the scheduler
-        already knows (restored from a store) returns that schedule's id and
-        adds nothing. With a durable store the job ``factory()`` builds is
-        stored as data (described from one call), so it must build the same
-        job each time.
+        Returns a schedule id for `cancel_recurring`. With `interval` the
+        schedule runs at a fixed rate, first after `start_in` seconds. Fires
+        missed while the loop was busy coalesce into one; without
+        `allow_overlap` a fire is skipped while the previous job is unfinished.
+
+        `trigger` is a trigger object (``CronTrigger("0 2 * * *",
+        tz="America/New_York")``) or a job-file style mapping (``{"cron": "0 2 *
+        * *", "tz": "America/New_York"}``) resolved through the trigger
+        plugins. `misfire_grace_time`, `coalesce` and `jitter` apply to every
+        trigger (see `RecurringSchedule`).
+
+        `key` names the schedule across restarts: a key the scheduler already
+        knows (restored from a store) returns that schedule's id and gives it
+        this `factory`, keeping its next fire time and counts; nothing new is
+        added. Each job a keyed schedule fires gets the key ``"<key>#<n>"``.
+        With a durable store the trigger must be an interval or a mapping (it
+        is stored as data), each fired job is stored, and the last one is the
+        schedule's template: what it fires after a restart if nobody schedules
+        it again.
         """
         if self._stopping:
             raise SchedulerStoppedError("scheduler is stopping")
@@ -321,18 +388,47 @@ class JobScheduler:
         if start_in < 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
         if self._shared is not None:
+            if trigger is not None or interval is None:
+                raise SchedulerError(
+                    "a shared store runs interval schedules only for now; "
+                    "cron and other triggers are not supported there yet"
+                )
             return self._shared.schedule_recurring(
                 factory, interval, start_in=start_in, allow_overlap=allow_overlap
             )
         if key is not None:
             known = self._schedule_keys.get(key)
             if known is not None:
+                existing = self._recurring.get(known)
+                if existing is not None:
+                    existing.factory = factory
                 return known
-        sched = RecurringSchedule(factory, interval, self._clock.now() + start_in, allow_overlap)
+        spec = trigger if trigger is not None else {"interval": interval}
+        if trigger is not None:
+            if interval is not None:
+                raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
+            if start_in:
+                raise TypeError("start_in is for interval schedules; a trigger sets its own start")
+            trigger = build_trigger(trigger, lambda n: self.plugins.resolve("triggers", n))
+        elif interval is None:
+            raise TypeError("schedule_recurring() needs an interval or a trigger")
+        else:
+            trigger = IntervalTrigger(interval, start_in=start_in)
+        sched = RecurringSchedule(
+            factory,
+            allow_overlap=allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=misfire_grace_time,
+            coalesce=coalesce,
+            jitter=jitter,
+            name=name,
+        )
+        sched.bind(self._clock)
         if self._journal is not None:
-            self._journal.admit_schedule(sched, factory, key)
+            self._journal.admit_schedule(sched, spec, key)
         if key is not None:
             self._schedule_keys[key] = sched.schedule_id
+            self._schedule_key_of[sched.schedule_id] = key
         self._recurring[sched.schedule_id] = sched
         if self._started:
             self._arm_schedule(sched)
@@ -361,7 +457,9 @@ class JobScheduler:
         A queued job is cancelled at once. A running ASYNC job gets
         ``CancelledError`` at its next await. A running THREAD or PROCESS job is
         abandoned: its status becomes CANCELLED but the thread or process
-        finishes the call anyway (neither can be interrupted safely).
+        finishes the call anyway (neither can be interrupted safely; a thread
+        job's `jobsched.cancel_token()` is set so it can stop early). A
+        SUBPROCESS job's child process is killed (docs/executors.md).
         """
         job = self._jobs.get(job_id)
         if job is None and self._shared is not None:
@@ -401,20 +499,26 @@ class JobScheduler:
             return
         await self._idle.wait()
 
+    def lookup(self, key: str) -> str | None:
+        """The id of the job submitted (or restored) with this external key, if any."""
+        return self._keys.get(key)
+
     async def flush(self) -> None:
         """Wait until every state change so far is committed to the store.
 
-        Returns at once without a durable store. `stop` flushes by itself.
+        Returns at once without a durable store. Raises `StoreError` if a
+        write fails meanwhile (the scheduler keeps running and retries the
+        write). `stop` flushes by itself.
         """
         if self._journal is not None:
             await self._journal.flush()
 
     async def start(self) -> None:
         """Start the workers on the running loop."""
-        if self._started:
-            raise SchedulerError("already started")
         if self._stopping:
             raise SchedulerStoppedError("a stopped scheduler cannot be started again")
+        if self._started:
+            raise SchedulerError("already started")
         self._started = True
         self._loop = asyncio.get_running_loop()
         if self._shared is not None:
@@ -436,7 +540,7 @@ class JobScheduler:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
-        for sched in self._recurring.values():
+        for sched in list(self._recurring.values()):
             self._arm_schedule(sched)
 
     async def stop(self, *, cancel_running: bool = False) -> None:
@@ -444,9 +548,26 @@ class JobScheduler:
 
         New submits are rejected; workers finish the attempt they are on (or
         cancel it, with `cancel_running`) and exit. Queued jobs are left
-        PENDING, and a job that fails now is not retried.
+        PENDING, and a job that fails now is not retried. With a durable
+        store, attempts cancelled by `cancel_running` stay RUNNING in the
+        store (they run again on the next start), and everything else is
+        written before the store is closed; a final write that fails raises
+        `StoreError`.
         """
         if self._stopped:
+            return
+        if cancel_running:
+            if self._journal is not None:
+                # A shutdown is not a cancel: the store keeps these RUNNING so
+                # the next start runs them again (at-least-once, as after a crash).
+                self._journal.interrupt(s.job.job_id for s in self._slots if s.job is not None)
+            for slot in self._slots:
+                if slot.job is not None:
+                    self._cancel_attempt(slot)
+        if self._stopping:
+            # Another stop() is under way (a signal handler's beside the context
+            # manager's, say): wait for its teardown instead of running a second.
+            await self._stop_done.wait()
             return
         self._stopping = True
         if self._shared is not None:
@@ -455,10 +576,6 @@ class JobScheduler:
             if sched.timer is not None:
                 sched.timer.cancel()
                 sched.timer = None
-        if cancel_running:
-            for slot in self._slots:
-                if slot.job is not None:
-                    self._cancel_attempt(slot)
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -476,8 +593,11 @@ class JobScheduler:
         elif self.store is not None and self._started and self._shared is None:
             await self.store.close()
         self._stopped = True
-        if self._started:
-            self.plugins.scheduler_stopped(self)
+        try:
+            if self._started:
+                self.plugins.scheduler_stopped(self)
+        finally:
+            self._stop_done.set()
         if store_error is not None:
             raise store_error
 
@@ -501,7 +621,7 @@ class JobScheduler:
             if job.run_at < self._delay_timer_at and self._started:
                 self._arm_delay_timer(job.run_at)
         else:
-            heappush(self._ready, (self._key(job), job.seq, job))
+            heappush(self._ready, (*self._key(job), job.seq, job))
             self._work_available.set()
 
     def _arm_delay_timer(self, when: float) -> None:
@@ -519,7 +639,7 @@ class JobScheduler:
         while delayed and delayed[0][0] <= now:
             job = heappop(delayed)[2]
             if not job.status._terminal:
-                heappush(ready, (key(job), job.seq, job))
+                heappush(ready, (*key(job), job.seq, job))
                 promoted = True
         if promoted:
             self._work_available.set()
@@ -530,12 +650,52 @@ class JobScheduler:
         """Pop the best runnable job and mark it RUNNING. No await inside: atomic."""
         ready = self._ready
         while ready:
-            job = heappop(ready)[2]
+            job: Job = heappop(ready)[-1]
             if job.status._terminal:
                 continue  # lazily deleted: cancelled while queued
             self._transition(job, RUNNING)
             return job
         return None
+
+    def _take_next_limited(self) -> Job | None:
+        """`_take_next` when limits are configured: held-back jobs are parked or delayed."""
+        ready = self._ready
+        limiter = self._limiter
+        assert limiter is not None
+        admit = limiter.admit
+        while ready:
+            job: Job = heappop(ready)[-1]
+            if job.status._terminal:
+                limiter.skipped(job)
+                continue
+            wait = admit(job)
+            if wait:
+                if wait > 0:  # no rate token until `wait`: to the delayed heap
+                    job.run_at = wait
+                    self._enqueue(job)
+                continue  # parked by a concurrency limit: the next job may run
+            self._transition(job, RUNNING)
+            return job
+        return None
+
+    def _make_limiter(self, limits: Limits) -> Limiter:
+        registered = {
+            reg.factory: name
+            for name, reg in self.plugins.registry["job_types"].items()
+            if isinstance(reg.factory, type)
+        }
+        return Limiter(
+            limits, clock=self._clock, requeue=self._requeue, registered_types=registered
+        )
+
+    def _requeue(self, job: Job) -> None:
+        heappush(self._ready, (*self._key(job), job.seq, job))
+        self._work_available.set()
+
+    @property
+    def limiter(self) -> Limiter | None:
+        """The scheduler's limits at run time (None when none are configured)."""
+        return self._limiter
 
     # ── Internals: workers ────────────────────────────────────────────
     async def _worker(self, slot: _Slot) -> None:
@@ -611,6 +771,8 @@ class JobScheduler:
             self._finish(job, COMPLETED)
 
     def _release(self, slot: _Slot) -> None:
+        if self._limiter is not None:
+            self._limiter.release(slot.job)  # type: ignore[arg-type]
         slot.job = None
         slot.deadline = math.inf
         slot.expired = slot.cancel_requested = False
@@ -663,34 +825,51 @@ class JobScheduler:
 
     # ── Internals: recurring ──────────────────────────────────────────
     def _arm_schedule(self, sched: RecurringSchedule) -> None:
-        sched.timer = self._clock.call_at(sched.next_run, lambda: self._on_schedule(sched))
+        when = sched.arm_time(self._clock)
+        if when is None:  # the trigger is exhausted (a date that has fired)
+            sched.active = False
+            self._recurring.pop(sched.schedule_id, None)
+            if self._journal is not None:
+                self._journal.mark_schedule(sched)
+            return
+        sched.timer = self._clock.call_at(when, lambda: self._on_schedule(sched))
 
     def _on_schedule(self, sched: RecurringSchedule) -> None:
         sched.timer = None
         if not sched.active or self._stopping:
             return
-        now = self._clock.now()
-        if now >= sched.next_run:
-            self._fire(sched, now)
+        fires = sched.take_due(self._clock)
+        if self._journal is not None:
+            self._journal.mark_schedule(sched)  # its next fire time moved on
+        if sched.pending_misfires:
+            for fire, lateness, count in sched.pending_misfires:
+                self.plugins.schedule_misfired(self, sched, fire, lateness, count)
+            sched.pending_misfires.clear()
+        if fires:
+            self._fire(sched, fires)
         self._arm_schedule(sched)
 
-    def _fire(self, sched: RecurringSchedule, now: float) -> None:
-        sched.advance(now)
-        journal = self._journal
-        if journal is not None:
-            journal.mark_schedule(sched)
+    def _fire(self, sched: RecurringSchedule, fires: list[float]) -> None:
         previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
         if previous is not None and not previous.status._terminal and not sched.allow_overlap:
-            sched.skipped += 1
+            sched.skipped += len(fires)
             return
-        try:
-            sched.last_job_id = self.submit(sched.factory())
-        except Exception:  # a broken factory must not stop the schedule
-            logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
-            return
-        sched.fired += 1
-        if journal is not None:
-            journal.tag_schedule(sched.last_job_id, sched.schedule_id)
+        journal = self._journal
+        key = self._schedule_key_of.get(sched.schedule_id) if self._schedule_key_of else None
+        for _ in fires:
+            try:
+                delay = sched.jitter_delay(self._rng)
+                sched.last_job_id = self.submit(
+                    sched.factory(),
+                    delay=delay,
+                    key=None if key is None else f"{key}#{sched.fired + 1}",
+                )
+            except Exception:  # a broken factory must not stop the schedule
+                logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
+                continue
+            sched.fired += 1
+            if journal is not None:
+                journal.tag_schedule(sched.last_job_id, sched.schedule_id)
 
     # ── Internals: state changes ──────────────────────────────────────
     def _transition(self, job: Job, new: JobStatus) -> None:
@@ -725,6 +904,10 @@ class JobScheduler:
             else:
                 # Durable before visible: dependents wait for the commit.
                 self._journal.finished(job_id, status)
+            if self._unique_of:
+                key = self._unique_of.pop(job_id, None)
+                if key is not None:
+                    del self._unique[key]
             self._unfinished -= 1
             if self._unfinished == 0:
                 self._idle.set()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import socket
@@ -31,7 +30,19 @@ import attrs
 import structlog
 
 from ._errors import PluginError, SchedulerError
-from ._status import JobStatus
+from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT
+from ._jobtypes import (
+    JobSpec,
+    JobSpecError,
+    _jsonable,
+    build_job,
+    job_spec,
+    retry_policy_data,
+)
+from ._jobtypes import (
+    _is_adapted_attrs as is_adapted_attrs,
+)
+from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
     from ._clock import Clock
@@ -43,8 +54,7 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
-#: Options every job has, whatever its type (see `Job`).
-JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline")
+RUNNING = JobStatus.RUNNING
 
 
 # ── errors ─────────────────────────────────────────────────────────────
@@ -56,15 +66,12 @@ class StoreError(SchedulerError):
     """
 
 
-class JobDataError(SchedulerError, TypeError):
-    """A job that a durable store cannot keep: not a registered job type, or
-    arguments or options that are not JSON."""
-
-
 # ── rows: what a store keeps ───────────────────────────────────────────
-# Rows are mutable slotted classes, not frozen ones: the journal builds
-# thousands per second and a frozen attrs __init__ costs several times more.
-@attrs.define(kw_only=True)
+# Rows are mutable slotted classes, not frozen ones, built positionally by
+# the journal: it builds thousands per second, and a frozen or keyword-only
+# attrs __init__ costs two to three times more. Build them with keywords
+# anywhere else.
+@attrs.define
 class JobRow:
     """One job's full current state, as data.
 
@@ -75,25 +82,26 @@ class JobRow:
     """
 
     job_id: str
-    #: External id (a job file's id), unique per store; None for jobs without one.
-    key: str | None = None
     #: The registered job-type name.
     type: str
-    #: JSON object text: the job type's arguments.
-    args: str = "{}"
-    #: JSON object text: name, priority, timeout, retry {policy, ...}, deadline (wall).
-    options: str = "{}"
-    #: Ids of the jobs this one waits for.
-    depends_on: tuple[str, ...] = ()
     #: A `JobStatus` value: "pending", "running", "retry_wait", "completed", ...
     status: str
-    attempts: int = 0
     #: Earliest start (first run, or end of a retry backoff), wall clock.
     run_at: float
     submitted_at: float
-    finished_at: float | None = None
     #: Submit order: the strategies' tie-breaker, kept across restarts.
     seq: int
+    #: External id (a job file's id), unique per store; None for jobs without one.
+    key: str | None = None
+    #: JSON object text: the job type's arguments.
+    args: str = "{}"
+    #: JSON object text: the options that differ from a job's defaults (name,
+    #: priority, timeout, retry {policy, ...}, deadline as wall-clock time).
+    options: str = "{}"
+    #: Ids of the jobs this one waits for.
+    depends_on: tuple[str, ...] = ()
+    attempts: int = 0
+    finished_at: float | None = None
     #: JSON text of a COMPLETED job's result; a result JSON cannot encode is
     #: stored as ``{"$repr": repr(result), "$note": why}``.
     result: str | None = None
@@ -115,9 +123,11 @@ class ScheduleRow:
     key: str | None = None
     #: JSON text ``{"type": ..., "args": {...}, "options": {...}}``: the job each fire submits.
     template: str
-    #: JSON text describing when it fires: ``{"kind": "interval", "seconds": 5.0}``.
+    #: JSON text describing when it fires: ``{"trigger": {"interval": 5.0}`` or
+    #: ``{"cron": "0 2 * * *", "tz": "UTC"}``, ``"timebase": "monotonic"|"wall",
+    #: "misfire_grace_time", "coalesce", "jitter", "name"}``.
     trigger: str
-    #: Next fire time, wall clock.
+    #: Next fire time, wall clock (0.0 once the trigger is exhausted).
     next_run: float
     allow_overlap: bool = False
     active: bool = True
@@ -268,9 +278,23 @@ def resolve_store(store: Store | str | None, plugins: PluginManager) -> Store | 
     return store  # type: ignore[return-value]
 
 
+async def read_store(url: str, plugins: PluginManager) -> Snapshot | None:
+    """Everything a store holds, read without taking it over (``jobsched status``).
+
+    None for a store that is not durable (it holds nothing).
+    """
+    store = resolve_store(url, plugins)
+    assert store is not None
+    if not store.durable:
+        return None
+    snapshot = await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
+    await store.close()
+    return snapshot
+
+
 # ── jobs <-> data ──────────────────────────────────────────────────────
-def _encode(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+# One encoder for everything: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
 def encode_result(result: Any) -> str | None:
@@ -284,158 +308,155 @@ def encode_result(result: Any) -> str | None:
 
 
 class JobCodec:
-    """Describes jobs as data and builds them back, using the registered job
-    types and retry policies. Built once per scheduler.
+    """Describes jobs as data and builds them back (`job_spec` / `build_job`).
 
-    A job's *arguments* are the attrs fields of its class (``init=True``), or
-    else the parameters of its ``__init__`` read back from same-named
-    attributes. Its *options* are `JOB_OPTIONS`. Building never runs code
-    named by the data: only factories that plugins registered are called.
+    Built once per scheduler. Only job types and retry policies that plugins
+    registered can be described or built: loading a store never runs code
+    its data names. Options are taken from the job's current attributes
+    (``deadline`` converted between monotonic and wall-clock time).
     """
 
     def __init__(self, plugins: PluginManager) -> None:
-        registry = plugins.registry
-        self._types = {name: reg.factory for name, reg in registry["job_types"].items()}
-        self._type_names = {factory: name for name, factory in self._types.items()}
-        self._policies = {name: reg.factory for name, reg in registry["retry_policies"].items()}
-        self._policy_names = {factory: name for name, factory in self._policies.items()}
-        self._arg_names: dict[type, tuple[str, ...] | None] = {}
+        self.plugins = plugins
         self._retry_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
+        # Per job class: (type name, ((argument, attribute), ...)) for registered
+        # attrs job types, whose arguments are read straight off the fields;
+        # None sends the class through job_spec().
+        self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
+        self._options: dict[tuple[Any, ...], tuple[Any, str]] = {}
 
-    def type_name(self, job: Job) -> str:
-        name = self._type_names.get(type(job))
-        if name is None:
-            registered = ", ".join(sorted(self._types)) or "none"
-            raise JobDataError(
-                f"{job!r}: a durable store keeps jobs as data, and {type(job).__qualname__} "
-                f"is not a registered job type (registered: {registered}); register it "
-                "with a jobsched_register_job_types hook"
-            )
-        return name
+    def _plan(self, cls: type) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
+        if len(names) != 1 or not attrs.has(cls) or not is_adapted_attrs(cls):
+            return None
+        fields = tuple(
+            (getattr(f, "alias", None) or f.name.lstrip("_"), f.name)
+            for f in attrs.fields(cls)
+            if f.init
+        )
+        return names[0], fields
 
     def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
-        """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time."""
-        type_name = self.type_name(job)
-        args = self.args_of(job)
+        """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time.
+
+        The same description as `job_spec`, on a fast path: a store describes
+        every job it is given, so per-class facts and common options are cached.
+        """
+        # A registered attrs type: its arguments are its fields (a job built
+        # by build_job has the same ones, maybe with defaults left out).
+        cls = type(job)
         try:
-            args_json = _encode(args)
-        except (TypeError, ValueError) as exc:
-            raise JobDataError(
-                f"{job!r}: the arguments of job type {type_name!r} must be JSON for a "
-                f"durable store: {exc}"
-            ) from None
-        options = {
-            "name": job.name,
-            "priority": int(job.priority),
-            "timeout": job.timeout,
-            "retry": self.describe_retry(job),
-            "deadline": None if job.deadline is None else job.deadline + offset,
-        }
+            plan = self._plans[cls]
+        except KeyError:
+            plan = self._plans[cls] = self._plan(cls)
+        type_name = args_json = None
+        if plan is not None:
+            type_name, fields = plan
+            if not fields:
+                args_json = "{}"
+            else:
+                # On failure job_spec() below knows which argument, or converts it.
+                with contextlib.suppress(TypeError, ValueError):
+                    args_json = _encode({arg: getattr(job, attr) for arg, attr in fields})
+        if args_json is None:
+            spec: JobSpec | None = getattr(job, "_spec", None)
+            if spec is None:
+                spec = job_spec(job, self.plugins)
+                if spec is None:
+                    raise JobSpecError(self._why_not_data(job))
+            try:
+                args_json = _encode(spec.args)
+            except (TypeError, ValueError) as exc:
+                raise JobSpecError(
+                    f"{job!r}: the arguments of job type {spec.type!r} must be JSON for a "
+                    f"durable store: {exc}"
+                ) from None
+            type_name = spec.type
+        assert type_name is not None
+        return type_name, args_json, self.options_json(job, offset)
+
+    def options_json(self, job: Job, offset: float) -> str:
+        """The job's options as JSON text, cached for the common case (no deadline)."""
+        retry = job.retry
+        cache_key = None
+        if job.deadline is None:
+            cache_key = (job.name, int(job.priority), job.timeout, id(retry))
+            cached = self._options.get(cache_key)
+            if cached is not None and cached[0] is retry:
+                return cached[1]
+        # Only what differs from a job's defaults: smaller rows write faster,
+        # and build_job() fills the defaults back in.
+        options: dict[str, Any] = {"name": job.name}
+        if job.priority != JobPriority.MEDIUM:
+            options["priority"] = int(job.priority)
+        if job.timeout != DEFAULT_TIMEOUT:
+            options["timeout"] = job.timeout
+        if retry is not DEFAULT_RETRY:
+            options["retry"] = self.describe_retry(job)
+        if job.deadline is not None:
+            options["deadline"] = job.deadline + offset
         try:
             options_json = _encode(options)
         except (TypeError, ValueError) as exc:
-            raise JobDataError(f"{job!r}: its options are not JSON: {exc}") from None
-        return type_name, args_json, options_json
+            raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
+        if cache_key is not None:
+            if len(self._options) >= 4096:
+                self._options.clear()  # names vary per job: keep the cache bounded
+            self._options[cache_key] = (retry, options_json)
+        return options_json
 
-    def args_of(self, job: Job) -> dict[str, Any]:
+    def _why_not_data(self, job: Job) -> str:
         cls = type(job)
-        names = self._arg_names.get(cls, ())
-        if names == ():
-            names = self._arg_names[cls] = _argument_names(cls)
-        if names is None:
-            raise JobDataError(
-                f"{job!r}: cannot read the arguments of {cls.__qualname__} back: make it an "
-                "attrs class, or keep each __init__ parameter as a same-named attribute"
-            )
-        try:
-            return {name: getattr(job, name) for name in names}
-        except AttributeError as exc:
-            raise JobDataError(
-                f"{job!r}: cannot read its arguments back ({exc}); keep each __init__ "
-                "parameter as a same-named attribute"
-            ) from None
+        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
+        if len(names) == 1 and attrs.has(cls):
+            for field in attrs.fields(cls):
+                value = getattr(job, field.name, None)
+                if field.init and _jsonable(value) != value:
+                    return (
+                        f"{job!r}: a durable store keeps jobs as data, and argument "
+                        f"{field.name!r} of job type {names[0]!r} is not a JSON value: {value!r}"
+                    )
+            if retry_policy_data(job.retry, self.plugins) is None:
+                return (
+                    f"{job!r}: its retry policy {job.retry!r} is not a registered retry "
+                    f"policy (registered: {', '.join(self.plugins.names('retry_policies'))})"
+                )
+        registered = ", ".join(self.plugins.names("job_types")) or "none"
+        return (
+            f"{job!r}: a durable store keeps jobs as data (a registered job type and JSON "
+            f"arguments), and {cls.__qualname__} is not a registered job type whose arguments "
+            f"can be read back (registered: {registered}); register it with a "
+            "jobsched_register_job_types hook, or build the job with build_job"
+        )
 
     def describe_retry(self, job: Job) -> dict[str, Any]:
         policy = job.retry
         cached = self._retry_cache.get(id(policy))
         if cached is not None and cached[0] is policy:
             return cached[1]
-        name = self._policy_names.get(type(policy))
-        if name is None or not attrs.has(type(policy)):
-            raise JobDataError(
+        described = retry_policy_data(policy, self.plugins)
+        if described is None:
+            raise JobSpecError(
                 f"{job!r}: its retry policy {policy!r} is not a registered retry policy "
-                f"(registered: {', '.join(sorted(self._policies))})"
+                f"(registered: {', '.join(self.plugins.names('retry_policies'))})"
             )
-        described = {"policy": name}
-        for field in attrs.fields(type(policy)):  # type: ignore[arg-type]
-            if field.init:
-                described[field.alias or field.name] = getattr(policy, field.name)
         self._retry_cache[id(policy)] = (policy, described)
         return described
 
     def build(
-        self, type_name: str, args: Mapping[str, Any], options: Mapping[str, Any], offset: float
+        self,
+        type_name: str,
+        args: Mapping[str, Any],
+        options: Mapping[str, Any],
+        offset: float,
+        label: str,
     ) -> Job:
-        """A new job from its description; raises `JobDataError` naming the problem."""
-        factory = self._types.get(type_name)
-        if factory is None:
-            raise JobDataError(
-                f"unknown job type {type_name!r}: no installed plugin registers it "
-                f"(registered: {', '.join(sorted(self._types)) or 'none'}); reinstall the "
-                "plugin that provides it"
-            )
-        try:
-            job: Job = factory(**args)
-        except Exception as exc:
-            raise JobDataError(
-                f"job type {type_name!r} rejected the stored arguments {dict(args)!r}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
-        if "name" in options:
-            job.name = options["name"]
-        if "priority" in options:
-            from ._status import JobPriority
-
-            job.priority = JobPriority(options["priority"])
-        if "timeout" in options:
-            job.timeout = options["timeout"]
-        retry = options.get("retry")
-        if retry is not None:
-            job.retry = self.build_retry(retry)
+        """A new job from its description; `JobSpecError` naming the problem."""
+        options = dict(options)
         deadline = options.get("deadline")
-        job.deadline = None if deadline is None else deadline - offset
-        return job
-
-    def build_retry(self, described: Mapping[str, Any]) -> Any:
-        fields = dict(described)
-        name = fields.pop("policy", None)
-        factory = self._policies.get(name) if isinstance(name, str) else None
-        if factory is None:
-            raise JobDataError(
-                f"unknown retry policy {name!r} (registered: {', '.join(sorted(self._policies))})"
-            )
-        try:
-            return factory(**fields)
-        except Exception as exc:
-            raise JobDataError(
-                f"retry policy {name!r} rejected {fields!r}: {type(exc).__name__}: {exc}"
-            ) from None
-
-
-def _argument_names(cls: type) -> tuple[str, ...] | None:
-    if attrs.has(cls):
-        return tuple(f.alias or f.name for f in attrs.fields(cls) if f.init)
-    try:
-        params = inspect.signature(cls).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    names = []
-    for param in params:
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            return None
-        if param.name not in JOB_OPTIONS:
-            names.append(param.name)
-    return tuple(names)
+        if deadline is not None:
+            options["deadline"] = deadline - offset
+        return build_job(type_name, args, plugins=self.plugins, label=label, **options)
 
 
 # ── the journal: batching state changes into store writes ──────────────
@@ -492,6 +513,8 @@ class Journal:
         self._static: dict[str, _Static] = {}
         self._schedule_static: dict[str, _ScheduleStatic] = {}
         self._held: dict[str, JobStatus] = {}  # finished, terminal state not yet taken
+        # Torn down by stop(): left RUNNING in the store; job id -> its last error then.
+        self._interrupted: dict[str, str | None] = {}
         self._inflight: _Batch | None = None
         self._woken = False
         self._wake: asyncio.Event | None = None
@@ -507,6 +530,8 @@ class Journal:
     # ── called by the kernel ───────────────────────────────────────────
     def mark(self, job: Job, old: object = None, new: object = None) -> None:
         """Note that `job` changed; it is written with the next batch."""
+        if self._interrupted and job.job_id in self._interrupted:
+            return
         self._dirty[job.job_id] = job
         if not self._woken:
             self._woken = True
@@ -518,10 +543,16 @@ class Journal:
             self._woken = True
             self._wake.set()  # type: ignore[union-attr]
 
-    def admit(self, job: Job, key: str | None, deps: Iterable[str] | None) -> None:
+    def admit(
+        self,
+        job: Job,
+        key: str | None,
+        deps: Iterable[str] | None,
+        unique_key: str | None = None,
+    ) -> None:
         """Check a job can be stored, before the kernel accepts it.
 
-        Raises `JobDataError` if it cannot be described as data. A job built
+        Raises `JobSpecError` if it cannot be described as data. A job built
         before the store was opened may carry an id a restored job already
         has; it gets a fresh id here (submit returns the id).
         """
@@ -531,6 +562,10 @@ class Journal:
                 f"({self.store.url}) start() restores the stored jobs first"
             )
         type_name, args, options = self.codec.describe(job, self._offset())
+        if unique_key is not None:
+            # Kept with the options (never "{}": the name is always there), so
+            # the dedupe survives a restart while the job is unfinished.
+            options = f"{options[:-1]},{_encode('unique_key')}:{_encode(unique_key)}}}"
         if self.id_floor and job.status is JobStatus.PENDING and not job.attempts:
             number = _id_number(job.job_id)
             if 0 < number <= self.id_floor and self.scheduler._jobs.get(job.job_id) is not job:
@@ -546,29 +581,71 @@ class Journal:
         self._static.pop(job.job_id, None)
 
     def tag_schedule(self, job_id: str, schedule_id: str) -> None:
+        """`job_id` was fired by `schedule_id`: it becomes the schedule's template.
+
+        The template is what a restored schedule fires when nobody schedules
+        it again; taking it from the jobs actually fired means the factory is
+        never called just to look at its job.
+        """
         static = self._static.get(job_id)
-        if static is not None:
-            static.schedule_id = schedule_id
+        if static is None:
+            return
+        static.schedule_id = schedule_id
+        sstatic = self._schedule_static.get(schedule_id)
+        if sstatic is not None:
+            sstatic.template = (
+                f'{{"type":{_encode(static.type)},"args":{static.args},"options":{static.options}}}'
+            )
 
     def admit_schedule(
-        self, sched: RecurringSchedule, factory: Callable[[], Job], key: str | None
+        self, sched: RecurringSchedule, spec: Mapping[str, Any] | object, key: str | None
     ) -> None:
-        """Describe a schedule's job as data; `factory` is called once to see it."""
+        """Start keeping a new schedule (its template comes with its first fire).
+
+        `spec` is how the trigger was given: ``{"interval": seconds}``, a
+        job-file style mapping (``{"cron": "0 2 * * *", "tz": ...}``), or a
+        trigger object, which cannot be stored (only its mapping can).
+        """
         if not self.opened:
             raise SchedulerError(
                 f"start() the scheduler before scheduling: with a durable store "
                 f"({self.store.url}) start() restores the stored schedules first"
             )
-        sample = factory()
-        type_name, args, options = self.codec.describe(sample, self._offset())
-        template = f'{{"type":{_encode(type_name)},"args":{args},"options":{options}}}'
-        trigger = _encode({"kind": "interval", "seconds": sched.interval})
-        self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, template, trigger)
+        if not isinstance(spec, Mapping):
+            raise JobSpecError(
+                f"a durable store keeps schedules as data, and the trigger {spec!r} is an "
+                "object: give it as a mapping such as {'cron': '0 2 * * *', 'tz': 'UTC'}"
+            )
+        description = {
+            "trigger": dict(spec),
+            "timebase": sched.trigger.timebase,
+            "misfire_grace_time": sched.misfire_grace_time,
+            "coalesce": sched.coalesce,
+            "jitter": sched.jitter,
+            "name": sched.name,
+        }
+        try:
+            trigger = _encode(description)
+        except (TypeError, ValueError) as exc:
+            raise JobSpecError(f"the trigger {spec!r} is not JSON: {exc}") from None
+        self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, "", trigger)
         self.mark_schedule(sched)
 
     def finished(self, job_id: str, status: JobStatus) -> None:
         """Hold the release of `job_id`'s dependents until its state is committed."""
+        if self._interrupted and job_id in self._interrupted:
+            return  # its dependents wait for the run after the restart
         self._held[job_id] = status
+
+    def interrupt(self, job_ids: Iterable[str]) -> None:
+        """These running jobs are being torn down by a shutdown, not cancelled.
+
+        Nothing more is recorded about them: the store keeps them RUNNING, so
+        the next start runs them again, exactly as after a crash.
+        """
+        jobs = self.scheduler._jobs
+        for job_id in job_ids:
+            self._interrupted[job_id] = jobs[job_id].last_error
 
     def uncommitted(self, job_ids: Iterable[str]) -> set[str]:
         """Which of these finished jobs' terminal states are not committed yet."""
@@ -598,7 +675,11 @@ class Journal:
         self._schedule_static[row.schedule_id] = _ScheduleStatic(row.key, row.template, row.trigger)
 
     async def flush(self) -> None:
-        """Return once every change made so far is committed."""
+        """Return once every change made so far is committed.
+
+        Raises the `StoreError` of a write that fails meanwhile (the writer
+        keeps retrying it in the background).
+        """
         if self._task is None:
             return
         if self._dirty or self._dirty_schedules or self._held:
@@ -642,40 +723,48 @@ class Journal:
         offset = self._offset()
         rows: list[JobRow | ScheduleRow] = []
         static = self._static
+        interrupted = self._interrupted
         for job_id, job in dirty.items():
             s = static[job_id]
             status = job.status
             finished_at = job.finished_at
+            last_error = job.last_error
+            if interrupted and job_id in interrupted:
+                # Torn down by a shutdown: stored as it was when it was interrupted.
+                status, finished_at, last_error = RUNNING, None, interrupted[job_id]
             rows.append(
-                JobRow(
-                    job_id=job_id,
-                    key=s.key,
-                    type=s.type,
-                    args=s.args,
-                    options=s.options,
-                    depends_on=s.depends_on,
-                    status=status.value,
-                    attempts=job.attempts,
-                    run_at=job.run_at + offset,
-                    submitted_at=job.submitted_at + offset,
-                    finished_at=None if finished_at is None else finished_at + offset,
-                    seq=job.seq,
-                    result=encode_result(job.result) if status is COMPLETED else None,
-                    last_error=job.last_error,
-                    schedule_id=s.schedule_id,
+                JobRow(  # positional: see JobRow
+                    job_id,
+                    s.type,
+                    status.value,
+                    job.run_at + offset,
+                    job.submitted_at + offset,
+                    job.seq,
+                    s.key,
+                    s.args,
+                    s.options,
+                    s.depends_on,
+                    job.attempts,
+                    None if finished_at is None else finished_at + offset,
+                    encode_result(job.result) if status is COMPLETED else None,
+                    last_error,
+                    s.schedule_id,
                 )
             )
         for schedule_id, sched in schedules.items():
             ss = self._schedule_static[schedule_id]
+            fire = sched.next_fire
+            if fire is not None and not sched.wall_clock:
+                fire += offset
             rows.append(
                 ScheduleRow(
                     schedule_id=schedule_id,
                     key=ss.key,
                     template=ss.template,
                     trigger=ss.trigger,
-                    next_run=sched.next_run + offset,
+                    next_run=0.0 if fire is None else fire,
                     allow_overlap=sched.allow_overlap,
-                    active=sched.active,
+                    active=sched.active and fire is not None,
                     last_job_id=sched.last_job_id,
                     fired=sched.fired,
                     skipped=sched.skipped,
@@ -720,6 +809,9 @@ class Journal:
                 wake.clear()
                 await wake.wait()
                 continue
+            # Let the tasks woken by the same burst run first: a job submitted,
+            # run and finished in one burst becomes one row instead of three.
+            await asyncio.sleep(0)
             batch = self._inflight = self._take()
             try:
                 await self.store.write(batch.rows)
@@ -727,8 +819,9 @@ class Journal:
                 self._inflight = None
                 self._requeue(batch)
                 self.error = _as_store_error(self.store, exc, f"write {len(batch.rows)} rows")
+                # Whoever waits in flush() learns now; the writer keeps retrying.
+                self._settle_waiters(self.error)
                 if closing.is_set():
-                    self._settle_waiters(self.error)
                     return
                 backoff = min(max(backoff * 2, 0.05), 5.0)
                 logger.error(
@@ -812,13 +905,24 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
 
     # 1. Build every job first, so a bad row fails start() with nothing changed.
     built: list[tuple[JobRow, Job]] = []
+    unique_keys: dict[str, str] = {}
     for row in rows:
         terminal = JobStatus(row.status).is_terminal
         if terminal and row.job_id not in keep_history:
             continue
         try:
-            job = codec.build(row.type, json.loads(row.args), json.loads(row.options), offset)
-        except (JobDataError, ValueError) as exc:
+            options = json.loads(row.options)
+            unique_key = options.pop("unique_key", None)
+            job = codec.build(
+                row.type,
+                json.loads(row.args),
+                options,
+                offset,
+                f"job {row.job_id}",
+            )
+            if unique_key is not None and not terminal:
+                unique_keys[row.job_id] = unique_key
+        except (JobSpecError, ValueError) as exc:
             if terminal:
                 continue  # history only: never runs again, so it need not be rebuilt
             raise StoreError(
@@ -829,20 +933,35 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     schedules = []
     for srow in snapshot.schedules:
         if not srow.active:
+            if srow.key is not None:
+                # An ended schedule's key still resolves: scheduling it again
+                # must not start it over.
+                scheduler._schedule_keys[srow.key] = srow.schedule_id
             continue
         try:
-            template = json.loads(srow.template)
-            trigger = json.loads(srow.trigger)
-            # Build one job now so a broken template fails start(), not a timer later.
-            codec.build(template["type"], template["args"], template["options"], offset)
-            if trigger.get("kind") != "interval":
-                raise JobDataError(f"unknown trigger {trigger!r}")
-        except (JobDataError, ValueError, KeyError, TypeError) as exc:
+            template = json.loads(srow.template) if srow.template else None
+            described = json.loads(srow.trigger)
+            trigger = _build_trigger(described["trigger"], scheduler)
+            if trigger.timebase != described["timebase"]:
+                raise JobSpecError(
+                    f"its trigger now counts {trigger.timebase} time, not "
+                    f"{described['timebase']} time as when it was stored"
+                )
+            if template is not None:
+                # Build one job now: a broken template fails start(), not a timer later.
+                codec.build(
+                    template["type"],
+                    template["args"],
+                    template["options"],
+                    offset,
+                    f"schedule {srow.schedule_id}",
+                )
+        except (SchedulerError, ValueError, KeyError, TypeError) as exc:
             raise StoreError(
                 f"{url}: recurring schedule {srow.schedule_id} cannot be restored: {exc}. "
                 "The store was left unchanged."
             ) from None
-        schedules.append((srow, template, float(trigger["seconds"])))
+        schedules.append((srow, template, described, trigger))
 
     # 2. Install them: ids, statuses and times exactly as stored.
     jobs = scheduler._jobs
@@ -866,6 +985,10 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         jobs[row.job_id] = job
         if row.key is not None:
             scheduler._keys[row.key] = row.job_id
+        unique_key = unique_keys.get(row.job_id)
+        if unique_key is not None:
+            scheduler._unique[unique_key] = row.job_id
+            scheduler._unique_of[row.job_id] = unique_key
         seq = max(seq, row.seq + 1)
         journal.restored(row)
         if interrupted:
@@ -912,14 +1035,21 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     for job, error in cascade:
         scheduler._finish(job, JobStatus.CANCELLED, error=error)
 
-    # 4. Schedules resume on their fixed-rate grid; a fire time in the past
-    # fires once when armed and advance() skips the other missed slots.
-    for srow, template, interval in schedules:
+    # 4. Schedules resume from their stored next fire time, on their trigger's
+    # grid: fires missed while the process was down come due at once, and the
+    # schedule's coalesce policy folds them (one run, by default).
+    for srow, template, described, trigger in schedules:
+        first = srow.next_run if trigger.timebase == "wall" else srow.next_run - offset
         sched = RecurringSchedule(
-            _template_factory(codec, template, offset),
-            interval,
-            srow.next_run - offset,
+            _template_factory(codec, template, offset, f"schedule {srow.schedule_id}"),
+            None,
+            first,
             srow.allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=described.get("misfire_grace_time"),
+            coalesce=described.get("coalesce", "one"),
+            jitter=described.get("jitter", 0.0),
+            name=described.get("name"),
         )
         sched.schedule_id = srow.schedule_id
         sched.last_job_id = srow.last_job_id
@@ -928,6 +1058,7 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         scheduler._recurring[sched.schedule_id] = sched
         if srow.key is not None:
             scheduler._schedule_keys[srow.key] = sched.schedule_id
+            scheduler._schedule_key_of[sched.schedule_id] = srow.key
         journal.restored_schedule(srow)
     floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)
     from ._recurring import reserve_schedule_ids
@@ -935,13 +1066,33 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
     reserve_schedule_ids(floor)
 
 
+def _build_trigger(spec: Any, scheduler: JobScheduler) -> Any:
+    """A trigger from its stored mapping, through the trigger plugins."""
+    from ._recurring import IntervalTrigger, build_trigger
+
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"a stored trigger must be a mapping, got {spec!r}")
+    if set(spec) == {"interval"}:
+        return IntervalTrigger(spec["interval"])  # the kernel's own: no plugin needed
+    return build_trigger(spec, lambda name: scheduler.plugins.resolve("triggers", name))
+
+
 def _template_factory(
-    codec: JobCodec, template: Mapping[str, Any], offset: float
+    codec: JobCodec, template: Mapping[str, Any] | None, offset: float, label: str
 ) -> Callable[[], Job]:
+    if template is None:
+
+        def unknown() -> Job:
+            raise JobSpecError(
+                f"{label} was stored before it first fired, so the job it fires is not "
+                "known; schedule it again with its key to give it a factory"
+            )
+
+        return unknown
     type_name, args, options = template["type"], template["args"], template["options"]
 
     def factory() -> Job:
-        return codec.build(type_name, args, options, offset)
+        return codec.build(type_name, args, options, offset, f"job of {label}")
 
     return factory
 
@@ -953,9 +1104,7 @@ def schedule_number(schedule_id: str) -> int:
 
 
 __all__ = [
-    "JOB_OPTIONS",
     "JobCodec",
-    "JobDataError",
     "JobRow",
     "Journal",
     "ScheduleRow",
@@ -966,5 +1115,6 @@ __all__ = [
     "StoreError",
     "encode_result",
     "new_worker_id",
+    "read_store",
     "resolve_store",
 ]

@@ -17,7 +17,9 @@ class SchedulingStrategy(ABC):
     The key is computed once, when a job becomes runnable, and must not depend
     on the current time or on other jobs. That is what lets the ready queue be
     a heap (O(log n) push and pop) instead of a list re-sorted on every
-    dispatch. End the key with ``job.seq`` (submit order) to break ties.
+    dispatch. End the key with ``job.seq`` (submit order) to break ties, and
+    give every key the same length: the ready heap stores the key flattened,
+    ``(*key, seq, job)``, which orders like the nested key only then.
     """
 
     @abstractmethod

@@ -23,6 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ._job import Job
+    from ._recurring import RecurringSchedule
     from ._scheduler import JobScheduler
     from ._status import JobStatus
 
@@ -41,6 +42,8 @@ def jobsched_register_strategies(register: Register) -> None:
     ``key(job)`` returns a sort key (smallest runs first). The key is computed
     once, when the job becomes runnable, so it must not depend on the current
     time or on other jobs; end it with ``job.seq`` to break ties in submit order.
+    Give every key of a strategy the same length: the kernel flattens the key
+    into its heap entry, ``(*key, seq, job)``.
 
     Example::
 
@@ -129,7 +132,14 @@ def jobsched_register_job_types(register: Register) -> None:
 def jobsched_register_triggers(register: Register) -> None:
     """Register triggers by name: rules that compute when a recurring job fires.
 
-    `factory(**options)` returns a trigger (see `jobsched.Trigger`).
+    `factory(value, **options)` returns a trigger (see `jobsched.Trigger`): an
+    object with a `timebase` (``"monotonic"`` or ``"wall"``),
+    ``first_fire(now)`` and ``next_fire(previous)``, each returning a time in
+    that timebase or None when it never fires again. The mapping
+    ``{"sunrise": "Berlin", "offset": 600}`` (from
+    ``schedule_recurring(trigger=...)`` or a job file's ``trigger = {...}``)
+    calls ``factory("Berlin", offset=600)``. Built in: ``interval``, ``cron``
+    and ``date`` (docs/triggers.md).
 
     Example::
 
@@ -140,10 +150,43 @@ def jobsched_register_triggers(register: Register) -> None:
 
 
 @hookspec
+def jobsched_schedule_misfired(
+    scheduler: JobScheduler,
+    schedule: RecurringSchedule,
+    fire_time: float,
+    lateness: float,
+    fires: int,
+) -> None:
+    """Called when a recurring schedule skips fires that came too late.
+
+    A fire is skipped when it is later than the schedule's
+    ``misfire_grace_time``, or when several fires were missed at once under
+    ``coalesce="none"``. `fire_time` is the latest skipped fire in the
+    trigger's timebase (epoch seconds for cron and date triggers, monotonic
+    seconds for intervals), `lateness` how late it was in seconds, `fires` how
+    many fires were skipped. Called on the loop thread; rare, so it goes
+    through pluggy.
+
+    Example::
+
+        @hookimpl
+        def jobsched_schedule_misfired(schedule, lateness):
+            alerts.send(f"{schedule.name} skipped a run {lateness:.0f}s late")
+    """
+
+
+@hookspec
 def jobsched_register_stores(register: Register) -> None:
     """Register job stores by URL scheme (``"sqlite"``, ``"postgresql"``, ...).
 
-    `factory(url)` returns a store (see `jobsched.Store`).
+    `factory(url)` returns a store (see `jobsched.Store`, whose docstring is
+    the contract): ``JobScheduler(store="redis://host/0")`` resolves the
+    scheme once and calls the factory with the whole URL. A store keeps jobs
+    as data (`jobsched.JobRow`: registered type name, JSON arguments and
+    options, state) and never pickles; ``open`` returns a `jobsched.Snapshot`
+    to restore, ``write`` commits one batch in one transaction, and every
+    failure is a `jobsched.StoreError` that names the store and leaves its
+    data as it was. See docs/durability.md.
 
     Example::
 

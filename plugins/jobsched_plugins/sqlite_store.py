@@ -48,7 +48,7 @@ CREATE TABLE jobsched_meta (
 ) WITHOUT ROWID;
 CREATE TABLE jobsched_jobs (
     job_id TEXT PRIMARY KEY,
-    key TEXT UNIQUE,
+    key TEXT,
     type TEXT NOT NULL,
     args TEXT NOT NULL,
     options TEXT NOT NULL,
@@ -75,6 +75,8 @@ CREATE TABLE jobsched_schedules (
     fired INTEGER NOT NULL,
     skipped INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Partial: most jobs have no key, and an index entry per NULL costs every insert.
+CREATE UNIQUE INDEX jobsched_jobs_key ON jobsched_jobs (key) WHERE key IS NOT NULL;
 """
 
 _JOB_COLUMNS = (

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from jobsched import Job, hookimpl
+from jobsched import CancelToken, Job, hookimpl
+from jobsched._cancel import run_with_token
 from jobsched.hookspecs import Register
 
 
@@ -15,7 +17,10 @@ class ThreadExecutor:
     """A lazily created thread pool as large as the scheduler's worker count.
 
     Python cannot kill a thread: a job that times out or is cancelled is
-    abandoned (recorded as such) but keeps its thread until it returns.
+    recorded as such at once, and its `jobsched.cancel_token()` is set; the
+    thread is free again when the job returns, which a job that polls its
+    token does promptly. A job that never polls keeps its thread until it
+    returns.
     """
 
     def __init__(self, workers: int = 4) -> None:
@@ -28,7 +33,16 @@ class ThreadExecutor:
             pool = self._pool = ThreadPoolExecutor(
                 max_workers=self.max_workers, thread_name_prefix="jobsched"
             )
-        return asyncio.get_running_loop().run_in_executor(pool, job.run_sync)  # type: ignore[attr-defined]
+        token = CancelToken()
+        future = asyncio.get_running_loop().run_in_executor(
+            pool,
+            functools.partial(run_with_token, token, job.run_sync),  # type: ignore[attr-defined]
+        )
+        # The scheduler cancels this future on timeout or cancel(job_id): tell
+        # the job through its token. A callback, not a wrapper coroutine: no
+        # extra task or frame per attempt.
+        future.add_done_callback(lambda f: token.cancel() if f.cancelled() else None)
+        return future
 
     def shutdown(self) -> None:
         # Don't block the loop on stragglers (a timed-out job); drop work

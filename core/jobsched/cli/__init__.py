@@ -15,11 +15,11 @@ import traceback
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _demo, _jobs, _plugins, _run, _worker
+from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
 from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error
 
 #: The command modules, in the order ``jobsched --help`` lists them.
-COMMANDS = (_run, _demo, _jobs, _plugins, _worker)
+COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule)
 
 
 def build_parser() -> argparse.ArgumentParser:

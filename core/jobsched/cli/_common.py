@@ -12,6 +12,7 @@ import structlog
 
 from .._errors import PluginError
 from .._jobtypes import JobSpecError
+from .._store import StoreError
 from ..jobfile import EXIT_BAD_INPUT, JobFileError
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ class BadInput(Exception):
 
 
 #: Errors that mean the user gave bad input: one line on stderr, exit code 2.
-BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError)
+#: (A store that cannot be opened or written - corrupt, locked, full - counts:
+#: the message names the file and the problem, and nothing was changed.)
+BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError, StoreError)
 
 __all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput"]
 

@@ -37,8 +37,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--store",
         metavar="URL",
-        help="submit to a shared store (postgresql://...) and follow the jobs there; "
-        "`jobsched worker` processes run them",
+        help="keep every job's state in this store (e.g. sqlite:///jobs.db) so the same "
+        "command run again after a crash or Ctrl-C resumes the run instead of starting a "
+        "second copy (docs/durability.md); with a shared store (postgresql://...) the "
+        "jobs are submitted there, `jobsched worker` processes run them and this command "
+        "follows them to the end (docs/postgres.md)",
     )
     add_run_options(parser)
     parser.set_defaults(handler=run_command)
@@ -58,18 +61,21 @@ def run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     plugins = PluginManager()
     jobfile = load_jobfile(args.file, plugins=plugins)
-    if getattr(args, "store", None):
-        from ._worker import run_shared
+    if args.store:
+        from ._worker import is_shared, run_shared
 
-        return run_shared(jobfile, plugins, args.store, as_json=args.json)
-    return run_and_report(jobfile, plugins, as_json=args.json)
+        if is_shared(args.store, plugins):
+            return run_shared(jobfile, plugins, args.store, as_json=args.json)
+    return run_and_report(jobfile, plugins, as_json=args.json, store=args.store)
 
 
-def run_and_report(jobfile: JobFile, plugins: PluginManager, *, as_json: bool) -> int:
+def run_and_report(
+    jobfile: JobFile, plugins: PluginManager, *, as_json: bool, store: str | None = None
+) -> int:
     """Run a loaded job file, print the summary, return the exit code."""
     console = None if as_json else make_console()
     live = console is not None and console.is_terminal
-    result = asyncio.run(_run(jobfile, plugins, console if live else None))
+    result = asyncio.run(_run(jobfile, plugins, console if live else None, store))
     if as_json:
         print_json(result.to_json())
     else:
@@ -78,11 +84,15 @@ def run_and_report(jobfile: JobFile, plugins: PluginManager, *, as_json: bool) -
     return result.exit_code
 
 
-async def _run(jobfile: JobFile, plugins: PluginManager, console: Console | None) -> RunResult:
+async def _run(
+    jobfile: JobFile, plugins: PluginManager, console: Console | None, store: str | None
+) -> RunResult:
     stop = asyncio.Event()
     progress = Progress()
     with _on_interrupt(stop), _live(console, progress):
-        return await run_jobfile(jobfile, plugins=plugins, progress=progress, stop=stop)
+        return await run_jobfile(
+            jobfile, plugins=plugins, progress=progress, stop=stop, store=store
+        )
 
 
 @contextlib.contextmanager

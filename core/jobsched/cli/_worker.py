@@ -1,4 +1,4 @@
-"""``jobsched worker --store URL`` and ``jobsched status --store URL``: shared stores.
+"""``jobsched worker --store URL``, and ``status``/``run`` on shared stores.
 
 Several worker processes, on any number of hosts, serve one shared store
 (PostgreSQL). Each process is known by its identity, ``host:pid``, in the
@@ -46,16 +46,6 @@ def add_parser(subparsers: Any) -> None:
     add_logging_options(worker)
     worker.set_defaults(handler=worker_command, log_level="info")
 
-    status = subparsers.add_parser(
-        "status",
-        help="show every job of a shared store and which process holds it",
-        description="One row per job in a shared store: id, type, status, attempts, the "
-        "process (host:pid) that holds its lease and for how long, and its error.",
-    )
-    status.add_argument("--store", required=True, metavar="URL", help="postgresql://user@host/db")
-    status.add_argument("--json", action="store_true", help="print the rows as JSON")
-    status.set_defaults(handler=status_command)
-
 
 def _shared_store(url: str, plugins: PluginManager) -> Any:
     try:
@@ -85,13 +75,23 @@ def worker_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_command(args: argparse.Namespace) -> int:
+def is_shared(url: str, plugins: PluginManager) -> bool:
+    """Whether `url` names a shared store (building a store does not connect)."""
+    try:
+        store = resolve_store(url, plugins)
+    except SchedulerError:
+        return False  # the durable-store path reports the problem
+    return bool(getattr(store, "shared", False))
+
+
+def shared_status(url: str, *, as_json: bool) -> int:
+    """``jobsched status --store postgresql://...``: every job and who holds it."""
     configure_logging("console", "warning")
     plugins = PluginManager()
-    store = _shared_store(args.store, plugins)
+    store = _shared_store(url, plugins)
     rows = asyncio.run(_read(store))
     now = time.time()
-    if args.json:
+    if as_json:
         print_json(
             [
                 {

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SchedulerError
+from .._errors import PluginError, SchedulerError
 from .._jobtypes import JobSpecError, build_job
+from .._recurring import build_trigger
 from ._model import (
     TABLES,
     JobEntry,
@@ -300,6 +301,14 @@ def _check_against_plugins(
                 if text.startswith(f"{entry.label}: {option}") or f": {option} " in text:
                     key = option
             raise fail(text, lines.key(entry.line, key)) from None
+        trigger = getattr(entry, "trigger", None)
+        if trigger is not None:
+            try:
+                build_trigger(trigger, lambda name: plugins.resolve("triggers", name))
+            except (ValueError, TypeError, PluginError) as exc:
+                text = str(exc) if str(exc).startswith("trigger") else f"trigger {exc}"
+                line = lines.key(entry.line, "trigger")
+                raise fail(f"{entry.label}: {text}", line) from None
         if str(job.model) not in plugins.registry["executors"]:
             message = plugins.unknown_name_message("executors", str(job.model))
             raise fail(

@@ -17,6 +17,9 @@ from typing import Any
 
 import attrs
 
+from .._limits import Limits, Rate
+from .._recurring import COALESCE_POLICIES
+
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"
 
@@ -176,6 +179,42 @@ def parse_retry(value: Any) -> dict[str, Any]:
     )
 
 
+def limit_table(value: Any) -> dict[str, int]:
+    """A table of names to positive integers: ``{ process = 2 }``."""
+    out = {}
+    for name, limit in table(value).items():
+        try:
+            out[name] = positive_int(limit)
+        except ValueError as exc:
+            raise ValueError(f"{name!r} {exc}") from None
+    return out
+
+
+def rate_table(value: Any) -> dict[str, Rate]:
+    """A table of job types to rates: ``{ email = "10/s" }`` or ``{ rate = "10/s", burst = 5 }``."""
+    out = {}
+    for name, spec in table(value).items():
+        try:
+            out[name] = Rate.parse(spec)
+        except ValueError as exc:
+            raise ValueError(f"{name!r}: {exc}") from None
+    return out
+
+
+def trigger_table(value: Any) -> dict[str, Any]:
+    """``{ cron = "0 2 * * *", tz = "Europe/Berlin" }``; the plugins check the rest later."""
+    spec = table(value)
+    if not spec:
+        raise ValueError('must name a trigger, like { cron = "*/5 * * * *", tz = "Europe/Berlin" }')
+    return dict(spec)
+
+
+def coalesce_policy(value: Any) -> str:
+    if value not in COALESCE_POLICIES:
+        raise ValueError(f"must be one of {', '.join(COALESCE_POLICIES)}, got {_describe(value)}")
+    return str(value)
+
+
 # ── the tables ────────────────────────────────────────────────────────
 @attrs.frozen(kw_only=True)
 class SchedulerSettings:
@@ -260,6 +299,12 @@ class JobEntry(JobTemplate):
         doc="cancel the job if it has not finished this long after the run starts "
         "(0 cancels it before it runs)",
     )
+    unique_key: str | None = key(
+        string,
+        default=None,
+        doc="a dedupe key: while a job with this key is pending or running, "
+        "a job with the same key is not added",
+    )
 
     @property
     def table_name(self) -> str:
@@ -268,9 +313,34 @@ class JobEntry(JobTemplate):
 
 @attrs.frozen(kw_only=True)
 class RecurringEntry(JobTemplate):
-    """``[[recurring]]``: a job submitted again at a fixed rate."""
+    """``[[recurring]]``: a job submitted again at a fixed rate, or whenever a trigger fires."""
 
-    every: float = key(positive_duration, doc='the interval: "100ms", "2s", "5m", "1h" or seconds')
+    every: float | None = key(
+        positive_duration,
+        default=None,
+        doc='the interval: "100ms", "2s", "5m", "1h" or seconds (or use `trigger`)',
+    )
+    trigger: dict[str, Any] | None = key(
+        trigger_table,
+        default=None,
+        doc='when to fire instead of `every`: { cron = "0 2 * * *", tz = "Europe/Berlin" }, '
+        '{ date = "2026-12-01T09:00:00", tz = "..." } or { interval = 5 }',
+    )
+    misfire_grace_time: float | None = key(
+        non_negative_duration,
+        default=None,
+        doc="skip (and report) a fire that comes later than this",
+    )
+    coalesce: str = key(
+        coalesce_policy,
+        default="one",
+        doc="fires missed while paused: one (run once), all (run each), none (skip them)",
+    )
+    jitter: float = key(
+        non_negative_duration,
+        default=0.0,
+        doc="delay each run by a random time up to this long",
+    )
     times: int | None = key(
         positive_int, default=None, doc="stop after this many runs have been submitted"
     )
@@ -291,11 +361,47 @@ class RecurringEntry(JobTemplate):
         return "recurring"
 
     def check(self) -> None:
+        if (self.every is None) == (self.trigger is None):
+            raise ValueError(
+                "needs `every` or `trigger` (one of them): "
+                'every = "5m", or trigger = { cron = "*/5 * * * *", tz = "Europe/Berlin" }'
+            )
+        if self.trigger is not None and self.start_in:
+            raise ValueError("start_in is for `every`; a trigger says when it first fires")
         if self.times is None and self.until is None:
             raise ValueError(
                 "needs `times` or `until`, or it would never finish "
                 '(for example times = 3, or until = "10s")'
             )
+
+
+@attrs.frozen(kw_only=True)
+class LimitsSettings:
+    """``[limits]``: concurrency and rate limits. Every key is optional."""
+
+    executors: dict[str, int] = key(
+        limit_table,
+        factory=dict,
+        doc="most attempts at once per executor: { process = 2 }",
+    )
+    job_types: dict[str, int] = key(
+        limit_table,
+        factory=dict,
+        doc='most attempts at once per job type: { "csv-export" = 1 }',
+    )
+    rates: dict[str, Rate] = key(
+        rate_table,
+        factory=dict,
+        doc='most starts per time per job type: { email = "10/s" } or '
+        '{ email = { rate = "10/s", burst = 5 } }',
+    )
+    line: int | None = None
+
+    def check(self) -> None:
+        """Checks across keys; raise ValueError."""
+
+    def limits(self) -> Limits:
+        return Limits(executors=self.executors, job_types=self.job_types, rates=self.rates)
 
 
 @attrs.frozen
@@ -309,6 +415,7 @@ class TableKind:
 #: The top-level tables of a job file.
 TABLES: Mapping[str, TableKind] = {
     "scheduler": TableKind(SchedulerSettings, array=False),
+    "limits": TableKind(LimitsSettings, array=False),
     "job": TableKind(JobEntry, array=True),
     "recurring": TableKind(RecurringEntry, array=True),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 import time
@@ -12,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._errors import UnknownJobError
 from .._job import Job
 from .._jobtypes import _jsonable, build_job
 from .._scheduler import JobScheduler
 from .._status import JobStatus
-from ._model import JobFile, RecurringEntry
+from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
     from .._plugins import PluginManager
@@ -135,6 +137,7 @@ async def run_jobfile(
     progress: Progress | None = None,
     stop: asyncio.Event | None = None,
     on_scheduler: Callable[[JobScheduler], None] | None = None,
+    store: str | None = None,
 ) -> RunResult:
     """Run every job of `jobfile` to completion and return their outcomes.
 
@@ -142,14 +145,25 @@ async def run_jobfile(
     starts; recurring entries fire until their `times` or `until` is reached.
     Setting `stop` ends the run early: running jobs are cancelled and the
     result is marked interrupted.
+
+    With a durable `store` (a URL such as ``sqlite:///jobs.db``) the
+    scheduler starts first and restores what the store holds; then every
+    entry is submitted with its id as the key, so a job the store already has
+    (finished or not) is resumed, never added twice, and a recurring entry
+    goes on from its stored count. Stopping early leaves unfinished jobs in
+    the store for the next run instead of cancelling them.
     """
     settings = jobfile.scheduler
+    limits: LimitsSettings | None = jobfile.tables.get("limits")
     scheduler = JobScheduler(
         settings.strategy,
         num_workers=settings.workers,
         rng=random.Random(settings.seed) if settings.seed is not None else None,
         plugins=plugins,
+        store=store,
+        limits=limits.limits() if limits is not None else None,
     )
+    durable = scheduler._journal is not None
     plugins = scheduler.plugins
     if on_scheduler is not None:
         on_scheduler(scheduler)
@@ -172,27 +186,42 @@ async def run_jobfile(
 
     def track(entry_id: str, type_: str, job: Job, recurring: str | None = None) -> None:
         tracked[job.job_id] = _Tracked(entry_id, type_, job, recurring)
-        progress.counts[JobStatus.PENDING] += 1
+        progress.counts[job.status] += 1  # a restored job may be anywhere already
 
+    if durable:
+        # Restore first: the ids of the file's jobs are keys into the store.
+        await scheduler.start()
     ids: dict[str, str] = {}
     for entry in jobfile.submit_order:
         job = build_job(
             entry.type, entry.args, plugins=plugins, label=entry.label, **entry.job_options(start)
         )
-        track(entry.id, entry.type, job)
-        ids[entry.id] = job.job_id
-        scheduler.submit(job, delay=entry.delay, depends_on=[ids[d] for d in entry.depends_on])
+        job_id = scheduler.submit(
+            job,
+            delay=entry.delay,
+            depends_on=[ids[d] for d in entry.depends_on],
+            unique_key=entry.unique_key,
+            key=entry.id if durable else None,
+        )
+        ids[entry.id] = job_id
+        # A restored job stands for its entry; a job with the same unique_key
+        # stands for it without being it (not tracked twice).
+        if job_id == job.job_id or (durable and scheduler.lookup(entry.id) == job_id):
+            track(entry.id, entry.type, scheduler.get(job_id))
 
     loop = asyncio.get_running_loop()
     timers: list[asyncio.TimerHandle] = []
     schedules_done: list[asyncio.Event] = []
     for rec in jobfile.recurring:
-        schedules_done.append(_schedule(scheduler, rec, plugins, start, track, timers, loop))
+        schedules_done.append(
+            _schedule(scheduler, rec, plugins, start, track, timers, loop, durable=durable)
+        )
     for entry in jobfile.jobs:
         if entry.cancel_after == 0:
             scheduler.cancel(ids[entry.id])
 
-    await scheduler.start()
+    if not durable:
+        await scheduler.start()
     for entry in jobfile.jobs:
         if entry.cancel_after:
             timers.append(loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id]))
@@ -214,7 +243,8 @@ async def run_jobfile(
             timer.cancel()
         for schedule in scheduler.recurring():
             scheduler.cancel_recurring(schedule.schedule_id)
-        if interrupted:
+        if interrupted and not durable:
+            # (With a store, unfinished jobs stay in it for the next run.)
             for job_id in list(tracked):
                 scheduler.cancel(job_id)
         await scheduler.stop(cancel_running=interrupted)
@@ -280,10 +310,21 @@ def _schedule(
     track: Callable[[str, str, Job, str | None], None],
     timers: list[asyncio.TimerHandle],
     loop: asyncio.AbstractEventLoop,
+    *,
+    durable: bool = False,
 ) -> asyncio.Event:
     done = asyncio.Event()
     fired = 0
     schedule_id = ""
+    if durable:
+        # Runs fired before a restart are in the store under "<id>#<n>".
+        while True:
+            job_id = scheduler.lookup(f"{rec.id}#{fired + 1}")
+            if job_id is None:
+                break
+            fired += 1
+            with contextlib.suppress(UnknownJobError):  # out of the bounded history
+                track(f"{rec.id}#{fired}", rec.type, scheduler.get(job_id), rec.id)
 
     def end() -> None:
         scheduler.cancel_recurring(schedule_id)
@@ -300,9 +341,25 @@ def _schedule(
             end()
         return job
 
-    schedule_id = scheduler.schedule_recurring(
-        factory, rec.every, start_in=rec.start_in, allow_overlap=rec.allow_overlap
-    )
+    options: dict[str, Any] = {
+        "allow_overlap": rec.allow_overlap,
+        "misfire_grace_time": rec.misfire_grace_time,
+        "coalesce": rec.coalesce,
+        "jitter": rec.jitter,
+        "name": rec.id,
+        "key": rec.id if durable else None,
+    }
+    if rec.trigger is not None:
+        schedule_id = scheduler.schedule_recurring(factory, trigger=rec.trigger, **options)
+    else:
+        schedule_id = scheduler.schedule_recurring(
+            factory, rec.every, start_in=rec.start_in, **options
+        )
+    if schedule_id not in {s.schedule_id for s in scheduler.recurring()} or (
+        rec.times is not None and fired >= rec.times
+    ):
+        end()  # it ended before the restart
+        return done
     if rec.until is not None:
         timers.append(loop.call_later(rec.until, end))
     return done

@@ -1,0 +1,764 @@
+"""The benchmark cases: jobsched's kernel against raw asyncio, in the same run.
+
+Every figure has a baseline measured in the same process, seconds apart, on
+the same machine: raw asyncio doing the same work with nothing of jobsched in
+the way, which is the limit a scheduler can approach but not beat.
+
+``python -m benchmarks`` runs the full sizes and writes ``docs/benchmarks.md``;
+``python -m benchmarks --quick`` is a smoke run with small counts that prints
+the table and writes a file only when ``--output`` is given, so a smoke run
+never replaces the real figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+from pathlib import Path
+
+from tabulate import tabulate
+
+import jobsched
+from jobsched import AsyncJob, BlockingJob, CpuBoundJob, Job, JobScheduler
+
+WORKERS = 8
+DELAY = 0.050  # seconds: the delayed-job lateness case
+INTERVAL = 0.010  # seconds: the recurring drift case
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+perf_counter = time.perf_counter
+monotonic = time.monotonic  # what jobsched's SystemClock uses
+
+
+# ── The jobs (module level, so process jobs pickle) ───────────────────
+class NoopAsync(AsyncJob):
+    """Does nothing on the event loop."""
+
+    __slots__ = ()
+
+    async def run(self) -> None:
+        return None
+
+
+class NoopThread(BlockingJob):
+    """Does nothing on a pool thread."""
+
+    __slots__ = ()
+
+    def run_sync(self) -> None:
+        return None
+
+
+class TinyProcess(CpuBoundJob):
+    """Returns a small int from a pool process."""
+
+    __slots__ = ()
+
+    def run_sync(self) -> int:
+        return 1
+
+
+class LatenessProbe(AsyncJob):
+    """Records how late it started against the time it was meant to."""
+
+    __slots__ = ("intended", "sink")
+
+    def __init__(self, intended: float, sink: list[float]) -> None:
+        super().__init__("probe")
+        self.intended = intended
+        self.sink = sink
+
+    async def run(self) -> None:
+        self.sink.append(monotonic() - self.intended)
+
+
+# ── Sizes and results ─────────────────────────────────────────────────
+@dataclass(frozen=True)
+class Sizes:
+    async_jobs: int
+    thread_jobs: int
+    process_jobs: int
+    submit_jobs: int
+    delayed_jobs: int
+    recurring_fires: int
+    repeats: int  # timed repeats per throughput case; the median is reported
+
+
+FULL = Sizes(
+    async_jobs=100_000,
+    thread_jobs=10_000,
+    process_jobs=2_000,
+    submit_jobs=1_000_000,
+    delayed_jobs=1_000,
+    recurring_fires=200,
+    repeats=5,
+)
+QUICK = Sizes(
+    async_jobs=2_000,
+    thread_jobs=300,
+    process_jobs=100,
+    submit_jobs=20_000,
+    delayed_jobs=100,
+    recurring_fires=20,
+    repeats=1,
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table."""
+
+    name: str
+    jobsched: str
+    baseline: str
+    versus: str  # the comparison: a ratio or a difference
+    target: str
+    met: bool | None  # None: no target for this row
+    note: str = ""  # printed under the table when the target is missed
+
+
+# ── Helpers ───────────────────────────────────────────────────────────
+class GCTimer:
+    """Seconds spent in the cyclic garbage collector while active (``gc.callbacks``).
+
+    With a million live jobs, CPython's full (generation 2) collections are a
+    large share of any loop that allocates containers; this says how large.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = perf_counter()
+        else:
+            self.seconds += perf_counter() - self._t0
+
+    def __enter__(self) -> GCTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+def _scheduler() -> JobScheduler:
+    # Default composition (installed plugins, "priority" strategy): what a user gets.
+    return JobScheduler(num_workers=WORKERS)
+
+
+def _median_pair(
+    repeats: int, run_pair: Callable[[], Awaitable[tuple[float, float]]]
+) -> Callable[[], Awaitable[tuple[float, float]]]:
+    async def run() -> tuple[float, float]:
+        ours, raws = [], []
+        for _ in range(repeats):
+            a, b = await run_pair()
+            ours.append(a)
+            raws.append(b)
+        return statistics.median(ours), statistics.median(raws)
+
+    return run
+
+
+def _percentile(data: Sequence[float], q: int) -> float:
+    if len(data) == 1:
+        return data[0]
+    return statistics.quantiles(data, n=100, method="inclusive")[q - 1]
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs/job"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+# ── Case 1: no-op async jobs ──────────────────────────────────────────
+async def _raw_async(jobs: list[NoopAsync]) -> float:
+    """8 coroutines draining a deque, awaiting each job's coroutine inline."""
+    gc.collect()
+    t0 = perf_counter()
+    queue = deque(jobs)
+
+    async def worker() -> None:
+        pop = queue.popleft
+        while queue:
+            await pop().run()
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    return perf_counter() - t0
+
+
+async def _raw_heap_async(jobs: list[NoopAsync]) -> float:
+    """Like `_raw_async`, but the queue is a heap of the scheduler's entries.
+
+    Not the target's baseline: it shows what the ready heap alone costs at this
+    depth, so the rest of the kernel's per-job cost can be read off.
+    """
+    key = JobScheduler(num_workers=1).strategy.key
+    entries = [(*key(job), seq, job) for seq, job in enumerate(jobs)]
+    heapify(entries)
+    gc.collect()
+    t0 = perf_counter()
+
+    async def worker() -> None:
+        while entries:
+            await heappop(entries)[-1].run()
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    return perf_counter() - t0
+
+
+async def _jobsched_async(jobs: list[NoopAsync], *, time_submit: bool) -> float:
+    scheduler = _scheduler()
+    submit = scheduler.submit
+    if not time_submit:
+        for job in jobs:
+            submit(job)
+    gc.collect()
+    t0 = perf_counter()
+    if time_submit:
+        for job in jobs:
+            submit(job)
+    await scheduler.start()
+    await scheduler.join()
+    elapsed = perf_counter() - t0
+    await scheduler.stop()
+    return elapsed
+
+
+async def bench_async(sizes: Sizes) -> list[Row]:
+    n = sizes.async_jobs
+
+    def make() -> list[NoopAsync]:
+        return [NoopAsync("noop") for _ in range(n)]
+
+    async def dispatch_pair() -> tuple[float, float]:
+        return await _jobsched_async(make(), time_submit=False), await _raw_async(make())
+
+    async def total_pair() -> tuple[float, float]:
+        return await _jobsched_async(make(), time_submit=True), await _raw_async(make())
+
+    async def heap_pair() -> tuple[float, float]:
+        return await _raw_heap_async(make()), await _raw_async(make())
+
+    await dispatch_pair()  # warm-up: imports, executor set-up, caches
+    rows = []
+    heap, _ = await _median_pair(sizes.repeats, heap_pair)()
+    ours, raw = await _median_pair(sizes.repeats, dispatch_pair)()
+    ratio = ours / raw
+    rows.append(
+        Row(
+            f"{n:,} no-op async jobs, {WORKERS} workers: dispatch + run (pre-submitted)",
+            _us(ours / n),
+            _us(raw / n),
+            f"{ratio:.1f}x",
+            "<= 8x",
+            ratio <= 8,
+            note=(
+                f"Dispatching a no-op async job costs {ours / n * 1e6:.2f} µs against "
+                f"{raw / n * 1e6:.2f} µs for raw asyncio ({ratio:.1f}x). Raw asyncio's loop "
+                "is a deque pop and an `await` of a coroutine that never suspends. The "
+                f"scheduler's ready queue is a heap ordered by the strategy: with {n:,} jobs "
+                f"queued, raw asyncio popping the same heap costs {heap / n * 1e6:.2f} µs per "
+                f"job (next row), {heap / raw:.1f}x the deque before any scheduling work. "
+                f"Against that heap the kernel costs {ours / heap:.1f}x. The rest is about "
+                "nine Python-level calls per job (take-next, two status transitions with "
+                "their edge checks, the attempt coroutine, the executor's invoke, slot "
+                "release, finish, history trimming), each about as costly as the whole "
+                "raw job. 8x a deque pop is out of reach for any heap-ordered queue in "
+                "CPython at this depth; what was measured instead is in the next row."
+            ),
+        )
+    )
+    rows.append(
+        Row(
+            f"(raw asyncio popping the same {n:,}-entry priority heap instead of a deque)",
+            "",
+            _us(heap / n),
+            f"{ours / heap:.1f}x (jobsched vs this)",
+            "(info)",
+            None,
+        )
+    )
+    ours, raw = await _median_pair(sizes.repeats, total_pair)()
+    ratio = ours / raw
+    rows.append(
+        Row(
+            f"{n:,} no-op async jobs, {WORKERS} workers: submit + dispatch + run",
+            _us(ours / n),
+            _us(raw / n),
+            f"{ratio:.1f}x",
+            "(info)",
+            None,
+        )
+    )
+    return rows
+
+
+# ── Case 2: thread and process jobs ───────────────────────────────────
+async def _raw_executor(jobs: Sequence[Job], pool: Executor) -> float:
+    """8 coroutines, each awaiting ``loop.run_in_executor`` in a loop, one shared pool."""
+    loop = asyncio.get_running_loop()
+    gc.collect()
+    t0 = perf_counter()
+    queue = deque(jobs)
+
+    async def worker() -> None:
+        while queue:
+            job = queue.popleft()
+            await loop.run_in_executor(pool, job.run_sync)  # type: ignore[attr-defined]
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    return perf_counter() - t0
+
+
+async def _jobsched_executor(
+    scheduler: JobScheduler, jobs: Sequence[Job], warm_up: Sequence[Job]
+) -> float:
+    for job in warm_up:  # start the executor's pool before timing, as for raw
+        scheduler.submit(job)
+    await scheduler.join()
+    gc.collect()
+    t0 = perf_counter()
+    for job in jobs:
+        scheduler.submit(job)
+    await scheduler.join()
+    return perf_counter() - t0
+
+
+async def _jobsched_executor_once(model: str, job_type: type[Job], n: int) -> float:
+    scheduler = _scheduler()
+    await scheduler.start()
+    warm = [job_type("warm") for _ in range(2 * WORKERS)]
+    jobs = [job_type("noop") for _ in range(n)]
+    try:
+        return await _jobsched_executor(scheduler, jobs, warm)
+    finally:
+        await scheduler.stop()
+
+
+async def _raw_executor_once(pool: Executor, job_type: type[Job], n: int) -> float:
+    try:
+        await _raw_executor([job_type("warm") for _ in range(2 * WORKERS)], pool)
+        return await _raw_executor([job_type("noop") for _ in range(n)], pool)
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _pool_size(scheduler: JobScheduler, model: str) -> int:
+    # The executor decides its pool size; the raw baseline must use the same.
+    executor = scheduler._executors[model]
+    return int(executor.max_workers)  # type: ignore[attr-defined]
+
+
+async def bench_executors(sizes: Sizes) -> list[Row]:
+    rows = []
+    cases: list[tuple[str, int, type[Job], Callable[[int], Executor]]] = [
+        ("thread", sizes.thread_jobs, NoopThread, lambda k: ThreadPoolExecutor(k)),
+        ("process", sizes.process_jobs, TinyProcess, lambda k: ProcessPoolExecutor(k)),
+    ]
+    for model, n, job_type, make_pool in cases:
+        ours_s, raw_s = [], []
+        pool_size = _pool_size(_scheduler(), model)
+        ratios = []
+        for repeat in range(sizes.repeats):
+            # Thread throughput swings with the OS scheduler and the GIL, so
+            # each repeat is a pair run back to back, in alternating order, and
+            # the reported ratio is the median of the pairs' ratios.
+            if repeat % 2 == 0:
+                ours_s.append(await _jobsched_executor_once(model, job_type, n))
+                raw_s.append(await _raw_executor_once(make_pool(pool_size), job_type, n))
+            else:
+                raw_s.append(await _raw_executor_once(make_pool(pool_size), job_type, n))
+                ours_s.append(await _jobsched_executor_once(model, job_type, n))
+            ratios.append(raw_s[-1] / ours_s[-1])
+        ours, raw = statistics.median(ours_s), statistics.median(raw_s)
+        ratio = statistics.median(ratios)  # jobsched jobs/s over raw jobs/s
+        what = "no-op thread jobs" if model == "thread" else "tiny process jobs"
+        rows.append(
+            Row(
+                f"{n:,} {what}, {WORKERS} workers, pool of {pool_size}",
+                f"{n / ours:,.0f} jobs/s",
+                f"{n / raw:,.0f} jobs/s",
+                f"{ratio:.2f}x",
+                ">= 0.8x",
+                ratio >= 0.8,
+                note=(
+                    f"{model} jobs: {n / ours:,.0f} jobs/s against {n / raw:,.0f} for raw "
+                    f"`run_in_executor` (median ratio of the pairs {ratio:.2f}x; pairs: "
+                    + ", ".join(f"{r:.2f}" for r in ratios)
+                    + "). The pool threads and the event-loop thread share the GIL: every "
+                    "microsecond of Python the loop thread spends per job (the kernel's "
+                    "bookkeeping) is a microsecond no pool thread can run, so the kernel's "
+                    "per-job overhead shows up amplified against jobs that do nothing."
+                ),
+            )
+        )
+    return rows
+
+
+# ── Case 3: submitting without running ────────────────────────────────
+def bench_submit(sizes: Sizes) -> list[Row]:
+    n = sizes.submit_jobs
+    # Timing, without tracemalloc (it slows every allocation). Job construction
+    # is outside the timed loop.
+    jobs = [NoopAsync("noop") for _ in range(n)]
+    scheduler = _scheduler()
+    submit = scheduler.submit
+    gc.collect()
+    with GCTimer() as ours_gc:
+        t0 = perf_counter()
+        for job in jobs:
+            submit(job)
+        ours = perf_counter() - t0
+    del scheduler, submit, jobs
+
+    # Baseline: the least a priority queue with lookup by id needs, a heap push
+    # and a dict insert per job.
+    jobs = [NoopAsync("noop") for _ in range(n)]
+    heap: list[tuple[int, int, NoopAsync]] = []
+    index: dict[str, NoopAsync] = {}
+    gc.collect()
+    with GCTimer() as raw_gc:
+        t0 = perf_counter()
+        for seq, job in enumerate(jobs):
+            index[job.job_id] = job
+            heappush(heap, (-job.priority, seq, job))
+        raw = perf_counter() - t0
+    del heap, index, jobs
+
+    # Memory, in a separate pass under tracemalloc: first the job objects alone
+    # (the baseline), then the same jobs submitted. Bytes per pending job include
+    # the job object, its id string and everything the scheduler adds.
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        jobs = [NoopAsync("noop") for _ in range(n)]
+        alone = tracemalloc.get_traced_memory()[0] - before
+        scheduler = _scheduler()
+        for job in jobs:
+            scheduler.submit(job)
+        del jobs  # the scheduler holds them now
+        total = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    del scheduler
+    gc.collect()
+
+    per_job_us = ours / n * 1e6
+    per_job_bytes = total / n
+    return [
+        Row(
+            f"submit {n:,} jobs, not running (job construction not timed)",
+            f"{_us(ours / n)} (GC {ours_gc.seconds / n * 1e6:.2f})",
+            f"{_us(raw / n)} (GC {raw_gc.seconds / n * 1e6:.2f}; heappush + dict insert)",
+            f"{ours / raw:.1f}x",
+            "<= 3 µs",
+            per_job_us <= 3,
+            note=(
+                f"submit costs {per_job_us:.2f} µs per job, of which "
+                f"{ours_gc.seconds / n * 1e6:.2f} µs is CPython's cyclic garbage collector: "
+                f"its full collections walk every live container, and {n:,} pending jobs "
+                "with their heap entries are millions of them (the baseline pays "
+                f"{raw_gc.seconds / n * 1e6:.2f} µs of GC too). Without GC, submit costs "
+                f"{(ours - ours_gc.seconds) / n * 1e6:.2f} µs. An application that keeps "
+                "a million jobs pending can call `gc.freeze()` after loading them."
+            ),
+        ),
+        Row(
+            f"memory per pending job ({n:,} pending; job object included)",
+            f"{per_job_bytes:.0f} bytes",
+            f"{alone / n:.0f} bytes (the job objects alone)",
+            f"+{(total - alone) / n:.0f} bytes",
+            "<= 400 bytes",
+            per_job_bytes <= 400,
+            note=(
+                f"A pending job costs {per_job_bytes:.0f} bytes, of which "
+                f"{alone / n:.0f} are the job object and its id string."
+            ),
+        ),
+    ]
+
+
+# ── Case 4: lateness of delayed jobs ──────────────────────────────────
+async def _jobsched_lateness(n: int) -> list[float]:
+    sink: list[float] = []
+    scheduler = _scheduler()
+    await scheduler.start()
+    for _ in range(n):
+        scheduler.submit(LatenessProbe(monotonic() + DELAY, sink), delay=DELAY)
+    await scheduler.join()
+    await scheduler.stop()
+    return sink
+
+
+async def _raw_lateness(n: int) -> list[float]:
+    loop = asyncio.get_running_loop()
+    sink: list[float] = []
+    done = asyncio.Event()
+
+    def fire(intended: float) -> None:
+        sink.append(monotonic() - intended)
+        if len(sink) == n:
+            done.set()
+
+    for _ in range(n):
+        loop.call_later(DELAY, fire, monotonic() + DELAY)
+    await done.wait()
+    return sink
+
+
+async def bench_lateness(sizes: Sizes) -> list[Row]:
+    n = sizes.delayed_jobs
+    # Each run is one burst; a burst is at the mercy of whatever else the
+    # machine does in those 50 ms, so take the median of a few runs' percentiles.
+    runs = max(1, min(sizes.repeats, 3))
+    samples = [(await _jobsched_lateness(n), await _raw_lateness(n)) for _ in range(runs)]
+    rows = []
+    for q in (50, 99):
+        a = statistics.median(_percentile(ours, q) for ours, _ in samples)
+        b = statistics.median(_percentile(raw, q) for _, raw in samples)
+        rows.append(
+            Row(
+                f"lateness of {n:,} jobs delayed {DELAY * 1e3:.0f} ms, p{q}",
+                _ms(a),
+                f"{_ms(b)} (loop.call_later)",
+                f"{(a - b) * 1e3:+.2f} ms",
+                "p99 within 3 ms of raw" if q == 99 else "(info)",
+                (a - b) <= 0.003 if q == 99 else None,
+                note=f"p{q} lateness is {_ms(a)} against {_ms(b)} for raw asyncio.",
+            )
+        )
+    return rows
+
+
+# ── Case 5: drift of a recurring schedule ─────────────────────────────
+async def _jobsched_drift(fires: int) -> float:
+    scheduler = _scheduler()
+    times: list[float] = []
+    done = asyncio.Event()
+
+    def factory() -> NoopAsync:
+        times.append(monotonic())
+        if len(times) == fires:
+            done.set()
+        return NoopAsync("tick")
+
+    await scheduler.start()
+    start = monotonic()
+    schedule_id = scheduler.schedule_recurring(factory, INTERVAL, start_in=INTERVAL)
+    await done.wait()
+    scheduler.cancel_recurring(schedule_id)
+    await scheduler.join()
+    await scheduler.stop()
+    return times[fires - 1] - (start + fires * INTERVAL)
+
+
+async def _raw_drift(fires: int) -> float:
+    """A fixed-rate asyncio loop: sleep until start + k * interval, k = 1, 2, ..."""
+    start = monotonic()
+    fired = start
+    for k in range(1, fires + 1):
+        await asyncio.sleep(start + k * INTERVAL - monotonic())
+        fired = monotonic()
+    return fired - (start + fires * INTERVAL)
+
+
+async def bench_drift(sizes: Sizes) -> list[Row]:
+    n = sizes.recurring_fires
+    # One fire is one sample of timer jitter: take the median of a few runs.
+    runs = max(1, min(sizes.repeats, 3))
+    ours_runs, raw_runs = [], []
+    for _ in range(runs):
+        ours_runs.append(await _jobsched_drift(n))
+        raw_runs.append(await _raw_drift(n))
+    ours, raw = statistics.median(ours_runs), statistics.median(raw_runs)
+    return [
+        Row(
+            f"drift of a {INTERVAL * 1e3:.0f} ms fixed-rate schedule at fire {n}",
+            _ms(ours),
+            f"{_ms(raw)} (asyncio.sleep loop)",
+            f"{(ours - raw) * 1e3:+.2f} ms",
+            "< 2 ms",
+            abs(ours) < 0.002,
+            note=(
+                f"fire {n} came {_ms(ours)} after start + {n} x interval (median of {runs} "
+                f"runs: "
+                + ", ".join(_ms(d) for d in ours_runs)
+                + "; raw asyncio: "
+                + ", ".join(_ms(d) for d in raw_runs)
+                + ")."
+            ),
+        )
+    ]
+
+
+# ── Running and reporting ─────────────────────────────────────────────
+def machine_info() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "cores": str(os.cpu_count()),
+        "cpu": cpu,
+        "os": f"{platform.system()} {platform.release()}",
+        "jobsched": jobsched.__version__,
+        # Other work on the machine moves every figure; say how busy it was.
+        "load": " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        if hasattr(os, "getloadavg")
+        else "n/a",
+    }
+
+
+async def run_all(sizes: Sizes, progress: Callable[[str], None]) -> list[Row]:
+    rows: list[Row] = []
+    progress("async jobs")
+    rows += await bench_async(sizes)
+    progress("thread and process jobs")
+    rows += await bench_executors(sizes)
+    # The timer cases run before the million-job case, whose memory churn
+    # would otherwise linger into them.
+    progress("delayed-job lateness")
+    rows += await bench_lateness(sizes)
+    progress("recurring drift")
+    rows += await bench_drift(sizes)
+    progress("submit")
+    rows += bench_submit(sizes)
+    order = ["async", "(raw", "thread", "process", "submit", "memory", "lateness", "drift"]
+    return sorted(rows, key=lambda r: next(i for i, p in enumerate(order) if p in r.name))
+
+
+HEADERS = ["benchmark", "jobsched", "raw asyncio baseline", "vs baseline", "target", "met"]
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The results as a GitHub-flavoured Markdown table (readable as plain text too)."""
+    body = [
+        [
+            r.name,
+            r.jobsched,
+            r.baseline,
+            r.versus,
+            r.target,
+            "" if r.met is None else ("yes" if r.met else "**no**"),
+        ]
+        for r in rows
+    ]
+    return str(tabulate(body, headers=HEADERS, tablefmt="github", disable_numparse=True))
+
+
+METHOD = """\
+How each figure is measured (`benchmarks/suite.py`):
+
+- **Async jobs.** `JobScheduler(num_workers=8)` as composed by default (installed
+  plugins, `priority` strategy, default 30 s timeout, no listeners). The
+  baseline is 8 coroutines draining a `deque` of the same job objects and
+  awaiting `job.run()` inline. "Pre-submitted" times `start()` + `join()` with
+  the jobs already queued; the second row also times the `submit` calls.
+  Median of the repeats; job construction is never timed.
+- **Thread and process jobs.** The scheduler's own executors against raw
+  `loop.run_in_executor` on a pool of the same size, driven by 8 coroutines
+  each awaiting one call at a time. Both pools are warmed up first; each repeat
+  runs the two back to back (alternating which goes first) and the ratio is
+  the median of the repeats' ratios.
+- **Submit.** `submit` of jobs built beforehand, on a scheduler that is not
+  started; the baseline is a `heappush` plus a dict insert per job. Memory is
+  measured in a separate pass under `tracemalloc` (which would distort the
+  timing): it *includes* the job objects and their id strings; the baseline
+  column is the job objects alone.
+- **Lateness.** 1,000 jobs submitted in one burst with `delay=0.05` to a
+  running scheduler; lateness is when `run()` starts minus submit time + 50 ms;
+  each percentile is the median over 3 bursts.
+  The baseline schedules the same burst with `loop.call_later` and measures the
+  callbacks the same way. asyncio rounds a timer wait up to the next
+  millisecond on epoll, which both sides pay.
+- **Drift.** `schedule_recurring(factory, 0.01, start_in=0.01)`: the time the
+  factory is called for the 200th time minus (start + 200 x 10 ms), median of
+  3 runs. The baseline is a fixed-rate `asyncio.sleep` loop timed the same way.
+"""
+
+
+def render(rows: Sequence[Row], info: dict[str, str], sizes: Sizes) -> str:
+    mode = "full" if sizes == FULL else "quick (smoke-test sizes, not representative)"
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `python -m benchmarks` (do not edit by hand).",
+        "",
+        f"- date: {info['date']}",
+        f"- machine: {info['cores']} cores, {info['cpu']}, {info['os']}",
+        f"- python: {info['python']}; jobsched {info['jobsched']}",
+        f"- load average (1 / 5 / 15 min) when the run started: {info['load']}",
+        f"- mode: {mode}; throughput figures are the median of {sizes.repeats} run(s)",
+        "",
+        table(rows),
+        "",
+    ]
+    missed = [r for r in rows if r.met is False]
+    if missed:
+        lines += ["## Targets missed", ""]
+        lines += [f"- **{r.name}**: {r.note}" for r in missed]
+        lines.append("")
+    lines += ["## Method", "", METHOD]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark jobsched's kernel against raw asyncio, in the same run.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small counts: a smoke run, not real figures"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"where to write the Markdown report (default: {DEFAULT_OUTPUT} for a full "
+        "run, nowhere for --quick)",
+    )
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    output: Path | None = args.output or (None if args.quick else DEFAULT_OUTPUT)
+
+    def progress(what: str) -> None:
+        print(f"... {what}", file=sys.stderr, flush=True)
+
+    info = machine_info()
+    rows = asyncio.run(run_all(sizes, progress))
+    report = render(rows, info, sizes)
+    print(report)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(report, encoding="utf-8")
+        print(f"written to {output}", file=sys.stderr)
+    return 0
+
+
+__all__ = ["FULL", "QUICK", "Row", "Sizes", "main", "render", "run_all", "table"]

@@ -1,0 +1,81 @@
+"""Cooperative cancellation for jobs that run on threads."""
+
+from __future__ import annotations
+
+import threading
+
+
+class JobCancelledError(Exception):
+    """Raised by `CancelToken.raise_if_cancelled` once the scheduler gave up on the attempt."""
+
+
+class CancelToken:
+    """Set when the scheduler cancels or times out the attempt a thread job is running.
+
+    Python cannot stop a thread from outside: a thread job that must stop
+    promptly polls its token between steps and returns (or raises) when it is
+    set. Get the token of the running attempt with `cancel_token()`::
+
+        class Export(BlockingJob):
+            def run_sync(self):
+                token = jobsched.cancel_token()
+                for chunk in chunks:
+                    token.raise_if_cancelled()
+                    write(chunk)
+
+    Whatever the attempt returns or raises after that is discarded: the
+    scheduler has already recorded it as cancelled or timed out, and the pool
+    thread is free again as soon as the job returns.
+    """
+
+    __slots__ = ("_event", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Set the token (the scheduler does this; tests may too)."""
+        if self.reason is None:
+            self.reason = reason
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt was cancelled or timed out."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block up to `timeout` seconds for cancellation: an interruptible ``time.sleep``."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise `JobCancelledError` if the attempt was cancelled or timed out."""
+        if self._event.is_set():
+            raise JobCancelledError(self.reason or "cancelled")
+
+    def __repr__(self) -> str:
+        return f"CancelToken(cancelled={self.cancelled})"
+
+
+_NEVER = CancelToken()  # what code outside a thread job gets: never set
+_local = threading.local()
+
+
+def cancel_token() -> CancelToken:
+    """The cancellation token of the thread-job attempt running on this thread.
+
+    Outside a thread job (on the event loop, in a process) it returns a token
+    that is never set, so library code can poll unconditionally.
+    """
+    token: CancelToken | None = getattr(_local, "token", None)
+    return token if token is not None else _NEVER
+
+
+def run_with_token(token: CancelToken, fn: object) -> object:
+    """Run ``fn()`` on this thread with `token` as its `cancel_token()`."""
+    _local.token = token
+    try:
+        return fn()  # type: ignore[operator]
+    finally:
+        _local.token = None

@@ -1,0 +1,377 @@
+"""Concurrency limits per executor and per job type, and token-bucket rate limits.
+
+Enforced in the dispatch path (`JobScheduler._take_next`), with no polling:
+
+* A job whose executor or job type is at its concurrency limit is *parked* on
+  that limit's queue and the worker moves on to the next job, so one job that
+  must wait never blocks the others behind it. When an attempt of that
+  executor or type ends, parked jobs go back to the ready heap (with their
+  original sort key: order is kept) as long as the limit has room.
+* A job without a rate-limit token gets a reservation for its token time and
+  goes to the delayed heap until then (the delayed heap's one timer wakes
+  it). Reservations make a burst cost one heap round-trip per job, not one
+  per job per token.
+
+A scheduler without limits never creates a `Limiter`, and its dispatch path
+is the plain one: limits cost nothing unless configured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._job import FunctionJob, Job, _qualname
+from ._status import ConcurrencyModel
+
+if TYPE_CHECKING:
+    from ._clock import Clock
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*(\d+(?:\.\d*)?)?\s*([a-z]+)\s*$")
+_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@attrs.frozen
+class Rate:
+    """A token bucket: `per_second` tokens a second, at most `burst` at once.
+
+    ``Rate.parse("10/s")``, ``"600/min"``, ``"5/2h"``, or a number (per second).
+    """
+
+    per_second: float
+    burst: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        if (
+            isinstance(self.per_second, bool)
+            or not isinstance(self.per_second, (int, float))
+            or not self.per_second > 0
+            or not math.isfinite(self.per_second)
+        ):
+            raise ValueError(f"rate must be a positive number per second, got {self.per_second!r}")
+        _positive_int("burst", self.burst)
+
+    @classmethod
+    def parse(cls, spec: Rate | str | float | Mapping[str, Any]) -> Rate:
+        """A rate from ``"10/s"``, ``"600/min"``, a number per second, or ``{rate=, burst=}``."""
+        if isinstance(spec, Rate):
+            return spec
+        if isinstance(spec, Mapping):
+            unknown = set(spec) - {"rate", "burst"}
+            if unknown or "rate" not in spec:
+                raise ValueError(
+                    f"rate {dict(spec)!r}: expected keys 'rate' (required) and 'burst'"
+                )
+            base = cls.parse(spec["rate"])
+            return cls(base.per_second, spec.get("burst", base.burst))
+        if isinstance(spec, str):
+            match = _RATE.match(spec.lower())
+            unit = match and _UNITS.get(match.group(3).rstrip("s") or "s")
+            if match is None or unit is None:
+                raise ValueError(
+                    f"rate {spec!r}: expected COUNT/UNIT such as '10/s', '600/min' or '5/2h'"
+                )
+            assert match is not None
+            per = float(match.group(2) or 1) * unit
+            return cls(float(match.group(1)) / per)
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            return cls(float(spec))
+        raise ValueError(f"rate must be like '10/s' or a number per second, got {spec!r}")
+
+
+def _counts(kind: str, value: Mapping[str, Any] | None) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"limits.{kind} must be a mapping of names to limits, got {value!r}")
+    return {str(k): _positive_int(f"limits.{kind}[{k!r}]", v) for k, v in value.items()}
+
+
+def _executor_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return _counts("executors", value)
+
+
+def _job_type_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return _counts("job_types", value)
+
+
+def _rates(value: Mapping[str, Any] | None) -> dict[str, Rate]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"limits.rates must be a mapping of job types to rates, got {value!r}")
+    rates = {}
+    for k, v in value.items():
+        try:
+            rates[str(k)] = Rate.parse(v)
+        except ValueError as exc:
+            raise ValueError(f"limits.rates[{k!r}]: {exc}") from None
+    return rates
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    """What a scheduler limits; pass as ``JobScheduler(limits=...)`` (or a dict of these keys).
+
+    `executors` maps an executor name to its most attempts at once
+    (``{"process": 2}``); `job_types` maps a job type to its most attempts at
+    once (``{"csv-export": 1}``); `rates` maps a job type to a `Rate` or
+    anything `Rate.parse` takes (``{"email": "10/s"}``). A job's type is its
+    registered job-type name, else its class's ``job_type`` attribute, else -
+    for a function job - the function's qualified name, else its class name
+    (see `job_type_of`). Bad values raise `ValueError` naming the key.
+    """
+
+    executors: dict[str, int] = attrs.field(factory=dict, converter=_executor_counts)
+    job_types: dict[str, int] = attrs.field(factory=dict, converter=_job_type_counts)
+    rates: dict[str, Rate] = attrs.field(factory=dict, converter=_rates)
+
+    @classmethod
+    def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
+        """Limits from a `Limits` or a mapping with keys executors, job_types, rates."""
+        if isinstance(value, Limits):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"limits must be a Limits or a mapping, got {value!r}")
+        unknown = set(value) - {"executors", "job_types", "rates"}
+        if unknown:
+            raise ValueError(
+                f"limits: unknown keys {sorted(unknown)} (expected executors, job_types, rates)"
+            )
+        return cls(
+            executors=value.get("executors"),
+            job_types=value.get("job_types"),
+            rates=value.get("rates"),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.executors or self.job_types or self.rates)
+
+
+def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
+    """The name job-type limits and rates know `job` by.
+
+    Its registered job-type name; else its class's ``job_type`` string
+    attribute; for a function job, the function's qualified name; else the
+    class name.
+    """
+    cls = type(job)
+    if registered:
+        name = registered.get(cls)
+        if name is not None:
+            return name
+    declared = getattr(cls, "job_type", None)
+    if isinstance(declared, str):
+        return declared
+    if cls is FunctionJob:
+        return _qualname(job.fn)  # type: ignore[attr-defined]
+    return cls.__name__
+
+
+class _Counter:
+    """One concurrency limit: attempts running, and the jobs parked waiting for room."""
+
+    __slots__ = ("inflight", "limit", "name", "parked", "running")
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.running = 0
+        self.inflight = 0  # un-parked jobs on their way back through the ready heap
+        self.parked: deque[Job] = deque()
+
+
+class _Bucket:
+    """A token bucket as GCRA: one "theoretical arrival time" instead of a token count.
+
+    Taking a token at `now` (inlined in `Limiter.admit`): ``tat = max(tat,
+    now)``; the token is free now if ``tat - tolerance <= now``, else it is
+    reserved for that time; either way ``tat += interval``.
+    """
+
+    __slots__ = ("interval", "tat", "tolerance")
+
+    def __init__(self, rate: Rate) -> None:
+        self.interval = 1.0 / rate.per_second
+        self.tolerance = (rate.burst - 1) * self.interval
+        self.tat = -math.inf
+
+
+class Limiter:
+    """The runtime side of `Limits`, owned by the scheduler's loop thread."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        clock: Clock,
+        requeue: Callable[[Job], None],
+        registered_types: Mapping[type, str] | None = None,
+    ) -> None:
+        self.limits = limits
+        self._clock = clock
+        self._now = clock.now
+        self._requeue = requeue
+        self._registered = dict(registered_types or {})
+        # Keyed by the executor name *and* the ConcurrencyModel member when one
+        # exists: a str-Enum member hashes differently from its value.
+        self._executors: dict[Any, _Counter] = {}
+        for name, limit in limits.executors.items():
+            counter = _Counter(f"executor {name!r}", limit)
+            self._executors[name] = counter
+            with contextlib.suppress(ValueError):
+                self._executors[ConcurrencyModel(name)] = counter
+        # A linear scan comparing by identity first: hashing a str-Enum member
+        # runs Python code, and there are only a few executors.
+        self._executor_scan = tuple(self._executors.items())
+        self._types = {n: _Counter(f"job type {n!r}", v) for n, v in limits.job_types.items()}
+        self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
+        self._need_type = bool(self._types or self._buckets)
+        self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
+        self._held: dict[Job, tuple[_Counter | None, _Counter | None]] = {}  # counted attempts
+        # job class, or a function job's function -> its type's (concurrency, rate) limits
+        self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
+        self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
+
+    def type_of(self, job: Job) -> str:
+        """The job type name limits know `job` by."""
+        return job_type_of(job, self._registered)
+
+    @property
+    def parked(self) -> int:
+        """Jobs waiting for room under a concurrency limit."""
+        counters = {id(c): c for c in (*self._executors.values(), *self._types.values())}
+        return sum(len(c.parked) for c in counters.values())
+
+    def running(self, *, executor: str | None = None, job_type: str | None = None) -> int:
+        """Attempts running under one executor's or job type's limit."""
+        counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
+        return counter.running if counter is not None else 0
+
+    def admit(self, job: Job) -> float:
+        """Decide about a job popped from the ready heap.
+
+        0.0: run it now (it is counted). -1.0: parked, the limiter keeps it.
+        A time: no rate token until then (a reservation is made); the
+        scheduler puts the job on the delayed heap until that time.
+        """
+        # The per-job path when limits are on: one call, no helpers on the
+        # common path (benchmarks/limits.py measures it).
+        origin = None
+        if self._origin:
+            origin = self._origin.pop(job, None)
+            if origin is not None:
+                origin.inflight -= 1
+        exe = None
+        if self._executor_scan:
+            model = job.model
+            for key, counter in self._executor_scan:
+                if key is model or key == model:
+                    exe = counter
+                    break
+            if exe is not None and exe.running >= exe.limit:
+                exe.parked.append(job)
+                if origin is not None and origin is not exe:
+                    self._kick(origin)  # it did not use the room it was woken for
+                return -1.0
+        kind = None
+        if self._need_type:
+            cls = type(job)
+            key = job.fn if cls is FunctionJob else cls  # type: ignore[attr-defined]
+            try:
+                kind, bucket = self._per_type[key]
+            except (KeyError, TypeError):
+                kind, bucket = self._lookup_type(job, key)
+            if kind is not None and kind.running >= kind.limit:
+                kind.parked.append(job)
+                if origin is not None and origin is not kind:
+                    self._kick(origin)
+                return -1.0
+            if bucket is not None:
+                if self._reserved and job in self._reserved:
+                    self._reserved.discard(job)
+                else:
+                    # GCRA, inlined: take a token now or reserve the next one.
+                    now = self._now()
+                    tat = bucket.tat
+                    if tat < now:
+                        tat = now
+                    bucket.tat = tat + bucket.interval
+                    at = tat - bucket.tolerance
+                    if at > now + 1e-9:
+                        self._reserved.add(job)
+                        if origin is not None:
+                            self._kick(origin)
+                        return at
+            if kind is not None:
+                kind.running += 1
+        if exe is not None:
+            exe.running += 1
+        if exe is not None or kind is not None:
+            self._held[job] = (exe, kind)
+        return 0.0
+
+    def _lookup_type(self, job: Job, key: Any) -> tuple[_Counter | None, _Bucket | None]:
+        name = job_type_of(job, self._registered)
+        found = (self._types.get(name), self._buckets.get(name))
+        with contextlib.suppress(TypeError):  # an unhashable callable is looked up each time
+            self._per_type[key] = found
+        return found
+
+    def skipped(self, job: Job) -> None:
+        """A job popped from the ready heap was already finished (cancelled while queued)."""
+        origin = self._origin.pop(job, None)
+        if origin is not None:
+            origin.inflight -= 1
+            self._kick(origin)
+        self._reserved.discard(job)
+
+    def release(self, job: Job) -> None:
+        """An attempt that `admit` counted has ended."""
+        held = self._held.pop(job, None)
+        if held is None:
+            return
+        exe, kind = held
+        if exe is not None:
+            exe.running -= 1
+            if exe.parked:
+                self._kick(exe)
+        if kind is not None:
+            kind.running -= 1
+            if kind.parked:
+                self._kick(kind)
+
+    def _kick(self, counter: _Counter) -> None:
+        """Send parked jobs back to the ready heap while the limit has room for them."""
+        parked = counter.parked
+        while parked and counter.running + counter.inflight < counter.limit:
+            job = parked.popleft()
+            if job.status._terminal:
+                self._reserved.discard(job)
+                continue  # cancelled while parked
+            counter.inflight += 1
+            self._origin[job] = counter
+            self._requeue(job)

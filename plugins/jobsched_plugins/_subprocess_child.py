@@ -1,0 +1,52 @@
+"""The child side of the ``subprocess`` executor: ``python -m jobsched_plugins._subprocess_child``.
+
+Reads one pickled request from stdin: ``{"sys_path": [...], "job": pickled job}``;
+runs the job; writes one pickled reply to the stdout it was started with:
+``("ok", result)`` or ``("error", exception)`` (or ``("error-text", type
+name, message)`` when the exception cannot be pickled). Anything the job
+prints to stdout goes to stderr, so it cannot corrupt the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import pickle
+import sys
+
+
+def main() -> int:
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # the job's prints go to stderr
+    sys.stdout = sys.stderr
+    request = pickle.loads(sys.stdin.buffer.read())
+    for entry in reversed(request.get("sys_path", [])):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    reply: tuple[object, ...]
+    try:
+        job = pickle.loads(request["job"])  # after sys.path is set: its module must import
+        run_sync = getattr(job, "run_sync", None)
+        if run_sync is not None and not inspect.iscoroutinefunction(run_sync):
+            result = run_sync()
+        else:
+            result = asyncio.run(job.run())
+        reply = ("ok", result)
+    except BaseException as exc:  # report everything, even SystemExit, to the parent
+        reply = ("error", exc)
+    try:
+        data = pickle.dumps(reply)
+    except Exception as exc:
+        if reply[0] == "ok":
+            data = pickle.dumps(("error-text", "TypeError", f"result is not picklable: {exc}"))
+        else:
+            error = reply[1]
+            data = pickle.dumps(("error-text", type(error).__name__, str(error)))
+    with os.fdopen(reply_fd, "wb") as out:
+        out.write(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

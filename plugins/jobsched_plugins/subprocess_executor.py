@@ -1,0 +1,111 @@
+"""The ``subprocess`` executor: each attempt in a child process that can be killed.
+
+``model="subprocess"`` runs ``job.run_sync()`` (or an async job's ``run()``)
+in a fresh ``python -m jobsched_plugins._subprocess_child``, with the job
+pickled over its stdin and the result pickled back over its stdout. When the
+attempt times out or is cancelled the child's whole process group gets
+SIGKILL (after SIGTERM and `kill_grace` seconds, if set) and is reaped before
+the worker moves on: the job has really stopped and its slot is reused.
+
+Costs a Python start-up per attempt (tens of milliseconds): for long, untrusted
+or hang-prone work, not for many tiny jobs. Like ``process``, the job and its
+result must be picklable (module-level classes and functions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import signal
+import sys
+from typing import Any
+
+from jobsched import Job, hookimpl
+from jobsched.hookspecs import Register
+
+CHILD_MODULE = "jobsched_plugins._subprocess_child"
+
+
+class SubprocessJobError(Exception):
+    """The child process died without a reply (killed by a signal, crashed, exited early)."""
+
+
+class RemoteJobError(Exception):
+    """An exception from the child that could not be pickled: its type name and message."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+
+
+class SubprocessExecutor:
+    """Runs every attempt in its own child process; kills it on timeout or cancel."""
+
+    def __init__(self, workers: int = 1, *, kill_grace: float = 0.0) -> None:
+        self.workers = workers
+        self.kill_grace = kill_grace
+        #: pid of the child running each job id's attempt (for tests and introspection).
+        self.children: dict[str, int] = {}
+
+    async def invoke(self, job: Job) -> Any:
+        try:
+            payload = pickle.dumps({"sys_path": list(sys.path), "job": pickle.dumps(job)})
+        except Exception as exc:
+            raise TypeError(
+                f"{job!r} cannot run on the subprocess executor: it is not picklable ({exc})"
+            ) from exc
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            CHILD_MODULE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group: kill grandchildren too
+        )
+        self.children[job.job_id] = proc.pid
+        try:
+            out, _ = await proc.communicate(payload)
+        except asyncio.CancelledError:
+            await self._kill(proc)
+            raise
+        finally:
+            self.children.pop(job.job_id, None)
+        return _decode(out, proc.returncode)
+
+    async def _kill(self, proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None and self.kill_grace > 0:
+            _signal_group(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace)
+        # The whole group, even if the child itself is gone: stragglers it forked.
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()  # reap: no zombie, and the pid is really gone
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _decode(out: bytes, returncode: int | None) -> Any:
+    if not out:
+        raise SubprocessJobError(f"the child process exited with code {returncode} and no reply")
+    reply = pickle.loads(out)
+    if reply[0] == "ok":
+        return reply[1]
+    if reply[0] == "error":
+        error = reply[1]
+        if isinstance(error, Exception):
+            raise error
+        raise SubprocessJobError(f"the job raised {type(error).__name__}: {error}")
+    raise RemoteJobError(reply[1], reply[2])
+
+
+@hookimpl
+def jobsched_register_executors(register: Register) -> None:
+    register("subprocess", SubprocessExecutor)

@@ -1,0 +1,275 @@
+"""Test helpers for the kernel tests: a hand-driven clock, recording listeners, scripted jobs.
+
+Nothing here waits on wall-clock time to decide an outcome. Async work is
+settled by yielding to the event loop a fixed number of times (asyncio is
+deterministic when only callbacks are involved); thread and process work is
+awaited with `until`, whose time limit only guards against a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+from structlog.testing import capture_logs
+
+from jobsched import AsyncJob, Job, JobScheduler, JobStatus, PluginManager, RetryPolicy
+
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+class FakeTimer:
+    """A one-shot timer handle from `FakeClock.call_at`."""
+
+    __slots__ = ("callback", "cancelled", "when")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """A `jobsched.Clock` whose time moves only when the test says so.
+
+    `advance(dt)` moves time forward and then fires every timer that is due,
+    earliest first, all seeing the new `now()`: exactly what a loop that woke
+    up late would do. Advance in small steps to see each timer at its own time.
+    Timers run synchronously inside `advance`, so call it on the loop thread
+    (from the test coroutine), like the real clock's timers.
+    """
+
+    def __init__(self, start: float = 1000.0, wall_offset: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self._wall_offset = wall_offset
+        self._timers: list[tuple[float, int, FakeTimer]] = []
+        self._seq = itertools.count()
+        self.fired = 0
+
+    def now(self) -> float:
+        return self._now
+
+    def time(self) -> float:
+        return self._now + self._wall_offset
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
+
+    @property
+    def pending(self) -> list[float]:
+        """When each live (not cancelled, not fired) timer is due, sorted."""
+        return sorted(t.when for _, _, t in self._timers if not t.cancelled)
+
+    def advance(self, seconds: float) -> int:
+        """Move time forward by `seconds` and fire what is due; return how many fired."""
+        if seconds < 0:
+            raise ValueError(f"a clock cannot go back ({seconds!r})")
+        return self.advance_to(self._now + seconds)
+
+    def advance_to(self, when: float) -> int:
+        """Move time to `when` (not backwards) and fire what is due."""
+        if when < self._now:
+            raise ValueError(f"a clock cannot go back from {self._now!r} to {when!r}")
+        self._now = when
+        fired = 0
+        timers = self._timers
+        while timers and timers[0][0] <= self._now:
+            timer = heapq.heappop(timers)[2]
+            if timer.cancelled:
+                continue
+            timer.cancelled = True  # one-shot
+            timer.callback()
+            fired += 1
+            if fired > 100_000:
+                raise RuntimeError("timers keep re-arming in the past: a busy loop")
+        self.fired += fired
+        return fired
+
+    async def sleep(self, seconds: float) -> None:
+        """An `asyncio.sleep` on this clock, for jobs that wait on virtual time."""
+        future = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        timer = self.call_at(self._now + seconds, wake)
+        try:
+            await future
+        finally:
+            timer.cancel()
+
+
+@contextmanager
+def captured_logs() -> Iterator[list[dict[str, Any]]]:
+    """`structlog.testing.capture_logs`, leaving structlog as unconfigured as it found it.
+
+    capture_logs() marks structlog as configured for good, which would switch
+    on the ``structlog`` listener plugin in every later scheduler.
+    """
+    was_configured = structlog.is_configured()
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        if not was_configured:
+            structlog.reset_defaults()
+
+
+async def settle(rounds: int = 50) -> None:
+    """Let the loop run every callback and task step that is ready, `rounds` times over."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+async def until(predicate: Callable[[], bool], what: str, limit: float = 10.0) -> None:
+    """Yield to the loop until `predicate()`; `limit` seconds only guard against a hang."""
+    for _ in range(100):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    give_up = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+async def join(scheduler: JobScheduler, limit: float = 10.0) -> None:
+    """`scheduler.join()` with a hang guard."""
+    await asyncio.wait_for(scheduler.join(), limit)
+
+
+class Transitions:
+    """A listener that records every transition and checks each one is legal and consistent."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, JobStatus, JobStatus]] = []
+        self.last: dict[str, JobStatus] = {}
+        self.problems: list[str] = []
+
+    def __call__(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        self.events.append((job.job_id, old, new))
+        if new not in old.allowed_next:
+            self.problems.append(f"{job.job_id}: illegal {old.name} -> {new.name}")
+        before = self.last.get(job.job_id, JobStatus.PENDING)
+        if old is not before:
+            self.problems.append(f"{job.job_id}: reported {old.name}, was {before.name}")
+        if job.status is not new:
+            self.problems.append(f"{job.job_id}: status is {job.status.name} inside {new.name}")
+        self.last[job.job_id] = new
+
+    def path(self, job_id: str) -> list[JobStatus]:
+        """Every status the job went through, starting with PENDING."""
+        return [JobStatus.PENDING] + [new for jid, _, new in self.events if jid == job_id]
+
+    def started(self) -> list[str]:
+        """Job ids in the order they started an attempt (RUNNING), repeats included."""
+        return [jid for jid, _, new in self.events if new is JobStatus.RUNNING]
+
+
+class Gate(AsyncJob):
+    """An async job whose every attempt waits until the test opens or breaks it.
+
+    ``open(value)`` completes the current attempt, ``fail(exc)`` fails it; the
+    job notes whether it saw ``CancelledError`` (the cooperative cancel point).
+    """
+
+    def __init__(self, name: str = "gate", **options: Any) -> None:
+        options.setdefault("timeout", None)
+        options.setdefault("retry", NO_RETRY)
+        super().__init__(name, **options)
+        self.waiter: asyncio.Future[Any] | None = None
+        self.saw_cancel = 0
+        self.finished_normally = 0
+
+    @property
+    def waiting(self) -> bool:
+        return self.waiter is not None and not self.waiter.done()
+
+    def open(self, value: Any = None) -> None:
+        assert self.waiter is not None and not self.waiter.done(), f"{self} is not waiting"
+        self.waiter.set_result(value)
+
+    def fail(self, exc: BaseException) -> None:
+        assert self.waiter is not None and not self.waiter.done(), f"{self} is not waiting"
+        self.waiter.set_exception(exc)
+
+    async def run(self) -> Any:
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            value = await self.waiter
+        except asyncio.CancelledError:
+            self.saw_cancel += 1
+            raise
+        self.finished_normally += 1
+        return value
+
+
+class Scripted(AsyncJob):
+    """An async job that plays one outcome per attempt from a script.
+
+    Outcomes: ``"ok"`` returns the attempt number, ``"hang"`` waits forever (for
+    the timeout), an exception instance is raised.
+    """
+
+    def __init__(self, script: Iterable[Any], name: str = "scripted", **options: Any) -> None:
+        options.setdefault("timeout", None)
+        super().__init__(name, **options)
+        self.script = list(script)
+
+    async def run(self) -> Any:
+        outcome = self.script[min(self.attempts, len(self.script)) - 1]
+        await asyncio.sleep(0)
+        if outcome == "ok":
+            return self.attempts
+        if outcome == "hang":
+            await asyncio.get_running_loop().create_future()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        raise AssertionError(f"bad script entry {outcome!r}")
+
+
+class Noop(AsyncJob):
+    """Returns its value after one yield to the loop."""
+
+    def __init__(self, name: str = "noop", value: Any = None, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.value = value
+
+    async def run(self) -> Any:
+        await asyncio.sleep(0)
+        return self.value
+
+
+_builtins_only: PluginManager | None = None
+
+
+def builtin_plugins() -> PluginManager:
+    """jobsched's own plugins only (no third-party autoload), built once per test session."""
+    global _builtins_only
+    if _builtins_only is None:
+        _builtins_only = PluginManager(autoload=False)
+    return _builtins_only
+
+
+def make_scheduler(
+    strategy: Any = None, *, clock: FakeClock | None = None, **options: Any
+) -> tuple[JobScheduler, Transitions]:
+    """A scheduler on the built-in plugins with a `Transitions` recorder attached."""
+    options.setdefault("plugins", builtin_plugins())
+    scheduler = JobScheduler(strategy, clock=clock, **options)
+    recorder = Transitions()
+    scheduler.add_listener(recorder)
+    return scheduler, recorder

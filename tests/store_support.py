@@ -1,0 +1,274 @@
+"""Helpers for the store tests: job types as a plugin, a manual clock, an
+in-memory durable store whose commits the test controls, and a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from jobsched import (
+    AsyncJob,
+    JobRow,
+    JobScheduler,
+    NonRetryableError,
+    ScheduleRow,
+    Snapshot,
+    StoreContext,
+    StoreError,
+    hookimpl,
+)
+
+# Events of Gate jobs, by tag: (started, release). Set up per test.
+GATES: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+
+
+def gate(tag: str) -> tuple[asyncio.Event, asyncio.Event]:
+    GATES[tag] = (asyncio.Event(), asyncio.Event())
+    return GATES[tag]
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Noop(AsyncJob):
+    """Does nothing."""
+
+    label: str = ""
+
+    async def run(self) -> None:
+        return None
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Record(AsyncJob):
+    """Appends its tag to a log file on every execution; fails the first
+    `fail_times` executions; returns `value`."""
+
+    log: str
+    tag: str
+    fail_times: int = 0
+    value: Any = None
+
+    def __attrs_post_init__(self) -> None:
+        self.name = self.tag
+
+    async def run(self) -> Any:
+        path = Path(self.log)
+        with path.open("a") as f:
+            f.write(self.tag + "\n")
+        runs = path.read_text().split().count(self.tag)
+        if runs <= self.fail_times:
+            raise RuntimeError(f"{self.tag} fails on purpose (run {runs})")
+        return self.value
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Gate(AsyncJob):
+    """Signals it started, then waits until the test releases it."""
+
+    tag: str
+
+    def __attrs_post_init__(self) -> None:
+        self.name = self.tag
+
+    async def run(self) -> str:
+        started, release = GATES[self.tag]
+        started.set()
+        await release.wait()
+        return self.tag
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Fail(AsyncJob):
+    """Fails at once, without retries."""
+
+    message: str = "boom"
+
+    async def run(self) -> None:
+        raise NonRetryableError(self.message)
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Odd(AsyncJob):
+    """Returns something JSON cannot encode."""
+
+    async def run(self) -> object:
+        return {1, 2}
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Gone(AsyncJob):
+    """Registered only by `gone_plugin`: restarting without it leaves orphan rows."""
+
+    async def run(self) -> None:
+        return None
+
+
+class jobs_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+        for name, cls in [
+            ("noop", Noop),
+            ("record", Record),
+            ("gate", Gate),
+            ("fail", Fail),
+            ("odd", Odd),
+        ]:
+            register(name, cls)
+
+
+class gone_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+        register("gone", Gone)
+
+
+class ManualClock:
+    """Time that moves only when the test says so.
+
+    `mono` and `wall` set the starting readings; a "restarted process" gets a
+    clock with another monotonic origin and a later wall time.
+    """
+
+    def __init__(self, mono: float = 1000.0, wall: float = 1_800_000_000.0) -> None:
+        self._now = mono
+        self._offset = wall - mono
+        self._timers: list[tuple[float, int, _Timer]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def time(self) -> float:
+        return self._now + self._offset
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(callback)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        if when <= self._now:
+            asyncio.get_running_loop().call_soon(self._fire_due)
+        return timer
+
+    def _fire_due(self) -> None:
+        while self._timers and self._timers[0][0] <= self._now:
+            timer = heapq.heappop(self._timers)[2]
+            if not timer.cancelled:
+                timer.callback()
+
+    async def advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._fire_due()
+        for _ in range(5):  # let woken workers take the jobs
+            await asyncio.sleep(0)
+
+
+class _Timer:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class RecordingStore:
+    """A durable store in memory: survives scheduler "restarts" in one test.
+
+    `gate` (an Event) holds every write until set; `fail` makes writes raise.
+    """
+
+    durable = True
+    shared = False
+
+    def __init__(self, url: str = "recording://") -> None:
+        self.url = url
+        self.jobs: dict[str, JobRow] = {}
+        self.schedules: dict[str, ScheduleRow] = {}
+        self.batches: list[list[JobRow | ScheduleRow]] = []
+        self.gate: asyncio.Event | None = None
+        self.fail: str | None = None
+        self.opened = self.closed = 0
+
+    async def open(self, context: StoreContext) -> Snapshot:
+        self.opened += 1
+        return Snapshot(
+            jobs=[attrs.evolve(r) for r in self.jobs.values()],
+            schedules=[attrs.evolve(r) for r in self.schedules.values()],
+        )
+
+    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise StoreError(f"{self.url}: {self.fail}")
+        self.batches.append(list(batch))
+        for row in batch:
+            if isinstance(row, JobRow):
+                self.jobs[row.job_id] = attrs.evolve(row)
+            else:
+                self.schedules[row.schedule_id] = attrs.evolve(row)
+
+    async def close(self) -> None:
+        self.closed += 1
+
+    def status(self, job_id: str) -> str:
+        return self.jobs[job_id].status
+
+
+async def crash(scheduler: JobScheduler) -> None:
+    """Stop `scheduler` the way ``kill -9`` would: nothing more is written.
+
+    The writer task dies first, so whatever the workers do while they are torn
+    down never reaches the store; then the store's connection is dropped.
+    """
+    journal = scheduler._journal
+    assert journal is not None and journal._task is not None
+    journal._task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await journal._task
+    journal._task = None
+    for task in scheduler._tasks:
+        task.cancel()
+    await asyncio.gather(*scheduler._tasks, return_exceptions=True)
+    scheduler._stopping = scheduler._stopped = True
+    for sched in scheduler._recurring.values():
+        if sched.timer is not None:
+            sched.timer.cancel()
+    for timer in (scheduler._delay_timer, scheduler._watchdog):
+        if timer is not None:
+            timer.cancel()
+    assert scheduler.store is not None
+    await scheduler.store.close()
+
+
+def scheduler(store: Any, clock: ManualClock | None = None, **kwargs: Any) -> JobScheduler:
+    """A scheduler with the test job types, FIFO order and two workers."""
+    kwargs.setdefault("num_workers", 2)
+    return JobScheduler(
+        "fifo", plugins=[jobs_plugin, *kwargs.pop("extra", ())], store=store, clock=clock, **kwargs
+    )
+
+
+async def until(condition: Callable[[], bool], *, steps: int = 10_000) -> None:
+    """Let the loop run until `condition()` holds; fail after `steps` loop turns.
+
+    Counts loop iterations, not seconds: deterministic, and never a sleep that
+    races.
+    """
+    for _ in range(steps):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"condition not reached after {steps} loop iterations")
+
+
+def runs(log: Path) -> list[str]:
+    """The tags in a Record log, one per execution."""
+    return log.read_text().split() if log.exists() else []

@@ -1,0 +1,52 @@
+"""The benchmarks run end to end in quick mode and produce every row (no timing asserts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ROW_PREFIXES = [
+    "2,000 no-op async jobs, 8 workers: dispatch + run (pre-submitted)",
+    "(raw asyncio popping the same 2,000-entry priority heap instead of a deque)",
+    "2,000 no-op async jobs, 8 workers: submit + dispatch + run",
+    "300 no-op thread jobs, 8 workers, pool of 8",
+    "100 tiny process jobs, 8 workers, pool of ",
+    "submit 20,000 jobs, not running",
+    "memory per pending job (20,000 pending; job object included)",
+    "lateness of 100 jobs delayed 50 ms, p50",
+    "lateness of 100 jobs delayed 50 ms, p99",
+    "drift of a 10 ms fixed-rate schedule at fire 20",
+]
+
+
+@pytest.mark.slow
+def test_quick_benchmarks_print_and_write_every_row(tmp_path: Path) -> None:
+    output = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = output.read_text(encoding="utf-8")
+    assert proc.stdout.strip() == report.strip()
+    header = "| benchmark "
+    assert header in report
+    table_rows = [line for line in report.splitlines() if line.startswith("| ")]
+    for prefix in ROW_PREFIXES:
+        matching = [row for row in table_rows if row.startswith(f"| {prefix}")]
+        assert len(matching) == 1, f"missing row {prefix!r} in:\n{report}"
+        cells = [cell.strip() for cell in matching[0].strip("|").split("|")]
+        assert len(cells) == 6
+        assert cells[2], f"row {prefix!r} has no baseline"
+    assert len(table_rows) == len(ROW_PREFIXES) + 1  # + the header row
+    for line in ("- date: ", "- machine: ", "- python: CPython ", "quick"):
+        assert line in report

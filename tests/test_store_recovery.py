@@ -1,0 +1,454 @@
+"""Each job state's round trip through a store, and the recovery semantics.
+
+A scheduler builds the state, the test "crashes" it (no more writes, like
+``kill -9``), and a new scheduler on the same store restores it. Times come
+from manual clocks: the restarted process has another monotonic origin and a
+later wall time, as a real restart has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from jobsched import JobRow, JobSpecError, JobStatus
+from jobsched_plugins.fixed_retry import FixedRetryPolicy
+from jobsched_plugins.no_retry import NoRetryPolicy
+from store_support import (
+    GATES,
+    Fail,
+    Gate,
+    ManualClock,
+    Noop,
+    Odd,
+    Record,
+    RecordingStore,
+    crash,
+    gate,
+    runs,
+    scheduler,
+    until,
+)
+
+WALL = 1_800_000_000.0
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/jobs.db"
+
+
+async def read_rows(url: str) -> dict[str, dict[str, object]]:
+    """Every job row in the store, as ``jobsched status`` would read it."""
+    from jobsched import StoreContext
+    from jobsched_plugins.sqlite_store import SQLiteStore
+
+    store = SQLiteStore(url)
+    snapshot = await store.open(StoreContext(worker_id="test", readonly=True))
+    await store.close()
+    return {
+        row.job_id: {
+            "status": row.status,
+            "attempts": row.attempts,
+            "run_at": row.run_at,
+            "result": row.result,
+            "key": row.key,
+        }
+        for row in snapshot.jobs
+    }
+
+
+def release(tag: str) -> None:
+    GATES[tag][1].set()
+
+
+async def test_every_state_round_trips_through_sqlite(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=1000.0, wall=WALL)
+    s = scheduler(url, clock)
+    await s.start()
+    running_started, _ = gate("running")
+    gate("slow")
+    done = s.submit(Record(str(log), "done", value={"n": 1}), key="done")
+    failed = s.submit(Fail("bad input"))
+    cancelled = s.submit(Noop("never"), delay=50.0)
+    s.cancel(cancelled)
+    flaky = Record(str(log), "flaky", fail_times=1)
+    flaky.retry = FixedRetryPolicy(max_retries=2, seconds=100.0)
+    retrying = s.submit(flaky)
+    delayed = s.submit(Record(str(log), "later"), delay=200.0)
+    slow = Gate("slow")
+    slow.timeout = 5.0
+    slow.retry = NoRetryPolicy()
+    timed = s.submit(slow)
+    running = s.submit(Gate("running"))
+    blocked = s.submit(Record(str(log), "after"), depends_on=[running])
+    await running_started.wait()
+    await clock.advance(6.0)  # the watchdog times "slow" out
+    hold_started, _ = gate("hold")
+    holder = s.submit(Gate("hold"))
+    queued = s.submit(Record(str(log), "queued"))
+    await hold_started.wait()
+    await s.flush()
+    expected = {
+        done: "completed",
+        failed: "failed",
+        cancelled: "cancelled",
+        retrying: "retry_wait",
+        delayed: "pending",
+        timed: "timed_out",
+        running: "running",
+        blocked: "pending",
+        holder: "running",
+        queued: "pending",
+    }
+    before = await read_rows(url)
+    assert {job_id: row["status"] for job_id, row in before.items()} == expected
+    assert json.loads(str(before[done]["result"])) == {"n": 1}
+    assert before[retrying]["attempts"] == 1
+    assert runs(log) == ["done", "flaky"]
+    await crash(s)
+
+    # A restarted process: another monotonic origin, 30 s later on the wall.
+    clock2 = ManualClock(mono=50.0, wall=WALL + 36.0)
+    offset2 = clock2.time() - clock2.now()
+    gate("running")
+    gate("hold")
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    get = s2.get
+    # Terminal jobs are history: same state, never run again.
+    assert get(done).status is JobStatus.COMPLETED and get(done).result == {"n": 1}
+    assert get(failed).status is JobStatus.FAILED and "bad input" in str(get(failed).last_error)
+    assert get(timed).status is JobStatus.TIMED_OUT
+    assert get(cancelled).status is JobStatus.CANCELLED
+    # Interrupted attempts are pending again, their attempts kept.
+    assert (get(running).status, get(running).attempts) == (JobStatus.PENDING, 1)
+    # Backoffs and delays keep their wall-clock due times.
+    assert get(retrying).status is JobStatus.RETRY_WAIT
+    assert get(retrying).run_at + offset2 == pytest.approx(before[retrying]["run_at"])
+    assert get(delayed).run_at + offset2 == pytest.approx(before[delayed]["run_at"])
+    assert get(blocked).status is JobStatus.PENDING and blocked in s2._blocked
+    # The key of a finished job still resolves: resubmitting it adds nothing.
+    assert s2.submit(Record(str(log), "done"), key="done") == done
+    # New ids never collide with restored ones.
+    fresh = s2.submit(Noop("fresh"))
+    assert fresh not in before
+
+    release("running")
+    release("hold")
+    await until(lambda: get(running).status is get(holder).status is JobStatus.COMPLETED)
+    await clock2.advance(1000.0)
+    await s2.join()
+    await s2.stop()
+    assert get(running).attempts == 2  # one interrupted, one finished
+    assert (get(retrying).status, get(retrying).attempts) == (JobStatus.COMPLETED, 2)
+    assert get(holder).status is JobStatus.COMPLETED
+    # Completed before the crash: never again. The others ran to the end.
+    assert sorted(runs(log)) == sorted(["done", "flaky", "flaky", "later", "after", "queued"])
+    after = await read_rows(url)
+    assert {row["status"] for row in after.values()} <= {
+        "completed",
+        "failed",
+        "timed_out",
+        "cancelled",
+    }
+    assert after[done]["key"] == "done"
+
+
+def row(
+    job_id: str, status: str, seq: int, *, type: str = "noop", deps: tuple[str, ...] = ()
+) -> JobRow:
+    """A job row as another scheduler (or a store plugin) would write it."""
+    return JobRow(
+        job_id=job_id,
+        type=type,
+        status=status,
+        seq=seq,
+        run_at=WALL,
+        submitted_at=WALL,
+        depends_on=deps,
+        attempts=1 if status != "pending" else 0,
+    )
+
+
+async def test_dependents_of_jobs_that_finished_before_the_crash() -> None:
+    store = RecordingStore()
+    for r in [
+        row("job-1", "completed", 1),
+        row("job-2", "failed", 2),
+        row("job-3", "pending", 3, deps=("job-1",)),  # upstream completed: released
+        row("job-4", "pending", 4, deps=("job-2",)),  # upstream failed: cancelled
+        row("job-5", "pending", 5, deps=("job-4",)),  # and the cascade goes on
+        row("job-6", "pending", 6, deps=("job-1", "job-7")),  # one upstream still to run
+        row("job-7", "retry_wait", 7),
+        row("job-8", "pending", 8, deps=("job-99",)),  # upstream missing from the store
+    ]:
+        store.jobs[r.job_id] = r
+    clock = ManualClock(wall=WALL + 10)
+    s = scheduler(store, clock)
+    await s.start()
+    # job-5 is cancelled once job-4's cancellation is committed.
+    assert s._blocked == {"job-5": {"job-4"}, "job-6": {"job-7"}}
+    await s.join()
+    await s.stop()
+    status = {j.job_id: (j.status.value, j.last_error) for j in s.jobs()}
+    assert status["job-3"] == ("completed", None)
+    assert status["job-4"] == ("cancelled", "upstream job-2 failed")
+    assert status["job-5"] == ("cancelled", "upstream job-4 cancelled")
+    assert status["job-6"] == ("completed", None)
+    assert status["job-7"][0] == "completed"
+    assert status["job-8"] == ("cancelled", "upstream job-99 is missing from the store")
+    assert {job_id: store.status(job_id) for job_id in status} == {
+        job_id: value for job_id, (value, _) in status.items()
+    }
+
+
+async def test_a_dependent_starts_only_after_its_upstream_is_committed() -> None:
+    store = RecordingStore()
+    s = scheduler(store)
+    await s.start()
+    up_started, _ = gate("up")
+    up = s.submit(Gate("up"))
+    down = s.submit(Noop("down"), depends_on=[up])
+    await up_started.wait()
+    await s.flush()
+    store.gate = asyncio.Event()  # hold every write from now on
+    release("up")
+    await until(lambda: s.get(up).status is JobStatus.COMPLETED)
+    for _ in range(20):  # give a wrongly released dependent every chance to start
+        await asyncio.sleep(0)
+    # Completed in memory, not committed: the dependent must not start.
+    assert store.status(up) == "running"
+    assert s.get(down).status is JobStatus.PENDING and down in s._blocked
+    # A job submitted now on the same upstream waits for the commit too.
+    late = s.submit(Noop("late"), depends_on=[up])
+    assert late in s._blocked
+    store.gate.set()
+    await s.join()
+    await s.stop()
+    assert store.status(up) == "completed"
+    assert store.status(down) == store.status(late) == "completed"
+    # The upstream's COMPLETED row was committed in an earlier batch than any
+    # row of its dependents running.
+    up_batch = next(
+        i
+        for i, b in enumerate(store.batches)
+        if any(r.job_id == up and getattr(r, "status", "") == "completed" for r in b)
+    )
+    down_running = next(
+        i
+        for i, b in enumerate(store.batches)
+        if any(r.job_id == down and getattr(r, "status", "") in ("running", "completed") for r in b)
+    )
+    assert up_batch < down_running
+
+
+async def test_a_failure_cascade_waits_for_the_commit_too() -> None:
+    store = RecordingStore()
+    s = scheduler(store)
+    await s.start()
+    await s.flush()
+    store.gate = asyncio.Event()
+    bad = s.submit(Fail())
+    down = s.submit(Noop("down"), depends_on=[bad])
+    await until(lambda: s.get(bad).status is JobStatus.FAILED)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert s.get(down).status is JobStatus.PENDING
+    store.gate.set()
+    await s.join()
+    await s.stop()
+    assert (s.get(down).status, s.get(down).last_error) == (
+        JobStatus.CANCELLED,
+        f"upstream {bad} failed",
+    )
+    assert store.status(down) == "cancelled"
+
+
+async def test_recurring_schedule_resumes_at_its_rate_and_coalesces_missed_fires(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock)
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick"), 10.0, start_in=10.0, key="ticker")
+    await clock.advance(10.0)  # fires at 10
+    await s.join()
+    await clock.advance(5.0)  # t = 15, next fire due at 20
+    await s.flush()
+    assert runs(log) == ["tick"]
+    await crash(s)
+
+    # Down from t=15 to t=55: fires due at 20, 30, 40 and 50 were missed.
+    clock2 = ManualClock(mono=7.0, wall=WALL + 55.0)
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    [sched] = s2.recurring()
+    assert sched.schedule_id == sid and sched.fired == 1
+    assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 20.0)
+    # Nobody scheduled it again: it fires its stored template (the last job it fired).
+    await clock2.advance(0.0)
+    await s2.join()
+    assert runs(log) == ["tick", "tick"]  # the missed fires coalesced into one
+    assert sched.fired == 2
+    # Back on the fixed-rate grid: the next fire is at t=60 of the first clock.
+    assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 60.0)
+    # Scheduling its key again resumes it with the new factory: no second copy.
+    assert s2.schedule_recurring(lambda: Record(str(log), "tock"), 10.0, key="ticker") == sid
+    assert len(s2.recurring()) == 1
+    await clock2.advance(5.0)
+    await s2.join()
+    assert runs(log) == ["tick", "tick", "tock"]
+    # Fired jobs carry the schedule's key and their number.
+    assert [s2.lookup(f"ticker#{n}") is not None for n in (1, 2, 3, 4)] == [True] * 3 + [False]
+    assert s2.cancel_recurring(sid)
+    await s2.stop()
+
+    s3 = scheduler(url, ManualClock(wall=WALL + 100.0))
+    await s3.start()
+    assert s3.recurring() == []  # cancelled schedules stay cancelled
+    assert sorted(j.name for j in s3.jobs()) == ["tick", "tick", "tock"]
+    await s3.stop()
+    rows = await read_rows(url)
+    assert len(rows) == 3
+
+
+async def test_a_result_json_cannot_encode_is_kept_as_its_repr(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    job_id = s.submit(Odd())
+    await s.join()
+    await s.stop()
+    rows = await read_rows(url)
+    stored = json.loads(str(rows[job_id]["result"]))
+    assert stored["$repr"] == repr({1, 2})
+    assert "not JSON-encodable" in stored["$note"]
+    s2 = scheduler(url)
+    await s2.start()
+    assert s2.get(job_id).result == stored
+    await s2.stop()
+
+
+async def test_a_job_built_before_the_store_was_opened_gets_a_fresh_id(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    first = s.submit(Noop())
+    await s.join()
+    await s.stop()
+    # A new "process" whose id counter starts low again.
+    from jobsched import _job
+
+    early = Noop()
+    early.job_id = first
+    s2 = scheduler(url)
+    await s2.start()
+    new_id = s2.submit(early)
+    assert new_id != first and early.job_id == new_id
+    assert s2.get(first).status is JobStatus.COMPLETED
+    await s2.join()
+    await s2.stop()
+    assert _job._job_ids is not None
+
+
+async def test_stop_cancel_running_leaves_interrupted_jobs_for_the_next_start(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    s = scheduler(url)
+    await s.start()
+    started, _ = gate("busy")
+    busy = s.submit(Gate("busy"))
+    after = s.submit(Record(str(log), "after"), depends_on=[busy])
+    await started.wait()
+    await s.stop(cancel_running=True)
+    # In this process the attempt was cancelled; the store keeps it RUNNING.
+    assert s.get(busy).status is JobStatus.CANCELLED
+    rows = await read_rows(url)
+    assert rows[busy]["status"] == "running" and rows[after]["status"] == "pending"
+
+    _, release_busy = gate("busy")
+    release_busy.set()
+    s2 = scheduler(url)
+    await s2.start()
+    assert s2.get(busy).status is JobStatus.PENDING
+    await s2.join()
+    await s2.stop()
+    assert (s2.get(busy).status, s2.get(busy).attempts) == (JobStatus.COMPLETED, 2)
+    assert runs(log) == ["after"]
+
+
+async def test_submit_threadsafe_takes_a_key(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    job_id = await asyncio.to_thread(s.submit_threadsafe, Noop(), key="k")
+    await until(lambda: s.lookup("k") is not None)
+    assert s.lookup("k") == job_id
+    assert s.submit(Noop(), key="k") == job_id  # known key: nothing new
+    await s.join()
+    await s.stop()
+    assert len(await read_rows(url)) == 1
+
+
+async def test_a_cron_schedule_resumes_on_the_wall_clock(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    minute = 60.0
+    start = 1_800_000_000.0 - 1_800_000_000.0 % minute  # on a minute boundary
+    clock = ManualClock(mono=500.0, wall=start + 1.0)
+    s = scheduler(url, clock)
+    await s.start()
+    sid = s.schedule_recurring(
+        lambda: Record(str(log), "cron"), trigger={"cron": "* * * * *", "tz": "UTC"}, key="c"
+    )
+    await clock.advance(minute)  # the fire at start + 60
+    await s.join()
+    await s.flush()
+    assert runs(log) == ["cron"]
+    await crash(s)
+
+    # Down for five minutes, on another monotonic origin.
+    clock2 = ManualClock(mono=3.0, wall=start + 5 * minute + 30.0)
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.name, sched.coalesce) == (sid, None, "one")
+    assert sched.next_fire == start + 2 * minute  # wall time, as stored
+    await clock2.advance(0.0)
+    await s2.join()
+    assert runs(log) == ["cron", "cron"]  # four missed fires, one run
+    assert sched.next_fire == start + 6 * minute
+    await s2.stop()
+
+
+async def test_a_trigger_object_cannot_be_stored(url: str) -> None:
+    from jobsched_plugins.cron_trigger import CronTrigger
+
+    s = scheduler(url)
+    await s.start()
+    with pytest.raises(JobSpecError, match="give it as a mapping"):
+        s.schedule_recurring(Noop, trigger=CronTrigger("* * * * *"))
+    assert s.recurring() == []
+    await s.stop()
+
+
+async def test_a_unique_key_still_dedupes_after_a_restart(url: str) -> None:
+    s = scheduler(url)
+    await s.start()
+    first = s.submit(Noop(), delay=3600, unique_key="nightly")
+    await s.stop()
+    s2 = scheduler(url)
+    await s2.start()
+    # Restored and unfinished: the key still stands for it.
+    assert s2.submit(Noop(), unique_key="nightly") == first
+    s2.cancel(first)
+    # Finished: the key is free again.
+    second = s2.submit(Noop(), unique_key="nightly")
+    assert second != first
+    await s2.join()
+    await s2.stop()
+    rows = await read_rows(url)
+    assert (rows[first]["status"], rows[second]["status"]) == ("cancelled", "completed")
