@@ -381,3 +381,55 @@ async def test_store_api_write_upserts_kernel_rows(store: PostgresStore) -> None
     )
     assert (await store.get_schedule("s1")).trigger == {"kind": "interval", "seconds": 5}
     assert store.durable and store.shared and "password" not in store.url
+
+
+async def test_a_version_1_store_is_migrated_to_the_current_version(
+    pg_schema: tuple[str, str],
+) -> None:
+    from jobsched_plugins.postgres_store import _MIGRATIONS
+
+    schema = pg_schema[1]
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".schema_version (version int)')
+        for statement in _MIGRATIONS[0]:
+            conn.execute(statement.replace("{s}", f'"{schema}"'))
+        conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (1)')
+        conn.execute(
+            f'INSERT INTO "{schema}".jobs (job_id, type, args, options, status, run_at, '
+            "submitted_at, sort_key) VALUES ('old', 'noop', '{}', '{}', 'pending', 0, 0, "
+            "'{0}')"
+        )
+    s = PostgresStore(pg_schema[0])
+    await s.open()
+    try:
+        assert await s.schema_version() == SCHEMA_VERSION == 2
+        row = await s.get("old")  # the data survived, with the new column empty
+        assert row is not None and row.unique_key is None and row.status == "pending"
+    finally:
+        await s.close()
+
+
+async def test_unique_key_allows_one_unfinished_job_in_the_whole_cluster(
+    store: PostgresStore, other: PostgresStore
+) -> None:
+    def uniq(job_id: str) -> NewJob:
+        return attrs_evolve(new(job_id), unique_key="report")
+
+    got = await asyncio.gather(store.insert([uniq("u1")]), other.insert([uniq("u2")]))
+    assert sorted(got) in (
+        [["u1"], ["u1"]],
+        [["u2"], ["u2"]],
+    )
+    winner = got[0][0]
+    assert [r.job_id for r in await store.jobs()] == [winner]
+    await store.claim(1, "w")
+    assert await store.insert([uniq("u3")]) == [winner]  # running: still deduplicated
+    await store.finish([Outcome(job_id=winner, status="completed")], "w")
+    assert await store.insert([uniq("u3")]) == ["u3"]  # finished: the key is free again
+
+
+def attrs_evolve(job: NewJob, **changes: object) -> NewJob:
+    import attrs
+
+    return attrs.evolve(job, **changes)

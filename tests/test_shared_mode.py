@@ -198,3 +198,18 @@ async def test_jobs_that_cannot_be_data_are_refused_at_submit(url: str) -> None:
         job.retry = object()  # type: ignore[assignment]
         with pytest.raises(SchedulerError, match="retry policy"):
             a.submit(job)
+
+
+async def test_unique_key_holds_across_processes(url: str, pg_schema: tuple[str, str]) -> None:
+    schema = pg_schema[1]
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    a._shared.claims = b._shared.claims = False  # type: ignore[union-attr]  # just submit
+    async with a, b:
+        first = a.submit(rec(schema, "one"), unique_key="nightly")
+        second = b.submit(rec(schema, "two"), unique_key="nightly")
+        await a.flush()
+        await b.flush()
+        ids = {a._shared.resolve(first), b._shared.resolve(second)}  # type: ignore[union-attr]
+        rows = await a._shared.store.jobs()  # type: ignore[union-attr]
+    assert len(ids) == 1 and [r.job_id for r in rows] == list(ids)

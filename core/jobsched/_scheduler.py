@@ -265,7 +265,7 @@ class JobScheduler:
         if delay < 0 or delay != delay:
             raise ValueError(f"delay must be >= 0, got {delay!r}")
         if self._shared is not None:  # the store's queue, not ours: claimed back later
-            return self._shared.submit(job, delay, depends_on, key=key)
+            return self._shared.submit(job, delay, depends_on, key=key, unique_key=unique_key)
         deps = set(depends_on) if depends_on else None
         if deps:
             unknown = [d for d in deps if d not in self._jobs]
@@ -512,6 +512,8 @@ class JobScheduler:
         """
         if self._journal is not None:
             await self._journal.flush()
+        elif self._shared is not None:
+            await self._shared._drain_writes()
 
     async def start(self) -> None:
         """Start the workers on the running loop."""

@@ -271,8 +271,14 @@ class SharedMode:
         *,
         key: str | None = None,
         schedule_id: str | None = None,
+        unique_key: str | None = None,
     ) -> str:
-        """Describe `job` as a row and queue it for the store; returns its id."""
+        """Describe `job` as a row and queue it for the store; returns its id.
+
+        `key` and `unique_key` are checked by the store, for the whole cluster,
+        when the row is written: a job they deduplicate is not stored, and
+        after `flush()` `resolve(job_id)` gives the id of the job that was.
+        """
         s = self.scheduler
         type_name, args, options = describe(job, s)
         now = s._clock.time()
@@ -289,12 +295,17 @@ class SharedMode:
             depends_on=tuple(depends_on),
             schedule_id=schedule_id,
             submitted_by=self.identity,
+            unique_key=unique_key,
         )
         self._submitted.add(job.job_id)
         self._inserts.append(row)
         if self._insert_task is None and len(self._inserts) == 1 and self._opened:
             asyncio.get_running_loop().call_soon(self._flush_inserts)
         return job.job_id
+
+    def resolve(self, job_id: str) -> str:
+        """The stored job's id for an id `submit` returned (see `submit`)."""
+        return self.aliases.get(job_id, job_id)
 
     def _flush_inserts(self) -> None:
         if self._insert_task is not None or not self._inserts or not self._opened:

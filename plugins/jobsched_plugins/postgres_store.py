@@ -49,7 +49,7 @@ logger = structlog.get_logger("jobsched.postgres")
 T = TypeVar("T")
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 WAITING = ("pending", "retry_wait")
@@ -106,6 +106,12 @@ _MIGRATIONS: list[list[str]] = [
             skipped bigint NOT NULL DEFAULT 0
         )""",
     ],
+    # 2: unique jobs for the whole cluster: one unfinished job per unique_key.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN unique_key text",
+        """CREATE UNIQUE INDEX jobs_unique ON {s}.jobs (unique_key)
+            WHERE status IN ('pending', 'running', 'retry_wait')""",
+    ],
 ]
 
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -126,6 +132,8 @@ class NewJob:
     depends_on: tuple[str, ...] = ()
     schedule_id: str | None = None
     submitted_by: str | None = None
+    #: While a job with this key is unfinished, inserting another is a no-op.
+    unique_key: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -153,6 +161,7 @@ class JobRow:
     submitted_by: str | None
     started_at: float | None
     finished_at: float | None
+    unique_key: str | None = None
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> JobRow:
@@ -554,9 +563,9 @@ class PostgresStore:
                     self._q(
                         """INSERT INTO {s}.jobs (job_id, key, type, args, options, status,
                             run_at, submitted_at, sort_key, unmet, last_error, schedule_id,
-                            submitted_by, finished_at)
+                            submitted_by, unique_key, finished_at)
                         VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s, %s,
-                            %s, %s, CASE WHEN %s = 'cancelled' THEN """
+                            %s, %s, %s, CASE WHEN %s = 'cancelled' THEN """
                         + _NOW
                         + """ END)
                         ON CONFLICT DO NOTHING RETURNING job_id"""
@@ -575,16 +584,21 @@ class PostgresStore:
                         error,
                         job.schedule_id,
                         job.submitted_by,
+                        job.unique_key,
                         status,
                     ],
                 )
                 inserted = await cur.fetchone()
-                if inserted is None:  # the key (or id) exists: resume, don't duplicate
+                if inserted is None:
+                    # Its key or id exists (resume, don't duplicate), or an
+                    # unfinished job has its unique_key (deduplicate).
                     cur = await conn.execute(
                         self._q(
-                            "SELECT job_id, status FROM {s}.jobs WHERE key = %s OR job_id = %s"
+                            "SELECT job_id, status FROM {s}.jobs WHERE key = %s OR job_id = %s "
+                            "OR (unique_key = %s AND status IN ('pending', 'running', "
+                            "'retry_wait')) LIMIT 1"
                         ),
-                        [job.key, job.job_id],
+                        [job.key, job.job_id, job.unique_key],
                     )
                     existing = await cur.fetchone()
                     assert existing is not None
