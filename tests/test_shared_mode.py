@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -213,3 +214,50 @@ async def test_unique_key_holds_across_processes(url: str, pg_schema: tuple[str,
         ids = {a._shared.resolve(first), b._shared.resolve(second)}  # type: ignore[union-attr]
         rows = await a._shared.store.jobs()  # type: ignore[union-attr]
     assert len(ids) == 1 and [r.job_id for r in rows] == list(ids)
+
+
+async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
+    url: str, pg_schema: tuple[str, str]
+) -> None:
+    schema = pg_schema[1]
+    every_second = {"cron": "* * * * * *"}  # six fields: seconds first
+    procs = [JobScheduler(store=url, num_workers=1, plugins=plugins()) for _ in range(3)]
+    for p in procs:
+        await p.start()
+    try:
+        ids = {
+            p.schedule_recurring(lambda: rec(schema, "tick"), trigger=every_second) for p in procs
+        }
+        assert len(ids) == 1  # three registrations, one shared schedule
+        store = procs[0]._shared.store  # type: ignore[union-attr]
+
+        async def three_done() -> list[object]:
+            while True:
+                rows = [r for r in await store.jobs() if r.status == "completed"]
+                if len(rows) >= 3:
+                    return rows
+                await store.wait_finished(5)
+
+        await asyncio.wait_for(three_done(), 60)
+        assert procs[1].cancel_recurring(ids.pop()) is True
+    finally:
+        for p in procs:
+            await p.stop()
+    rows = [r for r in await stored_rows(url) if r.schedule_id is not None]
+    periods = [r.options["scheduled_for"] for r in rows]
+    assert len(periods) == len(set(periods))  # no second fired twice
+    assert all(p == int(p) for p in periods)  # on the cron grid (whole seconds)
+    with pytest.raises(SchedulerError, match="pass the trigger as a mapping"):
+        JobScheduler(store=url, plugins=plugins()).schedule_recurring(
+            lambda: rec(schema, "x"),
+            trigger=object(),  # type: ignore[arg-type]
+        )
+
+
+async def stored_rows(url: str) -> list[Any]:
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        return list(await store.jobs())
+    finally:
+        await store.close()

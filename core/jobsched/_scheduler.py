@@ -388,13 +388,14 @@ class JobScheduler:
         if start_in < 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
         if self._shared is not None:
-            if trigger is not None or interval is None:
-                raise SchedulerError(
-                    "a shared store runs interval schedules only for now; "
-                    "cron and other triggers are not supported there yet"
-                )
+            if trigger is not None and interval is not None:
+                raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
             return self._shared.schedule_recurring(
-                factory, interval, start_in=start_in, allow_overlap=allow_overlap
+                factory,
+                interval,
+                start_in=start_in,
+                allow_overlap=allow_overlap,
+                trigger=trigger,  # type: ignore[arg-type]
             )
         if key is not None:
             known = self._schedule_keys.get(key)

@@ -501,47 +501,96 @@ class SharedMode:
     def schedule_recurring(
         self,
         factory: Callable[[], Job],
-        interval: float,
+        interval: float | None,
         *,
         start_in: float,
         allow_overlap: bool,
+        trigger: dict[str, Any] | None = None,
     ) -> str:
         """A schedule shared by every process that registers the same one.
 
-        Its id is derived from the job template and the interval, so N
-        processes registering it serve ONE schedule that fires once per period.
+        Its id is derived from the job template and the trigger (an interval,
+        or a wall-clock trigger given as a mapping such as ``{"cron": "0 2 * *
+        *", "tz": "Europe/Berlin"}``), so N processes registering it serve ONE
+        schedule that fires once per period.
         """
-        if not interval > 0:
-            raise ValueError(f"interval must be positive, got {interval!r}")
         from jobsched_plugins.postgres_store import ScheduleRow
 
+        if trigger is not None:
+            if not isinstance(trigger, dict):
+                raise SchedulerError(
+                    "a shared store keeps triggers as data: pass the trigger as a mapping "
+                    '(e.g. {"cron": "0 2 * * *"}), not a trigger object'
+                )
+            spec: dict[str, Any] = dict(trigger)
+            first = self._advance(spec)(None, time.time())
+            if first is None:
+                raise SchedulerError(f"trigger {trigger!r} never fires")
+        else:
+            if interval is None or not interval > 0:
+                raise ValueError(f"interval must be positive, got {interval!r}")
+            spec = {"interval": interval}
+            first = time.time() + start_in
         type_name, args, options = describe(factory(), self.scheduler)
-        ident = json.dumps([type_name, args, options, interval, allow_overlap], sort_keys=True)
+        ident = json.dumps([type_name, args, options, spec, allow_overlap], sort_keys=True)
         schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
         row = ScheduleRow(
             schedule_id=schedule_id,
             type=type_name,
             args=args,
             options=options,
-            trigger={"interval": interval},
-            next_run=time.time() + start_in,
+            trigger=spec,
+            next_run=first,
             allow_overlap=allow_overlap,
         )
-        self._schedules.append((schedule_id, row, interval))
+        self._schedules.append((schedule_id, row, 0.0))
         if self._opened:
-            self._start_schedule(schedule_id, row, interval)
+            self._start_schedule(schedule_id, row, 0.0)
         return schedule_id
+
+    def _advance(self, spec: dict[str, Any]) -> Callable[[float | None, float], float | None]:
+        """``advance(previous, now)``: the first fire time after `now` on the
+        schedule's grid (missed periods coalesce into the one firing now), or
+        None when the trigger is exhausted. Wall-clock seconds throughout."""
+        if "interval" in spec:
+            interval = float(spec["interval"])
+
+            def every(previous: float | None, now: float) -> float | None:
+                if previous is None:
+                    return now
+                missed = math.floor((now - previous) / interval) + 1
+                return previous + max(missed, 1) * interval
+
+            return every
+        from ._recurring import build_trigger
+
+        trig = build_trigger(spec, lambda n: self.scheduler.plugins.resolve("triggers", n))
+        if trig.timebase != "wall":
+            raise SchedulerError(f"trigger {spec!r} is not a wall-clock trigger")
+
+        def wall(previous: float | None, now: float) -> float | None:
+            nxt = trig.first_fire(now) if previous is None else trig.next_fire(previous)
+            while nxt is not None and nxt <= now:
+                nxt = trig.next_fire(nxt)
+            return nxt
+
+        return wall
 
     def _start_schedule(self, schedule_id: str, row: Any, interval: float) -> None:
         task = asyncio.get_running_loop().create_task(
-            self._run_schedule(row, interval), name=f"jobsched-schedule-{schedule_id}"
+            self._run_schedule(row), name=f"jobsched-schedule-{schedule_id}"
         )
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
 
-    async def _run_schedule(self, row: Any, interval: float) -> None:
+    async def _run_schedule(self, row: Any) -> None:
         s = self.scheduler
-        stored = await self.store.add_schedule(row)
+        try:
+            stored = await self.store.add_schedule(row)
+            advance = self._advance(dict(stored.trigger))
+        except Exception as exc:
+            self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
+            return
         while not s._stopping:
             if not stored.active:
                 return
@@ -549,8 +598,7 @@ class SharedMode:
             if wait > 0:
                 await asyncio.sleep(wait)
             now = time.time()
-            missed = math.floor((now - stored.next_run) / interval) + 1
-            new_next = stored.next_run + max(missed, 1) * interval
+            new_next = advance(stored.next_run, now)
             job = build(s, stored.type, stored.args, stored.options)
             job.job_id = f"{job.job_id}-{self._id_suffix}"
             options = {**stored.options, "scheduled_for": stored.next_run}
@@ -566,11 +614,20 @@ class SharedMode:
                 submitted_by=self.identity,
             )
             try:
-                await self.store.fire_schedule(stored.schedule_id, stored.next_run, new_next, new)
+                # An exhausted trigger fires this last period, then stops for everyone.
+                await self.store.fire_schedule(
+                    stored.schedule_id,
+                    stored.next_run,
+                    math.inf if new_next is None else new_next,
+                    new,
+                )
                 stored = await self.store.get_schedule(stored.schedule_id)
+                if not math.isfinite(stored.next_run):
+                    await self.store.deactivate_schedule(stored.schedule_id)
+                    return
             except Exception as exc:
                 self._log.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
-                await asyncio.sleep(min(interval, self.poll_interval))
+                await asyncio.sleep(self.poll_interval)
 
     def cancel_recurring(self, schedule_id: str) -> bool:
         """Stop a shared schedule for every process."""
