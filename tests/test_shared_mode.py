@@ -247,6 +247,10 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
     periods = [r.options["scheduled_for"] for r in rows]
     assert len(periods) == len(set(periods))  # no second fired twice
     assert all(p == int(p) for p in periods)  # on the cron grid (whole seconds)
+    with pytest.raises(SchedulerError, match="does not support misfire_grace_time"):
+        JobScheduler(store=url, plugins=plugins()).schedule_recurring(
+            lambda: rec(schema, "x"), 5, jitter=1.0
+        )
     with pytest.raises(SchedulerError, match="pass the trigger as a mapping"):
         JobScheduler(store=url, plugins=plugins()).schedule_recurring(
             lambda: rec(schema, "x"),

@@ -390,6 +390,11 @@ class JobScheduler:
         if self._shared is not None:
             if trigger is not None and interval is not None:
                 raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
+            if misfire_grace_time is not None or coalesce != "one" or jitter or key is not None:
+                raise SchedulerError(
+                    "a shared store does not support misfire_grace_time, coalesce, jitter "
+                    "or key on recurring schedules yet (missed periods coalesce into one)"
+                )
             return self._shared.schedule_recurring(
                 factory,
                 interval,
