@@ -83,7 +83,9 @@ class Cluster:
 @pytest.fixture
 async def setup(pg_schema: tuple[str, str]) -> AsyncIterator[tuple[Cluster, PostgresStore]]:
     url, schema = pg_schema
-    url = with_query(url, lease="1")  # a dead worker's jobs come back after ~1 s
+    # A dead worker's jobs come back after ~3 s; live workers renew every second,
+    # so a busy CI machine does not make a live worker lose its leases.
+    url = with_query(url, lease="3")
     store = PostgresStore(url)
     await store.open()
     async with store.connection() as conn:
