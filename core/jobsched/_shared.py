@@ -201,7 +201,7 @@ class SharedMode:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._schedules: list[tuple[str, Any, float]] = []
+        self._schedules: list[tuple[str, Any]] = []  # (schedule id, ScheduleRow)
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
@@ -222,8 +222,8 @@ class SharedMode:
         ]
         if not self.claims:
             self._tasks[0].cancel()
-        for schedule_id, row, interval in self._schedules:
-            self._start_schedule(schedule_id, row, interval)
+        for schedule_id, row in self._schedules:
+            self._start_schedule(schedule_id, row)
         self._log.info("shared scheduler started", store=repr(self.store))
 
     async def stop_feeding(self) -> None:
@@ -543,9 +543,9 @@ class SharedMode:
             next_run=first,
             allow_overlap=allow_overlap,
         )
-        self._schedules.append((schedule_id, row, 0.0))
+        self._schedules.append((schedule_id, row))
         if self._opened:
-            self._start_schedule(schedule_id, row, 0.0)
+            self._start_schedule(schedule_id, row)
         return schedule_id
 
     def _advance(self, spec: dict[str, Any]) -> Callable[[float | None, float], float | None]:
@@ -576,7 +576,7 @@ class SharedMode:
 
         return wall
 
-    def _start_schedule(self, schedule_id: str, row: Any, interval: float) -> None:
+    def _start_schedule(self, schedule_id: str, row: Any) -> None:
         task = asyncio.get_running_loop().create_task(
             self._run_schedule(row), name=f"jobsched-schedule-{schedule_id}"
         )
@@ -631,7 +631,7 @@ class SharedMode:
 
     def cancel_recurring(self, schedule_id: str) -> bool:
         """Stop a shared schedule for every process."""
-        known = any(sid == schedule_id for sid, _, _ in self._schedules)
+        known = any(sid == schedule_id for sid, _ in self._schedules)
         for task in list(self._side_tasks):
             if task.get_name() == f"jobsched-schedule-{schedule_id}":
                 task.cancel()
