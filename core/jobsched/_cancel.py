@@ -28,30 +28,50 @@ class CancelToken:
     thread is free again as soon as the job returns.
     """
 
-    __slots__ = ("_event", "reason")
+    # The event is created only when a job blocks in `wait()`: a
+    # threading.Event costs more to build than the rest of a thread job's
+    # dispatch, and most tokens are never waited on. Under the GIL the
+    # flag-then-event order in `cancel` and event-then-flag order in `wait`
+    # cannot miss each other.
+    __slots__ = ("_event", "_set", "reason")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._set = False
+        self._event: threading.Event | None = None
         self.reason: str | None = None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Set the token (the scheduler does this; tests may too)."""
         if self.reason is None:
             self.reason = reason
-        self._event.set()
+        self._set = True
+        event = self._event
+        if event is not None:
+            event.set()
+
+    def _cancel_if_cancelled(self, future: object) -> None:
+        # A done-callback of the attempt's asyncio future: the scheduler
+        # cancels that future on timeout or cancel(job_id).
+        if future.cancelled():  # type: ignore[attr-defined]
+            self.cancel()
 
     @property
     def cancelled(self) -> bool:
         """True once the attempt was cancelled or timed out."""
-        return self._event.is_set()
+        return self._set
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block up to `timeout` seconds for cancellation: an interruptible ``time.sleep``."""
-        return self._event.wait(timeout)
+        event = self._event
+        if event is None:
+            event = self._event = threading.Event()
+        if self._set:
+            return True
+        return event.wait(timeout)
 
     def raise_if_cancelled(self) -> None:
         """Raise `JobCancelledError` if the attempt was cancelled or timed out."""
-        if self._event.is_set():
+        if self._set:
             raise JobCancelledError(self.reason or "cancelled")
 
     def __repr__(self) -> str:

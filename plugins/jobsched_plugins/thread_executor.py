@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,12 +35,14 @@ class ThreadExecutor:
         token = CancelToken()
         future = asyncio.get_running_loop().run_in_executor(
             pool,
-            functools.partial(run_with_token, token, job.run_sync),  # type: ignore[attr-defined]
+            run_with_token,
+            token,
+            job.run_sync,  # type: ignore[attr-defined]
         )
         # The scheduler cancels this future on timeout or cancel(job_id): tell
         # the job through its token. A callback, not a wrapper coroutine: no
         # extra task or frame per attempt.
-        future.add_done_callback(lambda f: token.cancel() if f.cancelled() else None)
+        future.add_done_callback(token._cancel_if_cancelled)
         return future
 
     def shutdown(self) -> None:
