@@ -23,6 +23,7 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job
+from ._journal import Journal
 from ._limits import Limiter, Limits
 from ._plugins import PluginManager, TransitionListener, default_plugin_manager
 from ._recurring import (
@@ -32,9 +33,10 @@ from ._recurring import (
     Trigger,
     build_trigger,
 )
+from ._restore import open_store
 from ._shared import SharedMode
 from ._status import JobStatus
-from ._store import Journal, Store, open_store, resolve_store
+from ._store import Store, resolve_store
 from ._strategy import SchedulingStrategy, SortKey
 
 logger = structlog.get_logger("jobsched")

@@ -43,6 +43,7 @@ from ._errors import SchedulerError
 from ._job import FunctionJob, Job
 from ._jobtypes import build_job, job_spec, retry_policy_data
 from ._status import JobPriority, JobStatus
+from ._store import NewJob, Outcome, SharedScheduleRow
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
@@ -177,10 +178,6 @@ class SharedMode:
         identity: str | None = None,
         poll_interval: float = 5.0,
     ) -> None:
-        from jobsched_plugins.postgres_store import NewJob, Outcome  # the row types
-
-        self._NewJob = NewJob
-        self._Outcome = Outcome
         self.scheduler = scheduler
         self.store = store
         self.identity = identity or process_identity()
@@ -201,7 +198,7 @@ class SharedMode:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._schedules: list[tuple[str, Any]] = []  # (schedule id, ScheduleRow)
+        self._schedules: list[tuple[str, Any]] = []  # (schedule id, SharedScheduleRow)
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
@@ -283,7 +280,7 @@ class SharedMode:
         type_name, args, options = describe(job, s)
         now = s._clock.time()
         job.job_id = f"{job.job_id}-{self._id_suffix}"
-        row = self._NewJob(
+        row = NewJob(
             job_id=job.job_id,
             key=key,
             type=type_name,
@@ -475,7 +472,7 @@ class SharedMode:
     ) -> None:
         self._held.discard(job_id)
         self._outcomes.append(
-            self._Outcome(job_id=job_id, status=status, result=result, error=error, run_at=run_at)
+            Outcome(job_id=job_id, status=status, result=result, error=error, run_at=run_at)
         )
         if self._outcome_task is None and len(self._outcomes) == 1:
             asyncio.get_running_loop().call_soon(self._flush_outcomes)
@@ -514,7 +511,6 @@ class SharedMode:
         *", "tz": "Europe/Berlin"}``), so N processes registering it serve ONE
         schedule that fires once per period.
         """
-        from jobsched_plugins.postgres_store import ScheduleRow
 
         if trigger is not None:
             if not isinstance(trigger, dict):
@@ -534,7 +530,7 @@ class SharedMode:
         type_name, args, options = describe(factory(), self.scheduler)
         ident = json.dumps([type_name, args, options, spec, allow_overlap], sort_keys=True)
         schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
-        row = ScheduleRow(
+        row = SharedScheduleRow(
             schedule_id=schedule_id,
             type=type_name,
             args=args,
@@ -602,7 +598,7 @@ class SharedMode:
             job = build(s, stored.type, stored.args, stored.options)
             job.job_id = f"{job.job_id}-{self._id_suffix}"
             options = {**stored.options, "scheduled_for": stored.next_run}
-            new = self._NewJob(
+            new = NewJob(
                 job_id=job.job_id,
                 type=stored.type,
                 args=stored.args,

@@ -1,4 +1,4 @@
-"""Stores: the plugin API that makes jobs durable, and the kernel's journal.
+"""Stores: the plugin API that makes jobs durable.
 
 A store keeps every job's state as *data* (its registered type name, JSON
 arguments and options, status, attempts, times, result) so a scheduler can
@@ -8,48 +8,28 @@ resolves the scheme once, when the scheduler is composed.
 
 The kernel talks to a store through three calls: `Store.open` (once, in
 ``start()``: returns a `Snapshot` to restore), `Store.write` (a batch of rows,
-one transaction) and `Store.close`. Between them sits the `Journal`: every
-state change marks its job dirty (a plain callable on the transition path),
-and one writer task turns the dirty set into a batch of rows and writes it,
-one batch at a time, so a slow store makes batches bigger instead of making
-the scheduler wait. See docs/durability.md for the guarantees.
+one transaction) and `Store.close`; the journal (`_journal.py`) batches state
+changes into those writes and `_restore.py` rebuilds the queues. A *shared*
+store (several processes on one queue) adds the calls of `SharedStore`, used by
+the kernel's shared mode (`_shared.py`). See docs/durability.md.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import structlog
 
 from ._errors import PluginError, SchedulerError
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT
-from ._jobtypes import (
-    JobSpec,
-    JobSpecError,
-    _jsonable,
-    build_job,
-    job_spec,
-    retry_policy_data,
-)
-from ._jobtypes import (
-    _is_adapted_attrs as is_adapted_attrs,
-)
-from ._status import JobPriority, JobStatus
+from ._status import JobStatus
 
 if TYPE_CHECKING:
-    from ._clock import Clock
-    from ._job import Job
     from ._plugins import PluginManager
-    from ._recurring import RecurringSchedule
-    from ._scheduler import JobScheduler
 
 logger = structlog.get_logger("jobsched.store")
 
@@ -164,6 +144,92 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# ── rows of a shared store (several processes on one queue) ───────────
+@attrs.frozen(kw_only=True)
+class NewJob:
+    """A job to insert: what to run (type + JSON args) and how (options)."""
+
+    job_id: str
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any] = attrs.field(factory=dict)
+    key: str | None = None
+    run_at: float  # wall-clock epoch seconds
+    submitted_at: float
+    sort_key: tuple[float, ...]
+    depends_on: tuple[str, ...] = ()
+    schedule_id: str | None = None
+    submitted_by: str | None = None
+    #: While a job with this key is unfinished, inserting another is a no-op.
+    unique_key: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SharedJobRow:
+    """A job as a shared store holds it (times are wall-clock epoch seconds)."""
+
+    job_id: str
+    key: str | None
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    status: str
+    attempts: int
+    run_at: float
+    submitted_at: float
+    seq: int
+    sort_key: tuple[float, ...]
+    unmet: int
+    lease_owner: str | None
+    lease_expires: float | None
+    cancel_requested: bool
+    result: Any
+    last_error: str | None
+    schedule_id: str | None
+    submitted_by: str | None
+    started_at: float | None
+    finished_at: float | None
+    unique_key: str | None = None
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
+        rec = dict(rec)
+        rec["sort_key"] = tuple(rec["sort_key"])
+        return cls(**rec)
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How a claimed job's attempt ended, written by a shared store's ``finish``.
+
+    `status` is ``retry_wait`` (with `run_at`, the wall time of the retry) or
+    a terminal status.
+    """
+
+    job_id: str
+    status: str
+    result: Any = None
+    error: str | None = None
+    run_at: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SharedScheduleRow:
+    """A recurring schedule shared by every process (fires once per period)."""
+
+    schedule_id: str
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    trigger: dict[str, Any]
+    next_run: float
+    allow_overlap: bool = False
+    active: bool = True
+    last_job_id: str | None = None
+    fired: int = 0
+    skipped: int = 0
+
+
 # ── the plugin interface ───────────────────────────────────────────────
 @runtime_checkable
 class Store(Protocol):
@@ -207,9 +273,9 @@ class Store(Protocol):
 class SharedStore(Store, Protocol):
     """The calls a shared store (``shared = True``, several processes on one
     queue) adds; the kernel's shared mode (core/jobsched/_shared.py) uses them
-    instead of its local heaps and of the journal. The postgres store
-    (jobsched_plugins.postgres_store) is the reference implementation and
-    defines the row types (``NewJob``, ``Outcome``, its own ``JobRow``).
+    instead of its local heaps and of the journal, with the row types
+    `NewJob`, `SharedJobRow`, `Outcome` and `SharedScheduleRow`. The postgres
+    store (jobsched_plugins.postgres_store) is the reference implementation.
 
     - ``insert(jobs)``: new jobs and their dependencies, one transaction.
     - ``claim(n, owner) -> (rows, next_due)``: take up to `n` due jobs in
@@ -290,831 +356,3 @@ async def read_store(url: str, plugins: PluginManager) -> Snapshot | None:
     snapshot = await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
     await store.close()
     return snapshot
-
-
-# ── jobs <-> data ──────────────────────────────────────────────────────
-# One encoder for everything: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
-
-
-def encode_result(result: Any) -> str | None:
-    """A result as JSON text; one JSON cannot encode becomes its repr and a note."""
-    if result is None:
-        return None
-    try:
-        return _encode(result)
-    except (TypeError, ValueError) as exc:
-        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
-
-
-class JobCodec:
-    """Describes jobs as data and builds them back (`job_spec` / `build_job`).
-
-    Built once per scheduler. Only job types and retry policies that plugins
-    registered can be described or built: loading a store never runs code
-    its data names. Options are taken from the job's current attributes
-    (``deadline`` converted between monotonic and wall-clock time).
-    """
-
-    def __init__(self, plugins: PluginManager) -> None:
-        self.plugins = plugins
-        self._retry_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
-        # Per job class: (type name, ((argument, attribute), ...)) for registered
-        # attrs job types, whose arguments are read straight off the fields;
-        # None sends the class through job_spec().
-        self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
-        self._options: dict[tuple[Any, ...], tuple[Any, str]] = {}
-
-    def _plan(self, cls: type) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
-        if len(names) != 1 or not attrs.has(cls) or not is_adapted_attrs(cls):
-            return None
-        fields = tuple(
-            (getattr(f, "alias", None) or f.name.lstrip("_"), f.name)
-            for f in attrs.fields(cls)
-            if f.init
-        )
-        return names[0], fields
-
-    def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
-        """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time.
-
-        The same description as `job_spec`, on a fast path: a store describes
-        every job it is given, so per-class facts and common options are cached.
-        """
-        # A registered attrs type: its arguments are its fields (a job built
-        # by build_job has the same ones, maybe with defaults left out).
-        cls = type(job)
-        try:
-            plan = self._plans[cls]
-        except KeyError:
-            plan = self._plans[cls] = self._plan(cls)
-        type_name = args_json = None
-        if plan is not None:
-            type_name, fields = plan
-            if not fields:
-                args_json = "{}"
-            else:
-                # On failure job_spec() below knows which argument, or converts it.
-                with contextlib.suppress(TypeError, ValueError):
-                    args_json = _encode({arg: getattr(job, attr) for arg, attr in fields})
-        if args_json is None:
-            spec: JobSpec | None = getattr(job, "_spec", None)
-            if spec is None:
-                spec = job_spec(job, self.plugins)
-                if spec is None:
-                    raise JobSpecError(self._why_not_data(job))
-            try:
-                args_json = _encode(spec.args)
-            except (TypeError, ValueError) as exc:
-                raise JobSpecError(
-                    f"{job!r}: the arguments of job type {spec.type!r} must be JSON for a "
-                    f"durable store: {exc}"
-                ) from None
-            type_name = spec.type
-        assert type_name is not None
-        return type_name, args_json, self.options_json(job, offset)
-
-    def options_json(self, job: Job, offset: float) -> str:
-        """The job's options as JSON text, cached for the common case (no deadline)."""
-        retry = job.retry
-        cache_key = None
-        if job.deadline is None:
-            cache_key = (job.name, int(job.priority), job.timeout, id(retry))
-            cached = self._options.get(cache_key)
-            if cached is not None and cached[0] is retry:
-                return cached[1]
-        # Only what differs from a job's defaults: smaller rows write faster,
-        # and build_job() fills the defaults back in.
-        options: dict[str, Any] = {"name": job.name}
-        if job.priority != JobPriority.MEDIUM:
-            options["priority"] = int(job.priority)
-        if job.timeout != DEFAULT_TIMEOUT:
-            options["timeout"] = job.timeout
-        if retry is not DEFAULT_RETRY:
-            options["retry"] = self.describe_retry(job)
-        if job.deadline is not None:
-            options["deadline"] = job.deadline + offset
-        try:
-            options_json = _encode(options)
-        except (TypeError, ValueError) as exc:
-            raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
-        if cache_key is not None:
-            if len(self._options) >= 4096:
-                self._options.clear()  # names vary per job: keep the cache bounded
-            self._options[cache_key] = (retry, options_json)
-        return options_json
-
-    def _why_not_data(self, job: Job) -> str:
-        cls = type(job)
-        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
-        if len(names) == 1 and attrs.has(cls):
-            for field in attrs.fields(cls):
-                value = getattr(job, field.name, None)
-                if field.init and _jsonable(value) != value:
-                    return (
-                        f"{job!r}: a durable store keeps jobs as data, and argument "
-                        f"{field.name!r} of job type {names[0]!r} is not a JSON value: {value!r}"
-                    )
-            if retry_policy_data(job.retry, self.plugins) is None:
-                return (
-                    f"{job!r}: its retry policy {job.retry!r} is not a registered retry "
-                    f"policy (registered: {', '.join(self.plugins.names('retry_policies'))})"
-                )
-        registered = ", ".join(self.plugins.names("job_types")) or "none"
-        return (
-            f"{job!r}: a durable store keeps jobs as data (a registered job type and JSON "
-            f"arguments), and {cls.__qualname__} is not a registered job type whose arguments "
-            f"can be read back (registered: {registered}); register it with a "
-            "jobsched_register_job_types hook, or build the job with build_job"
-        )
-
-    def describe_retry(self, job: Job) -> dict[str, Any]:
-        policy = job.retry
-        cached = self._retry_cache.get(id(policy))
-        if cached is not None and cached[0] is policy:
-            return cached[1]
-        described = retry_policy_data(policy, self.plugins)
-        if described is None:
-            raise JobSpecError(
-                f"{job!r}: its retry policy {policy!r} is not a registered retry policy "
-                f"(registered: {', '.join(self.plugins.names('retry_policies'))})"
-            )
-        self._retry_cache[id(policy)] = (policy, described)
-        return described
-
-    def build(
-        self,
-        type_name: str,
-        args: Mapping[str, Any],
-        options: Mapping[str, Any],
-        offset: float,
-        label: str,
-    ) -> Job:
-        """A new job from its description; `JobSpecError` naming the problem."""
-        options = dict(options)
-        deadline = options.get("deadline")
-        if deadline is not None:
-            options["deadline"] = deadline - offset
-        return build_job(type_name, args, plugins=self.plugins, label=label, **options)
-
-
-# ── the journal: batching state changes into store writes ──────────────
-@attrs.define
-class _Static:
-    """What never changes after submit, encoded once."""
-
-    key: str | None
-    type: str
-    args: str
-    options: str
-    depends_on: tuple[str, ...]
-    schedule_id: str | None = None
-
-
-@attrs.define
-class _ScheduleStatic:
-    key: str | None
-    template: str
-    trigger: str
-
-
-@attrs.define
-class _Batch:
-    rows: list[JobRow | ScheduleRow]
-    jobs: dict[str, Job]
-    schedules: dict[str, RecurringSchedule]
-    finished: dict[str, JobStatus]
-    generation: int
-
-
-class Journal:
-    """Marks jobs dirty, batches them, and writes the batches in order.
-
-    Owned by the scheduler's loop thread. `mark` is compiled into the
-    transition path (it is a listener), so it must stay a dict insert. One
-    writer task takes everything dirty, serializes it on the loop (the state
-    *now*, so a job that changed three times since the last batch is one row),
-    and awaits `Store.write`; changes made meanwhile accumulate in the next
-    batch (back-pressure without blocking).
-
-    Durable before visible: a job that finished is *held* until the batch
-    holding its terminal state is committed; only then does the scheduler
-    release (or cancel) its dependents.
-    """
-
-    def __init__(self, scheduler: JobScheduler, store: Store, clock: Clock) -> None:
-        self.scheduler = scheduler
-        self.store = store
-        self.codec = JobCodec(scheduler.plugins)
-        self._clock = clock
-        self._dirty: dict[str, Job] = {}
-        self._dirty_schedules: dict[str, RecurringSchedule] = {}
-        self._static: dict[str, _Static] = {}
-        self._schedule_static: dict[str, _ScheduleStatic] = {}
-        self._held: dict[str, JobStatus] = {}  # finished, terminal state not yet taken
-        # Torn down by stop(): left RUNNING in the store; job id -> its last error then.
-        self._interrupted: dict[str, str | None] = {}
-        self._inflight: _Batch | None = None
-        self._woken = False
-        self._wake: asyncio.Event | None = None
-        self._closing: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._generation = 0  # batches taken
-        self._committed = 0  # generation of the last committed batch
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self.id_floor = 0  # job ids job-1..job-<floor> exist in the store
-        self.opened = False
-        self.error: StoreError | None = None
-
-    # ── called by the kernel ───────────────────────────────────────────
-    def mark(self, job: Job, old: object = None, new: object = None) -> None:
-        """Note that `job` changed; it is written with the next batch."""
-        if self._interrupted and job.job_id in self._interrupted:
-            return
-        self._dirty[job.job_id] = job
-        if not self._woken:
-            self._woken = True
-            self._wake.set()  # type: ignore[union-attr]
-
-    def mark_schedule(self, sched: RecurringSchedule) -> None:
-        self._dirty_schedules[sched.schedule_id] = sched
-        if not self._woken:
-            self._woken = True
-            self._wake.set()  # type: ignore[union-attr]
-
-    def admit(
-        self,
-        job: Job,
-        key: str | None,
-        deps: Iterable[str] | None,
-        unique_key: str | None = None,
-    ) -> None:
-        """Check a job can be stored, before the kernel accepts it.
-
-        Raises `JobSpecError` if it cannot be described as data. A job built
-        before the store was opened may carry an id a restored job already
-        has; it gets a fresh id here (submit returns the id).
-        """
-        if not self.opened:
-            raise SchedulerError(
-                f"start() the scheduler before submitting: with a durable store "
-                f"({self.store.url}) start() restores the stored jobs first"
-            )
-        type_name, args, options = self.codec.describe(job, self._offset())
-        if unique_key is not None:
-            # Kept with the options (never "{}": the name is always there), so
-            # the dedupe survives a restart while the job is unfinished.
-            options = f"{options[:-1]},{_encode('unique_key')}:{_encode(unique_key)}}}"
-        if self.id_floor and job.status is JobStatus.PENDING and not job.attempts:
-            number = _id_number(job.job_id)
-            if 0 < number <= self.id_floor and self.scheduler._jobs.get(job.job_id) is not job:
-                from ._job import new_job_id
-
-                job.job_id = new_job_id()
-        self._static[job.job_id] = _Static(
-            key, type_name, args, options, tuple(sorted(deps)) if deps else ()
-        )
-
-    def forget(self, job: Job) -> None:
-        """Undo `admit` for a job the kernel refused after all."""
-        self._static.pop(job.job_id, None)
-
-    def tag_schedule(self, job_id: str, schedule_id: str) -> None:
-        """`job_id` was fired by `schedule_id`: it becomes the schedule's template.
-
-        The template is what a restored schedule fires when nobody schedules
-        it again; taking it from the jobs actually fired means the factory is
-        never called just to look at its job.
-        """
-        static = self._static.get(job_id)
-        if static is None:
-            return
-        static.schedule_id = schedule_id
-        sstatic = self._schedule_static.get(schedule_id)
-        if sstatic is not None:
-            sstatic.template = (
-                f'{{"type":{_encode(static.type)},"args":{static.args},"options":{static.options}}}'
-            )
-
-    def admit_schedule(
-        self, sched: RecurringSchedule, spec: Mapping[str, Any] | object, key: str | None
-    ) -> None:
-        """Start keeping a new schedule (its template comes with its first fire).
-
-        `spec` is how the trigger was given: ``{"interval": seconds}``, a
-        job-file style mapping (``{"cron": "0 2 * * *", "tz": ...}``), or a
-        trigger object, which cannot be stored (only its mapping can).
-        """
-        if not self.opened:
-            raise SchedulerError(
-                f"start() the scheduler before scheduling: with a durable store "
-                f"({self.store.url}) start() restores the stored schedules first"
-            )
-        if not isinstance(spec, Mapping):
-            raise JobSpecError(
-                f"a durable store keeps schedules as data, and the trigger {spec!r} is an "
-                "object: give it as a mapping such as {'cron': '0 2 * * *', 'tz': 'UTC'}"
-            )
-        description = {
-            "trigger": dict(spec),
-            "timebase": sched.trigger.timebase,
-            "misfire_grace_time": sched.misfire_grace_time,
-            "coalesce": sched.coalesce,
-            "jitter": sched.jitter,
-            "name": sched.name,
-        }
-        try:
-            trigger = _encode(description)
-        except (TypeError, ValueError) as exc:
-            raise JobSpecError(f"the trigger {spec!r} is not JSON: {exc}") from None
-        self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, "", trigger)
-        self.mark_schedule(sched)
-
-    def finished(self, job_id: str, status: JobStatus) -> None:
-        """Hold the release of `job_id`'s dependents until its state is committed."""
-        if self._interrupted and job_id in self._interrupted:
-            return  # its dependents wait for the run after the restart
-        self._held[job_id] = status
-
-    def interrupt(self, job_ids: Iterable[str]) -> None:
-        """These running jobs are being torn down by a shutdown, not cancelled.
-
-        Nothing more is recorded about them: the store keeps them RUNNING, so
-        the next start runs them again, exactly as after a crash.
-        """
-        jobs = self.scheduler._jobs
-        for job_id in job_ids:
-            self._interrupted[job_id] = jobs[job_id].last_error
-
-    def uncommitted(self, job_ids: Iterable[str]) -> set[str]:
-        """Which of these finished jobs' terminal states are not committed yet."""
-        inflight = self._inflight.finished if self._inflight is not None else {}
-        return {j for j in job_ids if j in self._held or j in inflight}
-
-    # ── lifecycle ──────────────────────────────────────────────────────
-    async def open(self, context: StoreContext) -> Snapshot:
-        self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
-        snapshot = await self.store.open(context)
-        self.opened = True
-        self._task = asyncio.get_running_loop().create_task(
-            self._writer(), name="jobsched-store-writer"
-        )
-        return snapshot
-
-    def restored(self, row: JobRow) -> None:
-        """Remember the static part of a job loaded from the store."""
-        if not JobStatus(row.status).is_terminal:
-            self._static[row.job_id] = _Static(
-                row.key, row.type, row.args, row.options, tuple(row.depends_on), row.schedule_id
-            )
-        self.id_floor = max(self.id_floor, _id_number(row.job_id))
-
-    def restored_schedule(self, row: ScheduleRow) -> None:
-        self._schedule_static[row.schedule_id] = _ScheduleStatic(row.key, row.template, row.trigger)
-
-    async def flush(self) -> None:
-        """Return once every change made so far is committed.
-
-        Raises the `StoreError` of a write that fails meanwhile (the writer
-        keeps retrying it in the background).
-        """
-        if self._task is None:
-            return
-        if self._dirty or self._dirty_schedules or self._held:
-            target = self._generation + 1
-        elif self._inflight is not None:
-            target = self._generation
-        else:
-            return
-        future = asyncio.get_running_loop().create_future()
-        self._waiters.append((target, future))
-        await future
-
-    async def close(self) -> StoreError | None:
-        """Write everything still dirty, stop the writer, close the store.
-
-        Returns the error of a final write that failed (the store then holds
-        the last committed state), else None.
-        """
-        if self._task is None:
-            return None
-        self._closing.set()  # type: ignore[union-attr]
-        self._wake.set()  # type: ignore[union-attr]
-        await self._task
-        self._task = None
-        error = self.error
-        try:
-            await self.store.close()
-        except Exception as exc:
-            error = error or _as_store_error(self.store, exc, "close")
-        return error
-
-    # ── the writer task ────────────────────────────────────────────────
-    def _offset(self) -> float:
-        """Add to a monotonic time to get wall-clock time."""
-        return self._clock.time() - self._clock.now()
-
-    def _take(self) -> _Batch:
-        dirty, self._dirty = self._dirty, {}
-        schedules, self._dirty_schedules = self._dirty_schedules, {}
-        finished, self._held = self._held, {}
-        offset = self._offset()
-        rows: list[JobRow | ScheduleRow] = []
-        static = self._static
-        interrupted = self._interrupted
-        for job_id, job in dirty.items():
-            s = static[job_id]
-            status = job.status
-            finished_at = job.finished_at
-            last_error = job.last_error
-            if interrupted and job_id in interrupted:
-                # Torn down by a shutdown: stored as it was when it was interrupted.
-                status, finished_at, last_error = RUNNING, None, interrupted[job_id]
-            rows.append(
-                JobRow(  # positional: see JobRow
-                    job_id,
-                    s.type,
-                    status.value,
-                    job.run_at + offset,
-                    job.submitted_at + offset,
-                    job.seq,
-                    s.key,
-                    s.args,
-                    s.options,
-                    s.depends_on,
-                    job.attempts,
-                    None if finished_at is None else finished_at + offset,
-                    encode_result(job.result) if status is COMPLETED else None,
-                    last_error,
-                    s.schedule_id,
-                )
-            )
-        for schedule_id, sched in schedules.items():
-            ss = self._schedule_static[schedule_id]
-            fire = sched.next_fire
-            if fire is not None and not sched.wall_clock:
-                fire += offset
-            rows.append(
-                ScheduleRow(
-                    schedule_id=schedule_id,
-                    key=ss.key,
-                    template=ss.template,
-                    trigger=ss.trigger,
-                    next_run=0.0 if fire is None else fire,
-                    allow_overlap=sched.allow_overlap,
-                    active=sched.active and fire is not None,
-                    last_job_id=sched.last_job_id,
-                    fired=sched.fired,
-                    skipped=sched.skipped,
-                )
-            )
-        self._generation += 1
-        return _Batch(rows, dirty, schedules, finished, self._generation)
-
-    def _requeue(self, batch: _Batch) -> None:
-        # Newer marks win: the batch's jobs are serialized again from their
-        # current state, so merging only restores membership.
-        batch.jobs.update(self._dirty)
-        self._dirty = batch.jobs
-        batch.schedules.update(self._dirty_schedules)
-        self._dirty_schedules = batch.schedules
-        batch.finished.update(self._held)
-        self._held = batch.finished
-
-    def _settle_waiters(self, error: BaseException | None = None) -> None:
-        keep = []
-        for target, future in self._waiters:
-            if future.done():
-                continue
-            if error is not None:
-                future.set_exception(error)
-            elif target <= self._committed:
-                future.set_result(None)
-            else:
-                keep.append((target, future))
-        self._waiters = keep
-
-    async def _writer(self) -> None:
-        wake, closing = self._wake, self._closing
-        assert wake is not None and closing is not None
-        backoff = 0.0
-        while True:
-            if not (self._dirty or self._dirty_schedules or self._held):
-                self._settle_waiters()
-                if closing.is_set():
-                    return
-                self._woken = False
-                wake.clear()
-                await wake.wait()
-                continue
-            # Let the tasks woken by the same burst run first: a job submitted,
-            # run and finished in one burst becomes one row instead of three.
-            await asyncio.sleep(0)
-            batch = self._inflight = self._take()
-            try:
-                await self.store.write(batch.rows)
-            except Exception as exc:
-                self._inflight = None
-                self._requeue(batch)
-                self.error = _as_store_error(self.store, exc, f"write {len(batch.rows)} rows")
-                # Whoever waits in flush() learns now; the writer keeps retrying.
-                self._settle_waiters(self.error)
-                if closing.is_set():
-                    return
-                backoff = min(max(backoff * 2, 0.05), 5.0)
-                logger.error(
-                    "store write failed; retrying",
-                    store=self.store.url,
-                    error=str(self.error),
-                    retry_in=backoff,
-                )
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(closing.wait(), backoff)
-                continue
-            self._inflight = None
-            self.error = None
-            backoff = 0.0
-            self._committed = batch.generation
-            static = self._static
-            for job_id, job in batch.jobs.items():
-                if job.status._terminal and job_id not in self._dirty:
-                    static.pop(job_id, None)  # a terminal row is never written again
-            if batch.finished:
-                self.scheduler._release_committed(batch.finished)
-            self._settle_waiters()
-
-
-def _as_store_error(store: Store, exc: BaseException, what: str) -> StoreError:
-    if isinstance(exc, StoreError):
-        return exc
-    return StoreError(f"{store.url}: could not {what}: {type(exc).__name__}: {exc}")
-
-
-def _id_number(job_id: str) -> int:
-    """N for a kernel id ``job-N``, else 0."""
-    prefix, _, number = job_id.partition("-")
-    if prefix == "job" and number.isdigit():
-        return int(number)
-    return 0
-
-
-# ── restore: rebuilding the scheduler's state from a snapshot ──────────
-async def open_store(scheduler: JobScheduler) -> None:
-    """Open the scheduler's store and restore what it holds.
-
-    Every row is checked before anything is restored: a row that cannot be
-    rebuilt (its job type is gone, its arguments no longer fit) fails
-    ``start()`` with a `StoreError` naming the store, the job and the problem,
-    and the store is closed untouched.
-    """
-    store = scheduler.store
-    assert store is not None
-    journal = scheduler._journal
-    context = StoreContext(worker_id=new_worker_id())
-    if journal is None:
-        await store.open(context)
-        return
-    snapshot = await journal.open(context)
-    try:
-        _restore(scheduler, journal, snapshot)
-    except BaseException:
-        # Nothing was written: the writer only writes what is marked dirty,
-        # and a failed restore marks nothing before it raises.
-        journal._dirty.clear()
-        journal._dirty_schedules.clear()
-        await journal.close()
-        raise
-
-
-def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> None:
-    from ._recurring import RecurringSchedule
-
-    codec = journal.codec
-    clock = scheduler._clock
-    offset = clock.time() - clock.now()
-    url = journal.store.url
-    rows = sorted(snapshot.jobs, key=lambda r: r.seq)
-    by_id = {row.job_id: row for row in rows}
-    history_limit = scheduler._history_limit
-    terminal_rows = [r for r in rows if JobStatus(r.status).is_terminal]
-    keep_history = {r.job_id for r in terminal_rows[len(terminal_rows) - history_limit :]}
-    if history_limit == 0:
-        keep_history = set()
-
-    # 1. Build every job first, so a bad row fails start() with nothing changed.
-    built: list[tuple[JobRow, Job]] = []
-    unique_keys: dict[str, str] = {}
-    for row in rows:
-        terminal = JobStatus(row.status).is_terminal
-        if terminal and row.job_id not in keep_history:
-            continue
-        try:
-            options = json.loads(row.options)
-            unique_key = options.pop("unique_key", None)
-            job = codec.build(
-                row.type,
-                json.loads(row.args),
-                options,
-                offset,
-                f"job {row.job_id}",
-            )
-            if unique_key is not None and not terminal:
-                unique_keys[row.job_id] = unique_key
-        except (JobSpecError, ValueError) as exc:
-            if terminal:
-                continue  # history only: never runs again, so it need not be rebuilt
-            raise StoreError(
-                f"{url}: job {row.job_id} ({row.status}) cannot be restored: {exc}. "
-                "The store was left unchanged."
-            ) from None
-        built.append((row, job))
-    schedules = []
-    for srow in snapshot.schedules:
-        if not srow.active:
-            if srow.key is not None:
-                # An ended schedule's key still resolves: scheduling it again
-                # must not start it over.
-                scheduler._schedule_keys[srow.key] = srow.schedule_id
-            continue
-        try:
-            template = json.loads(srow.template) if srow.template else None
-            described = json.loads(srow.trigger)
-            trigger = _build_trigger(described["trigger"], scheduler)
-            if trigger.timebase != described["timebase"]:
-                raise JobSpecError(
-                    f"its trigger now counts {trigger.timebase} time, not "
-                    f"{described['timebase']} time as when it was stored"
-                )
-            if template is not None:
-                # Build one job now: a broken template fails start(), not a timer later.
-                codec.build(
-                    template["type"],
-                    template["args"],
-                    template["options"],
-                    offset,
-                    f"schedule {srow.schedule_id}",
-                )
-        except (SchedulerError, ValueError, KeyError, TypeError) as exc:
-            raise StoreError(
-                f"{url}: recurring schedule {srow.schedule_id} cannot be restored: {exc}. "
-                "The store was left unchanged."
-            ) from None
-        schedules.append((srow, template, described, trigger))
-
-    # 2. Install them: ids, statuses and times exactly as stored.
-    jobs = scheduler._jobs
-    seq = scheduler._seq
-    for row, job in built:
-        job.job_id = row.job_id
-        status = JobStatus(row.status)
-        interrupted = status is JobStatus.RUNNING
-        if interrupted:
-            status = JobStatus.PENDING  # at-least-once: it runs again
-        job.status = status
-        job.attempts = row.attempts
-        job.last_error = row.last_error
-        job.seq = row.seq
-        job.submitted_at = row.submitted_at - offset
-        job.run_at = row.run_at - offset
-        if row.finished_at is not None:
-            job.finished_at = row.finished_at - offset
-        if row.result is not None:
-            job.result = json.loads(row.result)
-        jobs[row.job_id] = job
-        if row.key is not None:
-            scheduler._keys[row.key] = row.job_id
-        unique_key = unique_keys.get(row.job_id)
-        if unique_key is not None:
-            scheduler._unique[unique_key] = row.job_id
-            scheduler._unique_of[row.job_id] = unique_key
-        seq = max(seq, row.seq + 1)
-        journal.restored(row)
-        if interrupted:
-            journal.mark(job)  # the store says RUNNING; say PENDING until it runs
-        if status.is_terminal:
-            scheduler._remember_finished(row.job_id)
-    for row in rows:  # keys and ids of history that was not rebuilt
-        if row.key is not None:
-            scheduler._keys.setdefault(row.key, row.job_id)
-        journal.id_floor = max(journal.id_floor, _id_number(row.job_id))
-    scheduler._seq = seq
-    from ._job import reserve_job_ids
-
-    reserve_job_ids(journal.id_floor)
-
-    # 3. Queues and dependencies. Upstreams come first (lower seq), so a
-    # dependent sees its upstream's restored state.
-    cascade: list[tuple[Job, str]] = []
-    for row, job in built:
-        if job.status.is_terminal:
-            continue
-        scheduler._unfinished += 1
-        scheduler._idle.clear()
-        unmet = set()
-        failed_upstream = None
-        for dep in row.depends_on:
-            dep_row = by_id.get(dep)
-            dep_status = JobStatus(dep_row.status) if dep_row is not None else None
-            if dep_status is COMPLETED:
-                continue
-            if dep_status is None:
-                failed_upstream = f"upstream {dep} is missing from the store"
-            elif dep_status.is_terminal:
-                failed_upstream = f"upstream {dep} {dep_status.value}"
-            unmet.add(dep)
-        if failed_upstream is not None:
-            cascade.append((job, failed_upstream))
-        if unmet:
-            scheduler._blocked[row.job_id] = unmet
-            for dep in unmet:
-                scheduler._dependents.setdefault(dep, []).append(row.job_id)
-            continue
-        scheduler._enqueue(job)
-    for job, error in cascade:
-        scheduler._finish(job, JobStatus.CANCELLED, error=error)
-
-    # 4. Schedules resume from their stored next fire time, on their trigger's
-    # grid: fires missed while the process was down come due at once, and the
-    # schedule's coalesce policy folds them (one run, by default).
-    for srow, template, described, trigger in schedules:
-        first = srow.next_run if trigger.timebase == "wall" else srow.next_run - offset
-        sched = RecurringSchedule(
-            _template_factory(codec, template, offset, f"schedule {srow.schedule_id}"),
-            None,
-            first,
-            srow.allow_overlap,
-            trigger=trigger,
-            misfire_grace_time=described.get("misfire_grace_time"),
-            coalesce=described.get("coalesce", "one"),
-            jitter=described.get("jitter", 0.0),
-            name=described.get("name"),
-        )
-        sched.schedule_id = srow.schedule_id
-        sched.last_job_id = srow.last_job_id
-        sched.fired = srow.fired
-        sched.skipped = srow.skipped
-        scheduler._recurring[sched.schedule_id] = sched
-        if srow.key is not None:
-            scheduler._schedule_keys[srow.key] = sched.schedule_id
-            scheduler._schedule_key_of[sched.schedule_id] = srow.key
-        journal.restored_schedule(srow)
-    floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)
-    from ._recurring import reserve_schedule_ids
-
-    reserve_schedule_ids(floor)
-
-
-def _build_trigger(spec: Any, scheduler: JobScheduler) -> Any:
-    """A trigger from its stored mapping, through the trigger plugins."""
-    from ._recurring import IntervalTrigger, build_trigger
-
-    if not isinstance(spec, dict):
-        raise JobSpecError(f"a stored trigger must be a mapping, got {spec!r}")
-    if set(spec) == {"interval"}:
-        return IntervalTrigger(spec["interval"])  # the kernel's own: no plugin needed
-    return build_trigger(spec, lambda name: scheduler.plugins.resolve("triggers", name))
-
-
-def _template_factory(
-    codec: JobCodec, template: Mapping[str, Any] | None, offset: float, label: str
-) -> Callable[[], Job]:
-    if template is None:
-
-        def unknown() -> Job:
-            raise JobSpecError(
-                f"{label} was stored before it first fired, so the job it fires is not "
-                "known; schedule it again with its key to give it a factory"
-            )
-
-        return unknown
-    type_name, args, options = template["type"], template["args"], template["options"]
-
-    def factory() -> Job:
-        return codec.build(type_name, args, options, offset, f"job of {label}")
-
-    return factory
-
-
-def schedule_number(schedule_id: str) -> int:
-    """N for a kernel schedule id ``sched-N``, else 0."""
-    prefix, _, number = schedule_id.partition("-")
-    return int(number) if prefix == "sched" and number.isdigit() else 0
-
-
-__all__ = [
-    "JobCodec",
-    "JobRow",
-    "Journal",
-    "ScheduleRow",
-    "SharedStore",
-    "Snapshot",
-    "Store",
-    "StoreContext",
-    "StoreError",
-    "encode_result",
-    "new_worker_id",
-    "read_store",
-    "resolve_store",
-]

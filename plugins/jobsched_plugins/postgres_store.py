@@ -29,12 +29,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import attrs
 import structlog
 
 from jobsched import JobRow as KernelJobRow
+from jobsched import (
+    NewJob,
+    Outcome,
+    SharedJobRow,
+    SharedScheduleRow,
+    Snapshot,
+    StoreContext,
+    StoreError,
+    hookimpl,
+)
 from jobsched import ScheduleRow as KernelScheduleRow
-from jobsched import Snapshot, StoreContext, StoreError, hookimpl
 from jobsched.hookspecs import Register
 
 try:
@@ -117,89 +125,10 @@ _MIGRATIONS: list[list[str]] = [
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
 
-@attrs.frozen(kw_only=True)
-class NewJob:
-    """A job to insert: what to run (type + JSON args) and how (options)."""
-
-    job_id: str
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any] = attrs.field(factory=dict)
-    key: str | None = None
-    run_at: float  # wall-clock epoch seconds
-    submitted_at: float
-    sort_key: tuple[float, ...]
-    depends_on: tuple[str, ...] = ()
-    schedule_id: str | None = None
-    submitted_by: str | None = None
-    #: While a job with this key is unfinished, inserting another is a no-op.
-    unique_key: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class JobRow:
-    """A job as the database holds it (times are wall-clock epoch seconds)."""
-
-    job_id: str
-    key: str | None
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any]
-    status: str
-    attempts: int
-    run_at: float
-    submitted_at: float
-    seq: int
-    sort_key: tuple[float, ...]
-    unmet: int
-    lease_owner: str | None
-    lease_expires: float | None
-    cancel_requested: bool
-    result: Any
-    last_error: str | None
-    schedule_id: str | None
-    submitted_by: str | None
-    started_at: float | None
-    finished_at: float | None
-    unique_key: str | None = None
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> JobRow:
-        rec = dict(rec)
-        rec["sort_key"] = tuple(rec["sort_key"])
-        return cls(**rec)
-
-
-@attrs.frozen(kw_only=True)
-class Outcome:
-    """How a claimed job's attempt ended, written by `PostgresStore.finish`.
-
-    `status` is ``retry_wait`` (with `run_at`, the wall time of the retry) or
-    a terminal status.
-    """
-
-    job_id: str
-    status: str
-    result: Any = None
-    error: str | None = None
-    run_at: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ScheduleRow:
-    """A recurring schedule shared by every process (fires once per period)."""
-
-    schedule_id: str
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any]
-    trigger: dict[str, Any]
-    next_run: float
-    allow_overlap: bool = False
-    active: bool = True
-    last_job_id: str | None = None
-    fired: int = 0
-    skipped: int = 0
+# The shared-store row types are the kernel's (jobsched._store); the names
+# this module has always used stay importable from here.
+JobRow = SharedJobRow
+ScheduleRow = SharedScheduleRow
 
 
 def to_json(value: Any) -> str:
