@@ -56,6 +56,28 @@ class Record(AsyncJob):
 
 
 @attrs.define(eq=False)
+class Span(AsyncJob):
+    """Write a 'start' row, hold for `seconds`, write an 'end' row (limits tests)."""
+
+    dsn: str
+    schema: str
+    tag: str = ""
+    seconds: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        Job.__init__(self, f"span-{self.tag}")
+
+    async def run(self) -> Any:
+        conn = await _conn(self.dsn)
+        sql = f'INSERT INTO "{self.schema}".spans (job_id, event) VALUES (%s, %s)'
+        await conn.execute(sql, [self.job_id, "start"])
+        if self.seconds:
+            await asyncio.sleep(self.seconds)
+        await conn.execute(sql, [self.job_id, "end"])
+        return {"tag": self.tag}
+
+
+@attrs.define(eq=False)
 class Fail(AsyncJob):
     """Always fails (to test retries and cascades)."""
 
@@ -72,10 +94,18 @@ class Fail(AsyncJob):
 def jobsched_register_job_types(register: Register) -> None:
     register("record", Record)
     register("fail", Fail)
+    register("span", Span)
 
 
 def executions_ddl(schema: str) -> str:
     return (
         f'CREATE TABLE IF NOT EXISTS "{schema}".executions ('
         "n bigserial PRIMARY KEY, job_id text NOT NULL, tag text, pid int NOT NULL)"
+    )
+
+
+def spans_ddl(schema: str) -> str:
+    return (
+        f'CREATE TABLE IF NOT EXISTS "{schema}".spans ('
+        "n bigserial PRIMARY KEY, job_id text NOT NULL, event text NOT NULL)"
     )

@@ -96,6 +96,8 @@ def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], di
     args = dict(spec.args)
     options = dict(spec.options)
     options.update(name=job.name, priority=int(job.priority), timeout=job.timeout, retry=retry)
+    # The executor, for cluster-wide executor limits (the claim counts by it).
+    options["executor"] = getattr(job.model, "value", job.model)
     # Deadlines are monotonic in the kernel; other hosts need wall time.
     options["deadline"] = None if job.deadline is None else to_wall(scheduler, job.deadline)
     try:
@@ -129,6 +131,20 @@ def build(
         job.timeout = timeout
     job.deadline = None if deadline is None else to_monotonic(scheduler, deadline)
     return job
+
+
+def limits_data(limits: Any) -> dict[str, Any] | None:
+    """`Limits` as the JSON a shared store keeps (None for no limits)."""
+    if not limits:
+        return None
+    return {
+        "executors": dict(sorted(limits.executors.items())),
+        "job_types": dict(sorted(limits.job_types.items())),
+        "rates": {
+            name: {"per_second": rate.per_second, "burst": rate.burst}
+            for name, rate in sorted(limits.rates.items())
+        },
+    }
 
 
 def to_wall(scheduler: JobScheduler, mono: float) -> float:
@@ -207,6 +223,11 @@ class SharedMode:
         from ._store import StoreContext
 
         await self.store.open(StoreContext(worker_id=self.identity))
+        try:
+            await self._sync_limits()
+        except BaseException:
+            await self.store.close()
+            raise
         self._opened = True
         self.store.on_cancel = self._on_cancel
         self.store.on_work = self._wake.set
@@ -222,6 +243,20 @@ class SharedMode:
         for schedule_id, row in self._schedules:
             self._start_schedule(schedule_id, row)
         self._log.info("shared scheduler started", store=repr(self.store))
+
+    async def _sync_limits(self) -> None:
+        """Make this process's limits the cluster's, or refuse a mismatch (docs/limits.md)."""
+        limiter = self.scheduler._limiter
+        data = limits_data(limiter.limits) if limiter is not None else None
+        sync = getattr(self.store, "sync_limits", None)
+        if sync is None:
+            if data:
+                raise SchedulerError(
+                    f"{self.store!r} cannot enforce limits across processes; "
+                    "run without limits or use a store that can (postgresql://)"
+                )
+            return
+        await sync(data)
 
     async def stop_feeding(self) -> None:
         """Claim nothing more (called first thing in stop())."""
@@ -528,7 +563,9 @@ class SharedMode:
             spec = {"interval": interval}
             first = time.time() + start_in
         type_name, args, options = describe(factory(), self.scheduler)
-        ident = json.dumps([type_name, args, options, spec, allow_overlap], sort_keys=True)
+        # The executor option is left out so schedule ids stay what they were.
+        same = {k: v for k, v in options.items() if k != "executor"}
+        ident = json.dumps([type_name, args, same, spec, allow_overlap], sort_keys=True)
         schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
         row = SharedScheduleRow(
             schedule_id=schedule_id,

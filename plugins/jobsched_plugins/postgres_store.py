@@ -57,7 +57,7 @@ logger = structlog.get_logger("jobsched.postgres")
 T = TypeVar("T")
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 WAITING = ("pending", "retry_wait")
@@ -119,6 +119,12 @@ _MIGRATIONS: list[list[str]] = [
         "ALTER TABLE {s}.jobs ADD COLUMN unique_key text",
         """CREATE UNIQUE INDEX jobs_unique ON {s}.jobs (unique_key)
             WHERE status IN ('pending', 'running', 'retry_wait')""",
+    ],
+    # 3: concurrency and rate limits for the whole cluster (docs/limits.md).
+    [
+        "CREATE TABLE {s}.limits (id integer PRIMARY KEY CHECK (id = 1), data jsonb NOT NULL)",
+        "CREATE TABLE {s}.rate_buckets (job_type text PRIMARY KEY, tat float8 NOT NULL)",
+        "CREATE INDEX jobs_running_type ON {s}.jobs (type) WHERE status = 'running'",
     ],
 ]
 
@@ -201,6 +207,8 @@ class PostgresStore:
         self._finished = asyncio.Event()
         self._closed = False
         self.reconnects = 0
+        #: The last claim found cluster limits (finishing a job then wakes claimers).
+        self._limited = False
         #: Called with a job id when any process asks to cancel it (loop thread).
         self.on_cancel: Callable[[str], None] | None = None
         #: Called when new work may be due (loop thread).
@@ -563,11 +571,19 @@ class PostgresStore:
         Returns the rows (now ``running``, attempts counted) and, when fewer
         than `n` were due, the wall time the next waiting job becomes due
         (None if there is none), so the caller can sleep exactly that long.
+        With cluster limits stored (`sync_limits`) the claim also enforces
+        them, in the same transaction (see `_claim_limited`).
         """
         if n <= 0:
             return [], None
 
         async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[JobRow], float | None]:
+            cur = await conn.execute(self._q("SELECT data FROM {s}.limits WHERE id = 1"))
+            rec = await cur.fetchone()
+            if rec is not None and rec["data"]:
+                self._limited = True
+                return await self._claim_limited(conn, n, owner, rec["data"])
+            self._limited = False
             cur = await conn.execute(
                 self._q(
                     "WITH now AS (SELECT " + _NOW + " AS t), "
@@ -600,6 +616,193 @@ class PostgresStore:
             return rows, next_due
 
         return await self._tx(body)
+
+    async def _claim_limited(
+        self, conn: psycopg.AsyncConnection[Any], n: int, owner: str, limits: dict[str, Any]
+    ) -> tuple[list[JobRow], float | None]:
+        """The claim under cluster limits, inside the claim transaction.
+
+        One transaction-level advisory lock per schema serializes the claims
+        that check limits (every claimer needs every limited key, so a lock
+        per key would serialize them just the same, with a deadlock risk), so
+        two processes can never both take the last slot or the last token.
+        Slots are counted from the ``running`` rows (a claimed job holds its
+        slot until its outcome is written or its expired lease is reaped);
+        rate tokens come from the GCRA buckets in ``rate_buckets``. A job at
+        a limit is skipped, not waited for: the jobs behind it are claimed.
+        """
+        types: dict[str, int] = dict(limits.get("job_types") or {})
+        executors: dict[str, int] = dict(limits.get("executors") or {})
+        rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [self.channel + ":limits"])
+        cur = await conn.execute("SELECT " + _NOW + " AS t")
+        now = float((await cur.fetchone())["t"])  # type: ignore[index]
+        running_t = dict.fromkeys(types, 0)
+        running_e = dict.fromkeys(executors, 0)
+        if types or executors:
+            cur = await conn.execute(
+                self._q(
+                    """SELECT type, options->>'executor' AS exe, count(*)::int AS n
+                    FROM {s}.jobs WHERE status = 'running'
+                      AND (type = ANY(%s) OR options->>'executor' = ANY(%s))
+                    GROUP BY 1, 2"""
+                ),
+                [list(types), list(executors)],
+            )
+            for r in await cur.fetchall():
+                if r["type"] in running_t:
+                    running_t[r["type"]] += r["n"]
+                if r["exe"] in running_e:
+                    running_e[r["exe"]] += r["n"]
+        tats: dict[str, float] = {}
+        if rates:
+            cur = await conn.execute(
+                self._q("SELECT job_type, tat FROM {s}.rate_buckets WHERE job_type = ANY(%s)"),
+                [list(rates)],
+            )
+            tats = {r["job_type"]: r["tat"] for r in await cur.fetchall()}
+
+        def token_at(kind: str) -> float:
+            # GCRA: the next token is free at tat - tolerance (tat >= now).
+            rate = rates[kind]
+            interval = 1.0 / rate["per_second"]
+            return max(tats.get(kind, now), now) - (rate["burst"] - 1) * interval
+
+        def blocked() -> tuple[list[str], list[str]]:
+            full_t = {t for t, lim in types.items() if running_t[t] >= lim}
+            full_t |= {t for t in rates if token_at(t) > now + 1e-9}
+            full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
+            return sorted(full_t), full_e
+
+        taken: list[str] = []
+        seen: list[str] = []
+        # Each pass excludes the keys at their limit; a row skipped in a pass
+        # means a key filled up during it, so the passes end.
+        while len(taken) < n:
+            full_t, full_e = blocked()
+            cur = await conn.execute(
+                self._q(
+                    """SELECT job_id, type, options->>'executor' AS exe FROM {s}.jobs
+                    WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= %s
+                      AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
+                      AND job_id <> ALL(%s)
+                    ORDER BY sort_key, seq
+                    LIMIT %s FOR UPDATE SKIP LOCKED"""
+                ),
+                [now, full_t, full_e, seen, n - len(taken)],
+            )
+            candidates = await cur.fetchall()
+            if not candidates:
+                break
+            for r in candidates:
+                seen.append(r["job_id"])
+                kind, exe = r["type"], r["exe"]
+                if kind in types and running_t[kind] >= types[kind]:
+                    continue
+                if exe in executors and running_e[exe] >= executors[exe]:
+                    continue
+                if kind in rates:
+                    if token_at(kind) > now + 1e-9:
+                        continue
+                    tats[kind] = max(tats.get(kind, now), now) + 1.0 / rates[kind]["per_second"]
+                if kind in types:
+                    running_t[kind] += 1
+                if exe in executors:
+                    running_e[exe] += 1
+                taken.append(r["job_id"])
+                if len(taken) == n:
+                    break
+        rows: list[JobRow] = []
+        if taken:
+            cur = await conn.execute(
+                self._q(
+                    """UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
+                        lease_owner = %s, lease_expires = %s, started_at = %s
+                    WHERE job_id = ANY(%s) RETURNING *"""
+                ),
+                [owner, now + self.lease_seconds, now, taken],
+            )
+            rows = [JobRow.from_record(r) for r in await cur.fetchall()]
+            rows.sort(key=lambda r: (r.sort_key, r.seq))
+        if tats:
+            await conn.execute(
+                self._q(
+                    """INSERT INTO {s}.rate_buckets (job_type, tat)
+                    SELECT * FROM unnest(%s::text[], %s::float8[])
+                    ON CONFLICT (job_type) DO UPDATE SET tat = excluded.tat"""
+                ),
+                [list(tats), list(tats.values())],
+            )
+        next_due = None
+        if len(rows) < n:
+            # Jobs held by a concurrency limit wake on the finish notification;
+            # jobs held by a rate wake when their next token is due.
+            full_t, full_e = blocked()
+            cur = await conn.execute(
+                self._q(
+                    """SELECT min(run_at) AS t FROM {s}.jobs
+                    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
+                      AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)"""
+                ),
+                [full_t, full_e],
+            )
+            rec = await cur.fetchone()
+            due = [rec["t"]] if rec and rec["t"] is not None else []
+            due += [token_at(t) for t in rates if t in full_t and token_at(t) > now]
+            next_due = min(due) if due else None
+        return rows, next_due
+
+    # ── Cluster limits ──────────────────────────────────────────────
+    async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Agree on the cluster's limits; returns the limits in force.
+
+        The first process that opens the queue with limits stores them.
+        A process with limits that differ from the stored ones is refused
+        (`StoreError` showing both): every process must run with the same
+        limits, or none (it then follows the stored ones). Change them with
+        `set_limits`.
+        """
+
+        async def body(conn: psycopg.AsyncConnection[Any]) -> dict[str, Any] | None:
+            if data:
+                await conn.execute(
+                    self._q(
+                        "INSERT INTO {s}.limits (id, data) VALUES (1, %s::jsonb) "
+                        "ON CONFLICT (id) DO NOTHING"
+                    ),
+                    [json.dumps(data)],
+                )
+            cur = await conn.execute(self._q("SELECT data FROM {s}.limits WHERE id = 1"))
+            rec = await cur.fetchone()
+            stored: dict[str, Any] | None = rec["data"] if rec else None
+            if data and stored != data:
+                raise StoreError(
+                    f"{self.url}: this process's limits {json.dumps(data, sort_keys=True)} "
+                    f"differ from the limits the cluster runs with "
+                    f"{json.dumps(stored, sort_keys=True)}; every process must use the same "
+                    "limits (or none); change them for all with PostgresStore.set_limits"
+                )
+            return stored
+
+        return await self._tx(body)
+
+    async def set_limits(self, data: dict[str, Any] | None) -> None:
+        """Replace the cluster's limits (None or empty: no limits)."""
+
+        async def body(conn: psycopg.AsyncConnection[Any]) -> None:
+            if data:
+                await conn.execute(
+                    self._q(
+                        "INSERT INTO {s}.limits (id, data) VALUES (1, %s::jsonb) "
+                        "ON CONFLICT (id) DO UPDATE SET data = excluded.data"
+                    ),
+                    [json.dumps(data)],
+                )
+            else:
+                await conn.execute(self._q("DELETE FROM {s}.limits"))
+            await self._notify(conn, "w")
+
+        await self._tx(body)
 
     async def renew(self, job_ids: Iterable[str], owner: str) -> set[str]:
         """Extend `owner`'s leases on `job_ids`; returns the ids whose lease was lost."""
@@ -720,7 +923,8 @@ class PostgresStore:
                 wake = wake or any(r["unmet"] == 0 for r in await cur.fetchall())
             if broken:
                 await self._cascade(conn, broken)
-            if wake:
+            # A finished job frees a limit's slot: wake the claimers it held back.
+            if wake or (written and self._limited):
                 await self._notify(conn, "w")
             if written:
                 await self._notify(conn, "f")
