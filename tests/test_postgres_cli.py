@@ -160,3 +160,85 @@ def test_bad_store_urls_are_bad_input(pg_schema: tuple[str, str], tmp_path: Path
     assert result.returncode == 2 and "nosuch" in result.stderr
     result = jobsched("worker", "--store", pg_schema[0], "--workers", "0")
     assert result.returncode == 2 and "--workers must be at least 1" in result.stderr
+
+
+RECURRING = """
+[scheduler]
+workers = 2
+
+[[job]]
+id = "once"
+type = "sleep"
+args = { name = "once", seconds = 0 }
+
+[[recurring]]
+id = "tick"
+type = "sleep"
+args = { name = "tick", seconds = 0 }
+every = "20ms"
+times = 3
+
+[[recurring]]
+id = "window"
+type = "sleep"
+args = { name = "window", seconds = 0 }
+trigger = { interval = 0.05 }
+until = "200ms"
+allow_overlap = true
+"""
+
+
+def test_run_a_job_file_with_recurring_entries_on_workers(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    url = pg_schema[0]
+    path = tmp_path / "recurring.toml"
+    path.write_text(RECURRING)
+    worker = start_worker(url)
+    try:
+        wait_started(worker)
+        done = jobsched("run", str(path), "--store", url, "--json")
+        assert done.returncode == 0, done.stderr
+        jobs = json.loads(done.stdout)["jobs"]
+        assert [(j["id"], j["status"]) for j in jobs if j["recurring"] is None] == [
+            ("once", "completed")
+        ]
+        ticks = [j for j in jobs if j["recurring"] == "tick"]
+        assert [(j["id"], j["status"]) for j in ticks] == [
+            ("tick#1", "completed"),
+            ("tick#2", "completed"),
+            ("tick#3", "completed"),
+        ]
+        window = [j for j in jobs if j["recurring"] == "window"]
+        # However many periods fit before `until`, each ran once and finished.
+        assert [j["id"] for j in window] == [f"window#{n}" for n in range(1, len(window) + 1)]
+        assert {j["status"] for j in window} <= {"completed"}
+        status = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        assert len(status) == 1 + 3 + len(window)
+        assert {r["status"] for r in status} == {"completed"}
+        # The same file again resumes: `times` counts across runs (tick fires no
+        # more); `until` counts from each run's start (window may fire again).
+        again = json.loads(jobsched("run", str(path), "--store", url, "--json").stdout)["jobs"]
+        assert [j["job_id"] for j in again if j["recurring"] != "window"] == [
+            j["job_id"] for j in jobs if j["recurring"] != "window"
+        ]
+        assert [j["job_id"] for j in again if j["recurring"] == "window"][: len(window)] == [
+            j["job_id"] for j in window
+        ]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+
+
+def test_recurring_options_a_shared_store_cannot_honour_are_bad_input(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "jitter.toml"
+    path.write_text(
+        '[[recurring]]\nid = "j"\ntype = "sleep"\nargs = { name = "j", seconds = 0 }\n'
+        'every = "1s"\ntimes = 2\njitter = "1s"\ncoalesce = "all"\n'
+    )
+    result = jobsched("run", str(path), "--store", pg_schema[0])
+    assert result.returncode == 2
+    assert "jitter" in result.stderr and "coalesce" in result.stderr
+    assert "not supported with a shared store" in result.stderr

@@ -538,14 +538,21 @@ class SharedMode:
         start_in: float,
         allow_overlap: bool,
         trigger: dict[str, Any] | None = None,
+        times: int | None = None,
+        key: str | None = None,
     ) -> str:
         """A schedule shared by every process that registers the same one.
 
         Its id is derived from the job template and the trigger (an interval,
         or a wall-clock trigger given as a mapping such as ``{"cron": "0 2 * *
         *", "tz": "Europe/Berlin"}``), so N processes registering it serve ONE
-        schedule that fires once per period.
+        schedule that fires once per period. `times` ends it for everyone
+        after that many runs (counted by the store, in the firing
+        transaction); `key` (e.g. ``FILE#ID``) makes it a different schedule
+        from others with the same job and trigger.
         """
+        if times is not None and (isinstance(times, bool) or times < 1):
+            raise ValueError(f"times must be an integer >= 1, got {times!r}")
 
         if trigger is not None:
             if not isinstance(trigger, dict):
@@ -562,6 +569,10 @@ class SharedMode:
                 raise ValueError(f"interval must be positive, got {interval!r}")
             spec = {"interval": interval}
             first = time.time() + start_in
+        if times is not None:
+            spec["times"] = times
+        if key is not None:
+            spec["key"] = key
         type_name, args, options = describe(factory(), self.scheduler)
         # The executor option is left out so schedule ids stay what they were.
         same = {k: v for k, v in options.items() if k != "executor"}
@@ -585,6 +596,8 @@ class SharedMode:
         """``advance(previous, now)``: the first fire time after `now` on the
         schedule's grid (missed periods coalesce into the one firing now), or
         None when the trigger is exhausted. Wall-clock seconds throughout."""
+        # "times" and "key" are the schedule's, not the trigger's.
+        spec = {k: v for k, v in spec.items() if k not in ("times", "key")}
         if "interval" in spec:
             interval = float(spec["interval"])
 
@@ -621,6 +634,9 @@ class SharedMode:
         try:
             stored = await self.store.add_schedule(row)
             advance = self._advance(dict(stored.trigger))
+            if not math.isfinite(stored.next_run):  # it had ended (its `times` were run)
+                await self.store.deactivate_schedule(stored.schedule_id)
+                return
         except Exception as exc:
             self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
             return
@@ -661,6 +677,18 @@ class SharedMode:
             except Exception as exc:
                 self._log.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
                 await asyncio.sleep(self.poll_interval)
+
+    async def wait_schedule(self, schedule_id: str) -> Any:
+        """Wait until the schedule is no longer active (ended or cancelled); returns its row."""
+        for task in list(self._side_tasks):
+            if task.get_name() == f"jobsched-schedule-{schedule_id}":
+                await asyncio.wait({task})  # it stored the schedule, and served it to its end
+        while True:
+            row = await self.store.get_schedule(schedule_id)
+            if not row.active:
+                return row
+            # Woken early by any finished job; the schedule's end is in the store.
+            await self.store.wait_finished(min(self.poll_interval, 0.25))
 
     def cancel_recurring(self, schedule_id: str) -> bool:
         """Stop a shared schedule for every process."""

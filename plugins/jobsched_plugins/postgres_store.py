@@ -1107,8 +1107,12 @@ class PostgresStore:
             )
             await conn.execute(
                 self._q(
-                    "UPDATE {s}.schedules SET fired = fired + 1, last_job_id = %s "
-                    "WHERE schedule_id = %s"
+                    # A schedule with `times` ends with its last run, for everyone.
+                    """UPDATE {s}.schedules SET fired = fired + 1, last_job_id = %s,
+                        next_run = CASE WHEN trigger ? 'times'
+                            AND fired + 1 >= (trigger->>'times')::bigint
+                            THEN 'Infinity'::float8 ELSE next_run END
+                    WHERE schedule_id = %s"""
                 ),
                 [job.job_id, schedule_id],
             )
@@ -1133,6 +1137,18 @@ class PostgresStore:
         return await self._tx(body)
 
     # ── Reading ─────────────────────────────────────────────────────
+    async def schedule_jobs(self, schedule_id: str) -> list[JobRow]:
+        """The jobs a schedule fired, in the order they were fired."""
+
+        async def body(conn: psycopg.AsyncConnection[Any]) -> list[JobRow]:
+            cur = await conn.execute(
+                self._q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
+                [schedule_id],
+            )
+            return [JobRow.from_record(r) for r in await cur.fetchall()]
+
+        return await self._tx(body)
+
     async def get(self, job_id: str) -> JobRow | None:
         """One job, or None."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import time
 from typing import Any
 
@@ -148,6 +149,10 @@ async def _read(store: Any) -> list[Any]:
 
 
 # ── jobsched run FILE --store URL ─────────────────────────────────────
+def _same(job: Any) -> Any:
+    return job
+
+
 def run_shared(jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool) -> int:
     """Submit a job file to a shared store and follow it until every job is finished.
 
@@ -157,11 +162,23 @@ def run_shared(jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool)
     """
     from ._run import print_summary
 
-    if jobfile.recurring:
-        raise BadInput(
-            f"{jobfile.source}: [[recurring]] entries are not supported with --store yet; "
-            "run the file without --store"
-        )
+    for rec in jobfile.recurring:
+        # Shared schedules coalesce missed periods into one fire and have no jitter.
+        unsupported = [
+            name
+            for name, used in (
+                ("misfire_grace_time", rec.misfire_grace_time is not None),
+                ("coalesce", rec.coalesce != "one"),
+                ("jitter", bool(rec.jitter)),
+            )
+            if used
+        ]
+        if unsupported:
+            raise BadInput(
+                f"{jobfile.source}: {rec.label}: {', '.join(unsupported)} "
+                "not supported with a shared store (--store postgresql://...); missed "
+                "periods coalesce into one run"
+            )
     _shared_store(url, plugins)  # a clear error before anything is submitted
     result = asyncio.run(_follow(jobfile, plugins, url))
     if as_json:
@@ -180,8 +197,14 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
     from ..jobfile._run import JobOutcome, RunResult
 
     settings = jobfile.scheduler
+    limits = jobfile.tables.get("limits")
+    # The file's [limits] become the cluster's (or must match them: docs/limits.md).
     scheduler = JobScheduler(
-        settings.strategy, num_workers=settings.workers, plugins=plugins, store=url
+        settings.strategy,
+        num_workers=settings.workers,
+        plugins=plugins,
+        store=url,
+        limits=limits.limits() if limits is not None else None,
     )
     shared = scheduler._shared
     assert shared is not None
@@ -211,8 +234,35 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
         for entry in jobfile.jobs:
             if entry.cancel_after is not None:
                 loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id])
+        # [[recurring]]: shared schedules keyed by FILE#ID (running the file
+        # again resumes them: a schedule that already ended fires no more).
+        schedules: list[tuple[Any, str]] = []
+        for rec in jobfile.recurring:
+            template = build_job(
+                rec.type, rec.args, plugins=plugins, label=rec.label, **rec.job_options(start)
+            )
+            schedule_id = shared.schedule_recurring(
+                functools.partial(_same, template),
+                rec.every,
+                start_in=rec.start_in,
+                allow_overlap=rec.allow_overlap,
+                trigger=rec.trigger,
+                times=rec.times,
+                key=f"{source}#{rec.id}",
+            )
+            schedules.append((rec, schedule_id))
+            if rec.until is not None:
+                loop.call_later(rec.until, scheduler.cancel_recurring, schedule_id)
+        fired: dict[str, list[Any]] = {}
+        for rec, schedule_id in schedules:
+            await shared.wait_schedule(schedule_id)
+            fired[rec.id] = await shared.store.schedule_jobs(schedule_id)
+            shared._submitted.update(r.job_id for r in fired[rec.id])
         await scheduler.join()
         rows = {r.job_id: r for r in await shared.store.jobs(list(ids.values()))}
+        for rec_id, runs in fired.items():
+            done = {r.job_id: r for r in await shared.store.jobs([r.job_id for r in runs])}
+            fired[rec_id] = [done[r.job_id] for r in runs]
     finally:
         await scheduler.stop()
     entries = {entry.id: entry for entry in jobfile.jobs}
@@ -226,25 +276,32 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             error = error.replace(job_id, repr(entry_id))
         return error
 
-    outcomes = []
-    for entry_id, job_id in ids.items():
-        row = rows[job_id]
+    def outcome(entry_id: str, type_: str, row: Any, recurring: str | None) -> Any:
         duration = (
             row.finished_at - row.started_at
             if row.finished_at is not None and row.started_at is not None
             else None
         )
-        outcomes.append(
-            JobOutcome(
-                id=entry_id,
-                type=entries[entry_id].type,
-                job_id=job_id,
-                status=JobStatus(row.status),
-                attempts=row.attempts,
-                duration=duration,
-                result=row.result,
-                error=readable(row.last_error),
-            )
+        return JobOutcome(
+            id=entry_id,
+            type=type_,
+            job_id=row.job_id,
+            status=JobStatus(row.status),
+            attempts=row.attempts,
+            duration=duration,
+            result=row.result,
+            error=readable(row.last_error),
+            recurring=recurring,
+        )
+
+    outcomes = [
+        outcome(entry_id, entries[entry_id].type, rows[job_id], None)
+        for entry_id, job_id in ids.items()
+    ]
+    for rec in jobfile.recurring:
+        outcomes.extend(
+            outcome(f"{rec.id}#{n}", rec.type, row, rec.id)
+            for n, row in enumerate(fired.get(rec.id, []), start=1)
         )
     return RunResult(
         source=jobfile.source,
