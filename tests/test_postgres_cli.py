@@ -242,3 +242,22 @@ def test_recurring_options_a_shared_store_cannot_honour_are_bad_input(
     assert result.returncode == 2
     assert "jitter" in result.stderr and "coalesce" in result.stderr
     assert "not supported with a shared store" in result.stderr
+
+
+def test_status_of_a_schema_that_does_not_exist_creates_nothing(
+    pg_schema: tuple[str, str],
+) -> None:
+    import psycopg
+
+    from pg_support import base_dsn, with_query
+
+    typo = pg_schema[1] + "_typo"
+    url = with_query(base_dsn(), schema=typo)
+    result = jobsched("status", "--store", url)
+    assert result.returncode == 2
+    assert f"schema {typo!r} does not exist" in result.stderr
+    with psycopg.connect(base_dsn()) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", [typo]
+        ).fetchone()
+    assert found == (0,)

@@ -433,3 +433,38 @@ def attrs_evolve(job: NewJob, **changes: object) -> NewJob:
     import attrs
 
     return attrs.evolve(job, **changes)
+
+
+async def test_a_read_only_open_creates_nothing_and_names_what_is_wrong(
+    pg_schema: tuple[str, str],
+) -> None:
+    from jobsched import StoreContext
+
+    readonly = StoreContext(worker_id="reader", readonly=True)
+    reader = PostgresStore(pg_schema[0])
+    with pytest.raises(StoreError, match=f"schema '{pg_schema[1]}' does not exist"):
+        await reader.open(readonly)
+    await reader.close()
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s",
+            [pg_schema[1]],
+        ).fetchone() == (0,)
+        conn.execute(f'CREATE SCHEMA "{pg_schema[1]}"')
+        conn.execute(f'CREATE TABLE "{pg_schema[1]}".other (x int)')
+    reader = PostgresStore(pg_schema[0])
+    with pytest.raises(StoreError, match="but is not a jobsched store"):
+        await reader.open(readonly)
+    await reader.close()
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{pg_schema[1]}".other')
+    writer = PostgresStore(pg_schema[0])
+    await writer.open()
+    await writer.close()
+    reader = PostgresStore(pg_schema[0])
+    await reader.open(readonly)
+    try:
+        assert await reader.jobs() == []
+        assert reader._listener is None  # nothing listened to
+    finally:
+        await reader.close()

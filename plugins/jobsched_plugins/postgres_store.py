@@ -270,7 +270,14 @@ class PostgresStore:
         of that name that holds tables but is not a jobsched store. Returns an
         empty `Snapshot`: in shared mode nothing is restored into a process;
         the jobs stay in the database and are claimed from there.
+
+        With ``context.readonly`` (``jobsched status``) nothing is created,
+        migrated or listened to: a schema that does not exist or is not a
+        jobsched store is refused with a `StoreError` naming it.
         """
+        if context is not None and context.readonly:
+            await self._check_readable()
+            return Snapshot()
         conn = await self._connect(autocommit=True)
         try:
             async with conn.transaction():
@@ -360,6 +367,33 @@ class PostgresStore:
                     )
 
         await self._tx(body)
+
+    async def _check_readable(self) -> None:
+        conn = await self._connect(autocommit=True)
+        try:
+            cur = await conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                [self.schema],
+            )
+            tables = {r["table_name"] for r in await cur.fetchall()}
+        finally:
+            await conn.close()
+        if not tables:
+            raise StoreError(
+                f"{self.url}: schema {self.schema!r} does not exist (no jobsched store there; "
+                "check ?schema=NAME, or start a worker or a run to create it)"
+            )
+        if "schema_version" not in tables or "jobs" not in tables:
+            raise StoreError(
+                f"{self.url}: schema {self.schema!r} holds tables "
+                f"({', '.join(sorted(tables))}) but is not a jobsched store"
+            )
+        version = await self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.url}: schema {self.schema!r} is at version {version}, newer "
+                f"than this jobsched understands ({SCHEMA_VERSION}); upgrade jobsched"
+            )
 
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
         cur = await conn.execute(
