@@ -307,3 +307,48 @@ async def test_worker_survives_its_connections_being_terminated(
     cluster.stop()
     ran = [job_id for job_id, _, _ in executions(cluster.schema)]
     assert len(ran) == 301 and len(set(ran)) == 301
+
+
+async def test_worker_processes_follow_the_stored_limits(
+    setup: tuple[Cluster, PostgresStore],
+) -> None:
+    """Plain `run_worker` processes (no limits of their own) obey the cluster's limits."""
+    cluster, store = setup
+    schema = cluster.schema
+    async with store.connection() as conn:
+        await conn.execute(pg_jobs.spans_ddl(schema))
+    await store.sync_limits({"executors": {}, "job_types": {"span": 1}, "rates": {}})
+    now = time.time()
+    await store.insert(
+        [
+            NewJob(
+                job_id=f"s{i:02d}",
+                type="span",
+                args={"dsn": base_dsn(), "schema": schema, "tag": str(i), "seconds": 0.01},
+                options={"retry": {"policy": "none"}, "executor": "async"},
+                run_at=now,
+                submitted_at=now,
+                sort_key=(0.0,),
+            )
+            for i in range(12)
+        ]
+    )
+    for _ in range(2):
+        cluster.start(workers=3)
+    cluster.wait_ready()
+
+    async def all_done() -> bool:
+        return all(r.status == "completed" for r in await store.jobs())
+
+    await until("every span to complete", all_done)
+    cluster.stop()
+    with psycopg.connect(base_dsn()) as conn:
+        events = conn.execute(f'SELECT job_id, event FROM "{schema}".spans ORDER BY n').fetchall()
+    assert len(events) == 24
+    running: set[str] = set()
+    for job_id, event in events:
+        if event == "start":
+            assert not running, f"{job_id} started while {running} ran"
+            running.add(job_id)
+        else:
+            running.discard(job_id)
