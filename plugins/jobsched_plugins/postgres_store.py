@@ -612,12 +612,9 @@ class PostgresStore:
             return [], None
 
         async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[JobRow], float | None]:
-            cur = await conn.execute(self._q("SELECT data FROM {s}.limits WHERE id = 1"))
-            rec = await cur.fetchone()
-            if rec is not None and rec["data"]:
-                self._limited = True
-                return await self._claim_limited(conn, n, owner, rec["data"])
-            self._limited = False
+            # The plain claim claims nothing while limits are stored; whether
+            # they are is asked only when it got fewer than `n` (no extra round
+            # trip for a busy queue without limits).
             cur = await conn.execute(
                 self._q(
                     "WITH now AS (SELECT " + _NOW + " AS t), "
@@ -625,6 +622,7 @@ class PostgresStore:
                         SELECT job_id FROM {s}.jobs
                         WHERE status IN ('pending', 'retry_wait') AND unmet = 0
                           AND run_at <= (SELECT t FROM now)
+                          AND NOT EXISTS (SELECT 1 FROM {s}.limits)
                         ORDER BY sort_key, seq
                         LIMIT %s FOR UPDATE SKIP LOCKED)
                     UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
@@ -638,14 +636,19 @@ class PostgresStore:
             rows = [JobRow.from_record(r) for r in await cur.fetchall()]
             rows.sort(key=lambda r: (r.sort_key, r.seq))
             next_due = None
+            self._limited = False
             if len(rows) < n:
                 cur = await conn.execute(
                     self._q(
-                        "SELECT min(run_at) AS t FROM {s}.jobs "
+                        "SELECT min(run_at) AS t, "
+                        "(SELECT data FROM {s}.limits WHERE id = 1) AS limits FROM {s}.jobs "
                         "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
                     )
                 )
                 rec = await cur.fetchone()
+                if rec is not None and rec["limits"]:
+                    self._limited = True
+                    return await self._claim_limited(conn, n, owner, rec["limits"])
                 next_due = rec["t"] if rec else None
             return rows, next_due
 
