@@ -261,3 +261,41 @@ def test_status_of_a_schema_that_does_not_exist_creates_nothing(
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", [typo]
         ).fetchone()
     assert found == (0,)
+
+
+def test_a_job_files_limits_become_the_clusters(pg_schema: tuple[str, str], tmp_path: Path) -> None:
+    import asyncio
+
+    from jobsched_plugins.postgres_store import PostgresStore
+
+    url = pg_schema[0]
+    job = '[[job]]\nid = "a"\ntype = "sleep"\nargs = { name = "a", seconds = 0 }\n'
+    first = tmp_path / "first.toml"
+    first.write_text('[limits]\njob_types = { sleep = 1 }\nrates = { sleep = "5/s" }\n' + job)
+    other = tmp_path / "other.toml"
+    other.write_text("[limits]\njob_types = { sleep = 2 }\n" + job)
+    worker = start_worker(url)
+    try:
+        wait_started(worker)
+        done = jobsched("run", str(first), "--store", url, "--json")
+        assert done.returncode == 0, done.stderr
+
+        async def stored() -> object:
+            store = PostgresStore(url)
+            await store.open()
+            try:
+                return await store.sync_limits(None)
+            finally:
+                await store.close()
+
+        assert asyncio.run(stored()) == {
+            "executors": {},
+            "job_types": {"sleep": 1},
+            "rates": {"sleep": {"per_second": 5.0, "burst": 1}},
+        }
+        refused = jobsched("run", str(other), "--store", url)
+        assert refused.returncode == 2
+        assert "differ from the limits the cluster runs with" in refused.stderr
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
