@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -19,7 +20,15 @@ from typing import Any
 import structlog
 from structlog.testing import capture_logs
 
-from jobsched import AsyncJob, Job, JobScheduler, JobStatus, PluginManager, RetryPolicy
+from jobsched import (
+    AsyncJob,
+    BlockingJob,
+    Job,
+    JobScheduler,
+    JobStatus,
+    PluginManager,
+    RetryPolicy,
+)
 
 NO_RETRY = RetryPolicy(max_retries=0)
 
@@ -254,6 +263,22 @@ class Noop(AsyncJob):
 
 
 _builtins_only: PluginManager | None = None
+
+
+class BlockedThreadJob(BlockingJob):
+    """Blocks its thread until the test sets `release`; says when it entered and returned."""
+
+    def __init__(self, name: str, release: threading.Event, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.release = release
+        self.entered = threading.Event()
+        self.returned = threading.Event()
+
+    def run_sync(self) -> str:
+        self.entered.set()
+        self.release.wait(30)
+        self.returned.set()
+        return "finished late"
 
 
 def builtin_plugins() -> PluginManager:

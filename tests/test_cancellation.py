@@ -10,8 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from jobsched import AsyncJob, BlockingJob, JobStatus, RetryPolicy
-from kernel_support import FakeClock, Gate, Noop, Scripted, make_scheduler, settle, until
+from jobsched import AsyncJob, JobStatus, RetryPolicy
+from kernel_support import (
+    BlockedThreadJob,
+    FakeClock,
+    Gate,
+    Noop,
+    Scripted,
+    make_scheduler,
+    settle,
+    until,
+)
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -184,24 +193,10 @@ async def test_cancel_after_the_timeout_fired_but_before_it_was_handled() -> Non
     assert recorder.path(job.job_id) == [S.PENDING, S.RUNNING, S.CANCELLED]
 
 
-class ParkedThreadJob(BlockingJob):
-    def __init__(self, release: threading.Event) -> None:
-        super().__init__("parked", timeout=None, retry=RetryPolicy(max_retries=2))
-        self.release = release
-        self.entered = threading.Event()
-        self.returned = threading.Event()
-
-    def run_sync(self) -> str:
-        self.entered.set()
-        self.release.wait(30)
-        self.returned.set()
-        return "too late"
-
-
 async def test_cancel_a_running_thread_job_abandons_it() -> None:
     scheduler, recorder = make_scheduler(num_workers=2)
     release = threading.Event()
-    job = ParkedThreadJob(release)
+    job = BlockedThreadJob("parked", release, timeout=None, retry=RetryPolicy(max_retries=2))
     try:
         async with scheduler:
             scheduler.submit(job)

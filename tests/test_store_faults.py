@@ -14,6 +14,7 @@ from jobsched import (
     FunctionJob,
     JobScheduler,
     JobSpecError,
+    JobStatus,
     PluginError,
     SchedulerError,
     StoreContext,
@@ -129,12 +130,26 @@ async def test_jobs_that_are_not_data_are_refused_at_submit() -> None:
     assert [r.job_id for r in store.jobs.values()] == [ok]
 
 
-async def test_submitting_before_start_is_refused_with_a_durable_store() -> None:
+async def test_scheduling_before_start_is_refused_with_a_durable_store() -> None:
     s = scheduler(RecordingStore())
-    with pytest.raises(SchedulerError, match=r"start\(\) the scheduler before submitting"):
-        s.submit(Noop())
     with pytest.raises(SchedulerError, match=r"start\(\) the scheduler before scheduling"):
         s.schedule_recurring(Noop, 1.0)
+
+
+async def test_a_submit_before_start_is_checked_at_once() -> None:
+    s = scheduler(RecordingStore())
+    with pytest.raises(JobSpecError, match="Gone is not a registered job type"):
+        s.submit(Gone())
+    with pytest.raises(SchedulerError, match="unknown dependencies"):
+        s.submit(Noop(), depends_on=["job-999999"])
+    job = Noop()
+    s.submit(job)
+    with pytest.raises(SchedulerError, match="already submitted"):
+        s.submit(job)
+    await s.start()
+    await s.join()
+    await s.stop()
+    assert job.status is JobStatus.COMPLETED
 
 
 async def test_an_unknown_dependency_leaves_nothing_behind() -> None:

@@ -355,6 +355,35 @@ async def test_a_job_built_before_the_store_was_opened_gets_a_fresh_id(url: str)
     assert _job._job_ids is not None
 
 
+async def test_jobs_submitted_before_start_run_after_the_restore(url: str) -> None:
+    # The reference design's flow: submit, then start. With a durable store
+    # the submits are accepted once start() has restored the stored jobs; a
+    # job whose id a restored job already has is renumbered, and a dependency
+    # on it follows.
+    s = scheduler(url)
+    await s.start()
+    first = s.submit(Noop())
+    await s.join()
+    await s.stop()
+
+    upstream, downstream = Noop(), Noop()
+    upstream.job_id = first  # as if a new process's counter started low again
+    s2 = scheduler(url)
+    assert s2.submit(upstream) == first
+    s2.submit(downstream, depends_on=[first])
+    await s2.start()
+    assert upstream.job_id != first
+    assert s2.get(first).status is JobStatus.COMPLETED  # the restored job, untouched
+    await s2.join()
+    await s2.stop()
+    assert upstream.status is JobStatus.COMPLETED
+    assert downstream.status is JobStatus.COMPLETED
+    assert downstream.started_at is not None and upstream.finished_at is not None
+    assert upstream.finished_at <= downstream.started_at
+    rows = await read_rows(url)
+    assert {first, upstream.job_id, downstream.job_id} <= set(rows)
+
+
 async def test_stop_cancel_running_leaves_interrupted_jobs_for_the_next_start(
     url: str, tmp_path: Path
 ) -> None:

@@ -13,9 +13,10 @@ import threading
 import attrs
 import pytest
 
-from jobsched import AsyncJob, BlockingJob, JobStatus, NonRetryableError, RetryPolicy
+from jobsched import AsyncJob, JobStatus, NonRetryableError, RetryPolicy
 from kernel_support import (
     NO_RETRY,
+    BlockedThreadJob,
     FakeClock,
     Gate,
     Noop,
@@ -384,22 +385,6 @@ async def test_a_job_finishing_in_time_is_not_timed_out_later() -> None:
         clock.advance(1.0)  # next's own deadline
         await scheduler.join()
     assert next_job.status is S.TIMED_OUT
-
-
-class BlockedThreadJob(BlockingJob):
-    """Blocks its thread until the test releases it."""
-
-    def __init__(self, name: str, release: threading.Event, **options: object) -> None:
-        super().__init__(name, **options)  # type: ignore[arg-type]
-        self.release = release
-        self.entered = threading.Event()
-        self.returned = threading.Event()
-
-    def run_sync(self) -> str:
-        self.entered.set()
-        self.release.wait(30)
-        self.returned.set()
-        return "finished late"
 
 
 async def test_thread_job_timeout_abandons_the_thread() -> None:

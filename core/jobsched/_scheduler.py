@@ -164,6 +164,8 @@ class JobScheduler:
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
         self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
+        # Submits made before start() with a durable store, accepted in start().
+        self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None]] = []
         self._schedule_keys: dict[str, str] = {}
         self._schedule_key_of: dict[str, str] = {}
         self.store = resolve_store(store, plugins)
@@ -254,6 +256,8 @@ class JobScheduler:
                 return known
         journal = self._journal
         if journal is not None:
+            if not journal.opened:
+                return self._defer_submit(job, delay, depends_on, unique_key, key)
             # Refuses a job that cannot be stored as data; may renumber a job
             # built before the store's ids were known.
             journal.admit(job, key, depends_on, unique_key)
@@ -322,6 +326,46 @@ class JobScheduler:
             heappush(self._ready, entry)
             self._work_available.set()
         return job_id
+
+    def _defer_submit(
+        self,
+        job: Job,
+        delay: float,
+        depends_on: Iterable[str],
+        unique_key: str | None,
+        key: str | None,
+    ) -> str:
+        """A submit before `start()` with a durable store: accepted once the store is restored.
+
+        start() must restore the stored jobs first (their ids, keys and
+        dependencies). What can be checked now is: the job must be storable as
+        data, its dependencies submitted, its arguments valid.
+        """
+        assert self._journal is not None
+        if job.status is not PENDING or job.attempts or any(d[0] is job for d in self._deferred):
+            raise SchedulerError(f"{job.job_id} was already submitted")
+        if delay < 0 or delay != delay:
+            raise ValueError(f"delay must be >= 0, got {delay!r}")
+        self._journal.codec.describe(job, 0.0)  # raises if it is not data
+        deps = tuple(depends_on) if depends_on else ()
+        known = {d[0].job_id for d in self._deferred}
+        unknown = sorted(d for d in deps if d not in known)
+        if unknown:
+            raise UnknownJobError(f"{job.job_id}: unknown dependencies: {unknown}")
+        self._deferred.append((job, delay, deps, unique_key, key))
+        return job.job_id
+
+    def _submit_deferred(self) -> None:
+        # In submit order. A job may get a new id if a restored job has its
+        # id (job.job_id is updated); dependencies follow the renaming.
+        renamed: dict[str, str] = {}
+        deferred, self._deferred = self._deferred, []
+        for job, delay, deps, unique_key, key in deferred:
+            old_id = job.job_id
+            deps = tuple(renamed.get(d, d) for d in deps)
+            new_id = self.submit(job, delay=delay, depends_on=deps, unique_key=unique_key, key=key)
+            if new_id != old_id:
+                renamed[old_id] = new_id
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
         """Submit from any thread; returns the job id at once.
@@ -540,6 +584,7 @@ class JobScheduler:
         elif self.store is not None:
             try:
                 await open_store(self)  # restores the stored jobs and schedules
+                self._submit_deferred()
             except BaseException:
                 self._started = False
                 raise
