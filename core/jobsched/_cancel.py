@@ -49,12 +49,6 @@ class CancelToken:
         if event is not None:
             event.set()
 
-    def _cancel_if_cancelled(self, future: object) -> None:
-        # A done-callback of the attempt's asyncio future: the scheduler
-        # cancels that future on timeout or cancel(job_id).
-        if future.cancelled():  # type: ignore[attr-defined]
-            self.cancel()
-
     @property
     def cancelled(self) -> bool:
         """True once the attempt was cancelled or timed out."""

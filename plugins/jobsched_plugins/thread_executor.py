@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,24 +25,26 @@ class ThreadExecutor:
         self.max_workers = workers
         self._pool: ThreadPoolExecutor | None = None
 
-    def invoke(self, job: Job) -> Awaitable[Any]:
+    async def invoke(self, job: Job) -> Any:
         pool = self._pool
         if pool is None:
             pool = self._pool = ThreadPoolExecutor(
                 max_workers=self.max_workers, thread_name_prefix="jobsched"
             )
         token = CancelToken()
-        future = asyncio.get_running_loop().run_in_executor(
-            pool,
-            run_with_token,
-            token,
-            job.run_sync,  # type: ignore[attr-defined]
-        )
-        # The scheduler cancels this future on timeout or cancel(job_id): tell
-        # the job through its token. A callback, not a wrapper coroutine: no
-        # extra task or frame per attempt.
-        future.add_done_callback(token._cancel_if_cancelled)
-        return future
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                pool,
+                run_with_token,
+                token,
+                job.run_sync,  # type: ignore[attr-defined]
+            )
+        except asyncio.CancelledError:
+            # The scheduler cancelled the attempt (timeout or cancel(job_id)):
+            # tell the job through its token. Catching it here costs less than
+            # a done-callback, which the loop would schedule for every job.
+            token.cancel()
+            raise
 
     def shutdown(self) -> None:
         # Don't block the loop on stragglers (a timed-out job); drop work
