@@ -66,11 +66,18 @@ def procrastinate_app(dsn: str) -> Any:
 
 # ── worker processes ───────────────────────────────────────────────────
 def jobsched_worker(url: str, concurrency: int) -> None:
+    import logging
+
     import structlog
 
     from jobsched._shared import run_worker
 
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    # WARNING, as for procrastinate's workers: logging every transition at
+    # INFO would measure the logger, not the queue.
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
     asyncio.run(
         run_worker(
             url,
