@@ -310,11 +310,8 @@ class Journal:
         before the store was opened may carry an id a restored job already
         has; it gets a fresh id here (submit returns the id).
         """
-        if not self.opened:
-            raise SchedulerError(
-                f"start() the scheduler before submitting: with a durable store "
-                f"({self.store.url}) start() restores the stored jobs first"
-            )
+        # The scheduler defers submits made before the store is opened.
+        assert self.opened, "admit() before the store was opened"
         type_name, args, options = self.codec.describe(job, self._offset())
         if unique_key is not None:
             # Kept with the options (never "{}": the name is always there), so

@@ -92,7 +92,9 @@ class JobScheduler:
     `store` makes jobs durable: a `Store` or a URL resolved through the store
     plugins (``"sqlite:///jobs.db"``); None (the default) keeps everything in
     memory at no cost. With a durable store, ``start()`` restores the stored
-    jobs and schedules, and must come before `submit` (see docs/durability.md).
+    jobs and schedules first: a `submit` made before it is accepted once they
+    are restored, and `schedule_recurring` must come after it (see
+    docs/durability.md).
     """
 
     def __init__(
