@@ -250,9 +250,9 @@ async def test_function_job_dependencies_and_cascade() -> None:
     scheduler, recorder = make_scheduler()
     order: list[str] = []
 
-    async def step(name: str) -> str:
-        order.append(name)
-        return name
+    async def step(label: str) -> str:
+        order.append(label)
+        return label
 
     def broken() -> None:
         raise RuntimeError("broken step")

@@ -15,8 +15,10 @@ import pluggy
 from ._cancel import CancelToken, JobCancelledError, cancel_token
 from ._clock import Clock, SystemClock
 from ._errors import (
+    BadArgumentsError,
     InvalidTransitionError,
     NonRetryableError,
+    NotPicklableError,
     PluginError,
     SchedulerError,
     SchedulerStoppedError,
@@ -92,6 +94,7 @@ __all__ = [
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
+    "BadArgumentsError",
     "BlockingJob",
     "CancelToken",
     "Clock",
@@ -116,6 +119,7 @@ __all__ = [
     "Limits",
     "NewJob",
     "NonRetryableError",
+    "NotPicklableError",
     "Outcome",
     "PluginError",
     "PluginManager",

@@ -28,3 +28,11 @@ class PluginError(SchedulerError):
 
 class NonRetryableError(Exception):
     """Raise from a job to fail it immediately, skipping any remaining retries."""
+
+
+class BadArgumentsError(NonRetryableError, TypeError):
+    """A function job's arguments do not fit its signature: no retry can fix that."""
+
+
+class NotPicklableError(NonRetryableError):
+    """A job, its arguments or its result cannot cross to or from a worker process."""

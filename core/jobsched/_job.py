@@ -5,10 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, ClassVar, Literal
 
+from ._errors import BadArgumentsError
+from ._options import check_retry_policy, to_priority, to_timeout
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 
@@ -33,6 +36,12 @@ DEFAULT_TIMEOUT = 30.0
 
 class Job(ABC):
     """What to run plus how to run it: priority, timeout, retry policy, deadline.
+
+    `priority` is a `JobPriority`, 0-3 or its name (``"low"``, ..., any case);
+    `timeout` is seconds per attempt, or None or False for none; `retry` is a
+    retry policy, a registered policy name (``"none"``, ``"fixed"``,
+    ``"exponential"``) or a table like ``{"policy": "fixed", "seconds": 2}``,
+    resolved when the job is submitted. Anything else is refused here.
 
     Execution state (status, attempts, times, result, error) is written only by
     the scheduler, on its event-loop thread. A job stays picklable (no locks,
@@ -69,18 +78,26 @@ class Job(ABC):
         self,
         name: str,
         *,
-        priority: JobPriority | int = JobPriority.MEDIUM,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        retry: RetryPolicyLike = DEFAULT_RETRY,
+        priority: JobPriority | int | str = JobPriority.MEDIUM,
+        timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+        retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
         deadline: float | None = None,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be positive or None, got {timeout!r}")
+        # The job file's spellings work here too (priority="low", timeout=False,
+        # retry="none"); the defaults skip the checks, as most jobs use them.
+        if priority.__class__ is not JobPriority:
+            priority = to_priority(priority)
+        if timeout is not DEFAULT_TIMEOUT:
+            timeout = to_timeout(timeout)
+        if retry is not DEFAULT_RETRY:
+            # A policy name or table stays data until submit() resolves it
+            # with the scheduler's plugins.
+            retry = check_retry_policy(retry)
         self.job_id: str = f"job-{next(_job_ids)}"
         self.name = name
-        self.priority = JobPriority(priority)
-        self.timeout = timeout
-        self.retry = retry
+        self.priority: JobPriority = priority
+        self.timeout: float | None = timeout
+        self.retry: RetryPolicyLike = retry  # type: ignore[assignment]
         self.deadline = deadline  # monotonic seconds; used by EDF
         self.status = JobStatus.PENDING
         self.attempts = 0
@@ -134,14 +151,26 @@ class CpuBoundJob(BlockingJob):
     model = ConcurrencyModel.PROCESS
 
 
+#: The keywords `FunctionJob` (and so ``submit``) takes as job options.
+FUNCTION_JOB_OPTIONS = ("model", "name", "priority", "timeout", "retry", "deadline", "kwargs")
+
+
 class FunctionJob(Job):
     """A plain function or coroutine function scheduled as a job.
 
-    Built by ``scheduler.submit(fn, *args, **kwargs)``; build one directly when
-    the function takes keyword arguments that collide with submit's options.
-    Coroutine functions run on the loop; plain functions run on the thread
-    executor unless `model` says otherwise (``"process"`` needs a picklable,
-    module-level function).
+    Built by ``scheduler.submit(fn, *args, **kwargs)``. Keywords named like a
+    job option (`FUNCTION_JOB_OPTIONS`) are the job's options; every other
+    keyword goes to `fn`. A function with a parameter named like an option is
+    refused, because a keyword meant for it would silently become the job's
+    option: pass its keyword arguments as a mapping instead,
+    ``FunctionJob(fn, *args, kwargs={"timeout": 3}, timeout=5)`` (then every
+    other keyword must be an option). A function that only takes ``**kwargs``
+    is not refused; an option's keyword never reaches it.
+
+    The arguments must fit `fn`'s signature (checked here when it can be
+    inspected), else `TypeError`. Coroutine functions run on the loop; plain
+    functions run on the thread executor unless `model` says otherwise
+    (``"process"`` needs a picklable, module-level function).
     """
 
     __slots__ = ("args", "fn", "kwargs", "model")
@@ -152,14 +181,31 @@ class FunctionJob(Job):
         *args: Any,
         model: ConcurrencyModel | str | None = None,
         name: str | None = None,
-        priority: JobPriority | int = JobPriority.MEDIUM,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        retry: RetryPolicyLike = DEFAULT_RETRY,
+        priority: JobPriority | int | str = JobPriority.MEDIUM,
+        timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+        retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
         deadline: float | None = None,
-        **kwargs: Any,
+        kwargs: Mapping[str, Any] | None = None,
+        **fn_kwargs: Any,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"expected a Job or a callable, got {fn!r}")
+        if kwargs is None:
+            refuse_option_parameters(fn, FUNCTION_JOB_OPTIONS)
+        elif fn_kwargs:
+            raise TypeError(
+                f"unexpected keyword arguments {sorted(fn_kwargs)}: with kwargs=, "
+                f"the function's keyword arguments all go in it, and the other keywords "
+                f"are job options ({', '.join(FUNCTION_JOB_OPTIONS[:-1])})"
+            )
+        elif not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise TypeError(
+                f"kwargs must be a mapping of {_qualname(fn)}'s keyword arguments "
+                f"(names to values), got {kwargs!r}"
+            )
+        else:
+            fn_kwargs = dict(kwargs)
+        check_call(fn, args, fn_kwargs)
         is_async = _is_coroutine_function(fn)
         if model is None:
             model = ConcurrencyModel.ASYNC if is_async else ConcurrencyModel.THREAD
@@ -181,16 +227,88 @@ class FunctionJob(Job):
         )
         self.fn = fn
         self.args = args
-        self.kwargs = kwargs
+        self.kwargs = fn_kwargs
         self.model = model  # type: ignore[misc]
 
     def run(self) -> Awaitable[Any]:
         """The coroutine of an async function job."""
-        return self.fn(*self.args, **self.kwargs)  # type: ignore[no-any-return]
+        try:
+            return self.fn(*self.args, **self.kwargs)  # type: ignore[no-any-return]
+        except TypeError as exc:
+            raise _if_bad_arguments(exc) from exc
 
     def run_sync(self) -> Any:
         """Call a plain function job (on a thread or in a process)."""
-        return self.fn(*self.args, **self.kwargs)
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        except TypeError as exc:
+            raise _if_bad_arguments(exc) from exc
+
+
+def _if_bad_arguments(exc: TypeError) -> TypeError:
+    """`BadArgumentsError` if the call itself raised `exc` (not code inside the function)."""
+    tb = exc.__traceback__
+    # Caught in run/run_sync: the traceback starts there, and goes on into the
+    # function only if the function's own code raised it.
+    if tb is not None and tb.tb_next is None:
+        return BadArgumentsError(str(exc))
+    return exc
+
+
+# inspect.signature costs ~10 us, more than the rest of a function job's submit:
+# computed once per function (weakly held, so a cached function can still go).
+_signatures: weakref.WeakKeyDictionary[Any, tuple[inspect.Signature, frozenset[str]] | None] = (
+    weakref.WeakKeyDictionary()
+)
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _signature(fn: Callable[..., Any]) -> tuple[inspect.Signature, frozenset[str]] | None:
+    """`fn`'s signature and the names of its parameters a keyword can reach; None if unknown."""
+    try:
+        return _signatures[fn]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable, or no weak reference to it: not cached
+        return _inspect(fn)
+    found = _signatures[fn] = _inspect(fn)
+    return found
+
+
+def _inspect(fn: Callable[..., Any]) -> tuple[inspect.Signature, frozenset[str]] | None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature, say
+        return None
+    keywords = frozenset(p.name for p in sig.parameters.values() if p.kind in _KEYWORD_KINDS)
+    return sig, keywords
+
+
+def refuse_option_parameters(fn: Callable[..., Any], options: Iterable[str]) -> None:
+    """`TypeError` if `fn` has a parameter a keyword could reach that is named like an option."""
+    found = _signature(fn)
+    if found is None:
+        return
+    keywords = found[1]
+    for option in options:
+        if option in keywords:
+            q = _qualname(fn)
+            raise TypeError(
+                f"{q}() has a parameter named {option!r}, which submit() takes as a job "
+                f"option: pass {q}'s keyword arguments in kwargs=, as in "
+                f"submit({q}, *args, kwargs={{{option!r}: ...}}) (options stay keywords)"
+            )
+
+
+def check_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """`TypeError` now if ``fn(*args, **kwargs)`` could never bind (when `fn` can be inspected)."""
+    found = _signature(fn)
+    if found is None:
+        return
+    try:
+        found[0].bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{_qualname(fn)}() cannot take these arguments: {exc}") from None
 
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:

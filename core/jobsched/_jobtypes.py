@@ -29,6 +29,7 @@ import attrs
 
 from ._errors import PluginError, SchedulerError
 from ._job import Job
+from ._options import describe_value, to_priority, to_timeout
 from ._retry import RetryPolicyLike
 from ._status import JobPriority
 
@@ -470,30 +471,24 @@ def _to_enum(value: Any, enum_type: type[enum.Enum]) -> Any:
     raise _Mismatch
 
 
-def _show(value: Any) -> str:
-    kind = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array"}
-    name = "table" if isinstance(value, dict) else kind.get(type(value), type(value).__name__)
-    text = json.dumps(value, default=repr) if not isinstance(value, str) else repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{name} {text}"
+_show = describe_value
 
 
 # ── options ───────────────────────────────────────────────────────────
+# The spellings are `_options`'s, shared with `Job` itself (the Python API).
 def parse_priority(value: Any) -> JobPriority:
     """``"low"``/``"medium"``/``"high"``/``"critical"`` (any case), 0-3 or a `JobPriority`."""
     try:
-        result = _to_enum(value, JobPriority)
-    except _Mismatch:
-        names = ", ".join(m.name.lower() for m in JobPriority)
-        raise JobSpecError(
-            f"priority must be one of {names} (or 0-3), got {_show(value)}"
-        ) from None
-    return JobPriority(result)
+        return to_priority(value)
+    except ValueError as exc:
+        raise JobSpecError(str(exc)) from None
 
 
 def build_retry_policy(value: Any, plugins: PluginManager) -> RetryPolicyLike:
-    """A retry policy from ``{"policy": name, ...options}``, a policy name, or a policy."""
+    """A retry policy from ``{"policy": name, ...options}``, a policy name, or a policy.
+
+    A wrong name or option is a `JobSpecError` listing the valid ones.
+    """
     if isinstance(value, str):
         value = {"policy": value}
     if not isinstance(value, Mapping):
@@ -546,14 +541,11 @@ def _normalize_options(
                 kwargs[key] = parse_priority(value)
                 data[key] = kwargs[key].name.lower()
             elif key == "timeout":
-                if value is None or value is False:
-                    kwargs[key] = data[key] = None
-                elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                    raise JobSpecError(
-                        f"timeout must be a positive number of seconds, got {_show(value)}"
-                    )
-                else:
-                    kwargs[key] = data[key] = float(value)
+                try:
+                    timeout = to_timeout(value)
+                except ValueError as exc:
+                    raise JobSpecError(str(exc)) from None
+                kwargs[key] = data[key] = None if timeout is None else float(timeout)
             elif key == "retry":
                 kwargs[key] = build_retry_policy(value, plugins)
                 data[key] = _retry_data(value, kwargs[key], plugins)

@@ -7,6 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._options import check_delay, check_max_retries
+
 
 @runtime_checkable
 class RetryPolicyLike(Protocol):
@@ -20,9 +22,14 @@ class RetryPolicyLike(Protocol):
         """Seconds to wait after the 1-based `attempt` failed."""
 
 
-def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+def retry_count(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """attrs validator: an integer from 0 to `MAX_RETRIES`."""
+    check_max_retries(value, attribute.name)
+
+
+def retry_delay(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """attrs validator: seconds from 0 to `MAX_DELAY` (one year), finite."""
+    check_delay(value, attribute.name)
 
 
 @attrs.frozen
@@ -35,9 +42,9 @@ class RetryPolicy:
     many jobs that failed together so they don't come back as a herd.
     """
 
-    max_retries: int = attrs.field(default=3, validator=_non_negative)
-    base_delay: float = attrs.field(default=1.0, validator=_non_negative)
-    max_delay: float = attrs.field(default=60.0, validator=_non_negative)
+    max_retries: int = attrs.field(default=3, validator=retry_count)
+    base_delay: float = attrs.field(default=1.0, validator=retry_delay)
+    max_delay: float = attrs.field(default=60.0, validator=retry_delay)
     jitter: bool = True
 
     def delay(self, attempt: int, rng: random.Random) -> float:

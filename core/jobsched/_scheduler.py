@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
@@ -22,9 +23,17 @@ from ._errors import (
     UnknownJobError,
 )
 from ._executor import Executor
-from ._job import FunctionJob, Job
+from ._job import FunctionJob, Job, refuse_option_parameters
+from ._jobtypes import build_retry_policy
 from ._journal import Journal
 from ._limits import Limiter, Limits
+from ._options import (
+    MAX_DELAY,
+    check_delay,
+    check_num_workers,
+    check_retry_policy,
+    is_retry_spec,
+)
 from ._plugins import PluginManager, TransitionListener, default_plugin_manager
 from ._recurring import (
     CoalescePolicy,
@@ -34,6 +43,7 @@ from ._recurring import (
     build_trigger,
 )
 from ._restore import open_store
+from ._retry import RetryPolicy
 from ._shared import SharedMode
 from ._status import JobStatus
 from ._store import Store, resolve_store
@@ -50,6 +60,38 @@ COMPLETED = JobStatus.COMPLETED
 FAILED = JobStatus.FAILED
 TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
+
+#: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
+SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key")
+
+
+class _CancelCountingTask(asyncio.Task):  # type: ignore[type-arg]
+    """A worker task for Python 3.10, whose tasks cannot say they are being cancelled.
+
+    Counts cancel requests as 3.11's ``Task.cancelling()`` does, so that a
+    job that raises ``CancelledError`` itself can be told from a worker
+    being cancelled.
+    """
+
+    _requests = 0
+
+    def cancel(self, msg: Any = None) -> bool:
+        self._requests += 1
+        return super().cancel(msg)
+
+    def cancelling(self) -> int:
+        return self._requests
+
+    def uncancel(self) -> int:
+        if self._requests > 0:
+            self._requests -= 1
+        return self._requests
+
+
+def _start_worker(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    if sys.version_info >= (3, 11):
+        return asyncio.create_task(coro, name=name)
+    return _CancelCountingTask(coro, name=name)
 
 
 class _Slot:
@@ -109,8 +151,7 @@ class JobScheduler:
         limits: Limits | Mapping[str, Any] | None = None,
         store: Store | str | None = None,
     ) -> None:
-        if not isinstance(num_workers, int) or num_workers < 1:
-            raise ValueError(f"num_workers must be an integer >= 1, got {num_workers!r}")
+        check_num_workers(num_workers)
         if history_limit < 0:
             raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
         if plugins is None:
@@ -221,13 +262,34 @@ class JobScheduler:
         depends_on: Iterable[str] = (),
         unique_key: str | None = None,
         key: str | None = None,
-        **kwargs: Any,
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> str:
         """Queue a job and return its id. Dependencies must already be submitted.
 
         `job` is a `Job`, or a plain function or coroutine function followed by
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
-        timeout=..., retry=..., deadline=..., **kwargs)`` (see `FunctionJob`).
+        timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
+        Options are spelled as in a job file too: ``priority="low"``,
+        ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
+        ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
+        here with what is valid.
+
+        Every keyword named like an option of submit or of `FunctionJob` is
+        that option, never the function's argument. So a function with a
+        parameter named like a `FunctionJob` option (``timeout``, ``name``,
+        ``priority``, ``model``, ``retry``, ``deadline``) is refused, unless
+        its keyword arguments come as a mapping:
+        ``submit(connect, "db", kwargs={"timeout": 3}, timeout=5)`` calls
+        ``connect("db", timeout=3)`` as a job with a 5 s timeout. A parameter
+        named like one of submit's own (``delay``, ``depends_on``,
+        ``unique_key``, ``key``) is refused only when that keyword is given:
+        ``submit(asyncio.sleep, 1)`` is fine. A function that takes only
+        ``**kwargs`` is not refused: an option's keyword never reaches it.
+        Arguments that cannot bind to the function's signature are refused
+        here too.
+
+        `delay` is seconds from now, at most `MAX_DELAY` (one year).
 
         `unique_key` deduplicates: while a job submitted with the same key is
         pending, waiting to retry or running, submit returns *that* job's id and
@@ -239,13 +301,9 @@ class JobScheduler:
         it. That is how a rerun after a crash resumes instead of starting a
         second copy.
         """
-        if not isinstance(job, Job):
-            job = FunctionJob(job, *args, **kwargs)
-        elif args or kwargs:
-            raise TypeError(
-                f"submit() got arguments for {job!r}, which is already a job: "
-                "arguments are only for plain functions"
-            )
+        if delay != 0.0:
+            delay = check_delay(delay)
+        job = self._as_job(job, args, kwargs, options, (delay, depends_on, unique_key, key))
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -270,8 +328,6 @@ class JobScheduler:
             raise PluginError(
                 f"{job!r}: {self.plugins.unknown_name_message('executors', str(job.model))}"
             )
-        if delay < 0 or delay != delay:
-            raise ValueError(f"delay must be >= 0, got {delay!r}")
         if self._shared is not None:  # the store's queue, not ours: claimed back later
             return self._shared.submit(job, delay, depends_on, key=key, unique_key=unique_key)
         deps = set(depends_on) if depends_on else None
@@ -346,8 +402,6 @@ class JobScheduler:
         assert self._journal is not None
         if job.status is not PENDING or job.attempts or any(d[0] is job for d in self._deferred):
             raise SchedulerError(f"{job.job_id} was already submitted")
-        if delay < 0 or delay != delay:
-            raise ValueError(f"delay must be >= 0, got {delay!r}")
         self._journal.codec.describe(job, 0.0)  # raises if it is not data
         deps = tuple(depends_on) if depends_on else ()
         known = {d[0].job_id for d in self._deferred}
@@ -356,6 +410,41 @@ class JobScheduler:
             raise UnknownJobError(f"{job.job_id}: unknown dependencies: {unknown}")
         self._deferred.append((job, delay, deps, unique_key, key))
         return job.job_id
+
+    def _as_job(
+        self,
+        job: Job | Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+        options: dict[str, Any],
+        scheduling: tuple[Any, ...],
+        caller: str = "submit",
+    ) -> Job:
+        """`job`, or a `FunctionJob` of a plain function, with its retry policy resolved.
+
+        `scheduling` is the values of `SUBMIT_OPTIONS` the caller gave.
+        """
+        if not isinstance(job, Job):
+            if kwargs is None:
+                # FunctionJob refuses a parameter named like one of its options
+                # outright. Submit's own are common parameter names (asyncio.sleep
+                # has `delay`): refused only when given, as then it is ambiguous.
+                given = [
+                    name for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True) if value
+                ]
+                refuse_option_parameters(job, given)
+            job = FunctionJob(job, *args, kwargs=kwargs, **options)
+        elif args or options or kwargs is not None:
+            raise TypeError(
+                f"{caller}() got arguments for {job!r}, which is already a job: "
+                "arguments are only for plain functions"
+            )
+        retry = job.retry
+        if retry.__class__ is not RetryPolicy and is_retry_spec(retry):
+            # A policy name or table, as a job file writes it: this
+            # scheduler's plugins say what the names mean.
+            job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
+        return job
 
     def _submit_deferred(self) -> None:
         # In submit order. A job may get a new id if a restored job has its
@@ -373,9 +462,11 @@ class JobScheduler:
         """Submit from any thread; returns the job id at once.
 
         The real submit runs on the loop thread (``call_soon_threadsafe``), so
-        the scheduler's structures are still touched by one thread only. An
-        error there (say, an unknown dependency) is logged and the job is
-        recorded nowhere; use `submit` on the loop when you need the error.
+        the scheduler's structures are still touched by one thread only. The
+        job, its options and `delay` are checked here, with `submit`'s rules,
+        and raise in the caller; an error found on the loop (say, an unknown
+        dependency) is logged and the job is recorded nowhere; use `submit` on
+        the loop when you need that error.
         """
         # Stopping first: after stop() the loop is set but the answer is "stopped",
         # not "start() the scheduler".
@@ -383,13 +474,13 @@ class JobScheduler:
             raise SchedulerStoppedError("scheduler is stopping")
         if self._loop is None:
             raise SchedulerError("start() the scheduler before submitting from other threads")
-        options: dict[str, Any] = {
-            k: kwargs.pop(k) for k in ("delay", "depends_on", "unique_key", "key") if k in kwargs
-        }
-        if not isinstance(job, Job):
-            job = FunctionJob(job, *args, **kwargs)
-        elif args or kwargs:
-            raise TypeError(f"submit_threadsafe() got arguments for {job!r}")
+        # What can be checked here is, so the caller gets the error and not the log.
+        options: dict[str, Any] = {k: kwargs.pop(k) for k in SUBMIT_OPTIONS if k in kwargs}
+        if options.get("delay", 0.0) != 0.0:
+            options["delay"] = check_delay(options["delay"])
+        scheduling = tuple(options.get(name) for name in SUBMIT_OPTIONS)
+        fn_kwargs = kwargs.pop("kwargs", None)
+        job = self._as_job(job, args, fn_kwargs, kwargs, scheduling, "submit_threadsafe")
         self._loop.call_soon_threadsafe(self._submit_logged, job, options)
         return job.job_id
 
@@ -592,7 +683,7 @@ class JobScheduler:
                 raise
         self.plugins.scheduler_started(self)
         self._tasks = [
-            asyncio.create_task(self._worker(slot), name=f"jobsched-worker-{i}")
+            _start_worker(self._worker(slot), f"jobsched-worker-{i}")
             for i, slot in enumerate(self._slots)
         ]
         if self._delayed:
@@ -779,7 +870,8 @@ class JobScheduler:
         # cost more than the rest of the job's path together. Timeouts and
         # cancel(job_id) cancel the worker task while it awaits the attempt;
         # the slot's flags say which, so a TimeoutError the job raises itself
-        # stays an ordinary failure.
+        # stays an ordinary failure. Whatever else the job raises, even
+        # CancelledError or SystemExit, fails the job and not the worker.
         if job.status is not RUNNING:
             return  # cancelled between _take_next() and here, by a listener
         job.attempts += 1
@@ -796,33 +888,31 @@ class JobScheduler:
                 self._arm_watchdog(deadline)
         error: BaseException | None = None
         result: Any = None
+        task: Any = slot.task  # cancelling()/uncancel(): 3.11's, or _CancelCountingTask's
         try:
             result = await self._executors[job.model].invoke(job)
         except asyncio.CancelledError as exc:
-            if not (slot.expired or slot.cancel_requested):
+            if not (slot.expired or slot.cancel_requested) and task.cancelling():
+                # The worker itself is being cancelled, from outside the kernel.
                 self._release(slot)
                 self._finish(job, CANCELLED, error="scheduler shut down")
                 raise
-            error = exc
-        except Exception as exc:
+            error = exc  # our timeout or cancel(job_id), or the job's own
+        except BaseException as exc:  # a job's SystemExit must not end the program
             error = exc
         expired, cancelled = slot.expired, slot.cancel_requested
-        if expired or cancelled:
-            # Python >= 3.11 counts cancel requests; ours was handled here.
-            uncancel = getattr(slot.task, "uncancel", None)
-            if uncancel is not None and slot.task.cancelling():  # type: ignore[union-attr]
-                uncancel()
+        if (expired or cancelled) and task.cancelling():
+            task.uncancel()  # our cancel request was handled here
         self._release(slot)
         if cancelled:
             self._finish(job, CANCELLED, error="cancelled")
         elif expired:
             self._after_failure(job, f"timed out after {timeout}s", timed_out=True)
         elif error is not None:
-            self._after_failure(
-                job,
-                f"{type(error).__name__}: {error}",
-                retryable=not isinstance(error, NonRetryableError),
-            )
+            # CancelledError, SystemExit, KeyboardInterrupt...: the job asked to
+            # stop, not to be tried again.
+            retryable = isinstance(error, Exception) and not isinstance(error, NonRetryableError)
+            self._after_failure(job, _describe_error(error), retryable=retryable)
         else:
             job.result = result
             self._finish(job, COMPLETED)
@@ -870,8 +960,11 @@ class JobScheduler:
         self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
     ) -> None:
         job.last_error = error
-        if retryable and job.attempts <= job.retry.max_retries and not self._stopping:
-            job.run_at = self._clock.now() + job.retry.delay(job.attempts, self._rng)
+        wait = None
+        if retryable and not self._stopping:
+            wait, error = self._retry_wait(job, error)
+        if wait is not None:
+            job.run_at = self._clock.now() + wait
             self._transition(job, RETRY_WAIT)
             if self._shared is None:
                 self._enqueue(job)
@@ -879,6 +972,24 @@ class JobScheduler:
                 self._shared.hand_back(job)
         else:
             self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
+
+    def _retry_wait(self, job: Job, error: str) -> tuple[float | None, str]:
+        """Seconds until the failed job's next attempt (None: no more), and its error.
+
+        A retry policy that raises or asks for a wait that is not 0 to
+        `MAX_DELAY` seconds ends the job, with the reason added to its error:
+        the worker and the run go on.
+        """
+        policy = job.retry
+        try:
+            if job.attempts > policy.max_retries:
+                return None, error
+            wait = policy.delay(job.attempts, self._rng)
+            if not 0 <= wait <= MAX_DELAY:  # also NaN
+                raise ValueError(f"it asked to wait {wait!r}s; the most is {MAX_DELAY:.0f}s")
+        except Exception as exc:
+            return None, f"{error} (not retried: retry policy {policy!r} failed: {exc})"
+        return wait, error
 
     # ── Internals: recurring ──────────────────────────────────────────
     def _arm_schedule(self, sched: RecurringSchedule) -> None:
@@ -1008,3 +1119,9 @@ class JobScheduler:
         finished.append(job_id)
         while len(finished) > self._history_limit:
             self._jobs.pop(finished.popleft(), None)
+
+
+def _describe_error(error: BaseException) -> str:
+    """``"ValueError: bad input"``; the bare type name when there is no message."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

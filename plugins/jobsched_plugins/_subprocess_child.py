@@ -27,6 +27,11 @@ def main() -> int:
     reply: tuple[object, ...]
     try:
         job = pickle.loads(request["job"])  # after sys.path is set: its module must import
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        error = _not_picklable(f"the job cannot be unpickled in the child process ({why})")
+        return _reply(reply_fd, ("error", error))
+    try:
         run_sync = getattr(job, "run_sync", None)
         if run_sync is not None and not inspect.iscoroutinefunction(run_sync):
             result = run_sync()
@@ -35,17 +40,29 @@ def main() -> int:
         reply = ("ok", result)
     except BaseException as exc:  # report everything, even SystemExit, to the parent
         reply = ("error", exc)
+    return _reply(reply_fd, reply)
+
+
+def _reply(reply_fd: int, reply: tuple[object, ...]) -> int:
     try:
         data = pickle.dumps(reply)
     except Exception as exc:
         if reply[0] == "ok":
-            data = pickle.dumps(("error-text", "TypeError", f"result is not picklable: {exc}"))
+            why = f"{type(exc).__name__}: {exc}"
+            data = pickle.dumps(("error", _not_picklable(f"result is not picklable: {why}")))
         else:
             error = reply[1]
             data = pickle.dumps(("error-text", type(error).__name__, str(error)))
     with os.fdopen(reply_fd, "wb") as out:
         out.write(data)
     return 0
+
+
+def _not_picklable(message: str) -> Exception:
+    # Imported only now: most children never need it.
+    from jobsched import NotPicklableError
+
+    return NotPicklableError(message)
 
 
 if __name__ == "__main__":

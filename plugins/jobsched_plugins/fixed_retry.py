@@ -7,6 +7,7 @@ import random
 import attrs
 
 from jobsched import hookimpl
+from jobsched._retry import retry_count, retry_delay
 from jobsched.hookspecs import Register
 
 
@@ -14,8 +15,8 @@ from jobsched.hookspecs import Register
 class FixedRetryPolicy:
     """Retry up to `max_retries` times, waiting `seconds` before each retry."""
 
-    max_retries: int = attrs.field(default=3, validator=attrs.validators.ge(0))
-    seconds: float = attrs.field(default=1.0, validator=attrs.validators.ge(0))
+    max_retries: int = attrs.field(default=3, validator=retry_count)
+    seconds: float = attrs.field(default=1.0, validator=retry_delay)
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         return self.seconds

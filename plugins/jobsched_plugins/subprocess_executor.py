@@ -22,7 +22,7 @@ import signal
 import sys
 from typing import Any
 
-from jobsched import Job, hookimpl
+from jobsched import Job, NotPicklableError, hookimpl
 from jobsched.hookspecs import Register
 
 CHILD_MODULE = "jobsched_plugins._subprocess_child"
@@ -53,8 +53,9 @@ class SubprocessExecutor:
         try:
             payload = pickle.dumps({"sys_path": list(sys.path), "job": pickle.dumps(job)})
         except Exception as exc:
-            raise TypeError(
-                f"{job!r} cannot run on the subprocess executor: it is not picklable ({exc})"
+            raise NotPicklableError(
+                f"{job!r} cannot run on the subprocess executor: it is not picklable "
+                f"({type(exc).__name__}: {exc})"
             ) from exc
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

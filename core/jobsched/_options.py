@@ -1,0 +1,120 @@
+"""Job options as users spell them, and the bounds on the numbers they give.
+
+One place for both the Python API and the job file: ``priority="low"``,
+``timeout=False`` and a retry policy's name mean the same wherever they are
+written, and a number past a bound is refused with the bound named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._status import JobPriority
+
+#: The most retries a retry policy may ask for (``max_retries``).
+MAX_RETRIES = 1000
+#: The longest wait, in seconds, for ``delay=`` and retry delays: one year.
+MAX_DELAY = 31_536_000.0
+#: The most workers a scheduler may run (``num_workers``).
+MAX_WORKERS = 1024
+
+
+def describe_value(value: Any) -> str:
+    """A value as an error message shows it: its kind and a short text (``string '5'``)."""
+    kind = {bool: "boolean", int: "integer", float: "float", str: "string", list: "array"}
+    name = "table" if isinstance(value, dict) else kind.get(type(value), type(value).__name__)
+    text = json.dumps(value, default=repr) if not isinstance(value, str) else repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{name} {text}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def to_priority(value: Any) -> JobPriority:
+    """``"low"``/``"medium"``/``"high"``/``"critical"`` (any case), 0-3 or a `JobPriority`."""
+    if isinstance(value, JobPriority):
+        return value
+    if isinstance(value, str):
+        member = JobPriority.__members__.get(value.upper())
+        if member is not None:
+            return member
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return JobPriority(value)
+        except ValueError:
+            pass
+    names = ", ".join(m.name.lower() for m in JobPriority)
+    raise ValueError(f"priority must be one of {names} (or 0-3), got {describe_value(value)}")
+
+
+def to_timeout(value: Any) -> float | None:
+    """Seconds one attempt may run, as given; None or False mean no timeout."""
+    if value is None or value is False:
+        return None
+    if not _is_number(value) or not value > 0:  # `not >` also refuses NaN
+        raise ValueError(
+            f"timeout must be a positive number of seconds, got {describe_value(value)} "
+            "(None or False: no timeout)"
+        )
+    return value  # type: ignore[no-any-return]
+
+
+def check_max_retries(value: Any, what: str = "max_retries") -> int:
+    """An integer from 0 to `MAX_RETRIES`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, got {describe_value(value)}")
+    if not 0 <= value <= MAX_RETRIES:
+        raise ValueError(f"{what} must be >= 0 and <= {MAX_RETRIES} (MAX_RETRIES), got {value!r}")
+    return value
+
+
+def check_delay(value: Any, what: str = "delay") -> float:
+    """A finite number of seconds from 0 to `MAX_DELAY` (one year)."""
+    if not _is_number(value):
+        raise ValueError(f"{what} must be a number of seconds, got {describe_value(value)}")
+    if not 0 <= value <= MAX_DELAY:  # also refuses NaN
+        raise ValueError(
+            f"{what} must be >= 0 and <= {MAX_DELAY:.0f} seconds (MAX_DELAY, one year), "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
+def check_num_workers(value: Any) -> int:
+    """An integer from 1 to `MAX_WORKERS`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_WORKERS:
+        raise ValueError(
+            f"num_workers must be an integer from 1 to {MAX_WORKERS} (MAX_WORKERS), got {value!r}"
+        )
+    return value
+
+
+def is_retry_spec(value: Any) -> bool:
+    """Whether `retry` is written as data (a policy name or a table) rather than a policy."""
+    return isinstance(value, str | Mapping)
+
+
+RETRY_SPELLINGS = (
+    'a retry policy (RetryPolicy(...)), a registered policy name such as "none", '
+    '"fixed" or "exponential", or a table like {"policy": "fixed", "seconds": 2}'
+)
+
+
+def check_retry_policy(value: Any) -> Any:
+    """A retry policy object as given, or a policy written as data (resolved at submit).
+
+    The scheduler resolves a name or a table with its own plugins
+    (`jobsched.build_job`'s rules), so a policy a plugin adds works too.
+    """
+    if is_retry_spec(value):
+        return value
+    max_retries = getattr(value, "max_retries", None)
+    if max_retries is None or not callable(getattr(value, "delay", None)):
+        raise TypeError(f"retry must be {RETRY_SPELLINGS}, got {value!r}")
+    check_max_retries(max_retries, f"retry policy {type(value).__name__}: max_retries")
+    return value
