@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import PluginError, SchedulerError
 from .._jobtypes import JobSpecError, build_job
+from .._limits import unknown_limit_name
 from .._recurring import build_trigger
 from ._model import (
     TABLES,
     JobEntry,
     JobFile,
     JobTemplate,
+    LimitsSettings,
     RecurringEntry,
     SchedulerSettings,
     keys_of,
@@ -175,6 +177,7 @@ def parse_jobfile(
 
     if plugins is not None:
         _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail)
+        _check_limit_names(tables["limits"], plugins, lines, fail)
     return JobFile(
         source=source,
         tables=tables,
@@ -316,6 +319,26 @@ def _check_against_plugins(
                 f"available: {message}",
                 lines.key(entry.line, "type"),
             )
+
+
+def _check_limit_names(
+    limits: LimitsSettings, plugins: PluginManager, lines: _Lines, fail: Any
+) -> None:
+    """Every name in [limits] must be registered: a typo would silently limit nothing."""
+    known = {
+        "executors": plugins.names("executors"),
+        "job_types": plugins.names("job_types"),
+        "rates": plugins.names("job_types"),  # rates count starts per job type
+    }
+    for kind, names in (
+        ("executors", limits.executors),
+        ("job_types", limits.job_types),
+        ("rates", limits.rates),
+    ):
+        for name in names:
+            problem = unknown_limit_name(kind, name, known[kind])
+            if problem is not None:
+                raise fail(f"[limits]: {kind}: {problem}", lines.key(limits.line, kind))
 
 
 __all__ = ["JobFileError", "load_jobfile", "parse_jobfile"]
