@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from jobsched import JobScheduler, Limits, PluginManager
 from jobsched.cli import main
-from jobsched.jobfile import JobFileError, parse_jobfile
+from jobsched.jobfile import MAX_JOBFILE_BYTES, JobFileError, parse_jobfile
 
 SLEEP = 'type = "sleep"\nargs = { name = "a", seconds = 0 }\n'
 JOB = f'[[job]]\nid = "a"\n{SLEEP}'
@@ -100,3 +101,44 @@ def test_the_api_accepts_limits_on_functions_and_classes() -> None:
     # A function job's type is its qualified name, which no registry lists.
     scheduler = JobScheduler(limits={"job_types": {"send_report": 1}, "rates": {"Mailer.send": 1}})
     assert scheduler.limiter is not None
+
+
+# ── job-file size (defect 6) and files without jobs ───────────────────
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["run", *args])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line
+    return code, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_device_is_not_read_as_a_job_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_cli(capsys, "/dev/zero")
+    assert code == 2
+    assert err == "jobsched: error: /dev/zero: not a job file but a device; give a TOML file\n"
+
+
+def test_a_job_file_over_64_mib_is_refused(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "big.toml"
+    with open(path, "wb") as file:
+        file.truncate(MAX_JOBFILE_BYTES + 1)  # sparse: no disk space used
+    assert MAX_JOBFILE_BYTES == 64 * 1024 * 1024
+    code, err = run_cli(capsys, str(path))
+    assert code == 2
+    assert err.endswith("big.toml: the job file is larger than 64 MiB\n")
+
+
+def test_a_job_file_without_jobs_exits_2_and_creates_no_store(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "empty.toml"
+    path.write_text("[scheduler]\nworkers = 2\n")
+    store = tmp_path / "j.db"
+    code, err = run_cli(capsys, str(path), "--store", f"sqlite:///{store}")
+    assert code == 2
+    assert "empty.toml: no jobs in this file" in err
+    assert list(tmp_path.iterdir()) == [path]  # no store, no lock file

@@ -8,7 +8,7 @@ from Python too::
     print(result.to_json())
 """
 
-from ._load import JobFileError, load_jobfile, parse_jobfile
+from ._load import MAX_JOBFILE_BYTES, JobFileError, load_jobfile, parse_jobfile
 from ._model import (
     TABLES,
     JobEntry,
@@ -38,6 +38,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_JOB_FAILED",
     "EXIT_OK",
+    "MAX_JOBFILE_BYTES",
     "TABLES",
     "JobEntry",
     "JobFile",
