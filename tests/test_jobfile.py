@@ -255,9 +255,10 @@ async def test_a_failing_recurring_run_fails_the_run(plugins: PluginManager) -> 
     assert result.counts()["failed"] == 2
 
 
-async def test_an_empty_file_runs_nothing(plugins: PluginManager) -> None:
-    result, started = await _run("", plugins)
-    assert (result.outcomes, started, result.exit_code) == ([], [], 0)
+@pytest.mark.parametrize("text", ["", "[scheduler]\nworkers = 2\n", "[limits]\n"])
+def test_a_file_without_jobs_is_refused(plugins: PluginManager, text: str) -> None:
+    with pytest.raises(JobFileError, match=r"^t.toml: no jobs in this file"):
+        parse(text, plugins)
 
 
 def test_priority_names_match_the_kernel() -> None:

@@ -32,6 +32,11 @@ def test_limits_table_is_parsed(plugins: PluginManager) -> None:
         executors = { process = 2 }
         job_types = { csv-export = 1 }
         rates = { email = "10/s", prime-count = { rate = "1/min", burst = 3 } }
+
+        [[job]]
+        id = "a"
+        type = "email"
+        args = { to = "x@corp", subject = "s" }
         """,
         plugins,
     )

@@ -39,7 +39,7 @@ from ._jobtypes import (
 )
 from ._limits import Limits, Rate, job_type_of
 from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
-from ._recurring import IntervalTrigger, RecurringSchedule, Trigger
+from ._recurring import MAX_INTERVAL, MIN_INTERVAL, IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
@@ -91,6 +91,8 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_INTERVAL",
+    "MIN_INTERVAL",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",

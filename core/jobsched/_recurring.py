@@ -30,6 +30,11 @@ EPSILON = 1e-6
 #: At most this many missed fires are collected in one wake-up (see ``coalesce``).
 MAX_CATCH_UP = 1000
 
+#: The shortest interval: a finer one would only spin the loop.
+MIN_INTERVAL = 0.001
+#: The longest interval, one year (a cron or date trigger says "yearly" better).
+MAX_INTERVAL = 31_536_000.0
+
 Timebase = Literal["monotonic", "wall"]
 CoalescePolicy = Literal["one", "all", "none"]
 COALESCE_POLICIES: tuple[str, ...] = ("one", "all", "none")
@@ -60,9 +65,11 @@ class Trigger(Protocol):
 class IntervalTrigger:
     """Every `seconds` seconds, at a fixed rate (the reference design's schedule).
 
-    Fixed rate, not fixed delay: each fire time is computed from the previous
-    *scheduled* time, so slow ticks never make the schedule drift. The first
-    fire is `start_in` seconds after the schedule is created.
+    Fixed rate, not fixed delay: fire k of a schedule is ``origin + k *
+    seconds``, where `origin` is its first fire, `start_in` seconds after the
+    schedule is created. Computed, never summed: adding 0.3 s a million times
+    to a large monotonic time drifts by most of a millisecond, and slow ticks
+    never make the schedule drift either.
     """
 
     timebase: Timebase = "monotonic"
@@ -70,8 +77,11 @@ class IntervalTrigger:
     def __init__(self, seconds: float, *, start_in: float = 0.0) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
             raise ValueError(f"interval must be a positive number of seconds, got {seconds!r}")
-        if not math.isfinite(seconds):
-            raise ValueError(f"interval must be finite, got {seconds!r}")
+        if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+            raise ValueError(
+                f"interval must be from {MIN_INTERVAL} to {MAX_INTERVAL:.0f} seconds "
+                f"(1ms to one year), got {seconds!r}"
+            )
         if not start_in >= 0:
             raise ValueError(f"start_in must be >= 0, got {start_in!r}")
         self.seconds = float(seconds)
@@ -81,18 +91,26 @@ class IntervalTrigger:
         return now + self.start_in
 
     def next_fire(self, previous: float) -> float:
+        """The Trigger protocol's step; a schedule uses `fire_time`, which does not drift."""
         return previous + self.seconds
 
-    def fast_forward(self, due: float, now: float) -> tuple[int, float, float]:
-        """Fires in ``[due, now]``: (how many, the latest, the first one after `now`).
+    def fire_time(self, origin: float, index: int) -> float:
+        """Fire `index` (0 is the first) of a schedule whose first fire is at `origin`."""
+        return origin + index * self.seconds
+
+    def last_index(self, origin: float, now: float) -> int:
+        """The index of the last fire at or before `now`; -1 before the first.
 
         O(1): a schedule paused for a day at a millisecond interval must not
         iterate 86 million missed fires.
         """
-        count = int((now - due) // self.seconds) + 1
-        if count < 1:
-            count = 1
-        return count, due + (count - 1) * self.seconds, due + count * self.seconds
+        index = math.floor((now - origin) / self.seconds)
+        # The division can round across a fire time: settle on the exact one.
+        while self.fire_time(origin, index + 1) <= now:
+            index += 1
+        while index >= 0 and self.fire_time(origin, index) > now:
+            index -= 1
+        return max(index, -1)
 
     def __repr__(self) -> str:
         return f"IntervalTrigger({self.seconds}s)"
@@ -170,6 +188,9 @@ class RecurringSchedule:
         self.jitter = jitter
         #: The next fire time in the trigger's timebase; None until bound, or when exhausted.
         self.next_fire: float | None = first_run
+        # An interval schedule's grid: next_fire is fire `_index` after `_origin`.
+        self._origin = first_run
+        self._index = 0
         #: The monotonic time the timer is armed for (``math.inf`` when exhausted).
         self.next_run = math.inf if first_run is None else first_run
         self._bound = first_run is not None
@@ -201,7 +222,7 @@ class RecurringSchedule:
             return
         self._bound = True
         now = clock.time() if self.wall_clock else clock.now()
-        self.next_fire = self.trigger.first_fire(now)
+        self.next_fire = self._origin = self.trigger.first_fire(now)
 
     def arm_time(self, clock: Clock) -> float | None:
         """The monotonic time to arm the timer for; None when the trigger is exhausted."""
@@ -254,6 +275,8 @@ class RecurringSchedule:
     def _collect(self, fire: float, now: float) -> tuple[tuple[int, list[float]], float | None]:
         """Due fires from `fire` up to `now`: ((count, fire times), next fire after now)."""
         trigger = self.trigger
+        if isinstance(trigger, IntervalTrigger):
+            return self._collect_on_grid(trigger, now)
         fast_forward = getattr(trigger, "fast_forward", None)
         if fast_forward is not None and self.coalesce != "all":
             count, latest, nxt = fast_forward(fire, now + EPSILON)
@@ -277,6 +300,22 @@ class RecurringSchedule:
             fires.append(nxt)
             nxt = trigger.next_fire(nxt)
         return (count, fires), nxt
+
+    def _collect_on_grid(
+        self, trigger: IntervalTrigger, now: float
+    ) -> tuple[tuple[int, list[float]], float]:
+        """`_collect` for an interval: every time is ``origin + k * seconds``; moves the index."""
+        origin, first = self._origin, self._index
+        assert origin is not None  # bound: next_fire is set
+        last = max(trigger.last_index(origin, now + EPSILON), first)
+        if self.coalesce == "all":
+            # At most MAX_CATCH_UP of them; then on from the grid after now.
+            indexes = range(first, min(last, first + MAX_CATCH_UP - 1) + 1)
+            count, fires = len(indexes), [trigger.fire_time(origin, i) for i in indexes]
+        else:
+            count, fires = last - first + 1, [trigger.fire_time(origin, last)]
+        self._index = last + 1
+        return (count, fires), trigger.fire_time(origin, last + 1)
 
     def _misfire(self, fire: float, now: float, count: int, why: str) -> None:
         self.misfired += count

@@ -827,6 +827,9 @@ class JobScheduler:
         return None
 
     def _make_limiter(self, limits: Limits) -> Limiter:
+        limits.check_names(
+            executors=self.plugins.names("executors"), job_types=self.plugins.names("job_types")
+        )
         registered = {
             reg.factory: name
             for name, reg in self.plugins.registry["job_types"].items()

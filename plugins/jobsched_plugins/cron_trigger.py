@@ -22,6 +22,7 @@ Two wall times that map to one instant fire once.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Literal
@@ -40,6 +41,48 @@ GAP_RULES: tuple[str, ...] = ("shift", "transition", "skip")
 OVERLAP_RULES: tuple[str, ...] = ("first", "second", "both")
 
 _PROBE = 2 * 86400.0  # look this far either side for a nearby offset change
+
+
+#: Vixie cron's shorthands, and what each stands for.
+SHORTHANDS: dict[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+# A day-of-week range that ends on Sunday, written as SUN or 0: "SAT-SUN", "1-0/2".
+_TO_SUNDAY = re.compile(r"^(?P<start>[^-/,#]+)-(?:sun|0)(?P<step>/\d+)?$", re.IGNORECASE)
+
+
+def to_cronsim(expr: str) -> str:
+    """`expr` as cronsim reads it: shorthands expanded, a range that ends on Sunday ends on 7.
+
+    Sunday is 0 (or SUN) and also 7; cronsim reads ``SAT-SUN`` as the empty
+    range 6-0, where every cron user means Saturday and Sunday.
+    """
+    text = " ".join(expr.split())
+    if text.startswith("@"):
+        shorthand = SHORTHANDS.get(text.lower())
+        if shorthand is None:
+            raise ValueError(
+                f"invalid cron expression {expr!r}: unknown shorthand; "
+                f"known: {', '.join(SHORTHANDS)}"
+            )
+        return shorthand
+    fields = text.split(" ")
+    if len(fields) in (5, 6):  # day-of-week is the last field either way
+        fields[-1] = ",".join(_sunday_as_seven(part) for part in fields[-1].split(","))
+    return " ".join(fields)
+
+
+def _sunday_as_seven(part: str) -> str:
+    match = _TO_SUNDAY.match(part)
+    if match is None or match["start"].lower() in ("sun", "0"):
+        return part  # SUN-SUN stays Sunday alone
+    return f"{match['start']}-7{match['step'] or ''}"
 
 
 @attrs.frozen(kw_only=True)
@@ -61,8 +104,11 @@ class Fire:
 class CronTrigger:
     """Fires when a cron expression matches the wall clock in time zone `tz`.
 
-    `expr` is a standard 5-field expression (``"0 2 * * *"``) or 6 fields with
-    seconds first (``"*/15 * * * * *"``). `tz` is an IANA zone name (default
+    `expr` is a standard 5-field expression (``"0 2 * * *"``), 6 fields with
+    seconds first (``"*/15 * * * * *"``), or a shorthand: ``@hourly``,
+    ``@daily`` (``@midnight``), ``@weekly``, ``@monthly``, ``@yearly``
+    (``@annually``). Sunday is 0, SUN or 7, so ``SAT-SUN`` and ``MON-SUN``
+    are the ranges they read as. `tz` is an IANA zone name (default
     UTC). `gap` and `overlap` choose what happens on daylight-saving days (see
     the module docs). Bad input raises `ValueError` naming the culprit.
 
@@ -88,8 +134,9 @@ class CronTrigger:
     ) -> None:
         if not isinstance(expr, str) or not expr.strip():
             raise ValueError(f"cron expression must be a non-empty string, got {expr!r}")
+        self._fields = to_cronsim(expr)  # what cronsim is given
         try:
-            CronSim(expr, datetime(2000, 1, 1))
+            CronSim(self._fields, datetime(2000, 1, 1))
         except CronSimError as exc:
             raise ValueError(f"invalid cron expression {expr!r}: {exc}") from None
         if gap not in GAP_RULES:
@@ -165,7 +212,7 @@ class CronTrigger:
         best: Fire | None = None
         horizon: datetime | None = None
         try:
-            candidates = CronSim(self.expr, start)
+            candidates = CronSim(self._fields, start)
             for wall in candidates:
                 if horizon is not None and wall > horizon:
                     break

@@ -8,8 +8,11 @@ from Python too::
     print(result.to_json())
 """
 
-from ._load import JobFileError, load_jobfile, parse_jobfile
+from ._load import MAX_JOBFILE_BYTES, JobFileError, load_jobfile, parse_jobfile
 from ._model import (
+    MAX_DURATION,
+    MAX_RETRIES,
+    MAX_WORKERS,
     TABLES,
     JobEntry,
     JobFile,
@@ -38,6 +41,10 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_JOB_FAILED",
     "EXIT_OK",
+    "MAX_DURATION",
+    "MAX_JOBFILE_BYTES",
+    "MAX_RETRIES",
+    "MAX_WORKERS",
     "TABLES",
     "JobEntry",
     "JobFile",

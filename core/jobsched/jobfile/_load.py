@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import graphlib
 import heapq
+import os
 import re
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import PluginError, SchedulerError
 from .._jobtypes import JobSpecError, build_job
+from .._limits import unknown_limit_name
 from .._recurring import build_trigger
 from ._model import (
     TABLES,
     JobEntry,
     JobFile,
     JobTemplate,
+    LimitsSettings,
     RecurringEntry,
     SchedulerSettings,
     keys_of,
@@ -175,6 +179,11 @@ def parse_jobfile(
 
     if plugins is not None:
         _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail)
+        _check_limit_names(tables["limits"], plugins, lines, fail)
+    if not jobs and not recurring:
+        # Running it would do nothing and still create a store: surely the wrong
+        # file. Checked last, so a mistake in what the file does say comes first.
+        raise fail("no jobs in this file: it has no [[job]] or [[recurring]] entry")
     return JobFile(
         source=source,
         tables=tables,
@@ -185,15 +194,32 @@ def parse_jobfile(
     )
 
 
+#: The largest job file read: a mistaken path (``/dev/zero``, a log file) must
+#: not eat the memory. 64 MiB is hundreds of thousands of jobs.
+MAX_JOBFILE_BYTES = 64 * 1024 * 1024
+
+
 def load_jobfile(path: str | Path, *, plugins: PluginManager | None = None) -> JobFile:
-    """Read and check the job file at `path` (see `parse_jobfile`)."""
+    """Read and check the job file at `path` (see `parse_jobfile`).
+
+    At most `MAX_JOBFILE_BYTES` are read; a device (``/dev/zero``) is refused
+    without reading it. A pipe is read, up to the same cap.
+    """
     source = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                raise JobFileError("not a job file but a device; give a TOML file", source=source)
+            raw = file.read(MAX_JOBFILE_BYTES + 1)
     except OSError as exc:
         raise JobFileError(
             f"cannot read the job file: {exc.strerror or exc}", source=source
         ) from None
+    if len(raw) > MAX_JOBFILE_BYTES:
+        raise JobFileError(
+            f"the job file is larger than {MAX_JOBFILE_BYTES // (1024 * 1024)} MiB", source=source
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -316,6 +342,26 @@ def _check_against_plugins(
                 f"available: {message}",
                 lines.key(entry.line, "type"),
             )
+
+
+def _check_limit_names(
+    limits: LimitsSettings, plugins: PluginManager, lines: _Lines, fail: Any
+) -> None:
+    """Every name in [limits] must be registered: a typo would silently limit nothing."""
+    known = {
+        "executors": plugins.names("executors"),
+        "job_types": plugins.names("job_types"),
+        "rates": plugins.names("job_types"),  # rates count starts per job type
+    }
+    for kind, names in (
+        ("executors", limits.executors),
+        ("job_types", limits.job_types),
+        ("rates", limits.rates),
+    ):
+        for name in names:
+            problem = unknown_limit_name(kind, name, known[kind])
+            if problem is not None:
+                raise fail(f"[limits]: {kind}: {problem}", lines.key(limits.line, kind))
 
 
 __all__ = ["JobFileError", "load_jobfile", "parse_jobfile"]

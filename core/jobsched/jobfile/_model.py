@@ -18,10 +18,23 @@ from typing import Any
 import attrs
 
 from .._limits import Limits, Rate
-from .._recurring import COALESCE_POLICIES
+from .._recurring import COALESCE_POLICIES, MIN_INTERVAL
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"
+
+# Bounds on what a job file may ask for: far beyond any real use, short of a
+# run that never ends or a scheduler that cannot be built. The Python API
+# (RetryPolicy, submit's delay, num_workers) takes the same ones.
+#: The most retries a retry policy may be given.
+MAX_RETRIES = 1000
+#: The longest duration (a delay, a retry delay, a timeout, ...): one year.
+MAX_DURATION = 31_536_000.0
+#: The most workers a scheduler may have.
+MAX_WORKERS = 1024
+#: Retry-policy options that are delays (``exponential``: base_delay,
+#: max_delay; ``fixed``: seconds).
+RETRY_DELAY_OPTIONS = ("base_delay", "max_delay", "seconds")
 
 
 @attrs.frozen
@@ -132,6 +145,8 @@ def duration(value: Any) -> float:
         )
     if math.isnan(seconds) or math.isinf(seconds):
         raise ValueError(f"must be a finite duration, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"must be at most {MAX_DURATION:.0f} seconds (one year), got {value!r}")
     return seconds
 
 
@@ -147,6 +162,21 @@ def positive_duration(value: Any) -> float:
     if seconds <= 0:
         raise ValueError(f"must be positive, got {value!r}")
     return seconds
+
+
+def interval_duration(value: Any) -> float:
+    """An `every`: a duration of at least `MIN_INTERVAL` (what the interval trigger takes)."""
+    seconds = positive_duration(value)
+    if seconds < MIN_INTERVAL:
+        raise ValueError(f"must be at least {MIN_INTERVAL} seconds (1ms), got {value!r}")
+    return seconds
+
+
+def worker_count(value: Any) -> int:
+    count = positive_int(value)
+    if count > MAX_WORKERS:
+        raise ValueError(f"must be at most {MAX_WORKERS}, got {value!r}")
+    return count
 
 
 def parse_timeout(value: Any) -> float | bool:
@@ -172,11 +202,29 @@ def parse_retry(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"policy": value}
     if isinstance(value, dict):
+        _check_retry_bounds(value)
         return dict(value)
     raise ValueError(
         "must be a policy name or a table like "
         f'{{ policy = "exponential", max_retries = 3 }}, got {_describe(value)}'
     )
+
+
+def _check_retry_bounds(options: Mapping[str, Any]) -> None:
+    """Bounds on the options every built-in policy shares; the policy checks the rest."""
+    retries = options.get("max_retries")
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES
+    ):
+        raise ValueError(
+            f"max_retries must be an integer from 0 to {MAX_RETRIES}, got {_describe(retries)}"
+        )
+    for name in RETRY_DELAY_OPTIONS:
+        delay = options.get(name)
+        if isinstance(delay, int | float) and not isinstance(delay, bool) and delay > MAX_DURATION:
+            raise ValueError(
+                f"{name} must be at most {MAX_DURATION:.0f} seconds (one year), got {delay!r}"
+            )
 
 
 def limit_table(value: Any) -> dict[str, int]:
@@ -221,7 +269,9 @@ class SchedulerSettings:
     """``[scheduler]``: how the jobs are run. Every key is optional."""
 
     strategy: str = key(string, default="priority", doc="a registered strategy name")
-    workers: int = key(positive_int, default=4, doc="how many jobs may run at once")
+    workers: int = key(
+        worker_count, default=4, doc=f"how many jobs may run at once (1 to {MAX_WORKERS})"
+    )
     seed: int | None = key(integer, default=None, doc="seeds the retry jitter, for repeatable runs")
     line: int | None = None
 
@@ -316,7 +366,7 @@ class RecurringEntry(JobTemplate):
     """``[[recurring]]``: a job submitted again at a fixed rate, or whenever a trigger fires."""
 
     every: float | None = key(
-        positive_duration,
+        interval_duration,
         default=None,
         doc='the interval: "100ms", "2s", "5m", "1h" or seconds (or use `trigger`)',
     )
