@@ -67,6 +67,7 @@ class JobOutcome:
             "error": self.error if self.status is not JobStatus.COMPLETED else None,
             "recurring": self.recurring,
             "start_order": self.start_order,
+            "will_run_again": self.will_run_again,
         }
 
 
