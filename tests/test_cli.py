@@ -172,10 +172,7 @@ def test_help_lists_the_commands_and_exit_codes() -> None:
 
 
 def test_no_command_is_a_usage_error() -> None:
-    result = jobsched()
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert "usage: jobsched" in result.stderr
+    assert_bad_input(jobsched(), "the following arguments are required: COMMAND")
 
 
 def test_python_dash_m_runs_the_same_command_line() -> None:
@@ -220,7 +217,10 @@ def test_plugins_list_json_shows_builtins_and_third_party_plugins(site: dict[str
             "hooks",
             "provides",
             "error",
+            "import_time",
+            "warnings",
         }
+        assert row["import_time"] is None or isinstance(row["import_time"], float)
     for name, provides in BUILTINS.items():
         row = rows[name]
         assert row["builtin"] is True
@@ -238,6 +238,8 @@ def test_plugins_list_json_shows_builtins_and_third_party_plugins(site: dict[str
         "hooks": ["jobsched_register_job_types"],
         "provides": {"job_types": ["greet"]},
         "error": None,
+        "import_time": rows["greet"]["import_time"],
+        "warnings": [],
     }
     broken = rows["broken"]
     assert broken["status"] == "failed"
@@ -254,7 +256,7 @@ def test_plugins_list_table_never_crashes_on_broken_plugins(site: dict[str, str]
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     header = lines[0].split()
-    assert header[:5] == ["PLUGIN", "DISTRIBUTION", "ORIGIN", "STATUS", "HOOKS"]
+    assert header[:6] == ["PLUGIN", "DISTRIBUTION", "ORIGIN", "STATUS", "IMPORT", "HOOKS"]
     greet = next(line for line in lines if line.startswith("greet "))
     assert "jobsched-greet 1.2.3" in greet
     assert "third-party" in greet
@@ -301,6 +303,7 @@ def test_jobs_list_json(site: dict[str, str]) -> None:
             {"name": "subject", "type": "str", "required": True, "default": None},
             {"name": "latency", "type": "float", "required": False, "default": 0.05},
         ],
+        "warning": None,
     }
     assert rows["csv-export"]["model"] == "thread"
     assert rows["prime-count"]["model"] == "process"
@@ -381,6 +384,7 @@ def test_run_prints_one_row_per_job_and_exits_0(tmp_path: Path) -> None:
         "TYPE",
         "STATUS",
         "ATTEMPTS",
+        "STARTED",
         "DURATION",
         "RESULT",
         "/",
@@ -433,6 +437,7 @@ def test_run_json_summary(tmp_path: Path) -> None:
         "failed": 1,
         "timed_out": 0,
         "cancelled": 1,
+        "interrupted": 0,
     }
     jobs = {job["id"]: job for job in doc["jobs"]}
     assert [job["id"] for job in doc["jobs"]] == ["fine", "broken", "child"]
@@ -456,6 +461,8 @@ def test_run_json_summary(tmp_path: Path) -> None:
         "result",
         "error",
         "recurring",
+        "start_order",
+        "will_run_again",
     }
 
 

@@ -113,7 +113,10 @@ async def test_a_third_party_plugin_is_found_and_its_strategy_used_by_name(site:
         "hooks": ["jobsched_job_transition", "jobsched_register_strategies"],
         "provides": {"strategies": ["acme-lifo"]},
         "error": None,
+        "import_time": acme.to_json()["import_time"],
+        "warnings": [],
     }
+    assert isinstance(acme.import_time, float)
     assert acme.entry_point == "acme_plugin"
     assert {r.name for r in pm.records() if r.builtin and r.status == "loaded"} == BUILTINS
     assert "acme-lifo" in pm.names("strategies")
@@ -247,20 +250,31 @@ def _strategy_plugin(name: str) -> str:
     """
 
 
-def test_two_plugins_registering_one_name_is_an_error_naming_both(site: Site) -> None:
+def test_two_plugins_registering_one_name_is_an_error_naming_both_where_it_is_used(
+    site: Site,
+) -> None:
     site.install("one-sched", {"one": "one_plugin"}, {"one_plugin": _strategy_plugin("shared")})
     site.install("two-sched", {"two": "two_plugin"}, {"two_plugin": _strategy_plugin("shared")})
     pm = PluginManager()
     expected = (
         "strategy 'shared' is registered by two plugins: "
-        "'one' (from one-sched) and 'two' (from two-sched)"
+        "'one' (from one-sched) and 'two' (from two-sched); nothing that uses it can run "
+        "until all but one are disabled, e.g. JOBSCHED_DISABLE_PLUGINS=two"
     )
     assert pm.conflicts == [expected]
+    [clash] = pm.clashes()
+    assert (clash.kind, clash.name, clash.plugins) == ("strategies", "shared", ("one", "two"))
     with pytest.raises(PluginError) as info:
-        JobScheduler(plugins=pm)
+        JobScheduler("shared", plugins=pm)
     assert str(info.value) == expected
     with pytest.raises(PluginError, match="registered by two plugins"):
-        pm.resolve("strategies", "fifo")
+        pm.resolve("strategies", "shared")
+    # Whatever does not use the name is unaffected.
+    assert pm.resolve("strategies", "fifo") is not None
+    JobScheduler(plugins=pm)
+    assert "shared" not in pm.names("strategies")
+    assert record(pm, "one").warnings == (expected,)
+    assert record(pm, "one").provides == {"strategies": ("shared",)}
 
 
 def test_a_third_party_plugin_cannot_take_a_builtin_name(site: Site) -> None:

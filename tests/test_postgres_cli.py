@@ -105,6 +105,31 @@ def test_run_a_job_file_on_workers_and_resume_it(
         assert worker.wait(timeout=60) == 0
 
 
+def test_a_shared_run_summary_claims_no_peak_it_cannot_know(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    # Worker processes ran the jobs: "peak 0 running (2 workers, ...)" was untrue.
+    url = pg_schema[0]
+    path = tmp_path / "jobs.toml"
+    path.write_text(JOBFILE)
+    worker = start_worker(url)
+    try:
+        wait_started(worker)
+        table = jobsched("run", str(path), "--store", url)
+        assert table.returncode == 0, table.stderr
+        totals = table.stdout.splitlines()[-1]
+        assert totals.startswith("3 jobs in ") and "3 completed" in totals
+        assert "peak" not in totals and "workers," not in totals
+        assert totals.endswith("run by `jobsched worker` processes")
+        doc = json.loads(jobsched("run", str(path), "--store", url, "--json").stdout)
+        assert doc["peak_running"] is None
+        order = {j["id"]: j["start_order"] for j in doc["jobs"]}
+        assert order["first"] < order["second"], "second depends on first"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+
+
 def test_status_shows_which_process_holds_a_running_job(
     pg_schema: tuple[str, str], tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ import functools
 import importlib.metadata
 import os
 import re
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -33,6 +35,10 @@ _SINGULAR = {
 }
 DISABLE_AUTOLOAD_ENV = "JOBSCHED_DISABLE_PLUGIN_AUTOLOAD"
 DISABLE_PLUGINS_ENV = "JOBSCHED_DISABLE_PLUGINS"
+#: A plugin still importing after this many seconds is reported to
+#: `PluginManager`'s ``on_slow_import`` (the CLI names it on stderr): a slow
+#: import otherwise looks like a hang of every command.
+SLOW_IMPORT_SECONDS = 2.0
 
 TransitionListener = Callable[[Any, Any, Any], None]
 
@@ -50,6 +56,8 @@ class PluginRecord:
     provides: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
     error: str | None = None
     entry_point: str | None = None
+    import_time: float | None = None  # seconds its import took; None if not imported here
+    warnings: tuple[str, ...] = ()  # names it registers that another plugin registers too
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``plugins list --json`` row."""
@@ -62,6 +70,8 @@ class PluginRecord:
             "hooks": list(self.hooks),
             "provides": {kind: list(names) for kind, names in self.provides.items()},
             "error": self.error,
+            "import_time": None if self.import_time is None else round(self.import_time, 6),
+            "warnings": list(self.warnings),
         }
 
 
@@ -73,6 +83,23 @@ class Registration:
     name: str
     factory: Any
     plugin: str
+
+
+@attrs.frozen(kw_only=True)
+class NameClash:
+    """One name registered by several plugins: unusable until all but one are disabled.
+
+    Only what uses the name fails (with `message`); everything else runs.
+    """
+
+    kind: str
+    name: str
+    registrations: tuple[Registration, ...]
+    message: str  # names the plugins and the JOBSCHED_DISABLE_PLUGINS fix
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        return tuple(reg.plugin for reg in self.registrations)
 
 
 @attrs.frozen
@@ -130,6 +157,12 @@ class PluginManager:
     indexes what the plugins register. `plugins` adds plugin objects (modules or
     instances) given explicitly, on top of (or, with ``autoload=False`` and
     ``builtins=False``, instead of) the installed ones.
+
+    Each import is timed (`PluginRecord.import_time`); one still running after
+    `SLOW_IMPORT_SECONDS` is reported once to ``on_slow_import(name,
+    distribution)``. A name that two plugins register is a `NameClash`: it is
+    left out of the registry, and only what uses it fails, with a message
+    naming both plugins.
     """
 
     def __init__(
@@ -140,8 +173,10 @@ class PluginManager:
         allow: Iterable[str] | None = None,
         autoload: bool | None = None,
         builtins: bool = True,
+        on_slow_import: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self._pm = pluggy.PluginManager(GROUP)
+        self._on_slow_import = on_slow_import
         self._pm.add_hookspecs(hookspecs)
         self._deny = set(deny) | _split_names(os.environ.get(DISABLE_PLUGINS_ENV))
         self._allow = None if allow is None else set(allow)
@@ -149,7 +184,7 @@ class PluginManager:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0", "false", "no")
         self._records: dict[str, PluginRecord] = {}
         self._registry: dict[str, dict[str, Registration]] | None = None
-        self._conflicts: list[str] = []
+        self._clashes: dict[tuple[str, str], NameClash] = {}
         for candidate in find_entry_points() if (autoload or builtins) else ():
             if candidate.builtin and not builtins:
                 continue
@@ -191,10 +226,14 @@ class PluginManager:
                 **record,
             )
             return
+        started = time.perf_counter()
         try:
-            plugin = candidate.entry_point.load()
+            with _SlowImportNotice(candidate, self._on_slow_import):
+                plugin = candidate.entry_point.load()
+            record["import_time"] = time.perf_counter() - started
             self._pm.register(plugin, name=candidate.name)
         except Exception as exc:  # a broken plugin is reported, never fatal
+            record["import_time"] = time.perf_counter() - started
             self._records[candidate.name + "\0" + str(candidate.distribution)] = PluginRecord(
                 status="failed", error=_describe(exc, candidate), **record
             )
@@ -226,8 +265,6 @@ class PluginManager:
 
     # ── what plugins provide ───────────────────────────────────────────
     def _build_registry(self) -> dict[str, dict[str, Registration]]:
-        registry: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
-        self._conflicts = []
         by_plugin: dict[str, list[Registration]] = {}
         failed: dict[str, str] = {}
         for kind in KINDS:
@@ -263,18 +300,39 @@ class PluginManager:
             old = self._records[plugin_name]
             self._records[plugin_name] = attrs.evolve(old, status="failed", error=error)
             by_plugin.pop(plugin_name, None)
+        # Every plugin's claim on each name (a plugin registering a name twice keeps its last).
+        claims: dict[tuple[str, str], dict[str, Registration]] = {}
         for plugin_name, registrations in by_plugin.items():
             for reg in registrations:
-                existing = registry[reg.kind].get(reg.name)
-                if existing is not None and existing.plugin != plugin_name:
-                    self._conflicts.append(
-                        f"{_SINGULAR[reg.kind]} {reg.name!r} is registered by two plugins: "
-                        f"{self._describe_plugin(existing.plugin)} and "
-                        f"{self._describe_plugin(plugin_name)}"
-                    )
-                    continue
-                registry[reg.kind][reg.name] = reg
+                claims.setdefault((reg.kind, reg.name), {})[plugin_name] = reg
+        registry: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
+        self._clashes = {}
+        for (kind, name), claimants in claims.items():
+            if len(claimants) == 1:
+                (registry[kind][name],) = claimants.values()
+            else:
+                # Neither wins: a silent pick would run the wrong code under a
+                # trusted name. Only what uses the name fails (`unknown_name_message`).
+                self._clashes[kind, name] = self._clash(kind, name, tuple(claimants.values()))
         return registry
+
+    def _clash(self, kind: str, name: str, registrations: tuple[Registration, ...]) -> NameClash:
+        plugins = [reg.plugin for reg in registrations]
+        described = [self._describe_plugin(p) for p in plugins]
+        count = "two" if len(plugins) == 2 else str(len(plugins))
+        # Suggest disabling a third-party plugin: the built-in is the one users expect.
+        third_party = [p for p in plugins if not self._is_builtin(p)]
+        culprit = (third_party or plugins)[-1]
+        message = (
+            f"{_SINGULAR[kind]} {name!r} is registered by {count} plugins: "
+            f"{', '.join(described[:-1])} and {described[-1]}; nothing that uses it can run "
+            f"until all but one are disabled, e.g. {DISABLE_PLUGINS_ENV}={culprit}"
+        )
+        return NameClash(kind=kind, name=name, registrations=registrations, message=message)
+
+    def _is_builtin(self, name: str) -> bool:
+        record = self._records.get(name)
+        return record is not None and record.builtin
 
     def _describe_plugin(self, name: str) -> str:
         record = self._records.get(name)
@@ -289,12 +347,17 @@ class PluginManager:
         return self._registry
 
     def records(self) -> list[PluginRecord]:
-        """Every plugin found, loaded or not, with what it provides."""
+        """Every plugin found, loaded or not, with what it provides (clashing names too)."""
         registry = self.registry
         provides: dict[str, dict[str, list[str]]] = {}
+        warnings: dict[str, list[str]] = {}
         for kind, regs in registry.items():
             for reg in regs.values():
                 provides.setdefault(reg.plugin, {}).setdefault(kind, []).append(reg.name)
+        for clash in self._clashes.values():
+            for reg in clash.registrations:
+                provides.setdefault(reg.plugin, {}).setdefault(reg.kind, []).append(reg.name)
+                warnings.setdefault(reg.plugin, []).append(clash.message)
         out = []
         for key, record in self._records.items():
             if record.status == "loaded":
@@ -304,20 +367,21 @@ class PluginManager:
                     record,
                     hooks=tuple(hooks),
                     provides={k: tuple(sorted(v)) for k, v in provides.get(key, {}).items()},
+                    warnings=tuple(warnings.get(key, ())),
                 )
             out.append(record)
         return sorted(out, key=lambda r: (not r.builtin, r.name, r.distribution or ""))
 
+    def clashes(self, kind: str | None = None) -> list[NameClash]:
+        """Names registered by more than one plugin (of one `kind`, or all), sorted."""
+        _ = self.registry
+        found = [c for c in self._clashes.values() if kind is None or c.kind == kind]
+        return sorted(found, key=lambda c: (KINDS.index(c.kind), c.name))
+
     @property
     def conflicts(self) -> list[str]:
-        """Names registered by two plugins; composing a scheduler refuses them."""
-        _ = self.registry
-        return list(self._conflicts)
-
-    def check(self) -> None:
-        """Raise `PluginError` if two plugins registered one name."""
-        if self.conflicts:
-            raise PluginError("; ".join(self.conflicts))
+        """The message of each `NameClash`: what uses such a name fails with it."""
+        return [clash.message for clash in self.clashes()]
 
     def names(self, kind: str) -> list[str]:
         """The registered names of one kind, sorted."""
@@ -325,15 +389,20 @@ class PluginManager:
 
     def resolve(self, kind: str, name: str) -> Any:
         """The factory registered under `name`; a clear error listing the names if unknown."""
-        self.check()
         reg = self.registry[kind].get(name)
         if reg is not None:
             return reg.factory
         raise PluginError(self.unknown_name_message(kind, name))
 
     def unknown_name_message(self, kind: str, name: str) -> str:
-        """'unknown strategy 'x' ...' with the closest and the known names."""
+        """'unknown strategy 'x' ...' with the closest and the known names.
+
+        For a name two plugins registered: that, naming both and the fix.
+        """
         known = self.names(kind)
+        clash = self._clashes.get((kind, name))
+        if clash is not None:
+            return clash.message
         message = f"unknown {_SINGULAR[kind]} {name!r}"
         close = difflib.get_close_matches(name, known, n=3)
         if close:
@@ -389,6 +458,47 @@ def _adapt_listener(fn: Callable[..., object], argnames: Sequence[str]) -> Trans
         fn(**{name: values[name] for name in argnames})
 
     return listener
+
+
+class _SlowImportNotice:
+    """Reports an import still running after `SLOW_IMPORT_SECONDS`, once.
+
+    A timer thread reports it while the import runs; an import that ended
+    past the threshold before the timer got to run is reported on exit, so
+    the report does not depend on thread timing.
+    """
+
+    def __init__(
+        self, candidate: _Candidate, report: Callable[[str, str | None], None] | None
+    ) -> None:
+        self._candidate = candidate
+        self._report = report
+        self._lock = threading.Lock()
+        self._reported = False
+        self._timer: threading.Timer | None = None
+        self._started = 0.0
+
+    def _report_once(self) -> None:
+        with self._lock:
+            if self._reported or self._report is None:
+                return
+            self._reported = True
+        self._report(self._candidate.name, self._candidate.distribution)
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+        if self._report is not None:
+            self._timer = threading.Timer(SLOW_IMPORT_SECONDS, self._report_once)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._timer is None:
+            return
+        self._timer.cancel()
+        if time.perf_counter() - self._started >= SLOW_IMPORT_SECONDS:
+            self._report_once()
+        self._timer.join()  # a report under way finishes before the next plugin loads
 
 
 def _describe(exc: BaseException, candidate: _Candidate) -> str:

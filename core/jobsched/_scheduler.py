@@ -158,7 +158,6 @@ class JobScheduler:
             plugins = default_plugin_manager()
         elif not isinstance(plugins, PluginManager):
             plugins = PluginManager(plugins, autoload=False)
-        plugins.check()
         self.plugins = plugins
         if strategy is None:
             strategy = "priority"

@@ -10,9 +10,13 @@ neither.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from .. import __version__
 from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
@@ -22,9 +26,25 @@ from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error
 COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is the one line docs/cli.md promises.
+
+    argparse would print the usage block, then ``jobsched run: error: ...``;
+    every error of ours is one ``jobsched: error: ...`` line, so usage errors are
+    too (naming the command; ``--help`` shows the usage). Subparsers inherit
+    this class from `add_subparsers`.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("jobsched").strip()
+        where = f"{command}: " if command else ""
+        error(f"{where}{message} (see `{self.prog} --help`)")
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; each command module adds its own subparser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jobsched",
         description="Run jobs from a TOML job file and inspect jobsched's plugins and job types.",
         epilog="Exit codes: 0 every job completed, 1 a job failed, timed out or was cancelled, "
@@ -43,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.handler(args)
+        with _sigterm_as_ctrl_c():
+            code: int = args.handler(args)
     except BAD_INPUT_ERRORS as exc:
         error(str(exc))
         return EXIT_BAD_INPUT
@@ -57,6 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         error("jobsched crashed (this is a bug in jobsched or a plugin; the traceback is above)")
         return EXIT_CRASH
     return code
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    # `kill`, `docker stop` and systemd send SIGTERM: every command stops as on
+    # Ctrl-C instead of dying mid-write (`run` stops its jobs and prints the
+    # summary itself; `worker` hands its jobs back).
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers (main() called from a test)
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

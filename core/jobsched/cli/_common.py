@@ -12,6 +12,7 @@ import structlog
 
 from .._errors import PluginError
 from .._jobtypes import JobSpecError
+from .._plugins import PluginManager
 from .._store import StoreError
 from ..jobfile import EXIT_BAD_INPUT, JobFileError
 
@@ -30,13 +31,28 @@ class BadInput(Exception):
 #: the message names the file and the problem, and nothing was changed.)
 BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError, StoreError)
 
-__all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput"]
+__all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput", "load_plugins"]
 
 
 def error(message: str) -> None:
     """One line on stderr: ``jobsched: error: ...``."""
     text = " ".join(message.split("\n"))
     print(f"jobsched: error: {text}", file=sys.stderr, flush=True)
+
+
+def load_plugins() -> PluginManager:
+    """The installed plugins; one that is slow to import is named on stderr (once)."""
+    return PluginManager(on_slow_import=_say_slow_import)
+
+
+def _say_slow_import(name: str, distribution: str | None) -> None:
+    source = f" (from {distribution})" if distribution else ""
+    print(
+        f"jobsched: loading plugin {name!r}{source} is taking a while; "
+        f"JOBSCHED_DISABLE_PLUGINS={name} skips it",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def print_json(data: Any) -> None:
@@ -61,7 +77,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
 
 
-def add_logging_options(parser: Any) -> None:
+def add_logging_options(parser: Any, *, default_level: str = "warning") -> None:
     """``--log-format`` and ``--log-level`` (structlog output goes to stderr)."""
     parser.add_argument(
         "--log-format",
@@ -72,9 +88,10 @@ def add_logging_options(parser: Any) -> None:
     parser.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
-        default="warning",
+        default=default_level,
         type=str.lower,
-        help="the least severe log level shown; info logs every job transition (default: warning)",
+        help="the least severe log level shown; info logs every job transition "
+        f"(default: {default_level})",
     )
 
 

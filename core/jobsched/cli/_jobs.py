@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from typing import Any
 
-from .._jobtypes import ArgumentInfo, JobTypeInfo, job_type_info, job_types
-from .._plugins import PluginManager
-from ._common import make_console, print_json
+from .._jobtypes import ArgumentInfo, JobTypeInfo, describe_job_type, job_type_info, job_types
+from ._common import load_plugins, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -22,7 +22,9 @@ def add_parser(subparsers: Any) -> None:
         "list",
         help="list every job type",
         description="List every registered job type: its plugin, execution model, "
-        "arguments (name, type, default) and the first line of its docstring.",
+        "arguments (name, type, default) and the first line of its docstring. A name "
+        "that two plugins register is listed once per plugin with a warning: jobs of "
+        "that type cannot run until one plugin is disabled.",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON array (docs/cli.md)")
     listing.set_defaults(handler=list_jobs)
@@ -43,32 +45,46 @@ def _argument(arg: ArgumentInfo) -> str:
 
 
 def list_jobs(args: argparse.Namespace) -> int:
-    infos = job_types(PluginManager())
+    plugins = load_plugins()
+    # (info, warning): the usable types, and each claim on a name two plugins registered.
+    rows: list[tuple[JobTypeInfo, str | None]] = [(info, None) for info in job_types(plugins)]
+    for clash in plugins.clashes("job_types"):
+        rows += [
+            (describe_job_type(reg.factory, clash.name, reg.plugin), clash.message)
+            for reg in clash.registrations
+        ]
+    rows.sort(key=lambda row: (row[0].name, row[0].plugin or ""))
+    for clash in plugins.clashes("job_types"):
+        print(f"jobsched: warning: {clash.message}", file=sys.stderr)
     if args.json:
-        print_json([info.to_json() for info in infos])
+        print_json([{**info.to_json(), "warning": warning} for info, warning in rows])
         return 0
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     console = make_console()
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
     for column in ("TYPE", "PLUGIN", "MODEL", "ARGUMENTS", "DESCRIPTION"):
         table.add_column(column, overflow="fold")
-    for info in infos:
+    for info, warning in rows:
+        description = Text(info.summary or "-")
+        if warning is not None:
+            description = Text(f"warning: {warning}", style="yellow")
         table.add_row(
             info.name,
             info.plugin or "-",
             info.model,
             ", ".join(_argument(a) for a in info.arguments) or "-",
-            info.summary or "-",
+            description,
         )
     console.print(table)
-    console.print(f"{len(infos)} job types. `jobsched jobs show NAME` describes one.")
+    console.print(f"{len(rows)} job types. `jobsched jobs show NAME` describes one.")
     return 0
 
 
 def show_job(args: argparse.Namespace) -> int:
-    info: JobTypeInfo = job_type_info(args.name, PluginManager())
+    info: JobTypeInfo = job_type_info(args.name, load_plugins())
     if args.json:
         print_json(info.to_json())
         return 0

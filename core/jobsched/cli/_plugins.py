@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from .._plugins import PluginManager, PluginRecord
-from ._common import make_console, print_json
+from .._plugins import PluginRecord
+from ._common import load_plugins, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -22,8 +22,9 @@ def add_parser(subparsers: Any) -> None:
         help="list every plugin: built-in or third-party, loaded, blocked or failed",
         description="List every plugin found in the 'jobsched' entry-point group: its "
         "distribution and version, whether it is built in, whether it loaded (or was "
-        "blocked, or failed, with the error), the hooks it implements and the names it "
-        "provides. A broken plugin is listed, never fatal. Honours "
+        "blocked, or failed, with the error), how long its import took, the hooks it "
+        "implements and the names it provides (with a warning for a name another plugin "
+        "registers too). A broken plugin is listed, never fatal. Honours "
         "JOBSCHED_DISABLE_PLUGINS and JOBSCHED_DISABLE_PLUGIN_AUTOLOAD.",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON array (docs/cli.md)")
@@ -31,7 +32,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def list_plugins(args: argparse.Namespace) -> int:
-    manager = PluginManager()
+    manager = load_plugins()
     records = manager.records()
     if args.json:
         print_json([record.to_json() for record in records])
@@ -45,11 +46,13 @@ def list_plugins(args: argparse.Namespace) -> int:
 def _print_table(records: list[PluginRecord]) -> None:
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     console = make_console()
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("PLUGIN", "DISTRIBUTION", "ORIGIN", "STATUS", "HOOKS", "PROVIDES / ERROR"):
-        table.add_column(column, overflow="fold")
+    for column in ("PLUGIN", "DISTRIBUTION", "ORIGIN", "STATUS", "IMPORT", "HOOKS"):
+        table.add_column(column, overflow="fold", justify="right" if column == "IMPORT" else "left")
+    table.add_column("PROVIDES / ERROR", overflow="fold")
     styles = {"loaded": "green", "blocked": "yellow", "failed": "bold red"}
     for record in records:
         dist = record.distribution or "-"
@@ -63,13 +66,17 @@ def _print_table(records: list[PluginRecord]) -> None:
             )
         else:
             detail = record.error or ""
+        cell = Text(detail or "-")
+        for warning in record.warnings:
+            cell.append(f"\nwarning: {warning}", style="yellow")
         table.add_row(
             record.name,
             dist,
             "built-in" if record.builtin else "third-party",
-            f"[{styles.get(record.status, '')}]{record.status}[/]",
+            Text(record.status, style=styles.get(record.status, "")),
+            "-" if record.import_time is None else f"{record.import_time * 1000:.0f}ms",
             hooks,
-            detail or "-",
+            cell,
         )
     console.print(table)
     counts = {s: sum(r.status == s for r in records) for s in ("loaded", "blocked", "failed")}

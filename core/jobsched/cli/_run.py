@@ -11,16 +11,28 @@ from typing import TYPE_CHECKING, Any
 
 from .._plugins import PluginManager
 from .._status import JobStatus
-from ..jobfile import JobFile, Progress, RunResult, load_jobfile, run_jobfile
-from ._common import add_logging_options, configure_logging, make_console, print_json
+from ..jobfile import (
+    INTERRUPTED,
+    JobFile,
+    JobOutcome,
+    Progress,
+    RunResult,
+    load_jobfile,
+    run_jobfile,
+)
+from ._common import add_logging_options, configure_logging, load_plugins, make_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
 EXIT_CODES = (
     "Exit codes: 0 every job completed; 1 a job failed, timed out or was cancelled; "
-    "2 bad input (nothing ran); 130 interrupted."
+    "2 bad input (nothing ran); 130 interrupted (Ctrl-C or SIGTERM)."
 )
+#: Past this many jobs the summary table shows only the jobs that did not
+#: complete (the counts cover the rest): drawing 50,000 rows takes ~20 s.
+#: `--all` shows every row.
+FULL_TABLE_LIMIT = 200
 
 
 def add_parser(subparsers: Any) -> None:
@@ -29,8 +41,10 @@ def add_parser(subparsers: Any) -> None:
         help="run a job file to completion",
         description="Run every job of a TOML job file (see docs/jobfile.md) to completion. "
         "On a terminal it shows live progress; at the end it prints one row per job "
-        "(id, type, status, attempts, duration, result or error). The file is checked "
-        "completely before anything runs.",
+        "(id, type, status, attempts, start order, duration, result or error; past "
+        f"{FULL_TABLE_LIMIT} jobs only those that did not complete, unless --all). The "
+        "file is checked completely before anything runs. Ctrl-C or SIGTERM stops the "
+        "run and still prints the summary.",
         epilog=EXIT_CODES,
     )
     parser.add_argument("file", metavar="FILE.toml", help="the job file")
@@ -54,23 +68,39 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the summary as JSON (docs/cli.md) instead of a table; no live progress",
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_rows",
+        help=f"list every job in the summary table (past {FULL_TABLE_LIMIT} jobs it lists "
+        "only those that did not complete)",
+    )
     add_logging_options(parser)
 
 
 def run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
-    plugins = PluginManager()
+    plugins = load_plugins()
     jobfile = load_jobfile(args.file, plugins=plugins)
     if args.store:
         from ._worker import is_shared, run_shared
 
         if is_shared(args.store, plugins):
-            return run_shared(jobfile, plugins, args.store, as_json=args.json)
-    return run_and_report(jobfile, plugins, as_json=args.json, store=args.store)
+            return run_shared(
+                jobfile, plugins, args.store, as_json=args.json, all_rows=args.all_rows
+            )
+    return run_and_report(
+        jobfile, plugins, as_json=args.json, all_rows=args.all_rows, store=args.store
+    )
 
 
 def run_and_report(
-    jobfile: JobFile, plugins: PluginManager, *, as_json: bool, store: str | None = None
+    jobfile: JobFile,
+    plugins: PluginManager,
+    *,
+    as_json: bool,
+    all_rows: bool = False,
+    store: str | None = None,
 ) -> int:
     """Run a loaded job file, print the summary, return the exit code."""
     console = None if as_json else make_console()
@@ -80,7 +110,7 @@ def run_and_report(
         print_json(result.to_json())
     else:
         assert console is not None
-        print_summary(console, result)
+        print_summary(console, result, all_rows=all_rows)
     return result.exit_code
 
 
@@ -95,20 +125,29 @@ async def _run(
         )
 
 
+#: The signals that stop a run cleanly: Ctrl-C, and what a service manager
+#: (systemd, docker stop, kill) sends.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def _on_interrupt(stop: asyncio.Event) -> Iterator[None]:
-    # Ctrl-C ends the run cleanly: running jobs are cancelled and the summary
-    # still prints (exit code 130).
+    # Ctrl-C or SIGTERM ends the run cleanly: running jobs are cancelled (or,
+    # with a store, left there to run again) and the summary still prints
+    # (exit code 130).
     loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-    except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
-        yield
-        return
+    installed = []
+    for sig in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - not on this platform
+            continue
+        installed.append(sig)
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 @contextlib.contextmanager
@@ -140,7 +179,7 @@ class _ProgressView:
 
     def __rich__(self) -> RenderableType:
         counts = self.progress.snapshot()
-        parts = [f"{counts[s.value]} {_LABELS[s]}" for s in JobStatus if counts[s.value]]
+        parts = [f"{counts[s.value]} {_LABELS[s.value]}" for s in JobStatus if counts[s.value]]
         self.spinner.update(
             text=f"running jobs: {' · '.join(parts) or 'starting'} · "
             f"{self.progress.elapsed:.1f}s elapsed"
@@ -149,13 +188,14 @@ class _ProgressView:
 
 
 _LABELS = {
-    JobStatus.PENDING: "pending",
-    JobStatus.RUNNING: "running",
-    JobStatus.RETRY_WAIT: "waiting to retry",
-    JobStatus.COMPLETED: "completed",
-    JobStatus.FAILED: "failed",
-    JobStatus.TIMED_OUT: "timed out",
-    JobStatus.CANCELLED: "cancelled",
+    JobStatus.PENDING.value: "pending",
+    JobStatus.RUNNING.value: "running",
+    JobStatus.RETRY_WAIT.value: "waiting to retry",
+    JobStatus.COMPLETED.value: "completed",
+    JobStatus.FAILED.value: "failed",
+    JobStatus.TIMED_OUT.value: "timed out",
+    JobStatus.CANCELLED.value: "cancelled",
+    INTERRUPTED: "interrupted, will run again",
 }
 _STYLES = {
     JobStatus.COMPLETED: "green",
@@ -173,36 +213,68 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.2f}s"
 
 
-def print_summary(console: Console, result: RunResult) -> None:
-    """The final table: one row per job, then the totals."""
+def print_summary(console: Console, result: RunResult, *, all_rows: bool = False) -> None:
+    """The final table, then the totals.
+
+    One row per job; past `FULL_TABLE_LIMIT` jobs (unless `all_rows`) only
+    the jobs that did not complete: the totals line counts every job.
+    """
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
+    outcomes = result.outcomes
+    shown = outcomes
+    if not all_rows and len(outcomes) > FULL_TABLE_LIMIT:
+        shown = [o for o in outcomes if o.status is not JobStatus.COMPLETED or o.will_run_again]
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("ID", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "RESULT / ERROR"):
-        justify = "right" if column in ("ATTEMPTS", "DURATION") else "left"
+    for column in ("ID", "TYPE", "STATUS", "ATTEMPTS", "STARTED", "DURATION", "RESULT / ERROR"):
+        justify = "right" if column in ("ATTEMPTS", "STARTED", "DURATION") else "left"
         table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for outcome in result.outcomes:
-        detail = outcome.result if outcome.status is JobStatus.COMPLETED else outcome.error
+    for outcome in shown:
+        if outcome.will_run_again:
+            detail: Any = "will run again: the store keeps it for the next run"
+        elif outcome.status is JobStatus.COMPLETED:
+            detail = outcome.result
+        else:
+            detail = outcome.error
         table.add_row(
             outcome.id,
             outcome.type,
-            Text(outcome.status.value, style=_STYLES.get(outcome.status, "")),
+            Text(outcome.shown_status, style=_style(outcome)),
             str(outcome.attempts),
+            "-" if outcome.start_order is None else f"#{outcome.start_order}",
             _duration(outcome.duration),
             Text("-" if detail is None else str(detail)),
         )
-    if result.outcomes:
+    if shown:
         console.print(table)
+    if len(shown) < len(outcomes):
+        hidden = len(outcomes) - len(shown)
+        console.print(
+            f"({hidden} completed job{'s' if hidden != 1 else ''} not listed: "
+            f"{len(outcomes)} jobs are more than {FULL_TABLE_LIMIT}; --all lists every job)",
+            markup=False,
+        )
     counts = result.counts()
-    done = ", ".join(f"{counts[s.value]} {_LABELS[s]}" for s in JobStatus if counts[s.value])
-    total = len(result.outcomes)
-    line = (
-        f"{total} job{'s' if total != 1 else ''} in {result.elapsed:.2f}s"
-        f"{': ' + done if done else ''} · peak {result.peak_running} running "
-        f"({result.workers} workers, {result.strategy} strategy)"
-    )
+    done = ", ".join(f"{counts[status]} {_LABELS[status]}" for status in counts if counts[status])
+    total = len(outcomes)
+    line = f"{total} job{'s' if total != 1 else ''} in {result.elapsed:.2f}s"
+    if done:
+        line += f": {done}"
+    if result.peak_running is not None:
+        line += (
+            f" · peak {result.peak_running} running "
+            f"({result.workers} workers, {result.strategy} strategy)"
+        )
+    else:
+        line += " · run by `jobsched worker` processes"
     if result.interrupted:
         line = f"interrupted: {line}"
     console.print(line, markup=False)
+
+
+def _style(outcome: JobOutcome) -> str:
+    if outcome.will_run_again:
+        return "yellow"
+    return _STYLES.get(outcome.status, "")

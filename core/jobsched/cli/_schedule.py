@@ -6,11 +6,13 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from .._plugins import PluginManager
-from ._common import BadInput, make_console, print_json
+from ._common import BadInput, load_plugins, make_console, print_json
 
 GAP_RULES = ("shift", "transition", "skip")
 OVERLAP_RULES = ("first", "second", "both")
+#: The most fire times `--next` may ask for: each is a row in memory (and on
+#: screen), and a preview of a hundred million would exhaust the machine.
+MAX_FIRES = 10_000
 
 
 def add_parser(subparsers: Any) -> None:
@@ -37,10 +39,11 @@ def add_parser(subparsers: Any) -> None:
     )
     preview.add_argument(
         "--next",
-        type=_positive,
+        type=_fire_count,
         default=5,
         metavar="N",
-        help="how many fire times to print (default: 5; skipped ones are listed extra)",
+        help=f"how many fire times to print, at most {MAX_FIRES} (default: 5; skipped ones "
+        "are listed extra)",
     )
     preview.add_argument(
         "--gap",
@@ -63,18 +66,20 @@ def add_parser(subparsers: Any) -> None:
     preview.set_defaults(handler=preview_schedule)
 
 
-def _positive(text: str) -> int:
+def _fire_count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    if value > MAX_FIRES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FIRES}, got {value}")
     return value
 
 
 def preview_schedule(args: argparse.Namespace) -> int:
-    cron = PluginManager().resolve("triggers", "cron")
+    cron = load_plugins().resolve("triggers", "cron")
     try:
         trigger = cron(args.expr, tz=args.tz, gap=args.gap, overlap=args.overlap)
     except ValueError as exc:

@@ -9,10 +9,9 @@ import json
 from collections import Counter
 from typing import Any
 
-from .._plugins import PluginManager
 from .._status import JobStatus
 from .._store import JobRow, ScheduleRow, Snapshot, read_store
-from ._common import BadInput, make_console, print_json
+from ._common import BadInput, load_plugins, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,9 +35,10 @@ def add_parser(subparsers: Any) -> None:
 def status_command(args: argparse.Namespace) -> int:
     from ._worker import is_shared, shared_status
 
-    if is_shared(args.store, PluginManager()):  # postgresql://: several processes
+    plugins = load_plugins()
+    if is_shared(args.store, plugins):  # postgresql://: several processes
         return shared_status(args.store, as_json=args.json)
-    snapshot = asyncio.run(read_store(args.store, PluginManager()))
+    snapshot = asyncio.run(read_store(args.store, plugins))
     if snapshot is None:
         raise BadInput(f"store {args.store!r} is not durable: it holds no jobs to show")
     if args.json:

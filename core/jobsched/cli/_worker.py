@@ -17,7 +17,14 @@ from .._errors import SchedulerError
 from .._plugins import PluginManager
 from .._shared import process_identity, run_worker
 from .._store import StoreContext, resolve_store
-from ._common import BadInput, add_logging_options, configure_logging, make_console, print_json
+from ._common import (
+    BadInput,
+    add_logging_options,
+    configure_logging,
+    load_plugins,
+    make_console,
+    print_json,
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -44,8 +51,8 @@ def add_parser(subparsers: Any) -> None:
         help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
         "interrupted and handed back to the queue (default: 30)",
     )
-    add_logging_options(worker)
-    worker.set_defaults(handler=worker_command, log_level="info")
+    add_logging_options(worker, default_level="info")
+    worker.set_defaults(handler=worker_command)
 
 
 def _shared_store(url: str, plugins: PluginManager) -> Any:
@@ -62,7 +69,7 @@ def worker_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     if args.workers < 1:
         raise BadInput(f"--workers must be at least 1, got {args.workers}")
-    plugins = PluginManager()
+    plugins = load_plugins()
     store = _shared_store(args.store, plugins)
     asyncio.run(
         run_worker(
@@ -88,7 +95,7 @@ def is_shared(url: str, plugins: PluginManager) -> bool:
 def shared_status(url: str, *, as_json: bool) -> int:
     """``jobsched status --store postgresql://...``: every job and who holds it."""
     configure_logging("console", "warning")
-    plugins = PluginManager()
+    plugins = load_plugins()
     store = _shared_store(url, plugins)
     rows = asyncio.run(_read(store))
     now = time.time()
@@ -153,7 +160,9 @@ def _same(job: Any) -> Any:
     return job
 
 
-def run_shared(jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool) -> int:
+def run_shared(
+    jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool, all_rows: bool = False
+) -> int:
     """Submit a job file to a shared store and follow it until every job is finished.
 
     This process only submits and watches; worker processes (``jobsched
@@ -184,7 +193,7 @@ def run_shared(jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool)
     if as_json:
         print_json(result.to_json())
     else:
-        print_summary(make_console(), result)
+        print_summary(make_console(), result, all_rows=all_rows)
     return int(result.exit_code)
 
 
@@ -276,6 +285,14 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             error = error.replace(job_id, repr(entry_id))
         return error
 
+    runs = [row for row in rows.values() if row.started_at is not None]
+    runs += [row for fired_rows in fired.values() for row in fired_rows if row.started_at]
+    # The store records when each job (last) started: that order is the start order.
+    start_order = {
+        row.job_id: n
+        for n, row in enumerate(sorted(runs, key=lambda r: (r.started_at, r.job_id)), start=1)
+    }
+
     def outcome(entry_id: str, type_: str, row: Any, recurring: str | None) -> Any:
         duration = (
             row.finished_at - row.started_at
@@ -292,6 +309,7 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             result=row.result,
             error=readable(row.last_error),
             recurring=recurring,
+            start_order=start_order.get(row.job_id),
         )
 
     outcomes = [
@@ -309,5 +327,6 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
         workers=settings.workers,
         outcomes=outcomes,
         elapsed=time.monotonic() - start,
-        peak_running=0,
+        # Worker processes ran the jobs: how many ran at once is theirs to know.
+        peak_running=None,
     )

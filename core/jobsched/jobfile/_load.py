@@ -305,7 +305,6 @@ def _check_against_plugins(
     lines: _Lines,
     fail: Any,
 ) -> None:
-    plugins.check()  # two plugins registering one name: a scheduler would refuse them too
     if settings.strategy not in plugins.registry["strategies"]:
         raise fail(
             f"[scheduler]: {plugins.unknown_name_message('strategies', settings.strategy)}",

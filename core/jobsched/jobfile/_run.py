@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
 #: Exit codes of ``jobsched run`` (see docs/cli.md).
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The status shown for a job that a stopped run left unfinished in a durable
+#: store: not cancelled, the next run of the file runs it.
+INTERRUPTED = "interrupted"
+#: Every status a summary can show, in order.
+SHOWN_STATUSES = (*(s.value for s in JobStatus), INTERRUPTED)
 _JOB_ID = re.compile(r"\bjob-\d+\b")
 
 
@@ -41,18 +46,28 @@ class JobOutcome:
     result: Any
     error: str | None
     recurring: str | None = None  # the [[recurring]] id for a recurring run
+    start_order: int | None = None  # 1 for the first job this run started; None if it did not
+    # Stopped unfinished by Ctrl-C/SIGTERM while a durable store keeps it for the next run.
+    will_run_again: bool = False
+
+    @property
+    def shown_status(self) -> str:
+        """The status the summary shows: ``interrupted`` for a job the store will run again."""
+        return INTERRUPTED if self.will_run_again else self.status.value
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "type": self.type,
             "job_id": self.job_id,
-            "status": self.status.value,
+            "status": self.shown_status,
             "attempts": self.attempts,
             "duration": None if self.duration is None else round(self.duration, 6),
             "result": _jsonable(self.result) if self.status is JobStatus.COMPLETED else None,
             "error": self.error if self.status is not JobStatus.COMPLETED else None,
             "recurring": self.recurring,
+            "start_order": self.start_order,
+            "will_run_again": self.will_run_again,
         }
 
 
@@ -65,7 +80,9 @@ class RunResult:
     workers: int
     outcomes: list[JobOutcome]
     elapsed: float
-    peak_running: int
+    # The most jobs that ran at once; None when this process cannot know (jobs
+    # run by `jobsched worker` processes on a shared store).
+    peak_running: int | None
     interrupted: bool = False
 
     @property
@@ -80,9 +97,9 @@ class RunResult:
         return EXIT_OK if self.ok else EXIT_JOB_FAILED
 
     def counts(self) -> dict[str, int]:
-        """Jobs per final status, every status present (0 when none)."""
-        found = Counter(o.status.value for o in self.outcomes)
-        return {s.value: found.get(s.value, 0) for s in JobStatus}
+        """Jobs per shown status (`JobOutcome.shown_status`), every one present (0 when none)."""
+        found = Counter(o.shown_status for o in self.outcomes)
+        return {status: found.get(status, 0) for status in SHOWN_STATUSES}
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``run --json`` document (docs/cli.md)."""
@@ -120,7 +137,7 @@ class Progress:
 
 
 class _Tracked:
-    __slots__ = ("entry_id", "first_start", "job", "recurring", "type")
+    __slots__ = ("entry_id", "first_start", "job", "recurring", "start_order", "type")
 
     def __init__(self, entry_id: str, type_: str, job: Job, recurring: str | None) -> None:
         self.entry_id = entry_id
@@ -128,6 +145,7 @@ class _Tracked:
         self.job = job
         self.recurring = recurring
         self.first_start: float | None = None
+        self.start_order: int | None = None
 
 
 async def run_jobfile(
@@ -169,9 +187,11 @@ async def run_jobfile(
         on_scheduler(scheduler)
     progress = progress or Progress()
     tracked: dict[str, _Tracked] = {}
+    started = 0  # jobs of this run started so far: the start order
     now = time.monotonic
 
     def listen(job: Job, old: JobStatus, new: JobStatus) -> None:
+        nonlocal started
         counts = progress.counts
         counts[old] -= 1
         counts[new] += 1
@@ -179,6 +199,8 @@ async def run_jobfile(
             info = tracked.get(job.job_id)
             if info is not None and info.first_start is None:
                 info.first_start = now()
+                started += 1
+                info.start_order = started
 
     scheduler.add_listener(listen)
     start = now()
@@ -226,6 +248,7 @@ async def run_jobfile(
         if entry.cancel_after:
             timers.append(loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id]))
     interrupted = False
+    left_in_store: set[str] = set()  # job ids an interrupted durable run leaves unfinished
     try:
         finished = asyncio.ensure_future(_finish(scheduler, schedules_done))
         waiters: set[asyncio.Future[Any]] = {finished}
@@ -243,8 +266,11 @@ async def run_jobfile(
             timer.cancel()
         for schedule in scheduler.recurring():
             scheduler.cancel_recurring(schedule.schedule_id)
-        if interrupted and not durable:
-            # (With a store, unfinished jobs stay in it for the next run.)
+        if interrupted and durable:
+            # Unfinished jobs stay in the store for the next run (running ones
+            # end CANCELLED here but stay RUNNING there): not cancelled.
+            left_in_store = {i for i, t in tracked.items() if not t.job.status.is_terminal}
+        elif interrupted:
             for job_id in list(tracked):
                 scheduler.cancel(job_id)
         await scheduler.stop(cancel_running=interrupted)
@@ -280,6 +306,8 @@ async def run_jobfile(
             result=t.job.result,
             error=readable(t.job.last_error),
             recurring=t.recurring,
+            start_order=t.start_order,
+            will_run_again=t.job.job_id in left_in_store,
         )
         for t in rows
     ]
