@@ -31,7 +31,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
 
-from jobsched import JobRow as KernelJobRow
 from jobsched import (
     NewJob,
     Outcome,
@@ -42,7 +41,6 @@ from jobsched import (
     StoreError,
     hookimpl,
 )
-from jobsched import ScheduleRow as KernelScheduleRow
 from jobsched.hookspecs import Register
 
 try:
@@ -129,12 +127,6 @@ _MIGRATIONS: list[list[str]] = [
 ]
 
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
-
-
-# The shared-store row types are the kernel's (jobsched._store); the names
-# this module has always used stay importable from here.
-JobRow = SharedJobRow
-ScheduleRow = SharedScheduleRow
 
 
 def to_json(value: Any) -> str:
@@ -289,84 +281,6 @@ class PostgresStore:
         self._listener = asyncio.create_task(self._listen(), name=f"{self.channel}-listen")
         await self._listening.wait()
         return Snapshot()
-
-    async def write(self, batch: Sequence[KernelJobRow | KernelScheduleRow]) -> None:
-        """The store API's upsert of full job and schedule states, in one transaction.
-
-        Shared mode does not use it (it claims and finishes through the calls
-        below); it is here so the store honours the plain `Store` contract,
-        e.g. for a tool that copies a local store into PostgreSQL.
-        """
-
-        async def body(conn: psycopg.AsyncConnection[Any]) -> None:
-            for row in batch:
-                if isinstance(row, KernelScheduleRow):
-                    template = json.loads(row.template)
-                    await conn.execute(
-                        self._q(
-                            """INSERT INTO {s}.schedules (schedule_id, type, args, options,
-                                trigger, next_run, allow_overlap, active, last_job_id, fired,
-                                skipped)
-                            VALUES (%s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, %s, %s,
-                                %s, %s)
-                            ON CONFLICT (schedule_id) DO UPDATE SET next_run = EXCLUDED.next_run,
-                                active = EXCLUDED.active, last_job_id = EXCLUDED.last_job_id,
-                                fired = EXCLUDED.fired, skipped = EXCLUDED.skipped"""
-                        ),
-                        [
-                            row.schedule_id,
-                            template["type"],
-                            to_json(template["args"]),
-                            to_json(template["options"]),
-                            row.trigger,
-                            row.next_run,
-                            row.allow_overlap,
-                            row.active,
-                            row.last_job_id,
-                            row.fired,
-                            row.skipped,
-                        ],
-                    )
-                    continue
-                await conn.execute(
-                    self._q(
-                        """INSERT INTO {s}.jobs (job_id, key, type, args, options, status,
-                            attempts, run_at, submitted_at, sort_key, result, last_error,
-                            schedule_id, finished_at)
-                        VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s,
-                            %s::jsonb, %s, %s, %s)
-                        ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status,
-                            attempts = EXCLUDED.attempts, run_at = EXCLUDED.run_at,
-                            result = EXCLUDED.result, last_error = EXCLUDED.last_error,
-                            finished_at = EXCLUDED.finished_at"""
-                    ),
-                    [
-                        row.job_id,
-                        row.key,
-                        row.type,
-                        row.args,
-                        row.options,
-                        row.status,
-                        row.attempts,
-                        row.run_at,
-                        row.submitted_at,
-                        [float(x) for x in (row.sort_key or (0.0,))],
-                        row.result,
-                        row.last_error,
-                        row.schedule_id,
-                        row.finished_at,
-                    ],
-                )
-                for upstream in row.depends_on:
-                    await conn.execute(
-                        self._q(
-                            "INSERT INTO {s}.dependencies (job_id, upstream) VALUES (%s, %s) "
-                            "ON CONFLICT DO NOTHING"
-                        ),
-                        [row.job_id, upstream],
-                    )
-
-        await self._tx(body)
 
     async def _check_readable(self) -> None:
         conn = await self._connect(autocommit=True)
@@ -599,7 +513,7 @@ class PostgresStore:
         await conn.execute("SELECT pg_notify(%s, %s)", [self.channel, payload])
 
     # ── Claiming and leases ─────────────────────────────────────────
-    async def claim(self, n: int, owner: str) -> tuple[list[JobRow], float | None]:
+    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
         Returns the rows (now ``running``, attempts counted) and, when fewer
@@ -611,7 +525,9 @@ class PostgresStore:
         if n <= 0:
             return [], None
 
-        async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[JobRow], float | None]:
+        async def body(
+            conn: psycopg.AsyncConnection[Any],
+        ) -> tuple[list[SharedJobRow], float | None]:
             # The plain claim claims nothing while limits are stored; whether
             # they are is asked only when it got fewer than `n` (no extra round
             # trip for a busy queue without limits).
@@ -633,7 +549,7 @@ class PostgresStore:
                 ),
                 [n, owner, self.lease_seconds],
             )
-            rows = [JobRow.from_record(r) for r in await cur.fetchall()]
+            rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
             rows.sort(key=lambda r: (r.sort_key, r.seq))
             next_due = None
             self._limited = False
@@ -656,7 +572,7 @@ class PostgresStore:
 
     async def _claim_limited(
         self, conn: psycopg.AsyncConnection[Any], n: int, owner: str, limits: dict[str, Any]
-    ) -> tuple[list[JobRow], float | None]:
+    ) -> tuple[list[SharedJobRow], float | None]:
         """The claim under cluster limits, inside the claim transaction.
 
         One transaction-level advisory lock per schema serializes the claims
@@ -749,7 +665,7 @@ class PostgresStore:
                 taken.append(r["job_id"])
                 if len(taken) == n:
                     break
-        rows: list[JobRow] = []
+        rows: list[SharedJobRow] = []
         if taken:
             cur = await conn.execute(
                 self._q(
@@ -759,7 +675,7 @@ class PostgresStore:
                 ),
                 [owner, now + self.lease_seconds, now, taken],
             )
-            rows = [JobRow.from_record(r) for r in await cur.fetchall()]
+            rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
             rows.sort(key=lambda r: (r.sort_key, r.seq))
         if tats:
             await conn.execute(
@@ -1044,13 +960,13 @@ class PostgresStore:
         return await self._tx(body)
 
     # ── Schedules ───────────────────────────────────────────────────
-    async def add_schedule(self, schedule: ScheduleRow) -> ScheduleRow:
+    async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
         """Create the schedule unless it exists; returns the stored one.
 
         Several processes registering the same schedule id share one schedule.
         """
 
-        async def body(conn: psycopg.AsyncConnection[Any]) -> ScheduleRow:
+        async def body(conn: psycopg.AsyncConnection[Any]) -> SharedScheduleRow:
             await conn.execute(
                 self._q(
                     """INSERT INTO {s}.schedules (schedule_id, type, args, options, trigger,
@@ -1074,16 +990,16 @@ class PostgresStore:
 
     async def _get_schedule(
         self, conn: psycopg.AsyncConnection[Any], schedule_id: str
-    ) -> ScheduleRow:
+    ) -> SharedScheduleRow:
         cur = await conn.execute(
             self._q("SELECT * FROM {s}.schedules WHERE schedule_id = %s"), [schedule_id]
         )
         rec = await cur.fetchone()
         if rec is None:
             raise StoreError(f"unknown schedule {schedule_id!r}")
-        return ScheduleRow(**rec)
+        return SharedScheduleRow(**rec)
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleRow:
+    async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
         """The schedule as stored now."""
         return await self._tx(lambda conn: self._get_schedule(conn, schedule_id))
 
@@ -1174,32 +1090,32 @@ class PostgresStore:
         return await self._tx(body)
 
     # ── Reading ─────────────────────────────────────────────────────
-    async def schedule_jobs(self, schedule_id: str) -> list[JobRow]:
+    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
         """The jobs a schedule fired, in the order they were fired."""
 
-        async def body(conn: psycopg.AsyncConnection[Any]) -> list[JobRow]:
+        async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
             cur = await conn.execute(
                 self._q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
                 [schedule_id],
             )
-            return [JobRow.from_record(r) for r in await cur.fetchall()]
+            return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
 
         return await self._tx(body)
 
-    async def get(self, job_id: str) -> JobRow | None:
+    async def get(self, job_id: str) -> SharedJobRow | None:
         """One job, or None."""
 
-        async def body(conn: psycopg.AsyncConnection[Any]) -> JobRow | None:
+        async def body(conn: psycopg.AsyncConnection[Any]) -> SharedJobRow | None:
             cur = await conn.execute(self._q("SELECT * FROM {s}.jobs WHERE job_id = %s"), [job_id])
             rec = await cur.fetchone()
-            return None if rec is None else JobRow.from_record(rec)
+            return None if rec is None else SharedJobRow.from_record(rec)
 
         return await self._tx(body)
 
-    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[JobRow]:
+    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
         """Every job (or those with `job_ids`), in submit order."""
 
-        async def body(conn: psycopg.AsyncConnection[Any]) -> list[JobRow]:
+        async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
             if job_ids is None:
                 cur = await conn.execute(self._q("SELECT * FROM {s}.jobs ORDER BY seq"))
             else:
@@ -1207,7 +1123,7 @@ class PostgresStore:
                     self._q("SELECT * FROM {s}.jobs WHERE job_id = ANY(%s) ORDER BY seq"),
                     [list(job_ids)],
                 )
-            return [JobRow.from_record(r) for r in await cur.fetchall()]
+            return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
 
         return await self._tx(body)
 
