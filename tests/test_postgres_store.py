@@ -389,13 +389,13 @@ async def test_rows_read_back_as_the_store_api_wrote_them(store: PostgresStore) 
 async def test_a_version_1_store_is_migrated_to_the_current_version(
     pg_schema: tuple[str, str],
 ) -> None:
-    from jobsched_plugins.postgres_store import _MIGRATIONS
+    from jobsched_plugins.postgres_store.migrations import MIGRATIONS
 
     schema = pg_schema[1]
     with psycopg.connect(base_dsn(), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'CREATE TABLE "{schema}".schema_version (version int)')
-        for statement in _MIGRATIONS[0]:
+        for statement in MIGRATIONS[0]:
             conn.execute(statement.replace("{s}", f'"{schema}"'))
         conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (1)')
         conn.execute(
