@@ -141,7 +141,8 @@ def wait_count(conn: psycopg.Connection[Any], query: str, n: int) -> float:
 
 # ── one measurement each ───────────────────────────────────────────────
 def bench_jobsched(dsn: str, jobs: int, procs: int, concurrency: int) -> float:
-    from jobsched_plugins.postgres_store import NewJob, PostgresStore
+    from jobsched import NewJob
+    from jobsched_plugins.postgres_store import PostgresStore
 
     schema = f"bench_{procs}"
     url = f"{dsn}?schema={schema}"

@@ -87,8 +87,9 @@ def test_wheel_lists_every_builtin_entry_point(wheel: Path) -> None:
         "structlog",
     }
     for name, target in declared.items():
-        module = target.split(":", 1)[0].replace(".", "/") + ".py"
-        assert module in names, f"entry point {name} = {target} names a module not in the wheel"
+        path = target.split(":", 1)[0].replace(".", "/")
+        module = {f"{path}.py", f"{path}/__init__.py"} & names  # a module or a package
+        assert module, f"entry point {name} = {target} names a module not in the wheel"
     requires = sorted(
         line.split(":", 1)[1].strip().split(">")[0].split("=")[0].split("<")[0].strip()
         for line in metadata.splitlines()

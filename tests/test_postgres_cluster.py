@@ -21,7 +21,8 @@ import psycopg
 import pytest
 
 import pg_jobs
-from jobsched_plugins.postgres_store import NewJob, PostgresStore
+from jobsched import NewJob
+from jobsched_plugins.postgres_store import PostgresStore
 from pg_support import base_dsn, terminate_backends, with_query
 
 pytestmark = pytest.mark.slow

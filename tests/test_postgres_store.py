@@ -6,16 +6,15 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import attrs
 import psycopg
 import pytest
+from psycopg import sql
 
+from jobsched import NewJob, Outcome, SharedScheduleRow, StoreError
 from jobsched_plugins.postgres_store import (
     SCHEMA_VERSION,
-    NewJob,
-    Outcome,
     PostgresStore,
-    ScheduleRow,
-    StoreError,
     parse_url,
     redact,
 )
@@ -301,7 +300,7 @@ async def test_cancel_of_a_waiting_job_is_immediate(store: PostgresStore) -> Non
 async def test_schedule_period_fires_exactly_once(
     store: PostgresStore, other: PostgresStore
 ) -> None:
-    row = ScheduleRow(
+    row = SharedScheduleRow(
         schedule_id="tick",
         type="noop",
         args={},
@@ -310,7 +309,7 @@ async def test_schedule_period_fires_exactly_once(
         next_run=1000.0,
     )
     assert (await store.add_schedule(row)).next_run == 1000.0
-    assert (await other.add_schedule(attrs_replace(row, next_run=5.0))).next_run == 1000.0
+    assert (await other.add_schedule(attrs.evolve(row, next_run=5.0))).next_run == 1000.0
     results = await asyncio.gather(
         store.fire_schedule("tick", 1000.0, 1010.0, new("t1")),
         other.fire_schedule("tick", 1000.0, 1010.0, new("t1-other")),
@@ -325,12 +324,6 @@ async def test_schedule_period_fires_exactly_once(
     assert [r.schedule_id for r in await store.jobs()] == ["tick"]
     assert await store.deactivate_schedule("tick") is True
     assert await store.fire_schedule("tick", 1020.0, 1030.0, new("t3")) is False
-
-
-def attrs_replace(row: ScheduleRow, **changes: object) -> ScheduleRow:
-    import attrs
-
-    return attrs.evolve(row, **changes)
 
 
 # ── Losing the connection ─────────────────────────────────────────────
@@ -354,45 +347,55 @@ async def test_store_reconnects_after_its_backends_are_terminated(
     assert store.reconnects >= 2
 
 
-async def test_store_api_write_upserts_kernel_rows(store: PostgresStore) -> None:
-    from jobsched import JobRow as KernelJobRow
-    from jobsched import ScheduleRow as KernelScheduleRow
-
-    base = dict(
-        job_id="k1", type="noop", args='{"n": 1}', options="{}", run_at=1.0, submitted_at=1.0, seq=1
-    )
-    await store.write([KernelJobRow(status="pending", **base)])  # type: ignore[arg-type]
-    await store.write(
-        [
-            KernelJobRow(status="completed", attempts=1, result='{"ok": true}', **base),  # type: ignore[arg-type]
-            KernelScheduleRow(
-                schedule_id="s1",
-                template='{"type": "noop", "args": {}, "options": {}}',
-                trigger='{"kind": "interval", "seconds": 5}',
-                next_run=10.0,
-            ),
-        ]
-    )
+async def test_rows_read_back_as_the_store_api_wrote_them(store: PostgresStore) -> None:
+    # A job through its whole life (insert, claim, finish) and a schedule:
+    # what `get`, `jobs`, `counts` and `get_schedule` return is what was written,
+    # with JSON columns decoded and the lease let go.
+    await store.insert([attrs.evolve(new("k1"), options={"priority": 3}, key="K")])
+    claimed, _ = await store.claim(1, "w")
+    assert [(r.job_id, r.status, r.attempts, r.lease_owner) for r in claimed] == [
+        ("k1", "running", 1, "w")
+    ]
+    assert await store.finish([Outcome(job_id="k1", status="completed", result={"ok": True})], "w")
     row = await store.get("k1")
-    assert row is not None and (row.status, row.attempts, row.result) == (
-        "completed",
-        1,
-        {"ok": True},
+    assert row is not None
+    assert (row.status, row.attempts, row.result, row.key) == ("completed", 1, {"ok": True}, "K")
+    assert (row.args, row.options) == ({"n": "k1"}, {"priority": 3})
+    assert (row.lease_owner, row.lease_expires, row.last_error) == (None, None, None)
+    assert row.started_at is not None and row.finished_at is not None
+    assert await store.jobs() == [row] and await store.counts() == {"completed": 1}
+    assert await store.unfinished(["k1"]) == 0
+    # The database holds real JSON, not strings of it (other tools read it too).
+    async with store.connection() as conn:
+        cur = await conn.execute(
+            sql.SQL("SELECT result->>'ok' AS ok FROM {}.jobs").format(sql.Identifier(store.schema))
+        )
+        assert await cur.fetchall() == [{"ok": "true"}]
+    schedule = SharedScheduleRow(
+        schedule_id="s1",
+        type="noop",
+        args={"n": 1},
+        options={},
+        trigger={"kind": "interval", "seconds": 5},
+        next_run=10.0,
     )
+    assert await store.add_schedule(schedule) == schedule
     assert (await store.get_schedule("s1")).trigger == {"kind": "interval", "seconds": 5}
-    assert store.durable and store.shared and "password" not in store.url
+    assert store.durable and store.shared
+    masked = PostgresStore("postgresql://u:secret@localhost/db")
+    assert "secret" not in masked.url and "***" in masked.url
 
 
 async def test_a_version_1_store_is_migrated_to_the_current_version(
     pg_schema: tuple[str, str],
 ) -> None:
-    from jobsched_plugins.postgres_store import _MIGRATIONS
+    from jobsched_plugins.postgres_store.migrations import MIGRATIONS
 
     schema = pg_schema[1]
     with psycopg.connect(base_dsn(), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'CREATE TABLE "{schema}".schema_version (version int)')
-        for statement in _MIGRATIONS[0]:
+        for statement in MIGRATIONS[0]:
             conn.execute(statement.replace("{s}", f'"{schema}"'))
         conn.execute(f'INSERT INTO "{schema}".schema_version VALUES (1)')
         conn.execute(
@@ -414,7 +417,7 @@ async def test_unique_key_allows_one_unfinished_job_in_the_whole_cluster(
     store: PostgresStore, other: PostgresStore
 ) -> None:
     def uniq(job_id: str) -> NewJob:
-        return attrs_evolve(new(job_id), unique_key="report")
+        return attrs.evolve(new(job_id), unique_key="report")
 
     got = await asyncio.gather(store.insert([uniq("u1")]), other.insert([uniq("u2")]))
     assert sorted(got) in (
@@ -427,12 +430,6 @@ async def test_unique_key_allows_one_unfinished_job_in_the_whole_cluster(
     assert await store.insert([uniq("u3")]) == [winner]  # running: still deduplicated
     await store.finish([Outcome(job_id=winner, status="completed")], "w")
     assert await store.insert([uniq("u3")]) == ["u3"]  # finished: the key is free again
-
-
-def attrs_evolve(job: NewJob, **changes: object) -> NewJob:
-    import attrs
-
-    return attrs.evolve(job, **changes)
 
 
 async def test_a_read_only_open_creates_nothing_and_names_what_is_wrong(
@@ -465,6 +462,7 @@ async def test_a_read_only_open_creates_nothing_and_names_what_is_wrong(
     await reader.open(readonly)
     try:
         assert await reader.jobs() == []
-        assert reader._listener is None  # nothing listened to
+        # Nothing listened to: a listener always starts with a wake-up.
+        assert await reader.wait(0) is False
     finally:
         await reader.close()

@@ -146,7 +146,7 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
 ) -> None:
     import time
 
-    from jobsched_plugins.postgres_store import NewJob
+    from jobsched import NewJob
 
     a = JobScheduler(store=url, num_workers=1, plugins=plugins())
     async with a:

@@ -252,7 +252,8 @@ class Store(Protocol):
       rows to restore. A store must not change any data when open fails.
     - ``write(batch)``: one transaction holding the full current state of
       each row in `batch` (upserts, `JobRow` and `ScheduleRow` mixed, in the
-      order the kernel made them dirty). All or nothing: on failure raise
+      order the kernel made them dirty); never called on a shared store, which
+      needs none. All or nothing: on failure raise
       `StoreError` with nothing written. A blocking driver must run off the
       loop thread (sqlite uses one writer thread, which also keeps order).
     - ``close()``: after the last write.
@@ -334,11 +335,11 @@ def resolve_store(store: Store | str | None, plugins: PluginManager) -> Store | 
         except (StoreError, ValueError) as exc:
             raise StoreError(str(exc)) from exc
         store = built
-    missing = [
-        name
-        for name in ("url", "durable", "shared", "open", "write", "close")
-        if not hasattr(store, name)
-    ]
+    # A shared store is never written in batches: it has no `write` to check.
+    needed = ["url", "durable", "shared", "open", "close"]
+    if not getattr(store, "shared", False):
+        needed.append("write")
+    missing = [name for name in needed if not hasattr(store, name)]
     if missing:
         raise TypeError(f"{store!r} is not a store: it lacks {', '.join(missing)}")
     return store  # type: ignore[return-value]

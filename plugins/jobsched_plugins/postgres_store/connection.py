@@ -1,0 +1,270 @@
+"""The link to the server: store URLs, transactions that survive a lost
+connection, and the LISTEN/NOTIFY wake-ups between processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import structlog
+
+from jobsched import StoreError
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.rows import dict_row
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+logger = structlog.get_logger("jobsched.postgres")
+
+T = TypeVar("T")
+
+#: The server's clock, in SQL: every process stamps leases and times with one clock.
+NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+TERMINAL = ("completed", "failed", "timed_out", "cancelled")
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+
+# NOTIFY payloads on the store's channel.
+_WORK = "w"  # new work may be due
+_FINISHED = "f"  # some job may have finished
+_CANCEL = "c:"  # + job id: its owner should cancel it
+
+
+def to_json(value: Any) -> str:
+    """`value` as JSON; a value JSON cannot hold becomes its repr plus a note."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps({"repr": repr(value), "note": "result was not JSON-encodable"})
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def parse_url(url: str) -> tuple[str, str, dict[str, str]]:
+    """Split a store URL into (libpq DSN, schema, jobsched options).
+
+    jobsched's own query parameters (``schema``, ``lease``) are removed; the
+    rest (``sslmode``, ...) are passed on to libpq.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise StoreError(f"{redact(url)}: not a postgresql:// URL")
+    query = dict(parse_qsl(parts.query))
+    schema = query.pop("schema", "jobsched")
+    ours = {k: query.pop(k) for k in ("lease",) if k in query}
+    if not _SCHEMA_NAME.match(schema):
+        raise StoreError(
+            f"{redact(url)}: schema {schema!r} must be a lower-case identifier "
+            "(letters, digits, underscore; at most 41 characters)"
+        )
+    dsn = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(query)))
+    return dsn, schema, ours
+
+
+class Database:
+    """One store's way to its server: the connection every call's transaction
+    runs on (re-opened when it drops), SQL naming the store's schema, NOTIFY.
+
+    `url` is the store URL; `options` holds jobsched's own URL parameters.
+    """
+
+    def __init__(self, url: str) -> None:
+        if psycopg is None:
+            raise StoreError("the postgres store needs psycopg 3: pip install 'jobsched[postgres]'")
+        #: The URL with its password masked, for messages.
+        self.url = redact(url)
+        self.dsn, self.schema, self.options = parse_url(url)
+        #: The LISTEN/NOTIFY channel of this schema's processes.
+        self.channel = f"jobsched_{self.schema}"
+        self._closed = False
+        #: How often a lost connection (this one or the listener's) was re-opened.
+        self.reconnects = 0
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._conn_lock = asyncio.Lock()
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called: every later transaction is refused."""
+        return self._closed
+
+    def q(self, text: str) -> sql.Composed:
+        """`text` as SQL, with ``{s}`` naming the store's schema."""
+        return sql.SQL(text).format(s=sql.Identifier(self.schema))
+
+    async def connect(self, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        """A new connection of its own (rows as dicts); a clear error if it fails."""
+        try:
+            return await psycopg.AsyncConnection.connect(self.dsn, row_factory=dict_row, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"cannot connect to {self.url}: {exc}".strip()) from exc
+
+    async def transaction(self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run `body` in one transaction, reconnecting and retrying if the link drops.
+
+        Every write is idempotent or guarded by the lease owner, so a retry
+        after a commit whose answer was lost does no harm.
+        """
+        delay = 0.05
+        for attempt in range(30):
+            if self._closed:
+                raise StoreError(f"PostgresStore({self.url!r}) is closed")
+            async with self._conn_lock:
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = await psycopg.AsyncConnection.connect(
+                            self.dsn, row_factory=dict_row
+                        )
+                    async with self._conn.transaction():
+                        return await body(self._conn)
+                except psycopg.OperationalError as exc:
+                    # InterfaceError-like states leave the connection unusable: drop it.
+                    if self._conn is not None:
+                        with contextlib.suppress(Exception):
+                            await self._conn.close()
+                    self._conn = None
+                    if attempt == 29:
+                        raise StoreError(f"{self.url}: giving up: {exc}") from exc
+                    self.reconnects += 1
+                    logger.warning("postgres connection lost, reconnecting", error=str(exc))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A transaction on the shared connection, without retries (for tools and tests)."""
+        async with self._conn_lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = await self.connect()
+            async with self._conn.transaction():
+                yield self._conn
+
+    async def close(self) -> None:
+        """Refuse further transactions and close the connection."""
+        self._closed = True
+        async with self._conn_lock:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    # Notifications are sent inside the caller's transaction: PostgreSQL
+    # delivers them only if it commits.
+    async def notify_work(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Tell every process that new work may be due."""
+        await self._notify(conn, _WORK)
+
+    async def notify_finished(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Tell every process that some job may have finished."""
+        await self._notify(conn, _FINISHED)
+
+    async def notify_cancel(self, conn: psycopg.AsyncConnection[Any], job_id: str) -> None:
+        """Ask the process that runs `job_id` to cancel it."""
+        await self._notify(conn, _CANCEL + job_id)
+
+    async def _notify(self, conn: psycopg.AsyncConnection[Any], payload: str) -> None:
+        await conn.execute("SELECT pg_notify(%s, %s)", [self.channel, payload])
+
+
+class Wakeups:
+    """The LISTEN side: a dedicated connection, re-opened whenever it drops,
+    that turns other processes' notifications into events and callbacks.
+    Idle processes wait on it; a slow poll is only the safety net."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        #: Called with a job id when any process asks to cancel it (loop thread).
+        self.on_cancel: Callable[[str], None] | None = None
+        #: Called when new work may be due (loop thread).
+        self.on_work: Callable[[], None] | None = None
+        #: Called after the listener (re)connects: notifications may have been missed.
+        self.on_resync: Callable[[], None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._work = asyncio.Event()
+        self._finished = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start listening; returns once the first LISTEN is in place."""
+        self._task = asyncio.create_task(self._listen(), name=f"{self.db.channel}-listen")
+        await self._listening.wait()
+
+    async def stop(self) -> None:
+        """Stop listening (a no-op if never started)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until new work may be due (a NOTIFY) or `timeout`; True if notified."""
+        return await _wait_event(self._work, timeout)
+
+    async def wait_finished(self, timeout: float) -> bool:
+        """Wait until some job may have finished, or `timeout`; True if notified."""
+        return await _wait_event(self._finished, timeout)
+
+    async def _listen(self) -> None:
+        delay = 0.05
+        while not self.db.closed:
+            conn: psycopg.AsyncConnection[Any] | None = None
+            try:
+                conn = await self.db.connect(autocommit=True)
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.db.channel)))
+                delay = 0.05
+                # Anything could have happened while we were not listening.
+                self._work.set()
+                self._finished.set()
+                if self.on_resync is not None and self._listening.is_set():
+                    self.on_resync()
+                self._listening.set()
+                async for note in conn.notifies():
+                    self._dispatch(note.payload)
+            except (psycopg.OperationalError, StoreError) as exc:
+                # Not a close: `stop` cancels this task before the database closes.
+                self.db.reconnects += 1
+                logger.warning("postgres listener lost, reconnecting", error=str(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+
+    def _dispatch(self, payload: str) -> None:
+        if payload == _WORK:
+            self._work.set()
+            if self.on_work is not None:
+                self.on_work()
+        elif payload == _FINISHED:
+            self._finished.set()
+        elif payload.startswith(_CANCEL) and self.on_cancel is not None:
+            self.on_cancel(payload[len(_CANCEL) :])
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
+    if not event.is_set() and timeout > 0 and math.isfinite(timeout):
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+    elif not event.is_set() and timeout > 0:
+        await event.wait()
+    notified = event.is_set()
+    event.clear()
+    return notified

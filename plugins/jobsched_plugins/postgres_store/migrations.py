@@ -1,0 +1,170 @@
+"""The schema: the DDL of every version, and creating or migrating it.
+
+The schema is created and migrated by jobsched itself (``schema_version``
+table), one process at a time; a database whose schema is newer than this
+code is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jobsched import StoreError
+
+from .connection import Database, logger
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: The schema version this code writes; a database at a higher one is refused.
+SCHEMA_VERSION = 3
+
+# Each entry migrates from version i to i + 1. Never edit a released entry:
+# append a new one, so every database walks the same path.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE {s}.jobs (
+            job_id text PRIMARY KEY,
+            key text UNIQUE,
+            type text NOT NULL,
+            args jsonb NOT NULL,
+            options jsonb NOT NULL,
+            status text NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            run_at float8 NOT NULL,
+            submitted_at float8 NOT NULL,
+            seq bigserial NOT NULL,
+            sort_key float8[] NOT NULL,
+            unmet integer NOT NULL DEFAULT 0,
+            lease_owner text,
+            lease_expires float8,
+            cancel_requested boolean NOT NULL DEFAULT false,
+            result jsonb,
+            last_error text,
+            schedule_id text,
+            submitted_by text,
+            started_at float8,
+            finished_at float8
+        )""",
+        # The claim query walks this index in strategy order.
+        """CREATE INDEX jobs_ready ON {s}.jobs (sort_key, seq)
+            WHERE status IN ('pending', 'retry_wait') AND unmet = 0""",
+        "CREATE INDEX jobs_leases ON {s}.jobs (lease_expires) WHERE status = 'running'",
+        """CREATE TABLE {s}.dependencies (
+            job_id text NOT NULL REFERENCES {s}.jobs ON DELETE CASCADE,
+            upstream text NOT NULL REFERENCES {s}.jobs ON DELETE CASCADE,
+            PRIMARY KEY (upstream, job_id)
+        )""",
+        """CREATE TABLE {s}.schedules (
+            schedule_id text PRIMARY KEY,
+            type text NOT NULL,
+            args jsonb NOT NULL,
+            options jsonb NOT NULL,
+            trigger jsonb NOT NULL,
+            next_run float8 NOT NULL,
+            allow_overlap boolean NOT NULL DEFAULT false,
+            active boolean NOT NULL DEFAULT true,
+            last_job_id text,
+            fired bigint NOT NULL DEFAULT 0,
+            skipped bigint NOT NULL DEFAULT 0
+        )""",
+    ],
+    # 2: unique jobs for the whole cluster: one unfinished job per unique_key.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN unique_key text",
+        """CREATE UNIQUE INDEX jobs_unique ON {s}.jobs (unique_key)
+            WHERE status IN ('pending', 'running', 'retry_wait')""",
+    ],
+    # 3: concurrency and rate limits for the whole cluster (docs/limits.md).
+    [
+        "CREATE TABLE {s}.limits (id integer PRIMARY KEY CHECK (id = 1), data jsonb NOT NULL)",
+        "CREATE TABLE {s}.rate_buckets (job_type text PRIMARY KEY, tat float8 NOT NULL)",
+        "CREATE INDEX jobs_running_type ON {s}.jobs (type) WHERE status = 'running'",
+    ],
+]
+
+
+async def create_or_migrate(db: Database) -> None:
+    """Bring the store's schema to `SCHEMA_VERSION`, creating it if need be.
+
+    Raises `StoreError` for a schema newer than this code, or for a schema of
+    that name that holds tables but is not a jobsched store.
+    """
+    conn = await db.connect(autocommit=True)
+    try:
+        async with conn.transaction():
+            # One process migrates at a time; the others wait, then see it done.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel])
+            await _migrate(db, conn)
+    finally:
+        await conn.close()
+
+
+async def check_readable(db: Database) -> None:
+    """Refuse, naming it, a schema that is missing, foreign or too new; change nothing."""
+    conn = await db.connect(autocommit=True)
+    try:
+        tables = await _tables(db, conn)
+    finally:
+        await conn.close()
+    if not tables:
+        raise StoreError(
+            f"{db.url}: schema {db.schema!r} does not exist (no jobsched store there; "
+            "check ?schema=NAME, or start a worker or a run to create it)"
+        )
+    if "schema_version" not in tables or "jobs" not in tables:
+        raise StoreError(
+            f"{db.url}: schema {db.schema!r} holds tables "
+            f"({', '.join(sorted(tables))}) but is not a jobsched store"
+        )
+    _refuse_newer(db, await schema_version(db))
+
+
+async def schema_version(db: Database) -> int:
+    """The version the database is at."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> int:
+        return await _version(db, conn)
+
+    return await db.transaction(body)
+
+
+async def _migrate(db: Database, conn: psycopg.AsyncConnection[Any]) -> None:
+    tables = await _tables(db, conn)
+    if tables and "schema_version" not in tables:
+        raise StoreError(
+            f"{db.url}: schema {db.schema!r} holds tables "
+            f"({', '.join(sorted(tables))}) but is not a jobsched store; "
+            "choose another with ?schema=NAME"
+        )
+    await conn.execute(db.q("CREATE SCHEMA IF NOT EXISTS {s}"))
+    await conn.execute(db.q("CREATE TABLE IF NOT EXISTS {s}.schema_version (version int)"))
+    version = await _version(db, conn)
+    _refuse_newer(db, version)
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[target - 1]:
+            await conn.execute(db.q(statement))
+        await conn.execute(db.q("INSERT INTO {s}.schema_version (version) VALUES (%s)"), [target])
+        logger.info("migrated postgres store", schema=db.schema, version=target)
+
+
+async def _tables(db: Database, conn: psycopg.AsyncConnection[Any]) -> set[str]:
+    cur = await conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+        [db.schema],
+    )
+    return {r["table_name"] for r in await cur.fetchall()}
+
+
+async def _version(db: Database, conn: psycopg.AsyncConnection[Any]) -> int:
+    cur = await conn.execute(db.q("SELECT max(version) AS v FROM {s}.schema_version"))
+    row = await cur.fetchone()
+    return int((row or {}).get("v") or 0)
+
+
+def _refuse_newer(db: Database, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{db.url}: schema {db.schema!r} is at version {version}, newer "
+            f"than this jobsched understands ({SCHEMA_VERSION}); upgrade jobsched"
+        )

@@ -1,0 +1,157 @@
+"""Recurring schedules shared by every process: each period fires once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jobsched import NewJob, SharedJobRow, SharedScheduleRow, StoreError
+
+from .connection import TERMINAL, Database, to_json
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+async def add_schedule(db: Database, schedule: SharedScheduleRow) -> SharedScheduleRow:
+    """Create the schedule unless it exists; returns the stored one.
+
+    Several processes registering the same schedule id share one schedule.
+    """
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> SharedScheduleRow:
+        await conn.execute(
+            db.q(
+                """INSERT INTO {s}.schedules (schedule_id, type, args, options, trigger,
+                    next_run, allow_overlap, active)
+                VALUES (%s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s, %s, true)
+                ON CONFLICT (schedule_id) DO UPDATE SET active = true"""
+            ),
+            [
+                schedule.schedule_id,
+                schedule.type,
+                to_json(schedule.args),
+                to_json(schedule.options),
+                to_json(schedule.trigger),
+                schedule.next_run,
+                schedule.allow_overlap,
+            ],
+        )
+        return await _get_schedule(db, conn, schedule.schedule_id)
+
+    return await db.transaction(body)
+
+
+async def _get_schedule(
+    db: Database, conn: psycopg.AsyncConnection[Any], schedule_id: str
+) -> SharedScheduleRow:
+    cur = await conn.execute(
+        db.q("SELECT * FROM {s}.schedules WHERE schedule_id = %s"), [schedule_id]
+    )
+    rec = await cur.fetchone()
+    if rec is None:
+        raise StoreError(f"unknown schedule {schedule_id!r}")
+    return SharedScheduleRow(**rec)
+
+
+async def get_schedule(db: Database, schedule_id: str) -> SharedScheduleRow:
+    """The schedule as stored now."""
+    return await db.transaction(lambda conn: _get_schedule(db, conn, schedule_id))
+
+
+async def fire_schedule(
+    db: Database, schedule_id: str, expected_next: float, new_next: float, job: NewJob
+) -> bool:
+    """Fire the period due at `expected_next` exactly once across processes.
+
+    A compare-and-set on ``next_run``: only the process that moves it from
+    `expected_next` to `new_next` inserts `job` (in the same transaction);
+    every other process sees False. Without ``allow_overlap`` the period is
+    skipped (but still consumed) while the previous job is unfinished.
+    """
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(
+            db.q(
+                """UPDATE {s}.schedules SET next_run = %s
+                WHERE schedule_id = %s AND next_run = %s AND active
+                RETURNING allow_overlap, last_job_id"""
+            ),
+            [new_next, schedule_id, expected_next],
+        )
+        won = await cur.fetchone()
+        if won is None:
+            return False
+        if not won["allow_overlap"] and won["last_job_id"] is not None:
+            cur = await conn.execute(
+                db.q("SELECT status FROM {s}.jobs WHERE job_id = %s"),
+                [won["last_job_id"]],
+            )
+            previous = await cur.fetchone()
+            if previous is not None and previous["status"] not in TERMINAL:
+                await conn.execute(
+                    db.q("UPDATE {s}.schedules SET skipped = skipped + 1 WHERE schedule_id = %s"),
+                    [schedule_id],
+                )
+                return True
+        await conn.execute(
+            db.q(
+                """INSERT INTO {s}.jobs (job_id, type, args, options, status, run_at,
+                    submitted_at, sort_key, schedule_id, submitted_by)
+                VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s)"""
+            ),
+            [
+                job.job_id,
+                job.type,
+                to_json(job.args),
+                to_json(job.options),
+                job.run_at,
+                job.submitted_at,
+                [float(x) for x in job.sort_key],
+                schedule_id,
+                job.submitted_by,
+            ],
+        )
+        await conn.execute(
+            db.q(
+                # A schedule with `times` ends with its last run, for everyone.
+                """UPDATE {s}.schedules SET fired = fired + 1, last_job_id = %s,
+                    next_run = CASE WHEN trigger ? 'times'
+                        AND fired + 1 >= (trigger->>'times')::bigint
+                        THEN 'Infinity'::float8 ELSE next_run END
+                WHERE schedule_id = %s"""
+            ),
+            [job.job_id, schedule_id],
+        )
+        await db.notify_work(conn)
+        return True
+
+    return await db.transaction(body)
+
+
+async def deactivate_schedule(db: Database, schedule_id: str) -> bool:
+    """Stop a schedule for every process; False if unknown or already stopped."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(
+            db.q(
+                "UPDATE {s}.schedules SET active = false "
+                "WHERE schedule_id = %s AND active RETURNING 1"
+            ),
+            [schedule_id],
+        )
+        return await cur.fetchone() is not None
+
+    return await db.transaction(body)
+
+
+async def schedule_jobs(db: Database, schedule_id: str) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
+        cur = await conn.execute(
+            db.q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
+            [schedule_id],
+        )
+        return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
+
+    return await db.transaction(body)

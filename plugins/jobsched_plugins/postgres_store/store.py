@@ -1,0 +1,245 @@
+"""`PostgresStore`: the store API over the package's parts (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from jobsched import (
+    NewJob,
+    Outcome,
+    SharedJobRow,
+    SharedScheduleRow,
+    Snapshot,
+    StoreContext,
+    StoreError,
+)
+
+from . import claims, migrations, queries, schedules, submit
+from .connection import Database, Wakeups
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+class PostgresStore:
+    """A shared, durable job store in PostgreSQL (see the package docstring).
+
+    `url` is ``postgresql://user:password@host:port/db[?schema=NAME&lease=SECONDS]``.
+    Every method is a coroutine run on the caller's event loop; a lost
+    connection (server restart, ``pg_terminate_backend``) is re-opened and the
+    operation retried. Every write is idempotent or guarded by the lease
+    owner, so a retry after a commit whose answer was lost does no harm.
+    """
+
+    durable = True
+    shared = True
+
+    def __init__(self, url: str, *, lease_seconds: float | None = None) -> None:
+        self.db = Database(url)
+        self.wakeups = Wakeups(self.db)
+        #: The URL with its password masked (the store API's `url`, for messages).
+        self.url = self.db.url
+        self.dsn = self.db.dsn
+        self.schema = self.db.schema
+        self.channel = self.db.channel
+        lease = lease_seconds
+        if lease is None:
+            lease = float(self.db.options.get("lease", 30))
+        if not lease > 0:
+            raise StoreError(f"{self.url}: lease must be a positive number of seconds")
+        self.lease_seconds = lease
+        self._limits = claims.LimitsSeen()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # ── Lifecycle ───────────────────────────────────────────────────
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called."""
+        return self.db.closed
+
+    @property
+    def reconnects(self) -> int:
+        """How often a lost connection was re-opened."""
+        return self.db.reconnects
+
+    async def open(self, context: StoreContext | None = None) -> Snapshot:
+        """Create or migrate the schema, then start listening for notifications.
+
+        Raises `StoreError` for a schema newer than this code, or for a schema
+        of that name that holds tables but is not a jobsched store. Returns an
+        empty `Snapshot`: in shared mode nothing is restored into a process;
+        the jobs stay in the database and are claimed from there.
+
+        With ``context.readonly`` (``jobsched status``) nothing is created,
+        migrated or listened to: a schema that does not exist or is not a
+        jobsched store is refused with a `StoreError` naming it.
+        """
+        if context is not None and context.readonly:
+            await migrations.check_readable(self.db)
+            return Snapshot()
+        await migrations.create_or_migrate(self.db)
+        await self.wakeups.start()
+        return Snapshot()
+
+    async def schema_version(self) -> int:
+        """The version the database is at."""
+        return await migrations.schema_version(self.db)
+
+    async def close(self) -> None:
+        """Stop listening and close the connections."""
+        # The listener first: it reconnects on any error until it is stopped.
+        await self.wakeups.stop()
+        await self.db.close()
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        """A transaction on the store's connection (for tools and tests)."""
+        return self.db.connection()
+
+    # ── Notifications ───────────────────────────────────────────────
+    # The kernel sets these callbacks; they are called on the loop thread.
+    @property
+    def on_cancel(self) -> Callable[[str], None] | None:
+        """Called with a job id when any process asks to cancel it."""
+        return self.wakeups.on_cancel
+
+    @on_cancel.setter
+    def on_cancel(self, callback: Callable[[str], None] | None) -> None:
+        self.wakeups.on_cancel = callback
+
+    @property
+    def on_work(self) -> Callable[[], None] | None:
+        """Called when new work may be due."""
+        return self.wakeups.on_work
+
+    @on_work.setter
+    def on_work(self, callback: Callable[[], None] | None) -> None:
+        self.wakeups.on_work = callback
+
+    @property
+    def on_resync(self) -> Callable[[], None] | None:
+        """Called after the listener reconnects: notifications may have been missed."""
+        return self.wakeups.on_resync
+
+    @on_resync.setter
+    def on_resync(self, callback: Callable[[], None] | None) -> None:
+        self.wakeups.on_resync = callback
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until new work may be due (a NOTIFY) or `timeout`; True if notified."""
+        return await self.wakeups.wait(timeout)
+
+    async def wait_finished(self, timeout: float) -> bool:
+        """Wait until some job may have finished, or `timeout`; True if notified."""
+        return await self.wakeups.wait_finished(timeout)
+
+    # ── Submitting ──────────────────────────────────────────────────
+    async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert jobs and their dependencies in one transaction; returns their ids.
+
+        A job whose `key` already exists is not inserted again: the existing
+        job's id is returned in its place (that is how a job file resumes).
+        A dependency on a job that failed or was cancelled cancels the new job.
+        """
+        return await submit.insert(self.db, jobs)
+
+    # ── Claims, leases and limits ───────────────────────────────────
+    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+        """Take up to `n` due jobs in strategy order with a lease for `owner`.
+
+        Returns the rows (now ``running``, attempts counted) and, when fewer
+        than `n` were due, the wall time the next waiting job becomes due
+        (None if there is none), so the caller can sleep exactly that long.
+        With cluster limits stored (`sync_limits`) the claim also enforces
+        them, in the same transaction.
+        """
+        return await claims.claim(self.db, self._limits, self.lease_seconds, n, owner)
+
+    async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Agree on the cluster's limits; returns the limits in force.
+
+        The first process that opens the queue with limits stores them; a
+        process with other limits is refused (`StoreError` showing both).
+        Change them with `set_limits`.
+        """
+        return await claims.sync_limits(self.db, data)
+
+    async def set_limits(self, data: dict[str, Any] | None) -> None:
+        """Replace the cluster's limits (None or empty: no limits)."""
+        await claims.set_limits(self.db, data)
+
+    async def renew(self, job_ids: Iterable[str], owner: str) -> set[str]:
+        """Extend `owner`'s leases on `job_ids`; returns the ids whose lease was lost."""
+        return await claims.renew(self.db, self.lease_seconds, job_ids, owner)
+
+    async def reap_expired(self) -> int:
+        """Put jobs whose lease expired (their process died) back in the queue."""
+        return await claims.reap_expired(self.db)
+
+    async def release(self, job_ids: Iterable[str], owner: str) -> int:
+        """Give back claimed jobs that never started (their attempt is not counted)."""
+        return await claims.release(self.db, job_ids, owner)
+
+    async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
+        """Record attempts that ended, in one transaction; returns the ids written.
+
+        Only jobs `owner` still holds are written. Completed jobs release
+        their dependents; failed, timed-out and cancelled ones cancel every
+        job downstream, all in the same transaction.
+        """
+        return await claims.finish(self.db, self._limits, outcomes, owner)
+
+    async def request_cancel(self, job_id: str) -> bool:
+        """Cancel a job from any process; False if unknown or already finished.
+
+        A waiting job is cancelled at once (with its dependents); a running
+        one is flagged and its owner notified, which cancels the attempt.
+        """
+        return await claims.request_cancel(self.db, job_id)
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        """Jobs `owner` runs that someone asked to cancel (the safety net for NOTIFY)."""
+        return await claims.cancel_requests(self.db, owner)
+
+    # ── Schedules ───────────────────────────────────────────────────
+    async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
+        """Create the schedule unless it exists; returns the stored one."""
+        return await schedules.add_schedule(self.db, schedule)
+
+    async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
+        """The schedule as stored now."""
+        return await schedules.get_schedule(self.db, schedule_id)
+
+    async def fire_schedule(
+        self, schedule_id: str, expected_next: float, new_next: float, job: NewJob
+    ) -> bool:
+        """Fire the period due at `expected_next` exactly once across processes."""
+        return await schedules.fire_schedule(self.db, schedule_id, expected_next, new_next, job)
+
+    async def deactivate_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule for every process; False if unknown or already stopped."""
+        return await schedules.deactivate_schedule(self.db, schedule_id)
+
+    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in the order they were fired."""
+        return await schedules.schedule_jobs(self.db, schedule_id)
+
+    # ── Reading ─────────────────────────────────────────────────────
+    async def get(self, job_id: str) -> SharedJobRow | None:
+        """One job, or None."""
+        return await queries.get(self.db, job_id)
+
+    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
+        """Every job (or those with `job_ids`), in submit order."""
+        return await queries.jobs(self.db, job_ids)
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status."""
+        return await queries.counts(self.db)
+
+    async def unfinished(self, job_ids: Sequence[str]) -> int:
+        """How many of `job_ids` are not terminal yet."""
+        return await queries.unfinished(self.db, job_ids)
