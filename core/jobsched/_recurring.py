@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
+from ._options import MAX_DELAY
+
 if TYPE_CHECKING:
     from ._clock import Clock, TimerHandle
     from ._job import Job
@@ -33,7 +35,7 @@ MAX_CATCH_UP = 1000
 #: The shortest interval: a finer one would only spin the loop.
 MIN_INTERVAL = 0.001
 #: The longest interval, one year (a cron or date trigger says "yearly" better).
-MAX_INTERVAL = 31_536_000.0
+MAX_INTERVAL = MAX_DELAY
 
 Timebase = Literal["monotonic", "wall"]
 CoalescePolicy = Literal["one", "all", "none"]

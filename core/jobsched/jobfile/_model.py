@@ -18,20 +18,17 @@ from typing import Any
 import attrs
 
 from .._limits import Limits, Rate
+from .._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
 from .._recurring import COALESCE_POLICIES, MIN_INTERVAL
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"
 
-# Bounds on what a job file may ask for: far beyond any real use, short of a
-# run that never ends or a scheduler that cannot be built. The Python API
-# (RetryPolicy, submit's delay, num_workers) takes the same ones.
-#: The most retries a retry policy may be given.
-MAX_RETRIES = 1000
-#: The longest duration (a delay, a retry delay, a timeout, ...): one year.
-MAX_DURATION = 31_536_000.0
-#: The most workers a scheduler may have.
-MAX_WORKERS = 1024
+# A job file takes the Python API's bounds (RetryPolicy, submit's delay,
+# num_workers); every duration in it (a timeout, a deadline, ...) shares the
+# delay's bound of one year.
+#: The longest duration a job file may give: one year.
+MAX_DURATION = MAX_DELAY
 #: Retry-policy options that are delays (``exponential``: base_delay,
 #: max_delay; ``fixed``: seconds).
 RETRY_DELAY_OPTIONS = ("base_delay", "max_delay", "seconds")
