@@ -146,8 +146,9 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         if row.result is not None:
             job.result = json.loads(row.result)
         jobs[row.job_id] = job
-        if row.key is not None:
+        if row.key is not None and row.key not in scheduler._keys:
             scheduler._keys[row.key] = row.job_id
+            scheduler._key_of[row.job_id] = row.key
         unique_key = unique_keys.get(row.job_id)
         if unique_key is not None:
             scheduler._unique[unique_key] = row.job_id
@@ -158,9 +159,9 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
             journal.mark(job)  # the store says RUNNING; say PENDING until it runs
         if status.is_terminal:
             scheduler._remember_finished(row.job_id)
-    for row in rows:  # keys and ids of history that was not rebuilt
-        if row.key is not None:
-            scheduler._keys.setdefault(row.key, row.job_id)
+    # Ids of history that was not rebuilt are still taken. Its keys are not
+    # known: a key is known as long as its job is (see JobScheduler.submit).
+    for row in rows:
         journal.id_floor = max(journal.id_floor, _id_number(row.job_id))
     scheduler._seq = seq
     from ._job import reserve_job_ids

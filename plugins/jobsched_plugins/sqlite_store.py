@@ -92,6 +92,10 @@ ON CONFLICT (job_id) DO UPDATE SET
     finished_at = excluded.finished_at, result = excluded.result,
     last_error = excluded.last_error, schedule_id = excluded.schedule_id
 """
+# A key is unique among the jobs a scheduler knows, not forever: once a job
+# has left the scheduler's history its key may be submitted again. The new job
+# takes the key; the old row stays, as history, without it.
+_RELEASE_KEY = "UPDATE jobsched_jobs SET key = NULL WHERE key = ? AND job_id <> ?"
 _SCHEDULE_COLUMNS = (
     "schedule_id, key, template, trigger, next_run, allow_overlap, active, "
     "last_job_id, fired, skipped"
@@ -336,9 +340,12 @@ class SQLiteStore:
         if conn is None:
             raise StoreError(f"{self.url}: the store is not open")
         jobs = []
+        keyed = []
         schedules = []
         for r in batch:
             if type(r) is JobRow:
+                if r.key is not None:
+                    keyed.append((r.key, r.job_id))
                 jobs.append(
                     (
                         r.job_id,
@@ -377,6 +384,8 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if keyed:
+                    conn.executemany(_RELEASE_KEY, keyed)
                 if jobs:
                     conn.executemany(_UPSERT_JOB, jobs)
                 if schedules:
