@@ -53,6 +53,7 @@ from ._store import (
     Store,
     StoreContext,
     StoreError,
+    check_snapshot,
 )
 from ._strategy import SchedulingStrategy, SortKey
 
@@ -142,6 +143,7 @@ __all__ = [
     "UnknownJobError",
     "build_job",
     "cancel_token",
+    "check_snapshot",
     "default_plugin_manager",
     "describe_job_type",
     "hookimpl",

@@ -12,7 +12,7 @@ from ._errors import SchedulerError
 from ._jobtypes import JobSpecError
 from ._journal import JobCodec, Journal, _id_number
 from ._status import JobStatus
-from ._store import JobRow, Snapshot, StoreContext, StoreError, new_worker_id
+from ._store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, new_worker_id
 
 if TYPE_CHECKING:
     from ._job import Job
@@ -28,7 +28,7 @@ async def open_store(scheduler: JobScheduler) -> None:
     """Open the scheduler's store and restore what it holds.
 
     Every row is checked before anything is restored: a row that cannot be
-    rebuilt (its job type is gone, its arguments no longer fit) fails
+    rebuilt (changed by hand, its job type is gone, its arguments no longer fit) fails
     ``start()`` with a `StoreError` naming the store, the job and the problem,
     and the store is closed untouched.
     """
@@ -41,6 +41,7 @@ async def open_store(scheduler: JobScheduler) -> None:
         return
     snapshot = await journal.open(context)
     try:
+        check_snapshot(store.url, snapshot)
         _restore(scheduler, journal, snapshot)
     except BaseException:
         # Nothing was written: the writer only writes what is marked dirty,
