@@ -4,6 +4,7 @@ that was meant to be absolute says how to write it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -345,3 +346,26 @@ def test_run_with_a_relative_url_meant_to_be_absolute(tmp_path: Path) -> None:
         "does not exist",
         "sqlite:////tmp/x.db",
     )
+
+
+def test_status_json_names_a_row_whose_arguments_are_not_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "jobs.db"
+
+    async def fill() -> str:
+        s = scheduler(url_of(db))
+        await s.start()
+        job_id = s.submit(Noop(), key="a")
+        await s.join()
+        await s.stop()
+        return job_id
+
+    job_id = asyncio.run(fill())
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE jobsched_jobs SET args = '{oops'")
+    conn.close()
+    assert main(["status", "--store", url_of(db), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert f"job {job_id} has a column that is not JSON" in captured.err
