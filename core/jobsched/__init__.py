@@ -55,6 +55,7 @@ from ._store import (
     Store,
     StoreContext,
     StoreError,
+    check_snapshot,
 )
 from ._strategy import SchedulingStrategy, SortKey
 
@@ -148,6 +149,7 @@ __all__ = [
     "UnknownJobError",
     "build_job",
     "cancel_token",
+    "check_snapshot",
     "default_plugin_manager",
     "describe_job_type",
     "hookimpl",

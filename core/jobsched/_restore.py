@@ -12,7 +12,7 @@ from ._errors import SchedulerError
 from ._jobtypes import JobSpecError
 from ._journal import JobCodec, Journal, _id_number
 from ._status import JobStatus
-from ._store import JobRow, Snapshot, StoreContext, StoreError, new_worker_id
+from ._store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, new_worker_id
 
 if TYPE_CHECKING:
     from ._job import Job
@@ -28,7 +28,7 @@ async def open_store(scheduler: JobScheduler) -> None:
     """Open the scheduler's store and restore what it holds.
 
     Every row is checked before anything is restored: a row that cannot be
-    rebuilt (its job type is gone, its arguments no longer fit) fails
+    rebuilt (changed by hand, its job type is gone, its arguments no longer fit) fails
     ``start()`` with a `StoreError` naming the store, the job and the problem,
     and the store is closed untouched.
     """
@@ -41,6 +41,7 @@ async def open_store(scheduler: JobScheduler) -> None:
         return
     snapshot = await journal.open(context)
     try:
+        check_snapshot(store.url, snapshot)
         _restore(scheduler, journal, snapshot)
     except BaseException:
         # Nothing was written: the writer only writes what is marked dirty,
@@ -146,8 +147,9 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         if row.result is not None:
             job.result = json.loads(row.result)
         jobs[row.job_id] = job
-        if row.key is not None:
+        if row.key is not None and row.key not in scheduler._keys:
             scheduler._keys[row.key] = row.job_id
+            scheduler._key_of[row.job_id] = row.key
         unique_key = unique_keys.get(row.job_id)
         if unique_key is not None:
             scheduler._unique[unique_key] = row.job_id
@@ -158,9 +160,9 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
             journal.mark(job)  # the store says RUNNING; say PENDING until it runs
         if status.is_terminal:
             scheduler._remember_finished(row.job_id)
-    for row in rows:  # keys and ids of history that was not rebuilt
-        if row.key is not None:
-            scheduler._keys.setdefault(row.key, row.job_id)
+    # Ids of history that was not rebuilt are still taken. Its keys are not
+    # known: a key is known as long as its job is (see JobScheduler.submit).
+    for row in rows:
         journal.id_floor = max(journal.id_floor, _id_number(row.job_id))
     scheduler._seq = seq
     from ._job import reserve_job_ids

@@ -206,6 +206,8 @@ class JobScheduler:
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
         self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
+        # Job id -> its key: a key is forgotten with its job, so both stay bounded.
+        self._key_of: dict[str, str] = {}
         # Submits made before start() with a durable store, accepted in start().
         self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None]] = []
         self._schedule_keys: dict[str, str] = {}
@@ -296,9 +298,10 @@ class JobScheduler:
 
         `key` is an external id (say, a job file's id): submitting a key the
         scheduler already knows, including one restored from a durable store,
-        finished or not, queues nothing and returns the id of the job that has
-        it. That is how a rerun after a crash resumes instead of starting a
-        second copy.
+        queues nothing and returns the id of the job that has it. That is how a
+        rerun after a crash resumes instead of starting a second copy. A key is
+        known as long as its job is: while it is unfinished and, once it has
+        finished, while it is among the last `history_limit` finished jobs.
         """
         if delay != 0.0:
             delay = check_delay(delay)
@@ -353,6 +356,7 @@ class JobScheduler:
             self._unique_of[job_id] = unique_key
         if key is not None:
             self._keys[key] = job_id
+            self._key_of[job_id] = key
         if journal is not None:
             journal.mark(job)
         self._unfinished += 1
@@ -1120,7 +1124,10 @@ class JobScheduler:
         finished = self._finished
         finished.append(job_id)
         while len(finished) > self._history_limit:
-            self._jobs.pop(finished.popleft(), None)
+            oldest = finished.popleft()
+            self._jobs.pop(oldest, None)
+            if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
+                del self._keys[key]
 
 
 def _describe_error(error: BaseException) -> str:

@@ -16,6 +16,8 @@ the kernel's shared mode (`_shared.py`). See docs/durability.md.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import socket
 import uuid
@@ -137,6 +139,182 @@ class StoreContext:
     worker_id: str
     #: Open for reading only (``jobsched status``): create nothing, lock nothing.
     readonly: bool = False
+
+
+_STATUSES = frozenset(s.value for s in JobStatus)
+
+
+def _is_time(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_text(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+_TIME_TYPES = (int, float)
+_TEXT_OR_NONE = (str, type(None))
+_isfinite = math.isfinite
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _job_row_problem(row: JobRow) -> str | None:
+    """What is wrong with one stored job on its own, or None."""
+    # The common case first, in one expression: a store may hold many rows.
+    if (
+        row.status in _STATUSES
+        and type(row.run_at) in _TIME_TYPES
+        and _isfinite(row.run_at)
+        and type(row.submitted_at) in _TIME_TYPES
+        and _isfinite(row.submitted_at)
+        and (row.finished_at is None or _is_time(row.finished_at))
+        and type(row.attempts) is int
+        and row.attempts >= 0
+        and type(row.seq) is int
+        and row.seq >= 0
+        and type(row.job_id) is str
+        and type(row.type) is str
+        and type(row.args) is str
+        and type(row.options) is str
+        and type(row.key) in _TEXT_OR_NONE
+        and type(row.last_error) in _TEXT_OR_NONE
+        and type(row.schedule_id) in _TEXT_OR_NONE
+        and type(row.depends_on) is tuple
+        and all(type(d) is str for d in row.depends_on)
+        and (row.result is None or (type(row.result) is str and _is_json(row.result)))
+    ):
+        return None
+    if row.status not in _STATUSES:
+        return f"status {row.status!r} is not one of {', '.join(sorted(_STATUSES))}"
+    for column in ("run_at", "submitted_at"):
+        if not _is_time(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a time"
+    if row.finished_at is not None and not _is_time(row.finished_at):
+        return f"finished_at {_short(row.finished_at)} is not a time"
+    for column in ("attempts", "seq"):
+        if not _is_count(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a count"
+    for column in ("job_id", "type", "args", "options"):
+        if type(getattr(row, column)) is not str:
+            return f"{column} {_short(getattr(row, column))} is not text"
+    for column in ("key", "result", "last_error", "schedule_id"):
+        if not _is_text(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not text"
+    if row.result is not None and not _is_json(row.result):
+        return f"result {_short(row.result)} is not JSON"
+    if not isinstance(row.depends_on, tuple | list) or not all(
+        type(d) is str for d in row.depends_on
+    ):
+        return f"depends_on {_short(row.depends_on)} is not a list of job ids"
+    return None
+
+
+def _dependency_cycle(jobs: Sequence[JobRow]) -> list[str] | None:
+    """A dependency cycle among these jobs (``[a, b, a]``), or None.
+
+    The kernel makes cycles impossible (a job may only depend on jobs
+    submitted before it), so one in a store was put there by hand, and its
+    jobs would wait for each other forever.
+    """
+    deps = {row.job_id: row.depends_on for row in jobs if row.depends_on}
+    done: set[str] = set()
+    for start in deps:
+        if start in done:
+            continue
+        # Depth-first, iterative: a long chain must not hit the recursion limit.
+        path = [start]
+        on_path = {start}
+        todo = [iter(deps[start])]
+        while todo:
+            dep = next(todo[-1], None)
+            if dep is None:
+                todo.pop()
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                continue
+            if dep in on_path:
+                return [*path[path.index(dep) :], dep]
+            if dep in done or dep not in deps:
+                continue
+            path.append(dep)
+            on_path.add(dep)
+            todo.append(iter(deps[dep]))
+    return None
+
+
+def _schedule_row_problem(row: ScheduleRow) -> str | None:
+    if not _is_time(row.next_run):
+        return f"next_run {_short(row.next_run)} is not a time"
+    for column in ("fired", "skipped"):
+        if not _is_count(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a count"
+    for column in ("trigger", "template"):
+        value = getattr(row, column)
+        if type(value) is not str:
+            return f"{column} {_short(value)} is not text"
+        if value or column == "trigger":  # a template is "" until the first fire
+            try:
+                json.loads(value)
+            except ValueError:
+                return f"{column} {_short(value)} is not JSON"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_snapshot(url: str, snapshot: Snapshot) -> None:
+    """Refuse a snapshot holding a row that could not be restored or shown.
+
+    A row changed by hand (or by a broken store) - an unknown status, a time
+    that is not a number, a result that is not JSON, a dependency on itself
+    or a dependency cycle - raises `StoreError` naming the store and the row,
+    before anything is restored. A store may call this in ``open`` before it
+    writes anything, to leave such a file untouched.
+    """
+    for row in snapshot.jobs:
+        _refuse_job(url, row, _job_row_problem(row))
+    cycle = _dependency_cycle(snapshot.jobs)
+    if cycle is not None:
+        shown = cycle if len(cycle) <= 6 else [*cycle[:3], "...", *cycle[-2:]]
+        where = (
+            "it depends on itself"
+            if len(cycle) == 2
+            else f"it is in a dependency cycle ({' -> '.join(shown)})"
+        )
+        raise StoreError(
+            f"{url}: job {cycle[0]} cannot be restored: {where}, so it could never run; "
+            "jobsched left the store unchanged"
+        )
+    for srow in snapshot.schedules:
+        wrong = _schedule_row_problem(srow)
+        if wrong is not None:
+            raise StoreError(
+                f"{url}: recurring schedule {srow.schedule_id} cannot be restored: "
+                f"{wrong}; jobsched left the store unchanged"
+            )
+
+
+def _refuse_job(url: str, row: JobRow, problem: str | None) -> None:
+    if problem is not None:
+        raise StoreError(
+            f"{url}: job {row.job_id} cannot be restored: {problem}; "
+            "jobsched left the store unchanged"
+        )
 
 
 def new_worker_id() -> str:
@@ -356,4 +534,5 @@ async def read_store(url: str, plugins: PluginManager) -> Snapshot | None:
         return None
     snapshot = await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
     await store.close()
+    check_snapshot(store.url, snapshot)
     return snapshot

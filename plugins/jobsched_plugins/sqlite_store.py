@@ -27,7 +27,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from jobsched import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, hookimpl
+from jobsched import (
+    JobRow,
+    ScheduleRow,
+    Snapshot,
+    StoreContext,
+    StoreError,
+    check_snapshot,
+    hookimpl,
+)
 from jobsched.hookspecs import Register
 
 fcntl: Any
@@ -92,6 +100,10 @@ ON CONFLICT (job_id) DO UPDATE SET
     finished_at = excluded.finished_at, result = excluded.result,
     last_error = excluded.last_error, schedule_id = excluded.schedule_id
 """
+# A key is unique among the jobs a scheduler knows, not forever: once a job
+# has left the scheduler's history its key may be submitted again. The new job
+# takes the key; the old row stays, as history, without it.
+_RELEASE_KEY = "UPDATE jobsched_jobs SET key = NULL WHERE key = ? AND job_id <> ?"
 _SCHEDULE_COLUMNS = (
     "schedule_id, key, template, trigger, next_run, allow_overlap, active, "
     "last_job_id, fired, skipped"
@@ -193,46 +205,90 @@ class SQLiteStore:
 
     def _open_sync(self, context: StoreContext) -> Snapshot:
         path = self.path
+        existed = os.path.exists(path)
         if context.readonly:
-            if not os.path.exists(path):
-                raise StoreError(f"{self.url}: no such file: {path}")
+            if not existed:
+                raise StoreError(f"{self.url}: no such file: {path}{self._hint()}")
         else:
             folder = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(folder):
-                raise StoreError(f"{self.url}: folder {folder} does not exist")
+                raise StoreError(f"{self.url}: folder {folder} does not exist{self._hint()}")
             self._take_ownership()
+        conn = None
         try:
-            if context.readonly:
-                target = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-                conn = sqlite3.connect(target, uri=True, timeout=self.timeout, isolation_level=None)
-            else:
-                conn = sqlite3.connect(path, timeout=self.timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            self._release_ownership()
-            raise StoreError(f"{self.url}: cannot open {path}: {self._problem(exc)}") from exc
-        try:
-            self._prepare(conn, context)
-            snapshot = self._load(conn)
+            conn = self._connect(context.readonly)
+            # Read and check everything before the first write, so that a file
+            # jobsched refuses is left exactly as it was.
+            tables = self._check_schema(conn, context)
+            snapshot = self._load(conn) if "jobsched_meta" in tables else Snapshot()
+            check_snapshot(self.url, snapshot)
+            if not context.readonly:
+                self._claim(conn, tables, context)
         except BaseException as exc:
-            conn.close()
+            if conn is not None:
+                conn.close()
             self._release_ownership()
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise StoreError(
-                    f"{self.url}: {path} is locked by another connection (waited "
-                    f"{self.timeout:g}s): {self._problem(exc)}; jobsched left it unchanged"
-                ) from exc
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise StoreError(
-                    f"{self.url}: {path} is not a usable SQLite database: "
-                    f"{self._problem(exc)}; jobsched left it unchanged"
-                ) from exc
+            if not existed and not context.readonly:
+                self._remove_new_file()
+            if isinstance(exc, sqlite3.Error):
+                raise self._open_error(exc, context) from exc
             raise
         self._conn = conn
         return snapshot
 
-    def _prepare(self, conn: sqlite3.Connection, context: StoreContext) -> None:
-        # Look before touching anything: switching a stranger's database to
-        # WAL mode would already change it.
+    def _hint(self) -> str:
+        """For a relative path: how to write the absolute one (a common slip)."""
+        if os.path.isabs(self.path):
+            return ""
+        return (
+            f" ({self.path} is relative to the current folder {os.getcwd()}; for the "
+            f"absolute path /{self.path} write sqlite:////{self.path}, with four slashes)"
+        )
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        if readonly:
+            target = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+            return sqlite3.connect(target, uri=True, timeout=self.timeout, isolation_level=None)
+        return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+
+    def _remove_new_file(self) -> None:
+        """Undo the creation of a store file whose first open failed (say, a full disk)."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(self.path + suffix)
+
+    def _open_error(self, exc: sqlite3.Error, context: StoreContext) -> StoreError:
+        """The one-line error for an open that SQLite refused."""
+        path, problem = self.path, self._problem(exc)
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        unchanged = "jobsched left it unchanged"
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc):
+            return StoreError(
+                f"{self.url}: {path} is locked by another connection (waited "
+                f"{self.timeout:g}s): {problem}; {unchanged}"
+            )
+        if name == "SQLITE_FULL":
+            return StoreError(
+                f"{self.url}: the disk holding {path} is full: {problem}; {unchanged}"
+            )
+        if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+            folder = os.path.dirname(os.path.abspath(path))
+            verb = "read" if context.readonly else "open"
+            return StoreError(
+                f"{self.url}: cannot {verb} {path}: {problem}; SQLite needs to create "
+                f"{os.path.basename(path)}-wal and -shm beside it: can this user write to "
+                f"{path} and to its folder {folder}? {unchanged}"
+            )
+        if name.startswith("SQLITE_IOERR"):
+            return StoreError(f"{self.url}: I/O error on {path}: {problem}; {unchanged}")
+        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            return StoreError(
+                f"{self.url}: {path} is not a usable SQLite database: {problem}; {unchanged}"
+            )
+        return StoreError(f"{self.url}: cannot open {path}: {problem}; {unchanged}")
+
+    def _check_schema(self, conn: sqlite3.Connection, context: StoreContext) -> set[str]:
+        """The file's tables, once it is known to be a jobsched store this code can read."""
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "jobsched_meta" not in tables:
             if tables:
@@ -242,31 +298,33 @@ class SQLiteStore:
                 )
             if context.readonly:
                 raise StoreError(f"{self.url}: {self.path} is empty, not a jobsched store")
-        else:
-            row = conn.execute(
-                "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
-            ).fetchone()
-            version = int(row[0]) if row is not None and str(row[0]).isdigit() else None
-            if version is None:
-                raise StoreError(
-                    f"{self.url}: {self.path} has no valid jobsched schema version; "
-                    "jobsched left it unchanged"
-                )
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.url}: {self.path} was written by a newer jobsched (schema "
-                    f"version {version}; this one understands up to {SCHEMA_VERSION}); "
-                    "upgrade jobsched. jobsched left it unchanged"
-                )
-        if context.readonly:
-            return
+            return tables
+        row = conn.execute(
+            "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
+        ).fetchone()
+        version = int(row[0]) if row is not None and str(row[0]).isdigit() else None
+        if version is None:
+            raise StoreError(
+                f"{self.url}: {self.path} has no valid jobsched schema version; "
+                "jobsched left it unchanged"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.url}: {self.path} was written by a newer jobsched (schema "
+                f"version {version}; this one understands up to {SCHEMA_VERSION}); "
+                "upgrade jobsched. jobsched left it unchanged"
+            )
+        return tables
+
+    def _claim(self, conn: sqlite3.Connection, tables: set[str], context: StoreContext) -> None:
+        """Make the checked file ours: WAL mode, the schema on a new file, who opened it."""
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise StoreError(f"{self.url}: cannot switch {self.path} to WAL mode (got {mode!r})")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         # One write at open: it creates the schema on a new file, records who
         # opened it, and fails now (not at the first batch) if another
-        # connection holds the write lock.
+        # connection holds the write lock or the disk is full.
         conn.execute("BEGIN IMMEDIATE")
         try:
             if "jobsched_meta" not in tables:
@@ -289,7 +347,9 @@ class SQLiteStore:
         jobs = []
         for r in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobsched_jobs ORDER BY seq"):
             try:
-                depends_on = tuple(json.loads(r[5]))
+                depends_on = json.loads(r[5])
+                if not isinstance(depends_on, list):
+                    raise TypeError("not a list of job ids")
             except (TypeError, ValueError) as exc:
                 raise StoreError(
                     f"{self.url}: job {r[0]} has a broken depends_on column {r[5]!r}: {exc}; "
@@ -302,7 +362,7 @@ class SQLiteStore:
                     type=r[2],
                     args=r[3],
                     options=r[4],
-                    depends_on=depends_on,
+                    depends_on=tuple(depends_on),
                     status=r[6],
                     attempts=r[7],
                     run_at=r[8],
@@ -336,9 +396,12 @@ class SQLiteStore:
         if conn is None:
             raise StoreError(f"{self.url}: the store is not open")
         jobs = []
+        keyed = []
         schedules = []
         for r in batch:
             if type(r) is JobRow:
+                if r.key is not None:
+                    keyed.append((r.key, r.job_id))
                 jobs.append(
                     (
                         r.job_id,
@@ -377,6 +440,8 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if keyed:
+                    conn.executemany(_RELEASE_KEY, keyed)
                 if jobs:
                     conn.executemany(_UPSERT_JOB, jobs)
                 if schedules:
@@ -406,7 +471,10 @@ class SQLiteStore:
         if fcntl is None:
             return
         lock_path = self.path + ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._lock_error(lock_path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -416,9 +484,21 @@ class SQLiteStore:
                 f"{self.url}: {self.path} is in use by another jobsched process (pid {owner}, "
                 f"lock file {lock_path}); stop it first, or use another store file"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            pid = str(os.getpid()).encode()
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
+        except OSError as exc:
+            os.close(fd)
+            raise self._lock_error(lock_path, exc) from None
         self._lock_fd = fd
+
+    def _lock_error(self, lock_path: str, exc: OSError) -> StoreError:
+        return StoreError(
+            f"{self.url}: cannot write the lock file {lock_path}: {exc.strerror or exc} "
+            f"(every jobsched run on {self.path} needs it, in the same folder); "
+            "jobsched left the store unchanged"
+        )
 
     def _release_ownership(self) -> None:
         fd, self._lock_fd = self._lock_fd, None

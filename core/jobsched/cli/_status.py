@@ -7,10 +7,11 @@ import asyncio
 import datetime
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from .._status import JobStatus
-from .._store import JobRow, ScheduleRow, Snapshot, read_store
+from .._store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
 from ._common import BadInput, load_plugins, make_console, print_json
 
 
@@ -97,9 +98,21 @@ def status_json(url: str, snapshot: Snapshot) -> dict[str, Any]:
     return {
         "store": url,
         "counts": _counts(snapshot),
-        "jobs": [job_json(row) for row in snapshot.jobs],
-        "schedules": [schedule_json(row) for row in snapshot.schedules],
+        "jobs": [_checked(url, f"job {row.job_id}", job_json, row) for row in snapshot.jobs],
+        "schedules": [
+            _checked(url, f"recurring schedule {row.schedule_id}", schedule_json, row)
+            for row in snapshot.schedules
+        ],
     }
+
+
+def _checked(url: str, what: str, to_json: Callable[[Any], dict[str, Any]], row: Any) -> Any:
+    # Rows were checked when the store was read; their arguments and options
+    # are decoded only here, so a row changed by hand is still named, not a crash.
+    try:
+        return to_json(row)
+    except ValueError as exc:
+        raise StoreError(f"{url}: {what} has a column that is not JSON: {exc}") from None
 
 
 def _when(wall: float | None) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import random
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -31,6 +32,8 @@ INTERRUPTED = "interrupted"
 #: Every status a summary can show, in order.
 SHOWN_STATUSES = (*(s.value for s in JobStatus), INTERRUPTED)
 _JOB_ID = re.compile(r"\bjob-\d+\b")
+#: The runner's history_limit: it keeps every job (it holds each one for the summary anyway).
+_EVERY_JOB = sys.maxsize
 
 
 @attrs.define(kw_only=True)
@@ -180,6 +183,9 @@ async def run_jobfile(
         plugins=plugins,
         store=store,
         limits=limits.limits() if limits is not None else None,
+        # Never forget a job: the summary reports every job of the file, and a
+        # rerun on a store resumes every key it holds, however many.
+        history_limit=_EVERY_JOB,
     )
     durable = scheduler._journal is not None
     plugins = scheduler.plugins
