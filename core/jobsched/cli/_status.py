@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._status import JobStatus
-from .._store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
+from ..store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
 from ._common import BadInput, load_plugins, make_console, print_json
 
 

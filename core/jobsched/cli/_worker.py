@@ -16,7 +16,7 @@ from typing import Any
 from .._errors import SchedulerError
 from .._plugins import PluginManager
 from .._shared import process_identity, run_worker
-from .._store import StoreContext, resolve_store
+from ..store import StoreContext, resolve_store
 from ._common import (
     BadInput,
     add_logging_options,
