@@ -529,12 +529,12 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, oldest first."""
+        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule)."""
         ...
 
     # ── reading ────────────────────────────────────────────────────────
     async def get(self, job_id: str) -> SharedJobRow | None:
-        """One job, or None if unknown."""
+        """The job with this id as stored now, or None if there is none."""
         ...
 
     async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
