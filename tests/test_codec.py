@@ -15,6 +15,7 @@ from jobsched import (
     JobPriority,
     JobRow,
     JobSpecError,
+    JobStatus,
     PluginManager,
     RetryPolicy,
     hookimpl,
@@ -28,6 +29,7 @@ from jobsched._codec import (
     sort_key,
 )
 from jobsched._job import DEFAULT_RETRY
+from jobsched.jobfile import JobOutcome
 from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
@@ -239,6 +241,20 @@ def test_a_result_json_cannot_hold_is_its_repr_and_a_note() -> None:
         assert stored["$repr"] == repr(odd)
         assert stored["$note"].startswith("not JSON-encodable: ")
     assert result_as_json({1}) == decode_result(encode_result({1}))
+
+
+def test_a_job_file_run_shows_a_result_the_way_stores_keep_it() -> None:
+    outcome = JobOutcome(
+        id="a",
+        type="odd",
+        job_id="job-1",
+        status=JobStatus.COMPLETED,
+        attempts=1,
+        duration=0.0,
+        result={1, 2},
+        error=None,
+    )
+    assert outcome.to_json()["result"] == decode_result(encode_result({1, 2}))
 
 
 # ── what cannot be stored: one error, one message, whatever the store ──
