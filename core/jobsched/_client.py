@@ -33,9 +33,11 @@ import structlog
 from ._errors import SchedulerError, UnknownJobError
 from ._job import FunctionJob, Job, new_job_id
 from ._jobtypes import build_job, build_retry_policy, job_spec, retry_policy_data
+from ._limits import Limits
 from ._options import check_delay, to_priority, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
 from ._recurring import build_trigger
+from ._shared import limits_data
 from ._status import JobPriority, JobStatus
 from ._store import (
     NewJob,
@@ -214,6 +216,9 @@ class Client:
     computes the key jobs are claimed in: workers claim in the store's key
     order whatever strategy they use, so give a client the strategy the
     workers use, or the jobs it submits sort by another rule than theirs.
+    `limits` are the cluster's limits (docs/limits.md): stored when the
+    client opens if the store has none, refused with a `StoreError` showing
+    both if it has others; without them the client leaves the stored ones.
 
     Every method is a coroutine of the loop the client was opened on.
     """
@@ -224,6 +229,7 @@ class Client:
         *,
         plugins: PluginManager | None = None,
         strategy: Any = "priority",
+        limits: Limits | None = None,
     ) -> None:
         self.plugins = plugins if plugins is not None else default_plugin_manager()
         if isinstance(strategy, str):
@@ -239,6 +245,9 @@ class Client:
                 "a Client needs a store several processes share, such as postgresql://host/db"
             )
         self.store: Any = built
+        self.limits = limits
+        if limits and not hasattr(built, "sync_limits"):
+            raise SchedulerError(f"{built!r} cannot enforce limits across processes")
         #: This client's name in the store (``submitted_by``).
         self.identity = new_worker_id()
         # A random part makes job ids unique across processes and restarts.
@@ -257,6 +266,12 @@ class Client:
         if self._state != "new":
             raise SchedulerError(f"{self!r} was already opened; a client opens once")
         await self.store.open(StoreContext(worker_id=self.identity))
+        if self.limits:
+            try:
+                await self.store.sync_limits(limits_data(self.limits))
+            except BaseException:
+                await self.store.close()
+                raise
         self._state = "open"
         self._finished_event = asyncio.Event()
         self._spawn(self._watch_finished(), "jobsched-client-finished")
@@ -724,8 +739,9 @@ class BlockingClient:
         *,
         plugins: PluginManager | None = None,
         strategy: Any = "priority",
+        limits: Limits | None = None,
     ) -> None:
-        self._client = Client(store, plugins=plugins, strategy=strategy)
+        self._client = Client(store, plugins=plugins, strategy=strategy, limits=limits)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
