@@ -153,7 +153,7 @@ class Submission:
 # (_shared.describe / _shared.sort_key), which needs no scheduler here.
 def _describe(job: Job, plugins: PluginManager) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(type name, args, options) of `job`; a clear `SchedulerError` if it is not data."""
-    if isinstance(job, FunctionJob):
+    if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
         raise SchedulerError(
             f"{job!r}: a plain function cannot be stored in a shared store "
             "(other hosts cannot run it); register a job type and submit that"
