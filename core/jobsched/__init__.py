@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from ._cancel import CancelToken, JobCancelledError, cancel_token
+from ._client import BlockingClient, Client, JobInfo, Submission
 from ._clock import Clock, SystemClock
 from ._errors import (
     BadArgumentsError,
@@ -98,8 +99,10 @@ __all__ = [
     "ArgumentInfo",
     "AsyncJob",
     "BadArgumentsError",
+    "BlockingClient",
     "BlockingJob",
     "CancelToken",
+    "Client",
     "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
@@ -111,6 +114,7 @@ __all__ = [
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
+    "JobInfo",
     "JobListener",
     "JobPriority",
     "JobRow",
@@ -144,6 +148,7 @@ __all__ = [
     "Store",
     "StoreContext",
     "StoreError",
+    "Submission",
     "SystemClock",
     "Trigger",
     "UnknownJobError",

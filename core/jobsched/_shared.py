@@ -112,8 +112,6 @@ class SharedMode:
         self._insert_task: asyncio.Task[None] | None = None
         self._submitted: set[str] = set()  # this process's submissions, for join()
         self._early_cancels: set[str] = set()
-        #: False: this process only submits and follows (``jobsched run --store``).
-        self.claims = True
         #: A submitted job whose key the store already had -> the stored job's id.
         self.aliases: dict[str, str] = {}
         self._wake = asyncio.Event()
@@ -143,8 +141,6 @@ class SharedMode:
             asyncio.create_task(self._feed(), name="jobsched-feeder"),
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
         ]
-        if not self.claims:
-            self._tasks[0].cancel()
         for schedule_id, row in self._schedules:
             self._start_schedule(schedule_id, row)
         self._log.info("shared scheduler started", store=repr(self.store))
