@@ -188,3 +188,36 @@ def test_jobsched_testing_imports_without_pytest() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+async def test_timer_times_lists_the_live_timers_earliest_first() -> None:
+    clock = VirtualClock(start=10.0)
+    clock.call_at(15, lambda: None)
+    clock.call_at(12, lambda: None).cancel()
+    clock.call_at(11, lambda: None)
+    assert clock.timer_times() == [11.0, 15.0]
+    await clock.advance(2)
+    assert clock.timer_times() == [15.0]
+
+
+async def test_jump_nowait_rings_the_overdue_timers_before_any_task_runs() -> None:
+    clock = VirtualClock()
+    log: list[str] = []
+
+    async def reacts() -> None:
+        log.append("task")
+
+    def ring(name: str) -> None:
+        log.append(f"{name}@{clock.now()}")
+        asyncio.get_running_loop().create_task(reacts())
+
+    clock.call_at(1, lambda: ring("a"))
+    clock.call_at(2, lambda: ring("b"))
+    clock.call_at(9, lambda: ring("later"))
+    assert clock.jump_nowait(3) == 2
+    assert log == ["a@3.0", "b@3.0"], "both rang late, at the new time, and no task ran yet"
+    await clock.settle()
+    assert log == ["a@3.0", "b@3.0", "task", "task"]
+    assert clock.timer_times() == [9.0]
+    with pytest.raises(ValueError, match="seconds >= 0"):
+        clock.jump_nowait(-1)
