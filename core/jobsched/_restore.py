@@ -6,8 +6,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from ._errors import SchedulerError
 from ._jobtypes import JobSpecError
 from ._journal import JobCodec, Journal, _id_number
@@ -17,8 +15,6 @@ from ._store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, 
 if TYPE_CHECKING:
     from ._job import Job
     from ._scheduler import JobScheduler
-
-logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
 RUNNING = JobStatus.RUNNING

@@ -25,18 +25,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
-import structlog
 
 from ._errors import PluginError, SchedulerError
 from ._status import JobStatus
 
 if TYPE_CHECKING:
     from ._plugins import PluginManager
-
-logger = structlog.get_logger("jobsched.store")
-
-COMPLETED = JobStatus.COMPLETED
-RUNNING = JobStatus.RUNNING
 
 
 # ── errors ─────────────────────────────────────────────────────────────
