@@ -1,10 +1,11 @@
 """The layering of DESIGN.md §8, checked by `pytest` alone.
 
 - the import-linter contracts in pyproject.toml (layers, no cycles) hold;
-- the kernel imports only pluggy, attrs, structlog and the standard library;
 - applications (cli, jobfile, testing) and plugins import only public modules
   of jobsched;
 - no module reads or writes another module's private attributes.
+
+(tests/test_packaging.py checks the kernel's third-party imports.)
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Modules that use jobsched as a library: they may use its public names only.
 APPLICATIONS = ("jobsched.cli", "jobsched.jobfile", "jobsched.testing", "jobsched._pytest_plugin")
 PLUGIN_PACKAGES = ("jobsched_plugins", "jobsched_contrib")
-
-#: What the kernel (every jobsched module but the applications) may import beside itself.
-KERNEL_DEPENDENCIES = frozenset({"pluggy", "attrs", "structlog"})
 
 
 @functools.cache
@@ -59,26 +57,6 @@ def test_the_import_contracts_in_pyproject_hold() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-# ── the kernel's third-party dependencies ──────────────────────────────
-def test_the_kernel_imports_only_pluggy_attrs_structlog_and_the_standard_library() -> None:
-    graph = import_graph()
-    # The package's __init__ is the public facade: it re-exports the built-in strategies.
-    kernel = [
-        m
-        for m in sorted(graph.modules)
-        if m.startswith("jobsched.") and not _within(m, APPLICATIONS)
-    ]
-    assert "jobsched._scheduler" in kernel
-    problems = [
-        f"{module} imports {imported}"
-        for module in kernel
-        for imported in _direct_imports(module)
-        if not _within(imported, ("jobsched",))
-        and imported.split(".")[0] not in sys.stdlib_module_names | KERNEL_DEPENDENCIES
-    ]
-    assert problems == []
 
 
 # ── applications and plugins use public modules only ───────────────────
