@@ -165,7 +165,7 @@ def run_shared(
     ``<file>#<id>``, so running the same file again after a crash resumes its
     jobs instead of duplicating them.
     """
-    from .._client import Client
+    from .. import Client
     from ._run import print_summary
 
     for rec in jobfile.recurring:
@@ -207,7 +207,7 @@ def run_shared(
 async def _follow(jobfile: Any, plugins: PluginManager, client: Any) -> Any:
     from pathlib import Path
 
-    from .._client import JobInfo, Submission
+    from .. import JobInfo, Submission
     from .._jobtypes import build_job
     from ..jobfile._run import JobOutcome, RunResult
 
