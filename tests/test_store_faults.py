@@ -89,8 +89,9 @@ def test_something_that_is_not_a_store_is_refused() -> None:
 
 async def test_the_memory_store_costs_nothing() -> None:
     s = JobScheduler(store="memory://")
-    assert isinstance(s.store, MemoryStore) and s._journal is None
-    assert s._listeners == s._plugin_listeners  # nothing added to the transition path
+    assert isinstance(s.store, MemoryStore) and isinstance(s.backend, LocalBackend)
+    # Nothing added to the per-job path: no listener, no submit or finish hook.
+    assert (s.backend.listener, s.backend.admit, s.backend.finished) == (None, None, None)
     async with s:
         job_id = s.submit(asyncio.sleep, 0)  # any job: nothing is stored
         await s.join()
@@ -98,12 +99,17 @@ async def test_the_memory_store_costs_nothing() -> None:
     assert s.get(job_id).result is None
 
 
-def test_a_shared_store_runs_in_shared_mode_without_a_journal() -> None:
+def test_a_store_that_says_shared_but_cannot_be_shared_is_refused() -> None:
     store = RecordingStore()
     store.shared = True  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"cannot be shared .* no insert, claim"):
+        scheduler(store)
+
+
+def test_a_shared_store_runs_on_the_shared_backend_without_a_journal() -> None:
+    store = FakeSharedStore()
     s = scheduler(store)
-    assert s._shared is not None and s._shared.store is store
-    assert s._journal is None
+    assert isinstance(s.backend, SharedBackend) and s.backend.store is store
 
 
 # ── jobs a durable store cannot keep ───────────────────────────────────
@@ -159,7 +165,6 @@ async def test_an_unknown_dependency_leaves_nothing_behind() -> None:
     job = Noop()
     with pytest.raises(SchedulerError, match="unknown dependencies"):
         s.submit(job, depends_on=["job-999999"])
-    assert job.job_id not in s._journal._static  # type: ignore[union-attr]
     await s.stop()
     assert store.jobs == {}
 

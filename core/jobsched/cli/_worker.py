@@ -15,8 +15,8 @@ from typing import Any
 
 from .._errors import SchedulerError
 from .._plugins import PluginManager
-from .._shared import process_identity, run_worker
 from .._store import StoreContext, resolve_store
+from ..backends.shared import SharedBackend, process_identity, run_worker
 from ._common import (
     BadInput,
     add_logging_options,
@@ -214,10 +214,10 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
         plugins=plugins,
         store=url,
         limits=limits.limits() if limits is not None else None,
+        run_jobs=False,  # this process submits and follows; workers run the jobs
     )
-    shared = scheduler._shared
-    assert shared is not None
-    shared.claims = False
+    shared = scheduler.backend
+    assert isinstance(shared, SharedBackend)
     source = str(Path(jobfile.source).resolve())
     start = time.monotonic()
     await scheduler.start()
@@ -237,8 +237,8 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
                 depends_on=[ids[d] for d in entry.depends_on],
                 key=f"{source}#{entry.id}",
             )
-        await shared._drain_writes()
-        ids = {entry_id: shared.aliases.get(job_id, job_id) for entry_id, job_id in ids.items()}
+        await scheduler.flush()
+        ids = {entry_id: scheduler.resolve(job_id) for entry_id, job_id in ids.items()}
         loop = asyncio.get_running_loop()
         for entry in jobfile.jobs:
             if entry.cancel_after is not None:
@@ -250,7 +250,7 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             template = build_job(
                 rec.type, rec.args, plugins=plugins, label=rec.label, **rec.job_options(start)
             )
-            schedule_id = shared.schedule_recurring(
+            schedule_id = shared.add_schedule(
                 functools.partial(_same, template),
                 rec.every,
                 start_in=rec.start_in,
@@ -266,7 +266,7 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
         for rec, schedule_id in schedules:
             await shared.wait_schedule(schedule_id)
             fired[rec.id] = await shared.store.schedule_jobs(schedule_id)
-            shared._submitted.update(r.job_id for r in fired[rec.id])
+            shared.follow(r.job_id for r in fired[rec.id])
         await scheduler.join()
         rows = {r.job_id: r for r in await shared.store.jobs(list(ids.values()))}
         for rec_id, runs in fired.items():

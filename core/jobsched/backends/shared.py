@@ -1,8 +1,8 @@
-"""Shared mode: several scheduler processes on several hosts serve one store's queue.
+"""`SharedBackend`: several scheduler processes on several hosts serve one store's queue.
 
 With a *shared* store (``store.shared``, e.g. PostgreSQL) the kernel keeps no
 queue of its own: `submit` writes the job to the store, and this process gets
-work only by claiming it. `SharedMode` holds everything that differs:
+work only by claiming it. `SharedBackend` holds everything that differs:
 
 * the **feeder** claims due jobs (in the strategy's order, with a lease) when
   this process has room, on a NOTIFY from the store, when the next delayed
@@ -33,27 +33,29 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
-from heapq import heappush
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ._errors import SchedulerError
-from ._job import FunctionJob, Job
-from ._jobtypes import build_job, job_spec, retry_policy_data
-from ._status import JobPriority, JobStatus
-from ._store import NewJob, Outcome, SharedScheduleRow
+from .._errors import SchedulerError
+from .._job import FunctionJob, Job
+from .._jobtypes import build_job, job_spec, retry_policy_data
+from .._recurring import build_trigger
+from .._status import JobPriority, JobStatus
+from .._store import NewJob, Outcome, SharedScheduleRow, StoreContext
+from .local import LocalBackend
 
 if TYPE_CHECKING:
-    from ._scheduler import JobScheduler
+    from .._kernel import Kernel
+    from .._recurring import Trigger
+    from .._scheduler import JobScheduler
 
 logger = structlog.get_logger("jobsched.shared")
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
 CANCELLED = JobStatus.CANCELLED
-SHUTDOWN_ERROR = "scheduler shut down"
 
 
 _instances = itertools.count(1)
@@ -73,7 +75,7 @@ def process_identity() -> str:
 # ── Jobs as data ───────────────────────────────────────────────────────
 # A shared store holds (type name, JSON args, options), never pickles: the
 # job-types module (`jobsched._jobtypes`) describes jobs and builds them back.
-def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def describe(job: Job, scheduler: Kernel) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(type name, args, options) of `job`; a clear `SchedulerError` if it has none."""
     if isinstance(job, FunctionJob):
         raise SchedulerError(
@@ -109,9 +111,7 @@ def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], di
     return spec.type, args, options
 
 
-def build(
-    scheduler: JobScheduler, type_name: str, args: dict[str, Any], options: dict[str, Any]
-) -> Job:
+def build(scheduler: Kernel, type_name: str, args: dict[str, Any], options: dict[str, Any]) -> Job:
     """A `Job` from its stored description (the inverse of `describe`)."""
     plugins = scheduler.plugins
     options = dict(options)
@@ -147,17 +147,17 @@ def limits_data(limits: Any) -> dict[str, Any] | None:
     }
 
 
-def to_wall(scheduler: JobScheduler, mono: float) -> float:
-    clock = scheduler._clock
+def to_wall(scheduler: Kernel, mono: float) -> float:
+    clock = scheduler.clock
     return clock.time() + (mono - clock.now())
 
 
-def to_monotonic(scheduler: JobScheduler, wall: float) -> float:
-    clock = scheduler._clock
+def to_monotonic(scheduler: Kernel, wall: float) -> float:
+    clock = scheduler.clock
     return clock.now() + (wall - clock.time())
 
 
-def sort_key(scheduler: JobScheduler, job: Job, submitted_wall: float) -> tuple[float, ...]:
+def sort_key(scheduler: Kernel, job: Job, submitted_wall: float) -> tuple[float, ...]:
     """The strategy's key as numbers, computed with wall-clock times.
 
     The key is taken with ``seq = 0`` (the store breaks ties by its own
@@ -170,7 +170,7 @@ def sort_key(scheduler: JobScheduler, job: Job, submitted_wall: float) -> tuple[
         job.submitted_at = submitted_wall
         if job.deadline is not None:
             job.deadline = to_wall(scheduler, job.deadline)
-        key = scheduler._key(job)
+        key = scheduler.sort_key(job)
     finally:
         job.seq, job.submitted_at, job.deadline = saved
     try:
@@ -183,19 +183,23 @@ def sort_key(scheduler: JobScheduler, job: Job, submitted_wall: float) -> tuple[
 
 
 # ── The shared-mode runtime ────────────────────────────────────────────
-class SharedMode:
-    """The feeder, lease renewer, outcome writer and schedules of one process."""
+class SharedBackend(LocalBackend):
+    """The feeder, lease renewer, outcome writer and schedules of one process.
+
+    `claims=False` makes a process that submits, cancels and follows jobs but
+    claims none (``JobScheduler(..., run_jobs=False)``).
+    """
 
     def __init__(
         self,
-        scheduler: JobScheduler,
         store: Any,
         *,
+        claims: bool = True,
         identity: str | None = None,
         poll_interval: float = 5.0,
     ) -> None:
-        self.scheduler = scheduler
-        self.store = store
+        super().__init__(store)
+        self.store: Any = store
         self.identity = identity or process_identity()
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
@@ -208,9 +212,12 @@ class SharedMode:
         self._submitted: set[str] = set()  # this process's submissions, for join()
         self._early_cancels: set[str] = set()
         #: False: this process only submits and follows (``jobsched run --store``).
-        self.claims = True
+        self.claims = claims
         #: A submitted job whose key the store already had -> the stored job's id.
         self.aliases: dict[str, str] = {}
+        # The kernel's per-job hooks: the store's queue, not the kernel's.
+        self.listener = self._on_transition
+        self.admit = self._submit
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
@@ -219,9 +226,7 @@ class SharedMode:
         self._log = logger.bind(process=self.identity)
 
     # ── Lifecycle ───────────────────────────────────────────────────
-    async def start(self) -> None:
-        from ._store import StoreContext
-
+    async def open(self) -> None:
         await self.store.open(StoreContext(worker_id=self.identity))
         try:
             await self._sync_limits()
@@ -246,7 +251,7 @@ class SharedMode:
 
     async def _sync_limits(self) -> None:
         """Make this process's limits the cluster's, or refuse a mismatch (docs/limits.md)."""
-        limiter = self.scheduler._limiter
+        limiter = self.kernel.limiter
         data = limits_data(limiter.limits) if limiter is not None else None
         sync = getattr(self.store, "sync_limits", None)
         if sync is None:
@@ -258,7 +263,7 @@ class SharedMode:
             return
         await sync(data)
 
-    async def stop_feeding(self) -> None:
+    async def stop_claiming(self) -> None:
         """Claim nothing more (called first thing in stop())."""
         for task in self._tasks[:1]:
             task.cancel()
@@ -267,15 +272,15 @@ class SharedMode:
                 task.cancel()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)
 
-    async def close(self) -> None:
+    async def close(self) -> BaseException | None:
         """After the workers exited: hand back unstarted jobs, flush, close the store."""
-        s = self.scheduler
+        s = self.kernel
         unstarted = [
             job_id
             for job_id in self._held
-            if (job := s._jobs.get(job_id)) is not None and job.status is JobStatus.PENDING
+            if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
-        await self._drain_writes()
+        await self.flush()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
@@ -284,8 +289,10 @@ class SharedMode:
                 await self.store.release(unstarted, self.identity)
             await self.store.close()
         self._log.info("shared scheduler stopped")
+        return None
 
-    async def _drain_writes(self) -> None:
+    async def flush(self) -> None:
+        """Return once every submit and outcome so far is written to the store."""
         while True:
             self._flush_inserts()
             self._flush_outcomes()
@@ -295,25 +302,24 @@ class SharedMode:
             await asyncio.gather(*pending, return_exceptions=True)
 
     # ── Submitting ──────────────────────────────────────────────────
-    def submit(
+    def _submit(
         self,
         job: Job,
         delay: float,
-        depends_on: Iterable[str],
-        *,
-        key: str | None = None,
-        schedule_id: str | None = None,
-        unique_key: str | None = None,
+        depends_on: Sequence[str],
+        key: str | None,
+        unique_key: str | None,
     ) -> str:
-        """Describe `job` as a row and queue it for the store; returns its id.
+        """The kernel's admit hook: describe `job` as a row and queue it for the
+        store; returns its id (the kernel keeps nothing).
 
         `key` and `unique_key` are checked by the store, for the whole cluster,
         when the row is written: a job they deduplicate is not stored, and
         after `flush()` `resolve(job_id)` gives the id of the job that was.
         """
-        s = self.scheduler
+        s = self.kernel
         type_name, args, options = describe(job, s)
-        now = s._clock.time()
+        now = s.clock.time()
         job.job_id = f"{job.job_id}-{self._id_suffix}"
         row = NewJob(
             job_id=job.job_id,
@@ -325,7 +331,6 @@ class SharedMode:
             submitted_at=now,
             sort_key=sort_key(s, job, now),
             depends_on=tuple(depends_on),
-            schedule_id=schedule_id,
             submitted_by=self.identity,
             unique_key=unique_key,
         )
@@ -334,10 +339,6 @@ class SharedMode:
         if self._insert_task is None and len(self._inserts) == 1 and self._opened:
             asyncio.get_running_loop().call_soon(self._flush_inserts)
         return job.job_id
-
-    def resolve(self, job_id: str) -> str:
-        """The stored job's id for an id `submit` returned (see `submit`)."""
-        return self.aliases.get(job_id, job_id)
 
     def _flush_inserts(self) -> None:
         if self._insert_task is not None or not self._inserts or not self._opened:
@@ -367,9 +368,13 @@ class SharedMode:
             if self._inserts:
                 self._flush_inserts()
 
+    def follow(self, job_ids: Iterable[str]) -> None:
+        """Make `join` also wait for these stored jobs (say, the runs of a schedule)."""
+        self._submitted.update(job_ids)
+
     async def join(self) -> None:
         """Wait until every job this process submitted is terminal in the store."""
-        await self._drain_writes()
+        await self.flush()
         while self._submitted:
             rows = await self.store.jobs(sorted(self._submitted))
             done = {r.job_id for r in rows if r.status in _TERMINAL_NAMES}
@@ -380,17 +385,18 @@ class SharedMode:
 
     # ── Claiming ────────────────────────────────────────────────────
     async def _feed(self) -> None:
-        s = self.scheduler
+        s = self.kernel
         # Keep up to one extra job per worker queued here so a worker that
         # finishes finds its next job without a round trip to the database.
         target = 2 * s.num_workers
-        while not s._stopping:
+        while not s.stopping:
             self._wake.clear()
-            room = target - s._running_count - len(s._ready)
+            queued = s.queued
+            room = target - s.running - queued
             timeout = self.poll_interval
             # Claim in batches (a round trip per job would cost more than the
             # job): when half the local backlog is gone or the heap ran dry.
-            if room >= s.num_workers or (room > 0 and not s._ready):
+            if room >= s.num_workers or (room > 0 and not queued):
                 try:
                     rows, next_due = await self.store.claim(room, self.identity)
                 except Exception as exc:
@@ -408,7 +414,7 @@ class SharedMode:
 
     def _adopt(self, row: Any) -> None:
         """Make a claimed row a local job in the ready heap (no await: atomic)."""
-        s = self.scheduler
+        s = self.kernel
         try:
             job = build(s, row.type, row.args, row.options)
         except Exception as exc:
@@ -418,17 +424,9 @@ class SharedMode:
             return
         job.job_id = row.job_id
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
-        now = s._clock.now()
         job.submitted_at = to_monotonic(s, row.submitted_at)
-        job.run_at = now
-        job.seq = s._seq
-        s._seq += 1
-        s._jobs[job.job_id] = job
-        s._unfinished += 1
-        s._idle.clear()
         self._held.add(job.job_id)
-        heappush(s._ready, (s._key(job), job.seq, job))
-        s._work_available.set()
+        s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
             s.cancel(job.job_id)
@@ -449,8 +447,8 @@ class SharedMode:
                 self._log.error("lease renewal failed", error=str(exc))
 
     def _on_cancel(self, job_id: str) -> None:
-        s = self.scheduler
-        job = s._jobs.get(job_id)
+        s = self.kernel
+        job = s.find(job_id)
         if job is None:
             # Claimed by us but not adopted yet, or someone else's: remember briefly.
             self._early_cancels.add(job_id)
@@ -463,13 +461,15 @@ class SharedMode:
 
     def cancel(self, job_id: str) -> bool:
         """Ask the store to cancel a job this process does not hold."""
+        if not self._opened:
+            return False
         task = asyncio.get_running_loop().create_task(self.store.request_cancel(job_id))
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return True
 
     # ── Outcomes ────────────────────────────────────────────────────
-    def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+    def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
         """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
         if new is RUNNING or job.job_id not in self._held:
             return
@@ -478,23 +478,30 @@ class SharedMode:
                 job.job_id,
                 "retry_wait",
                 error=job.last_error,
-                run_at=to_wall(self.scheduler, job.run_at),
+                run_at=to_wall(self.kernel, job.run_at),
             )
-        elif new is CANCELLED and job.last_error == SHUTDOWN_ERROR:
-            # Interrupted by our own shutdown: another process runs it again.
-            self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
         else:
             result = job.result if new is JobStatus.COMPLETED else None
             self._outcome(job.job_id, new.value, result=result, error=job.last_error)
         self._wake.set()
 
-    def hand_back(self, job: Job) -> None:
+    def interrupted(self, job: Job) -> None:
+        """Torn down by our own shutdown: handed back, so another process runs it again.
+
+        Its outcome is written now; the CANCELLED the kernel records next is
+        then no longer ours to write (the job is not held any more).
+        """
+        if job.job_id in self._held:
+            self._outcome(job.job_id, "retry_wait", error="scheduler shut down", run_at=time.time())
+            self._wake.set()
+
+    def retry(self, job: Job) -> bool:
         """A job waiting for its retry goes back to the store, not the local heap."""
-        s = self.scheduler
-        s._jobs.pop(job.job_id, None)
-        s._unfinished -= 1
-        if s._unfinished == 0:
-            s._idle.set()
+        return True
+
+    def resolve(self, job_id: str) -> str:
+        """The stored job's id for an id `submit` returned (see `_submit`)."""
+        return self.aliases.get(job_id, job_id)
 
     def _outcome(
         self,
@@ -534,9 +541,40 @@ class SharedMode:
         self,
         factory: Callable[[], Job],
         interval: float | None,
+        trigger: Trigger | dict[str, Any] | None,
+        options: dict[str, Any],
+    ) -> str:
+        """`JobScheduler.schedule_recurring` on a shared store (see `add_schedule`)."""
+        unsupported = [
+            name
+            for name, used in (
+                ("misfire_grace_time", options["misfire_grace_time"] is not None),
+                ("coalesce", options["coalesce"] != "one"),
+                ("jitter", bool(options["jitter"])),
+                ("key", options["key"] is not None),
+            )
+            if used
+        ]
+        if unsupported:
+            raise SchedulerError(
+                "a shared store does not support misfire_grace_time, coalesce, jitter "
+                "or key on recurring schedules yet (missed periods coalesce into one)"
+            )
+        return self.add_schedule(
+            factory,
+            interval,
+            start_in=options["start_in"],
+            allow_overlap=options["allow_overlap"],
+            trigger=trigger,  # type: ignore[arg-type]
+        )
+
+    def add_schedule(
+        self,
+        factory: Callable[[], Job],
+        interval: float | None,
         *,
-        start_in: float,
-        allow_overlap: bool,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
         trigger: dict[str, Any] | None = None,
         times: int | None = None,
         key: str | None = None,
@@ -573,7 +611,7 @@ class SharedMode:
             spec["times"] = times
         if key is not None:
             spec["key"] = key
-        type_name, args, options = describe(factory(), self.scheduler)
+        type_name, args, options = describe(factory(), self.kernel)
         # The executor option is left out so schedule ids stay what they were.
         same = {k: v for k, v in options.items() if k != "executor"}
         ident = json.dumps([type_name, args, same, spec, allow_overlap], sort_keys=True)
@@ -608,9 +646,7 @@ class SharedMode:
                 return previous + max(missed, 1) * interval
 
             return every
-        from ._recurring import build_trigger
-
-        trig = build_trigger(spec, lambda n: self.scheduler.plugins.resolve("triggers", n))
+        trig = build_trigger(spec, lambda n: self.kernel.plugins.resolve("triggers", n))
         if trig.timebase != "wall":
             raise SchedulerError(f"trigger {spec!r} is not a wall-clock trigger")
 
@@ -630,7 +666,7 @@ class SharedMode:
         task.add_done_callback(self._side_tasks.discard)
 
     async def _run_schedule(self, row: Any) -> None:
-        s = self.scheduler
+        s = self.kernel
         try:
             stored = await self.store.add_schedule(row)
             advance = self._advance(dict(stored.trigger))
@@ -640,7 +676,7 @@ class SharedMode:
         except Exception as exc:
             self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
             return
-        while not s._stopping:
+        while not s.stopping:
             if not stored.active:
                 return
             wait = stored.next_run - time.time()
@@ -729,7 +765,7 @@ async def run_worker(
     """
     import signal
 
-    from ._scheduler import JobScheduler
+    from .._scheduler import JobScheduler
 
     scheduler = JobScheduler(strategy, num_workers=workers, plugins=plugins, store=store)
     stop = stop or asyncio.Event()
@@ -746,9 +782,7 @@ async def run_worker(
         stopping = asyncio.ensure_future(scheduler.stop())
         done, _ = await asyncio.wait({stopping}, timeout=grace)
         if not done:
-            # Cancel the worker tasks themselves (not the jobs): the kernel
-            # records "scheduler shut down", which shared mode hands back.
-            for slot in scheduler._slots:
-                if slot.job is not None and slot.task is not None:
-                    slot.task.cancel()
+            # Interrupt the attempts (not cancel the jobs): the backend hands
+            # them back, and another process runs them again.
+            scheduler.interrupt_running()
             await stopping
