@@ -52,7 +52,7 @@ async def test_jobs_submitted_anywhere_run_once_somewhere(
     async with a, b:
         ids = [a.submit(rec(schema, f"t{i}")) for i in range(50)]
         await a.join()
-        rows = await a._shared.store.jobs(ids)  # type: ignore[union-attr]
+        rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 50
     assert all(r.result == {"tag": f"t{i}"} for i, r in enumerate(rows))
     done = executions(schema)
@@ -77,7 +77,7 @@ async def test_dependencies_and_failure_cascade_across_processes(
         after_bad = a.submit(rec(schema, "never"), depends_on=[bad])
         await a.join()
         await b.join()
-        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
     assert rows[up].status == rows[down].status == "completed"
     assert rows[bad].status == "failed" and rows[bad].attempts == 1
     assert rows[after_bad].status == "cancelled"
@@ -99,9 +99,9 @@ async def test_cancel_on_one_process_stops_the_job_running_on_another(
     url: str, pg_schema: tuple[str, str]
 ) -> None:
     schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    # a submits; b runs
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins(), run_jobs=False)
     b = JobScheduler(store=url, num_workers=1, plugins=plugins())
-    a._shared.claims = False  # type: ignore[union-attr]  # a submits; b runs
     started = asyncio.Event()
     b.add_listener(lambda job, old, new: new is JobStatus.RUNNING and started.set())
     await b.start()
@@ -111,7 +111,7 @@ async def test_cancel_on_one_process_stops_the_job_running_on_another(
     assert b.get(job_id).status is JobStatus.RUNNING
     assert a.cancel(job_id) is True
     await a.join()
-    row = await a._shared.store.get(job_id)  # type: ignore[union-attr]
+    row = await a.backend.store.get(job_id)  # type: ignore[attr-defined]
     assert row is not None and row.status == "cancelled"
     assert b.get(job_id).status is JobStatus.CANCELLED
     await a.stop()
@@ -132,7 +132,7 @@ async def test_retries_and_delays_go_through_the_store(
         bad = a.submit(fail)
         later = a.submit(rec(schema, "later"), delay=0.2)
         await a.join()
-        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
     assert (rows[bad].status, rows[bad].attempts) == ("failed", 3)
     assert rows[bad].last_error == "RuntimeError: nope"
     assert rows[later].status == "completed"
@@ -150,7 +150,7 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
 
     a = JobScheduler(store=url, num_workers=1, plugins=plugins())
     async with a:
-        store = a._shared.store  # type: ignore[union-attr]
+        store = a.backend.store  # type: ignore[attr-defined]
         now = time.time()
         await store.insert(
             [
@@ -205,16 +205,16 @@ async def test_jobs_that_cannot_be_data_are_refused_at_submit(url: str) -> None:
 
 async def test_unique_key_holds_across_processes(url: str, pg_schema: tuple[str, str]) -> None:
     schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
-    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
-    a._shared.claims = b._shared.claims = False  # type: ignore[union-attr]  # just submit
+    # Both just submit.
+    a = JobScheduler(store=url, num_workers=1, plugins=plugins(), run_jobs=False)
+    b = JobScheduler(store=url, num_workers=1, plugins=plugins(), run_jobs=False)
     async with a, b:
         first = a.submit(rec(schema, "one"), unique_key="nightly")
         second = b.submit(rec(schema, "two"), unique_key="nightly")
         await a.flush()
         await b.flush()
-        ids = {a._shared.resolve(first), b._shared.resolve(second)}  # type: ignore[union-attr]
-        rows = await a._shared.store.jobs()  # type: ignore[union-attr]
+        ids = {a.resolve(first), b.resolve(second)}  # type: ignore[attr-defined]
+        rows = await a.backend.store.jobs()  # type: ignore[attr-defined]
     assert len(ids) == 1 and [r.job_id for r in rows] == list(ids)
 
 
@@ -231,7 +231,7 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
             p.schedule_recurring(lambda: rec(schema, "tick"), trigger=every_second) for p in procs
         }
         assert len(ids) == 1  # three registrations, one shared schedule
-        store = procs[0]._shared.store  # type: ignore[union-attr]
+        store = procs[0].backend.store  # type: ignore[attr-defined]
 
         async def three_done() -> list[object]:
             while True:

@@ -21,9 +21,11 @@ from jobsched import (
     StoreError,
     build_job,
 )
+from jobsched.backends import LocalBackend, SharedBackend
 from jobsched_plugins.memory_store import MemoryStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from store_support import (
+    FakeSharedStore,
     Gone,
     Noop,
     Record,
