@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import attrs
+import pytest
 
 from jobsched import AsyncJob, JobScheduler, JobStatus, SchedulingStrategy, hookimpl
 from store_support import FakeClaim, FakeSharedStore, Gate, gate, jobs_plugin, until
@@ -139,3 +140,70 @@ def test_the_kernel_orders_by_the_strategy_key_and_breaks_ties_by_submit_order()
     priority.submit(job)
     assert priority.sort_key(job) == (-job.priority, job.seq)
     assert job.status is JobStatus.PENDING
+
+
+# ── composition: the backend is picked once, with clear errors ─────────
+def test_shared_true_on_a_store_that_cannot_be_shared_says_so(tmp_path: Any) -> None:
+    with pytest.raises(TypeError, match=r"shared=True: .* is not a shared store"):
+        JobScheduler(store=f"sqlite:///{tmp_path}/jobs.db", shared=True)
+
+
+def test_shared_true_without_a_store_and_run_jobs_false_without_a_shared_store() -> None:
+    with pytest.raises(ValueError, match="shared=True needs a durable store"):
+        JobScheduler(shared=True)
+    with pytest.raises(ValueError, match="run_jobs=False is for a shared store"):
+        JobScheduler(run_jobs=False)
+
+
+def test_the_backend_follows_the_store(tmp_path: Any) -> None:
+    from jobsched.backends import JournalBackend, LocalBackend, SharedBackend
+
+    assert isinstance(JobScheduler().backend, LocalBackend)
+    assert type(JobScheduler(store="memory://").backend) is LocalBackend
+    assert isinstance(JobScheduler(store=f"sqlite:///{tmp_path}/j.db").backend, JournalBackend)
+    assert isinstance(shared_scheduler(FakeSharedStore()).backend, SharedBackend)
+
+
+# ── essential defaults and lazy executors ───────────────────────────────
+def test_a_disabled_default_strategy_says_what_disabled_it() -> None:
+    from jobsched import PluginError, PluginManager
+
+    plugins = PluginManager(deny=["priority"])
+    with pytest.raises(PluginError, match=r"default strategy 'priority' is unavailable.*blocked"):
+        JobScheduler(plugins=plugins)
+    JobScheduler("fifo", plugins=plugins)  # an explicit strategy needs no default
+
+
+def test_a_disabled_async_executor_says_what_disabled_it() -> None:
+    from jobsched import PluginError, PluginManager
+
+    scheduler = JobScheduler("fifo", plugins=PluginManager(deny=["async"]))
+    with pytest.raises(PluginError, match=r"default executor 'async' is unavailable.*re-enable"):
+        scheduler.submit(Sleepy("job"))
+
+
+class broken_executor_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_executors(register: Any) -> None:
+        def broken(workers: int) -> Any:
+            raise RuntimeError("no GPU here")
+
+        register("gpu", broken)
+
+
+async def test_a_broken_executor_fails_only_the_jobs_that_ask_for_it() -> None:
+    scheduler = JobScheduler("fifo", plugins=[broken_executor_plugin])  # composes fine
+    gpu = Sleepy("gpu")
+    gpu.model = "gpu"  # type: ignore[assignment]
+    plain = Sleepy("plain")
+    async with scheduler:
+        gpu_id = scheduler.submit(gpu)
+        plain_id = scheduler.submit(plain)
+        await scheduler.join()
+    failed = scheduler.get(gpu_id)
+    assert failed.status is JobStatus.FAILED and failed.attempts == 1  # not retried
+    assert "executor 'gpu' from plugin" in (failed.last_error or "")
+    assert "no GPU here" in (failed.last_error or "")
+    assert "JOBSCHED_DISABLE_PLUGINS=" in (failed.last_error or "")
+    assert scheduler.get(plain_id).status is JobStatus.COMPLETED

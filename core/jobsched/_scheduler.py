@@ -16,14 +16,11 @@ from ._clock import Clock
 from ._kernel import Backend, JobListener, Kernel
 from ._limits import Limits
 from ._plugins import PluginManager, default_plugin_manager
-from ._store import Store, resolve_store
 from ._strategy import SchedulingStrategy
 from .backends import JournalBackend, LocalBackend, SharedBackend
+from .store import StoreBase, as_shared_store, as_store, resolve_store
 
 __all__ = ["JobListener", "JobScheduler", "choose_backend"]
-
-#: What a store must offer to be shared by several processes (`SharedStore`).
-_SHARED_CALLS = ("insert", "claim", "renew", "finish", "release", "request_cancel")
 
 
 class JobScheduler(Kernel):
@@ -65,7 +62,7 @@ class JobScheduler(Kernel):
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
-        store: Store | str | None = None,
+        store: StoreBase | str | None = None,
         shared: bool | None = None,
         run_jobs: bool = True,
     ) -> None:
@@ -91,11 +88,14 @@ class JobScheduler(Kernel):
         return self
 
 
-def choose_backend(store: Store | None, *, shared: bool | None, run_jobs: bool = True) -> Backend:
+def choose_backend(
+    store: StoreBase | None, *, shared: bool | None, run_jobs: bool = True
+) -> Backend:
     """The backend for `store` (see `JobScheduler`): picked once, never branched on later."""
     if shared is not None and not isinstance(shared, bool):
         raise TypeError(f"shared must be True, False or None, got {shared!r}")
     durable = store is not None and bool(store.durable)
+    asked = shared
     if shared is None:
         shared = durable and bool(getattr(store, "shared", False))
     if shared:
@@ -105,14 +105,17 @@ def choose_backend(store: Store | None, *, shared: bool | None, run_jobs: bool =
                 "(e.g. store='postgresql://...'); "
                 + ("none was given" if store is None else f"{store!r} is not durable")
             )
-        missing = [name for name in _SHARED_CALLS if not hasattr(store, name)]
-        if missing:
-            raise ValueError(
-                f"shared=True: the store {store.url} cannot be shared by several processes "
-                f"(it does not implement SharedStore: no {', '.join(missing)}); "
-                "use shared=False (one owner process) or a shared store such as postgresql://"
-            )
-        return SharedBackend(store, claims=run_jobs)
+        # A TypeError naming what the store lacks, as for any store that breaks its contract.
+        try:
+            shared_store = as_shared_store(store)
+        except TypeError as exc:
+            if asked is None:
+                raise
+            raise TypeError(
+                f"shared=True: {exc}; this store is for one process at a time "
+                "(leave shared unset), or use a store that implements SharedStore"
+            ) from None
+        return SharedBackend(shared_store, claims=run_jobs)
     if not run_jobs:
         raise ValueError(
             "run_jobs=False is for a shared store (other processes run the jobs); "
@@ -120,10 +123,6 @@ def choose_backend(store: Store | None, *, shared: bool | None, run_jobs: bool =
         )
     if durable:
         assert store is not None
-        if not hasattr(store, "write"):
-            raise ValueError(
-                f"the store {store.url} is shared only: it cannot be owned by one "
-                "process (shared=False); leave shared unset"
-            )
-        return JournalBackend(store)
+        owned = as_store(store)
+        return JournalBackend(owned)
     return LocalBackend(store)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._store import Store, StoreContext, new_worker_id
+from ..store import StoreBase, StoreContext, new_worker_id
 
 if TYPE_CHECKING:
     from .._job import Job
@@ -29,7 +29,7 @@ class LocalBackend:
     admit: AdmitHook | None = None
     finished: FinishedHook | None = None
 
-    def __init__(self, store: Store | None = None) -> None:
+    def __init__(self, store: StoreBase | None = None) -> None:
         self.store = store
         self._kernel: Kernel | None = None
         self._opened = False
