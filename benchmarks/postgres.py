@@ -70,7 +70,7 @@ def jobsched_worker(url: str, concurrency: int) -> None:
 
     import structlog
 
-    from jobsched._shared import run_worker
+    from jobsched.worker import run_worker
 
     # WARNING, as for procrastinate's workers: logging every transition at
     # INFO would measure the logger, not the queue.

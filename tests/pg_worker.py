@@ -1,6 +1,6 @@
 """A worker process for the cluster tests: ``python pg_worker.py URL WORKERS [SCHEDULE_S]``.
 
-Runs `jobsched._shared.run_worker` with the test job types; prints ``ready
+Runs `jobsched.worker.run_worker` with the test job types; prints ``ready
 <identity>`` once it is serving. With SCHEDULE_S it also registers the shared
 recurring schedule "tick" every SCHEDULE_S seconds.
 """
@@ -15,7 +15,7 @@ import structlog
 
 import pg_jobs
 from jobsched import JobScheduler, PluginManager
-from jobsched._shared import run_worker
+from jobsched.worker import run_worker
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
         if schedule is not None:
             job = pg_jobs.Record(dsn=os.environ["PG_JOBS_DSN"], schema=schema, tag="tick")
             scheduler.schedule_recurring(lambda: job, schedule)
-        print("ready", scheduler._shared.identity, flush=True)  # type: ignore[union-attr]
+        print("ready", scheduler.backend.identity, flush=True)  # type: ignore[attr-defined]
 
     asyncio.run(
         run_worker(

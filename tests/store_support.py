@@ -228,8 +228,8 @@ async def crash(scheduler: JobScheduler) -> None:
     The writer task dies first, so whatever the workers do while they are torn
     down never reaches the store; then the store's connection is dropped.
     """
-    journal = scheduler._journal
-    assert journal is not None and journal._task is not None
+    journal = scheduler.backend.journal  # type: ignore[attr-defined]
+    assert journal._task is not None
     journal._task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await journal._task
@@ -272,3 +272,85 @@ async def until(condition: Callable[[], bool], *, steps: int = 10_000) -> None:
 def runs(log: Path) -> list[str]:
     """The tags in a Record log, one per execution."""
     return log.read_text().split() if log.exists() else []
+
+
+@attrs.define
+class FakeClaim:
+    """A claimed row, as a shared store hands it to the process that claimed it."""
+
+    job_id: str
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any] = attrs.field(factory=dict)
+    attempts: int = 1
+    submitted_at: float = 0.0
+    cancel_requested: bool = False
+
+
+class FakeSharedStore:
+    """A shared store in memory, enough for one process's shared backend.
+
+    `queue` holds the rows the next `claim` hands out (in that order);
+    `outcomes` records every `finish`, and `finished` is set on each.
+    """
+
+    url = "fake-shared://"
+    durable = True
+    shared = True
+    lease_seconds = 3600.0
+
+    def __init__(self) -> None:
+        self.queue: list[FakeClaim] = []
+        self.inserted: list[Any] = []
+        self.outcomes: list[Any] = []
+        self.finished = asyncio.Event()
+        self.limits: Any = None
+        self.on_cancel: Any = None
+        self.on_work: Any = None
+        self.on_resync: Any = None
+
+    async def open(self, context: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def sync_limits(self, data: Any) -> Any:
+        self.limits = data
+        return data
+
+    async def insert(self, jobs: list[Any]) -> list[str]:
+        self.inserted.extend(jobs)
+        return [job.job_id for job in jobs]
+
+    async def claim(self, n: int, owner: str) -> tuple[list[FakeClaim], float | None]:
+        taken, self.queue = self.queue[:n], self.queue[n:]
+        return taken, None
+
+    async def renew(self, job_ids: Any, owner: str) -> set[str]:
+        return set()
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        return []
+
+    async def reap_expired(self) -> None:
+        return None
+
+    async def release(self, job_ids: Any, owner: str) -> None:
+        return None
+
+    async def finish(self, outcomes: list[Any], owner: str) -> list[str]:
+        self.outcomes.extend(outcomes)
+        self.finished.set()
+        return []
+
+    async def request_cancel(self, job_id: str) -> bool:
+        return False
+
+    # The rest of the contract: not used by the tests that use this store.
+    async def _unused(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("FakeSharedStore does not implement this call")
+
+    wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
+    fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = _unused
+    counts = unfinished = _unused

@@ -38,18 +38,18 @@ async def test_cancel_a_queued_job_is_immediate_and_lazy() -> None:
         scheduler.submit(victim)
         scheduler.submit(survivor)
         await settle()
-        queued = len(scheduler._ready)
+        queued = scheduler.queued
         assert scheduler.cancel(victim.job_id) is True
         assert victim.status is S.CANCELLED, "a queued job is cancelled at once"
         assert victim.last_error == "cancelled"
-        assert len(scheduler._ready) == queued, "O(1): left in the heap, skipped when popped"
+        assert scheduler.queued == queued, "O(1): left in the heap, skipped when popped"
         blocker.open()
         await scheduler.join()
     assert victim.attempts == 0
     assert survivor.status is S.COMPLETED
     assert recorder.started() == [blocker.job_id, survivor.job_id]
     assert recorder.path(victim.job_id) == [S.PENDING, S.CANCELLED]
-    assert scheduler._ready == []
+    assert scheduler.queued == 0
 
 
 async def test_cancel_before_start() -> None:
@@ -93,7 +93,7 @@ async def test_cancel_a_delayed_job() -> None:
         await settle()
     assert job.status is S.CANCELLED and job.attempts == 0
     assert recorder.path(job.job_id) == [S.PENDING, S.CANCELLED]
-    assert scheduler._ready == []
+    assert scheduler.queued == 0
 
 
 async def test_cancel_a_job_waiting_to_retry() -> None:

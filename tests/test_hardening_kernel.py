@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-import jobsched._scheduler as kernel
+import jobsched._kernel as kernel
 from jobsched import (
     AsyncJob,
     BadArgumentsError,

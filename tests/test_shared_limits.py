@@ -97,7 +97,7 @@ async def test_a_concurrency_limit_holds_across_processes(
         ids = [(a if i % 2 else b).submit(span(schema, f"s{i}", 0.01)) for i in range(8)]
         await a.join()
         await b.join()
-        rows = await a._shared.store.jobs(ids)  # type: ignore[union-attr]
+        rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 8
     events = spans(schema)
     assert len(events) == 16
@@ -112,7 +112,7 @@ async def test_jobs_held_back_by_a_limit_do_not_block_the_others(
     a = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
     b = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
     async with a, b:
-        store = a._shared.store  # type: ignore[union-attr]
+        store = a.backend.store  # type: ignore[attr-defined]
         first = a.submit(span(schema, "long", 3600))
         second = b.submit(span(schema, "waits", 3600))
         records = [(a if i % 2 else b).submit(rec(schema, f"r{i}")) for i in range(6)]
@@ -157,8 +157,8 @@ async def test_a_rate_limit_holds_across_processes(url: str, pg_schema: tuple[st
     try:
         async with a, b:
             ids = [(a if i % 2 else b).submit(rec(schema, f"r{i}")) for i in range(5)]
-            await a._shared._drain_writes()  # type: ignore[union-attr]
-            await b._shared._drain_writes()  # type: ignore[union-attr]
+            await a.flush()
+            await b.flush()
 
             async def two_done() -> bool:
                 got = await statuses(probe, ids)()
@@ -190,7 +190,7 @@ async def test_every_process_must_run_with_the_same_limits(url: str) -> None:
         with pytest.raises(StoreError, match="differ from the limits the cluster runs with"):
             await b.start()
         async with c:
-            store = c._shared.store  # type: ignore[union-attr]
+            store = c.backend.store  # type: ignore[attr-defined]
             assert await store.sync_limits(None) == {
                 "executors": {},
                 "job_types": {"span": 1},
@@ -201,7 +201,8 @@ async def test_every_process_must_run_with_the_same_limits(url: str) -> None:
 
 
 async def test_a_store_without_cluster_limits_refuses_limits() -> None:
-    from jobsched._shared import SharedMode
+    from jobsched._kernel import Kernel
+    from jobsched.backends import SharedBackend
 
     class Plain:
         shared = durable = True
@@ -212,9 +213,11 @@ async def test_a_store_without_cluster_limits_refuses_limits() -> None:
         async def close(self) -> None:
             self.closed = True
 
-    scheduler = JobScheduler(limits={"job_types": {"x": 1}})
+    # A kernel on the shared backend, the store's missing calls notwithstanding:
+    # JobScheduler would refuse such a store before the limits are looked at.
     store = Plain()
-    mode = SharedMode(scheduler, store)
+    backend = SharedBackend(store)
+    Kernel(None, plugins=PluginManager(), backend=backend, limits={"job_types": {"x": 1}})
     with pytest.raises(Exception, match="cannot enforce limits across processes"):
-        await mode.start()
+        await backend.open()
     assert store.closed is True

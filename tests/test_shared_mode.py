@@ -52,7 +52,7 @@ async def test_jobs_submitted_anywhere_run_once_somewhere(
     async with a, b:
         ids = [a.submit(rec(schema, f"t{i}")) for i in range(50)]
         await a.join()
-        rows = await a._shared.store.jobs(ids)  # type: ignore[union-attr]
+        rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 50
     assert all(r.result == {"tag": f"t{i}"} for i, r in enumerate(rows))
     done = executions(schema)
@@ -77,7 +77,7 @@ async def test_dependencies_and_failure_cascade_across_processes(
         after_bad = a.submit(rec(schema, "never"), depends_on=[bad])
         await a.join()
         await b.join()
-        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
     assert rows[up].status == rows[down].status == "completed"
     assert rows[bad].status == "failed" and rows[bad].attempts == 1
     assert rows[after_bad].status == "cancelled"
@@ -127,7 +127,7 @@ async def test_retries_and_delays_go_through_the_store(
         bad = a.submit(fail)
         later = a.submit(rec(schema, "later"), delay=0.2)
         await a.join()
-        rows = {r.job_id: r for r in await a._shared.store.jobs()}  # type: ignore[union-attr]
+        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
     assert (rows[bad].status, rows[bad].attempts) == ("failed", 3)
     assert rows[bad].last_error == "RuntimeError: nope"
     assert rows[later].status == "completed"
@@ -145,7 +145,7 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
 
     a = JobScheduler(store=url, num_workers=1, plugins=plugins())
     async with a:
-        store = a._shared.store  # type: ignore[union-attr]
+        store = a.backend.store  # type: ignore[attr-defined]
         now = time.time()
         await store.insert(
             [
@@ -220,7 +220,7 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
             p.schedule_recurring(lambda: rec(schema, "tick"), trigger=every_second) for p in procs
         }
         assert len(ids) == 1  # three registrations, one shared schedule
-        store = procs[0]._shared.store  # type: ignore[union-attr]
+        store = procs[0].backend.store  # type: ignore[attr-defined]
 
         async def three_done() -> list[object]:
             while True:

@@ -21,6 +21,7 @@ from jobsched import (
     StoreError,
     build_job,
 )
+from jobsched.backends import LocalBackend, SharedBackend
 from jobsched.store import SHARED_STORE_MEMBERS
 from jobsched_plugins.memory_store import MemoryStore
 from jobsched_plugins.sqlite_store import SQLiteStore
@@ -90,8 +91,9 @@ def test_something_that_is_not_a_store_is_refused() -> None:
 
 async def test_the_memory_store_costs_nothing() -> None:
     s = JobScheduler(store="memory://")
-    assert isinstance(s.store, MemoryStore) and s._journal is None
-    assert s._listeners == s._plugin_listeners  # nothing added to the transition path
+    assert isinstance(s.store, MemoryStore) and isinstance(s.backend, LocalBackend)
+    # Nothing added to the per-job path: no listener, no submit or finish hook.
+    assert (s.backend.listener, s.backend.admit, s.backend.finished) == (None, None, None)
     async with s:
         job_id = s.submit(asyncio.sleep, 0)  # any job: nothing is stored
         await s.join()
@@ -99,14 +101,13 @@ async def test_the_memory_store_costs_nothing() -> None:
     assert s.get(job_id).result is None
 
 
-def test_a_shared_store_runs_in_shared_mode_without_a_journal() -> None:
+def test_a_shared_store_runs_on_the_shared_backend_without_a_journal() -> None:
     # Every member of the shared-store contract; the test calls none of them.
     members: dict[str, object] = dict.fromkeys(SHARED_STORE_MEMBERS)
     members.update(url="stub://", durable=True, shared=True)
     store = type("SharedStub", (), members)()
     s = scheduler(store)
-    assert s._shared is not None and s._shared.store is store
-    assert s._journal is None
+    assert isinstance(s.backend, SharedBackend) and s.backend.store is store
 
 
 def test_a_store_that_says_it_is_shared_must_keep_the_shared_contract() -> None:
@@ -169,7 +170,6 @@ async def test_an_unknown_dependency_leaves_nothing_behind() -> None:
     job = Noop()
     with pytest.raises(SchedulerError, match="unknown dependencies"):
         s.submit(job, depends_on=["job-999999"])
-    assert job.job_id not in s._journal._static  # type: ignore[union-attr]
     await s.stop()
     assert store.jobs == {}
 

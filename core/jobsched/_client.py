@@ -38,7 +38,6 @@ from ._limits import Limits
 from ._options import check_delay, to_priority, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
 from ._recurring import build_trigger
-from ._shared import limits_data
 from ._status import JobPriority, JobStatus
 from .store import (
     NewJob,
@@ -233,7 +232,7 @@ class Client:
         await self.store.open(StoreContext(worker_id=self.identity))
         if self.limits:
             try:
-                await self.store.sync_limits(limits_data(self.limits))
+                await self.store.sync_limits(self.limits.as_data())
             except BaseException:
                 await self.store.close()
                 raise

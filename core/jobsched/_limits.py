@@ -171,6 +171,19 @@ class Limits:
     def __bool__(self) -> bool:
         return bool(self.executors or self.job_types or self.rates)
 
+    def as_data(self) -> dict[str, Any] | None:
+        """These limits as the JSON a shared store keeps (None for no limits)."""
+        if not self:
+            return None
+        return {
+            "executors": dict(sorted(self.executors.items())),
+            "job_types": dict(sorted(self.job_types.items())),
+            "rates": {
+                name: {"per_second": rate.per_second, "burst": rate.burst}
+                for name, rate in sorted(self.rates.items())
+            },
+        }
+
     def check_names(self, *, executors: Collection[str], job_types: Collection[str]) -> None:
         """Refuse a limit that can never apply: raise `ValueError` naming it.
 

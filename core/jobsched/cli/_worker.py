@@ -14,8 +14,15 @@ from typing import Any
 
 from .._errors import SchedulerError
 from .._plugins import PluginManager
-from .._shared import process_identity, run_worker
-from ..store import SharedJobRow, SharedStore, StoreContext, as_shared_store, resolve_store
+from ..store import (
+    SharedJobRow,
+    SharedStore,
+    StoreContext,
+    as_shared_store,
+    new_worker_id,
+    resolve_store,
+)
+from ..worker import run_worker
 from ._common import (
     BadInput,
     add_logging_options,
@@ -147,7 +154,7 @@ def shared_status(url: str, *, as_json: bool) -> int:
 
 
 async def _read(store: SharedStore) -> list[SharedJobRow]:
-    await store.open(StoreContext(worker_id=process_identity(), readonly=True))
+    await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
     try:
         return list(await store.jobs())
     finally:

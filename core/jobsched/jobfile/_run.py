@@ -20,6 +20,7 @@ from .._job import Job
 from .._jobtypes import build_job
 from .._scheduler import JobScheduler
 from .._status import JobStatus
+from ..backends import JournalBackend
 from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ async def run_jobfile(
         # rerun on a store resumes every key it holds, however many.
         history_limit=_EVERY_JOB,
     )
-    durable = scheduler._journal is not None
+    durable = isinstance(scheduler.backend, JournalBackend)
     plugins = scheduler.plugins
     if on_scheduler is not None:
         on_scheduler(scheduler)

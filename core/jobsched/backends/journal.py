@@ -1,9 +1,12 @@
-"""The journal: batching a scheduler's state changes into store writes.
+"""`JournalBackend`: a durable store owned by one process (SQLite).
 
-Every state change marks its job dirty (a plain callable on the transition
-path), and one writer task turns the dirty set into a batch of rows and writes
-it, one batch at a time, so a slow store makes batches bigger instead of making
-the scheduler wait. The codec (`_codec.JobCodec`) turns jobs into row data.
+The kernel keeps its own queues; the journal keeps the store in step with
+them. Every state change marks its job dirty (a plain callable on the
+transition path), and one writer task turns the dirty set into a batch of rows
+and writes it, one batch at a time, so a slow store makes batches bigger
+instead of making the scheduler wait. The codec (`_codec.JobCodec`) turns jobs
+into row data and back; `restore` rebuilds the kernel's queues and schedules
+from the store's snapshot in ``start()``.
 """
 
 from __future__ import annotations
@@ -11,23 +14,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
 
-from ._codec import JobCodec, encode_result
-from ._errors import SchedulerError
-from ._jobtypes import JobSpecError
-from ._status import JobStatus
-from .store import JobRow, ScheduleRow, Snapshot, Store, StoreContext, StoreError
+from .._codec import JobCodec, decode_result, encode_result
+from .._errors import SchedulerError, UnknownJobError
+from .._job import new_job_id, reserve_job_ids
+from .._jobtypes import JobSpecError
+from .._recurring import (
+    IntervalTrigger,
+    RecurringSchedule,
+    build_trigger,
+    reserve_schedule_ids,
+)
+from .._status import JobStatus
+from ..store import (
+    JobRow,
+    ScheduleRow,
+    Snapshot,
+    Store,
+    StoreContext,
+    StoreError,
+    check_snapshot,
+    new_worker_id,
+)
+from .local import LocalBackend
 
 if TYPE_CHECKING:
-    from ._clock import Clock
-    from ._job import Job
-    from ._recurring import RecurringSchedule
-    from ._scheduler import JobScheduler
+    from .._clock import Clock
+    from .._job import Job
+    from .._kernel import Kernel
+    from .._plugins import PluginManager
 
 logger = structlog.get_logger("jobsched.store")
 
@@ -83,10 +103,10 @@ class Journal:
     release (or cancel) its dependents.
     """
 
-    def __init__(self, scheduler: JobScheduler, store: Store, clock: Clock) -> None:
-        self.scheduler = scheduler
+    def __init__(self, kernel: Kernel, store: Store, clock: Clock) -> None:
+        self.kernel = kernel
         self.store = store
-        self.codec = JobCodec(scheduler.plugins)
+        self.codec = JobCodec(kernel.plugins)
         self._clock = clock
         self._dirty: dict[str, Job] = {}
         self._dirty_schedules: dict[str, RecurringSchedule] = {}
@@ -145,17 +165,20 @@ class Journal:
             options = f"{options[:-1]},{_encode('unique_key')}:{_encode(unique_key)}}}"
         if self.id_floor and job.status is JobStatus.PENDING and not job.attempts:
             number = _id_number(job.job_id)
-            if 0 < number <= self.id_floor and self.scheduler._jobs.get(job.job_id) is not job:
-                from ._job import new_job_id
-
+            if 0 < number <= self.id_floor and self.kernel.find(job.job_id) is not job:
                 job.job_id = new_job_id()
+        if self.kernel.find(job.job_id) is not None:
+            raise SchedulerError(f"{job.job_id} was already submitted")
         self._static[job.job_id] = _Static(
             key, type_name, args, options, tuple(sorted(deps)) if deps else ()
         )
+        self.mark(job)
 
     def forget(self, job: Job) -> None:
         """Undo `admit` for a job the kernel refused after all."""
-        self._static.pop(job.job_id, None)
+        if self.kernel.find(job.job_id) is not job:
+            self._static.pop(job.job_id, None)
+            self._dirty.pop(job.job_id, None)
 
     def tag_schedule(self, job_id: str, schedule_id: str) -> None:
         """`job_id` was fired by `schedule_id`: it becomes the schedule's template.
@@ -214,20 +237,18 @@ class Journal:
             return  # its dependents wait for the run after the restart
         self._held[job_id] = status
 
-    def interrupt(self, job_ids: Iterable[str]) -> None:
-        """These running jobs are being torn down by a shutdown, not cancelled.
+    def interrupt(self, job: Job) -> None:
+        """This running job is being torn down by a shutdown, not cancelled.
 
-        Nothing more is recorded about them: the store keeps them RUNNING, so
-        the next start runs them again, exactly as after a crash.
+        Nothing more is recorded about it: the store keeps it RUNNING, so the
+        next start runs it again, exactly as after a crash.
         """
-        jobs = self.scheduler._jobs
-        for job_id in job_ids:
-            self._interrupted[job_id] = jobs[job_id].last_error
+        self._interrupted.setdefault(job.job_id, job.last_error)
 
-    def uncommitted(self, job_ids: Iterable[str]) -> set[str]:
-        """Which of these finished jobs' terminal states are not committed yet."""
-        inflight = self._inflight.finished if self._inflight is not None else {}
-        return {j for j in job_ids if j in self._held or j in inflight}
+    def discard_changes(self) -> None:
+        """Forget every change not written yet (a restore that failed half-way)."""
+        self._dirty.clear()
+        self._dirty_schedules.clear()
 
     # ── lifecycle ──────────────────────────────────────────────────────
     async def open(self, context: StoreContext) -> Snapshot:
@@ -419,7 +440,7 @@ class Journal:
                 if job.status._terminal and job_id not in self._dirty:
                     static.pop(job_id, None)  # a terminal row is never written again
             if batch.finished:
-                self.scheduler._release_committed(batch.finished)
+                self.kernel.release_committed(batch.finished)
             self._settle_waiters()
 
 
@@ -435,3 +456,310 @@ def _id_number(job_id: str) -> int:
     if prefix == "job" and number.isdigit():
         return int(number)
     return 0
+
+
+# ── the backend ────────────────────────────────────────────────────────
+class JournalBackend(LocalBackend):
+    """A durable store owned by this process: the kernel's queues, journaled.
+
+    Submits made before ``start()`` are checked and deferred: ``start()``
+    restores the stored jobs first (their ids, keys and dependencies), then
+    accepts them in submit order.
+    """
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.store: Store = store
+        self._journal: Journal | None = None
+        # Submits made before start(), accepted once the store is restored.
+        self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None]] = []
+
+    @property
+    def journal(self) -> Journal:
+        assert self._journal is not None, "the backend is not bound to a kernel yet"
+        return self._journal
+
+    def bind(self, kernel: Kernel) -> None:
+        super().bind(kernel)
+        journal = self._journal = Journal(kernel, self.store, kernel.clock)
+        # Marking dirty rides on the transition listeners: no new branch there.
+        self.listener = journal.mark
+        self.admit = self._admit
+        self.finished = journal.finished
+
+    def _admit(
+        self,
+        job: Job,
+        delay: float,
+        depends_on: Sequence[str],
+        key: str | None,
+        unique_key: str | None,
+    ) -> str | None:
+        journal = self.journal
+        if not journal.opened:
+            return self._defer(job, delay, depends_on, unique_key, key)
+        # Refuses a job that cannot be stored as data; may renumber a job
+        # built before the store's ids were known.
+        journal.admit(job, key, depends_on, unique_key)
+        return None
+
+    def _defer(
+        self,
+        job: Job,
+        delay: float,
+        depends_on: Sequence[str],
+        unique_key: str | None,
+        key: str | None,
+    ) -> str:
+        """A submit before `start()`: accepted once the store is restored.
+
+        What can be checked now is: the job must be storable as data, its
+        dependencies submitted, its arguments valid.
+        """
+        if any(d[0] is job for d in self._deferred):
+            raise SchedulerError(f"{job.job_id} was already submitted")
+        self.journal.codec.describe(job, 0.0)  # raises if it is not data
+        known = {d[0].job_id for d in self._deferred}
+        unknown = sorted(d for d in depends_on if d not in known)
+        if unknown:
+            raise UnknownJobError(f"{job.job_id}: unknown dependencies: {unknown}")
+        self._deferred.append((job, delay, tuple(depends_on), unique_key, key))
+        return job.job_id
+
+    def _submit_deferred(self) -> None:
+        # In submit order. A job may get a new id if a restored job has its
+        # id (job.job_id is updated); dependencies follow the renaming.
+        renamed: dict[str, str] = {}
+        deferred, self._deferred = self._deferred, []
+        for job, delay, deps, unique_key, key in deferred:
+            old_id = job.job_id
+            deps = tuple(renamed.get(d, d) for d in deps)
+            new_id = self.kernel.submit(
+                job, delay=delay, depends_on=deps, unique_key=unique_key, key=key
+            )
+            if new_id != old_id:
+                renamed[old_id] = new_id
+
+    def refused(self, job: Job) -> None:
+        self.journal.forget(job)
+
+    def interrupted(self, job: Job) -> None:
+        self.journal.interrupt(job)
+
+    def schedule_added(self, sched: RecurringSchedule, spec: Any, key: str | None) -> None:
+        self.journal.admit_schedule(sched, spec, key)
+
+    def schedule_changed(self, sched: RecurringSchedule) -> None:
+        self.journal.mark_schedule(sched)
+
+    def schedule_fired(self, sched: RecurringSchedule, job_id: str) -> None:
+        self.journal.tag_schedule(job_id, sched.schedule_id)
+
+    async def open(self) -> None:
+        """Open the store, restore what it holds, then accept the deferred submits.
+
+        Every row is checked before anything is restored: a row that cannot
+        be rebuilt (changed by hand, its job type is gone, its arguments no
+        longer fit) fails ``start()`` with a `StoreError` naming the store,
+        the job and the problem, and the store is closed untouched.
+        """
+        journal = self.journal
+        snapshot = await journal.open(StoreContext(worker_id=new_worker_id()))
+        try:
+            check_snapshot(self.store.url, snapshot)
+            restore(self.kernel, journal, snapshot)
+        except BaseException:
+            # Nothing was written: the writer only writes what is marked dirty,
+            # and a failed restore marks nothing before it raises.
+            journal.discard_changes()
+            await journal.close()
+            raise
+        self._submit_deferred()
+
+    async def close(self) -> BaseException | None:
+        return await self.journal.close()  # writes what is still dirty
+
+    async def flush(self) -> None:
+        await self.journal.flush()
+
+
+# ── restore: the kernel's queues and schedules from a snapshot ─────────
+def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
+    """Rebuild `kernel`'s jobs, queues and schedules from what the store holds."""
+    codec = journal.codec
+    clock = kernel.clock
+    offset = clock.time() - clock.now()
+    url = journal.store.url
+    rows = sorted(snapshot.jobs, key=lambda r: r.seq)
+    by_id = {row.job_id: row for row in rows}
+    history_limit = kernel.history_limit
+    terminal_rows = [r for r in rows if JobStatus(r.status).is_terminal]
+    keep_history = {r.job_id for r in terminal_rows[len(terminal_rows) - history_limit :]}
+    if history_limit == 0:
+        keep_history = set()
+
+    # 1. Build every job first, so a bad row fails start() with nothing changed.
+    built: list[tuple[JobRow, Job, str | None]] = []
+    for row in rows:
+        terminal = JobStatus(row.status).is_terminal
+        if terminal and row.job_id not in keep_history:
+            continue
+        try:
+            options = json.loads(row.options)
+            unique_key = options.pop("unique_key", None)
+            job = codec.build(
+                row.type,
+                json.loads(row.args),
+                options,
+                offset,
+                f"job {row.job_id}",
+            )
+        except (JobSpecError, ValueError) as exc:
+            if terminal:
+                continue  # history only: never runs again, so it need not be rebuilt
+            raise StoreError(
+                f"{url}: job {row.job_id} ({row.status}) cannot be restored: {exc}. "
+                "The store was left unchanged."
+            ) from None
+        built.append((row, job, None if terminal else unique_key))
+    schedules = []
+    ended: list[ScheduleRow] = []
+    for srow in snapshot.schedules:
+        if not srow.active:
+            if srow.key is not None:
+                # An ended schedule's key still resolves: scheduling it again
+                # must not start it over.
+                ended.append(srow)
+            continue
+        try:
+            template = json.loads(srow.template) if srow.template else None
+            described = json.loads(srow.trigger)
+            trigger = _build_trigger(described["trigger"], kernel.plugins)
+            if trigger.timebase != described["timebase"]:
+                raise JobSpecError(
+                    f"its trigger now counts {trigger.timebase} time, not "
+                    f"{described['timebase']} time as when it was stored"
+                )
+            if template is not None:
+                # Build one job now: a broken template fails start(), not a timer later.
+                codec.build(
+                    template["type"],
+                    template["args"],
+                    template["options"],
+                    offset,
+                    f"schedule {srow.schedule_id}",
+                )
+        except (SchedulerError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(
+                f"{url}: recurring schedule {srow.schedule_id} cannot be restored: {exc}. "
+                "The store was left unchanged."
+            ) from None
+        schedules.append((srow, template, described, trigger))
+
+    # 2. Install them: ids, statuses and times exactly as stored. Upstreams
+    # come first (lower seq), so a dependent sees its upstream's restored state.
+    cascade: list[tuple[Job, str]] = []
+    for row, job, unique_key in built:
+        job.job_id = row.job_id
+        status = JobStatus(row.status)
+        interrupted = status is JobStatus.RUNNING
+        if interrupted:
+            status = JobStatus.PENDING  # at-least-once: it runs again
+        job.status = status
+        job.attempts = row.attempts
+        job.last_error = row.last_error
+        job.seq = row.seq
+        job.submitted_at = row.submitted_at - offset
+        job.run_at = row.run_at - offset
+        if row.finished_at is not None:
+            job.finished_at = row.finished_at - offset
+        if row.result is not None:
+            job.result = decode_result(row.result)
+        unmet: set[str] = set()
+        if not status.is_terminal:
+            failed_upstream = None
+            for dep in row.depends_on:
+                dep_row = by_id.get(dep)
+                dep_status = JobStatus(dep_row.status) if dep_row is not None else None
+                if dep_status is COMPLETED:
+                    continue
+                if dep_status is None:
+                    failed_upstream = f"upstream {dep} is missing from the store"
+                elif dep_status.is_terminal:
+                    failed_upstream = f"upstream {dep} {dep_status.value}"
+                unmet.add(dep)
+            if failed_upstream is not None:
+                cascade.append((job, failed_upstream))
+        journal.restored(row)
+        kernel.restore(job, key=row.key, unique_key=unique_key, unmet=unmet)
+        if interrupted:
+            journal.mark(job)  # the store says RUNNING; say PENDING until it runs
+    # Ids of history that was not rebuilt are still taken. Its keys are not
+    # known: a key is known as long as its job is (see JobScheduler.submit).
+    for row in rows:
+        journal.id_floor = max(journal.id_floor, _id_number(row.job_id))
+    reserve_job_ids(journal.id_floor)
+    for job, error in cascade:
+        kernel.cancel_restored(job, error)
+
+    # 3. Schedules resume from their stored next fire time, on their trigger's
+    # grid: fires missed while the process was down come due at once, and the
+    # schedule's coalesce policy folds them (one run, by default).
+    for srow in ended:
+        kernel.restore_schedule(None, srow.schedule_id, srow.key)
+    for srow, template, described, trigger in schedules:
+        first = srow.next_run if trigger.timebase == "wall" else srow.next_run - offset
+        sched = RecurringSchedule(
+            _template_factory(codec, template, offset, f"schedule {srow.schedule_id}"),
+            None,
+            first,
+            srow.allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=described.get("misfire_grace_time"),
+            coalesce=described.get("coalesce", "one"),
+            jitter=described.get("jitter", 0.0),
+            name=described.get("name"),
+        )
+        sched.schedule_id = srow.schedule_id
+        sched.last_job_id = srow.last_job_id
+        sched.fired = srow.fired
+        sched.skipped = srow.skipped
+        kernel.restore_schedule(sched, sched.schedule_id, srow.key)
+        journal.restored_schedule(srow)
+    floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)
+    reserve_schedule_ids(floor)
+
+
+def _build_trigger(spec: Any, plugins: PluginManager) -> Any:
+    """A trigger from its stored mapping, through the trigger plugins."""
+    if not isinstance(spec, dict):
+        raise JobSpecError(f"a stored trigger must be a mapping, got {spec!r}")
+    if set(spec) == {"interval"}:
+        return IntervalTrigger(spec["interval"])  # the kernel's own: no plugin needed
+    return build_trigger(spec, lambda name: plugins.resolve("triggers", name))
+
+
+def _template_factory(
+    codec: JobCodec, template: Mapping[str, Any] | None, offset: float, label: str
+) -> Callable[[], Job]:
+    if template is None:
+
+        def unknown() -> Job:
+            raise JobSpecError(
+                f"{label} was stored before it first fired, so the job it fires is not "
+                "known; schedule it again with its key to give it a factory"
+            )
+
+        return unknown
+    type_name, args, options = template["type"], template["args"], template["options"]
+
+    def factory() -> Job:
+        return codec.build(type_name, args, options, offset, f"job of {label}")
+
+    return factory
+
+
+def schedule_number(schedule_id: str) -> int:
+    """N for a kernel schedule id ``sched-N``, else 0."""
+    prefix, _, number = schedule_id.partition("-")
+    return int(number) if prefix == "sched" and number.isdigit() else 0

@@ -1,8 +1,8 @@
-"""Shared mode: several scheduler processes on several hosts serve one store's queue.
+"""`SharedBackend`: several scheduler processes on several hosts serve one store's queue.
 
 With a *shared* store (``store.shared``, e.g. PostgreSQL) the kernel keeps no
 queue of its own: `submit` writes the job to the store, and this process gets
-work only by claiming it. `SharedMode` holds everything that differs:
+work only by claiming it. `SharedBackend` holds everything that differs:
 
 * the **feeder** claims due jobs (in the strategy's order, with a lease) when
   this process has room, on a NOTIFY from the store, when the next delayed
@@ -33,28 +33,30 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
-from heapq import heappush
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ._codec import JobCodec, encode_result, wall_offset
-from ._errors import SchedulerError
-from ._job import Job
-from ._jobtypes import retry_policy_data
-from ._status import JobStatus
-from .store import Outcome, SharedJobRow, SharedScheduleRow, SharedStore
+from .._codec import JobCodec, encode_result, wall_offset
+from .._errors import SchedulerError
+from .._job import Job
+from .._jobtypes import retry_policy_data
+from .._recurring import build_trigger
+from .._status import JobStatus
+from ..store import Outcome, SharedJobRow, SharedScheduleRow, SharedStore, StoreContext
+from .local import LocalBackend
 
 if TYPE_CHECKING:
-    from ._scheduler import JobScheduler
+    from .._kernel import Kernel
+    from .._recurring import Trigger
 
 logger = structlog.get_logger("jobsched.shared")
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
 CANCELLED = JobStatus.CANCELLED
-SHUTDOWN_ERROR = "scheduler shut down"
+SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
 
 
 _instances = itertools.count(1)
@@ -71,37 +73,26 @@ def process_identity() -> str:
     return base if n == 1 else f"{base}/{n}"
 
 
-def limits_data(limits: Any) -> dict[str, Any] | None:
-    """`Limits` as the JSON a shared store keeps (None for no limits)."""
-    if not limits:
-        return None
-    return {
-        "executors": dict(sorted(limits.executors.items())),
-        "job_types": dict(sorted(limits.job_types.items())),
-        "rates": {
-            name: {"per_second": rate.per_second, "burst": rate.burst}
-            for name, rate in sorted(limits.rates.items())
-        },
-    }
-
-
 # ── The shared-mode runtime ────────────────────────────────────────────
-class SharedMode:
-    """The feeder, lease renewer, outcome writer and schedules of one process."""
+class SharedBackend(LocalBackend):
+    """The feeder, lease renewer, outcome writer and schedules of one process.
+
+    A process that only submits and follows jobs uses `jobsched.Client`.
+    """
 
     def __init__(
         self,
-        scheduler: JobScheduler,
         store: SharedStore,
         *,
         identity: str | None = None,
         poll_interval: float = 5.0,
     ) -> None:
-        self.scheduler = scheduler
-        self.store = store
+        super().__init__(store)
+        self.store: SharedStore = store
         self.identity = identity or process_identity()
-        # Jobs go to the store as data, and come back from it, through one codec.
-        self.codec = JobCodec(scheduler.plugins)
+        # Jobs go to the store as data, and come back from it, through one codec
+        # (built in bind(), with the kernel's plugins).
+        self.codec: JobCodec | None = None
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
@@ -114,6 +105,9 @@ class SharedMode:
         self._early_cancels: set[str] = set()
         #: A submitted job whose key the store already had -> the stored job's id.
         self.aliases: dict[str, str] = {}
+        # The kernel's per-job hooks: the store's queue, not the kernel's.
+        self.listener = self._on_transition
+        self.admit = self._submit
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
@@ -121,10 +115,17 @@ class SharedMode:
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
-    # ── Lifecycle ───────────────────────────────────────────────────
-    async def start(self) -> None:
-        from .store import StoreContext
+    def bind(self, kernel: Kernel) -> None:
+        super().bind(kernel)
+        self.codec = JobCodec(kernel.plugins)
 
+    @property
+    def _codec(self) -> JobCodec:
+        assert self.codec is not None, "the backend is not bound to a kernel yet"
+        return self.codec
+
+    # ── Lifecycle ───────────────────────────────────────────────────
+    async def open(self) -> None:
         await self.store.open(StoreContext(worker_id=self.identity))
         try:
             await self._sync_limits()
@@ -147,8 +148,8 @@ class SharedMode:
 
     async def _sync_limits(self) -> None:
         """Make this process's limits the cluster's, or refuse a mismatch (docs/limits.md)."""
-        limiter = self.scheduler._limiter
-        data = limits_data(limiter.limits) if limiter is not None else None
+        limiter = self.kernel.limiter
+        data = limiter.limits.as_data() if limiter is not None else None
         sync = getattr(self.store, "sync_limits", None)
         if sync is None:
             if data:
@@ -159,7 +160,7 @@ class SharedMode:
             return
         await sync(data)
 
-    async def stop_feeding(self) -> None:
+    async def stop_claiming(self) -> None:
         """Claim nothing more (called first thing in stop())."""
         for task in self._tasks[:1]:
             task.cancel()
@@ -168,15 +169,15 @@ class SharedMode:
                 task.cancel()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)
 
-    async def close(self) -> None:
+    async def close(self) -> BaseException | None:
         """After the workers exited: hand back unstarted jobs, flush, close the store."""
-        s = self.scheduler
+        s = self.kernel
         unstarted = [
             job_id
             for job_id in self._held
-            if (job := s._jobs.get(job_id)) is not None and job.status is JobStatus.PENDING
+            if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
-        await self._drain_writes()
+        await self.flush()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
@@ -185,8 +186,10 @@ class SharedMode:
                 await self.store.release(unstarted, self.identity)
             await self.store.close()
         self._log.info("shared scheduler stopped")
+        return None
 
-    async def _drain_writes(self) -> None:
+    async def flush(self) -> None:
+        """Return once every submit and outcome so far is written to the store."""
         while True:
             self._flush_inserts()
             self._flush_outcomes()
@@ -196,35 +199,33 @@ class SharedMode:
             await asyncio.gather(*pending, return_exceptions=True)
 
     # ── Submitting ──────────────────────────────────────────────────
-    def submit(
+    def _submit(
         self,
         job: Job,
         delay: float,
-        depends_on: Iterable[str],
-        *,
-        key: str | None = None,
-        schedule_id: str | None = None,
-        unique_key: str | None = None,
+        depends_on: Sequence[str],
+        key: str | None,
+        unique_key: str | None,
     ) -> str:
-        """Describe `job` as a row and queue it for the store; returns its id.
+        """The kernel's admit hook: describe `job` as a row and queue it for the
+        store; returns its id (the kernel keeps nothing).
 
         `key` and `unique_key` are checked by the store, for the whole cluster,
         when the row is written: a job they deduplicate is not stored, and
         after `flush()` `resolve(job_id)` gives the id of the job that was.
         """
-        s = self.scheduler
-        clock = s._clock
-        row = self.codec.new_job(
+        s = self.kernel
+        clock = s.clock
+        row = self._codec.new_job(
             job,
             job_id=f"{job.job_id}-{self._id_suffix}",
-            strategy_key=s._key,
+            strategy_key=s.sort_key,
             now=clock.time(),
             offset=wall_offset(clock),
             delay=delay,
             depends_on=depends_on,
             key=key,
             unique_key=unique_key,
-            schedule_id=schedule_id,
             submitted_by=self.identity,
         )
         job.job_id = row.job_id
@@ -235,7 +236,7 @@ class SharedMode:
         return job.job_id
 
     def resolve(self, job_id: str) -> str:
-        """The stored job's id for an id `submit` returned (see `submit`)."""
+        """The stored job's id for an id `submit` returned (see `_submit`)."""
         return self.aliases.get(job_id, job_id)
 
     def _flush_inserts(self) -> None:
@@ -266,9 +267,13 @@ class SharedMode:
             if self._inserts:
                 self._flush_inserts()
 
+    def follow(self, job_ids: Iterable[str]) -> None:
+        """Make `join` also wait for these stored jobs (say, the runs of a schedule)."""
+        self._submitted.update(job_ids)
+
     async def join(self) -> None:
         """Wait until every job this process submitted is terminal in the store."""
-        await self._drain_writes()
+        await self.flush()
         while self._submitted:
             rows = await self.store.jobs(sorted(self._submitted))
             done = {r.job_id for r in rows if r.status in _TERMINAL_NAMES}
@@ -279,17 +284,18 @@ class SharedMode:
 
     # ── Claiming ────────────────────────────────────────────────────
     async def _feed(self) -> None:
-        s = self.scheduler
+        s = self.kernel
         # Keep up to one extra job per worker queued here so a worker that
         # finishes finds its next job without a round trip to the database.
         target = 2 * s.num_workers
-        while not s._stopping:
+        while not s.stopping:
             self._wake.clear()
-            room = target - s._running_count - len(s._ready)
+            queued = s.queued
+            room = target - s.running - queued
             timeout = self.poll_interval
             # Claim in batches (a round trip per job would cost more than the
             # job): when half the local backlog is gone or the heap ran dry.
-            if room >= s.num_workers or (room > 0 and not s._ready):
+            if room >= s.num_workers or (room > 0 and not queued):
                 try:
                     rows, next_due = await self.store.claim(room, self.identity)
                 except Exception as exc:
@@ -307,10 +313,10 @@ class SharedMode:
 
     def _adopt(self, row: SharedJobRow) -> None:
         """Make a claimed row a local job in the ready heap (no await: atomic)."""
-        s = self.scheduler
-        offset = wall_offset(s._clock)
+        s = self.kernel
+        offset = wall_offset(s.clock)
         try:
-            job = self.codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
+            job = self._codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
         except Exception as exc:
             # Never run what cannot be rebuilt; say so in the store.
             self._outcome(row.job_id, "failed", error=f"cannot build job: {exc}")
@@ -318,17 +324,9 @@ class SharedMode:
             return
         job.job_id = row.job_id
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
-        now = s._clock.now()
         job.submitted_at = row.submitted_at - offset
-        job.run_at = now
-        job.seq = s._seq
-        s._seq += 1
-        s._jobs[job.job_id] = job
-        s._unfinished += 1
-        s._idle.clear()
         self._held.add(job.job_id)
-        heappush(s._ready, (s._key(job), job.seq, job))
-        s._work_available.set()
+        s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
             s.cancel(job.job_id)
@@ -349,8 +347,8 @@ class SharedMode:
                 self._log.error("lease renewal failed", error=str(exc))
 
     def _on_cancel(self, job_id: str) -> None:
-        s = self.scheduler
-        job = s._jobs.get(job_id)
+        s = self.kernel
+        job = s.find(job_id)
         if job is None:
             # Claimed by us but not adopted yet, or someone else's: remember briefly.
             self._early_cancels.add(job_id)
@@ -363,13 +361,15 @@ class SharedMode:
 
     def cancel(self, job_id: str) -> bool:
         """Ask the store to cancel a job this process does not hold."""
+        if not self._opened:
+            return False
         task = asyncio.get_running_loop().create_task(self.store.request_cancel(job_id))
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return True
 
     # ── Outcomes ────────────────────────────────────────────────────
-    def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+    def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
         """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
         if new is RUNNING or job.job_id not in self._held:
             return
@@ -378,23 +378,26 @@ class SharedMode:
                 job.job_id,
                 "retry_wait",
                 error=job.last_error,
-                run_at=job.run_at + wall_offset(self.scheduler._clock),
+                run_at=job.run_at + wall_offset(self.kernel.clock),
             )
-        elif new is CANCELLED and job.last_error == SHUTDOWN_ERROR:
-            # Interrupted by our own shutdown: another process runs it again.
-            self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
         else:
             result = encode_result(job.result) if new is JobStatus.COMPLETED else None
             self._outcome(job.job_id, new.value, result=result, error=job.last_error)
         self._wake.set()
 
-    def hand_back(self, job: Job) -> None:
+    def interrupted(self, job: Job) -> None:
+        """Torn down by our own shutdown: handed back, so another process runs it again.
+
+        Its outcome is written now; the CANCELLED the kernel records next is
+        then no longer ours to write (the job is not held any more).
+        """
+        if job.job_id in self._held:
+            self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
+            self._wake.set()
+
+    def retry(self, job: Job) -> bool:
         """A job waiting for its retry goes back to the store, not the local heap."""
-        s = self.scheduler
-        s._jobs.pop(job.job_id, None)
-        s._unfinished -= 1
-        if s._unfinished == 0:
-            s._idle.set()
+        return True
 
     def _outcome(
         self,
@@ -434,9 +437,40 @@ class SharedMode:
         self,
         factory: Callable[[], Job],
         interval: float | None,
+        trigger: Trigger | dict[str, Any] | None,
+        options: dict[str, Any],
+    ) -> str:
+        """`JobScheduler.schedule_recurring` on a shared store (see `add_schedule`)."""
+        unsupported = [
+            name
+            for name, used in (
+                ("misfire_grace_time", options["misfire_grace_time"] is not None),
+                ("coalesce", options["coalesce"] != "one"),
+                ("jitter", bool(options["jitter"])),
+                ("key", options["key"] is not None),
+            )
+            if used
+        ]
+        if unsupported:
+            raise SchedulerError(
+                "a shared store does not support misfire_grace_time, coalesce, jitter "
+                "or key on recurring schedules yet (missed periods coalesce into one)"
+            )
+        return self.add_schedule(
+            factory,
+            interval,
+            start_in=options["start_in"],
+            allow_overlap=options["allow_overlap"],
+            trigger=trigger,  # type: ignore[arg-type]
+        )
+
+    def add_schedule(
+        self,
+        factory: Callable[[], Job],
+        interval: float | None,
         *,
-        start_in: float,
-        allow_overlap: bool,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
         trigger: dict[str, Any] | None = None,
         times: int | None = None,
         key: str | None = None,
@@ -474,8 +508,8 @@ class SharedMode:
         if key is not None:
             spec["key"] = key
         job = factory()
-        offset = wall_offset(self.scheduler._clock)
-        type_name, args, options = self.codec.describe_data(job, offset)
+        offset = wall_offset(self.kernel.clock)
+        type_name, args, options = self._codec.describe_data(job, offset)
         ident = json.dumps(
             [type_name, args, self._identity_options(job, offset), spec, allow_overlap],
             sort_keys=True,
@@ -506,7 +540,7 @@ class SharedMode:
             "name": job.name,
             "priority": int(job.priority),
             "timeout": job.timeout,
-            "retry": retry_policy_data(job.retry, self.scheduler.plugins),
+            "retry": retry_policy_data(job.retry, self.kernel.plugins),
             "deadline": None if job.deadline is None else job.deadline + offset,
         }
 
@@ -526,9 +560,7 @@ class SharedMode:
                 return previous + max(missed, 1) * interval
 
             return every
-        from ._recurring import build_trigger
-
-        trig = build_trigger(spec, lambda n: self.scheduler.plugins.resolve("triggers", n))
+        trig = build_trigger(spec, lambda n: self.kernel.plugins.resolve("triggers", n))
         if trig.timebase != "wall":
             raise SchedulerError(f"trigger {spec!r} is not a wall-clock trigger")
 
@@ -548,7 +580,7 @@ class SharedMode:
         task.add_done_callback(self._side_tasks.discard)
 
     async def _run_schedule(self, row: Any) -> None:
-        s = self.scheduler
+        s = self.kernel
         try:
             stored = await self.store.add_schedule(row)
             advance = self._advance(dict(stored.trigger))
@@ -558,7 +590,7 @@ class SharedMode:
         except Exception as exc:
             self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
             return
-        while not s._stopping:
+        while not s.stopping:
             if not stored.active:
                 return
             wait = stored.next_run - time.time()
@@ -566,13 +598,13 @@ class SharedMode:
                 await asyncio.sleep(wait)
             now = time.time()
             new_next = advance(stored.next_run, now)
-            offset = wall_offset(s._clock)
+            offset = wall_offset(s.clock)
             label = f"job of schedule {stored.schedule_id}"
-            job = self.codec.build(stored.type, stored.args, stored.options, offset, label)
-            new = self.codec.new_job(
+            job = self._codec.build(stored.type, stored.args, stored.options, offset, label)
+            new = self._codec.new_job(
                 job,
                 job_id=f"{job.job_id}-{self._id_suffix}",
-                strategy_key=s._key,
+                strategy_key=s.sort_key,
                 now=now,
                 offset=offset,
                 schedule_id=stored.schedule_id,
@@ -624,48 +656,3 @@ class SharedMode:
 
 
 _TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)
-
-
-async def run_worker(
-    store: str | Any,
-    *,
-    workers: int = 4,
-    plugins: Any = None,
-    strategy: Any = None,
-    grace: float = 30.0,
-    stop: asyncio.Event | None = None,
-    on_started: Callable[[JobScheduler], None] | None = None,
-) -> None:
-    """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
-
-    This is ``jobsched worker --store URL --workers N``. Stopping claims
-    nothing more, hands back the claimed jobs that have not started, and gives
-    the running attempts `grace` seconds to finish; those still running then
-    are interrupted and handed back too (another process runs them again,
-    their attempt counted).
-    """
-    import signal
-
-    from ._scheduler import JobScheduler
-
-    scheduler = JobScheduler(strategy, num_workers=workers, plugins=plugins, store=store)
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    await scheduler.start()
-    try:
-        if on_started is not None:
-            on_started(scheduler)
-        await stop.wait()
-    finally:
-        stopping = asyncio.ensure_future(scheduler.stop())
-        done, _ = await asyncio.wait({stopping}, timeout=grace)
-        if not done:
-            # Cancel the worker tasks themselves (not the jobs): the kernel
-            # records "scheduler shut down", which shared mode hands back.
-            for slot in scheduler._slots:
-                if slot.job is not None and slot.task is not None:
-                    slot.task.cancel()
-            await stopping

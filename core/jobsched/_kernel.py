@@ -1,0 +1,1409 @@
+"""The kernel: queues, workers, retries, dependencies, cancellation, shutdown.
+
+The kernel knows no store. How jobs are kept is a `Backend`, chosen once when a
+scheduler is composed (`jobsched.backends`: in memory, a journal to a store one
+process owns, or a store several processes share). The kernel calls its
+backend at a few documented points; the backend calls the kernel's public
+methods (the ones under "Backend-facing API"), never its private state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import sys
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from ._clock import Clock, SystemClock, TimerHandle
+from ._errors import (
+    InvalidTransitionError,
+    NonRetryableError,
+    PluginError,
+    SchedulerError,
+    SchedulerStoppedError,
+    UnknownJobError,
+)
+from ._executor import Executor
+from ._job import FunctionJob, Job, refuse_option_parameters
+from ._jobtypes import build_retry_policy
+from ._limits import Limiter, Limits
+from ._options import (
+    MAX_DELAY,
+    check_delay,
+    check_num_workers,
+    check_retry_policy,
+    is_retry_spec,
+)
+from ._plugins import DISABLE_PLUGINS_ENV, PluginManager, Registration, TransitionListener
+from ._recurring import (
+    CoalescePolicy,
+    IntervalTrigger,
+    RecurringSchedule,
+    Trigger,
+    build_trigger,
+)
+from ._retry import RetryPolicy
+from ._status import JobStatus
+from ._strategy import SchedulingStrategy, SortKey
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+logger = structlog.get_logger("jobsched")
+
+JobListener = Callable[[Job, JobStatus, JobStatus], None]
+
+PENDING = JobStatus.PENDING
+RUNNING = JobStatus.RUNNING
+RETRY_WAIT = JobStatus.RETRY_WAIT
+COMPLETED = JobStatus.COMPLETED
+FAILED = JobStatus.FAILED
+TIMED_OUT = JobStatus.TIMED_OUT
+CANCELLED = JobStatus.CANCELLED
+
+#: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
+SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key")
+
+
+class _CancelCountingTask(asyncio.Task):  # type: ignore[type-arg]
+    """A worker task for Python 3.10, whose tasks cannot say they are being cancelled.
+
+    Counts cancel requests as 3.11's ``Task.cancelling()`` does, so that a
+    job that raises ``CancelledError`` itself can be told from a worker
+    being cancelled.
+    """
+
+    _requests = 0
+
+    def cancel(self, msg: Any = None) -> bool:
+        self._requests += 1
+        return super().cancel(msg)
+
+    def cancelling(self) -> int:
+        return self._requests
+
+    def uncancel(self) -> int:
+        if self._requests > 0:
+            self._requests -= 1
+        return self._requests
+
+
+def _start_worker(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+    if sys.version_info >= (3, 11):
+        return asyncio.create_task(coro, name=name)
+    return _CancelCountingTask(coro, name=name)
+
+
+class _Slot:
+    """One worker and the attempt it is running, if any."""
+
+    __slots__ = ("cancel_requested", "deadline", "expired", "job", "task")
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.deadline = math.inf
+        self.expired = False  # the watchdog cancelled this attempt: a timeout
+        self.cancel_requested = False  # cancel(job_id) cancelled this attempt
+
+
+#: ``admit(job, delay, depends_on, key, unique_key)``: see `Backend.admit`.
+AdmitHook = Callable[[Job, float, "Sequence[str]", "str | None", "str | None"], "str | None"]
+#: ``finished(job_id, status)``: see `Backend.finished`.
+FinishedHook = Callable[[str, JobStatus], None]
+
+
+class Backend(Protocol):
+    """How a kernel's jobs are kept: in memory, in a journal, or in a shared store.
+
+    Chosen once, when a scheduler is composed (`jobsched.backends`). The
+    kernel calls it at the points below and nowhere else; it works on the
+    kernel through the kernel's backend-facing methods.
+
+    Per-job hooks are attributes that may be None: None costs nothing on the
+    per-job path (the in-memory backend sets all three to None).
+
+    - ``listener(job, old, new)``: called first on every transition.
+    - ``admit(job, delay, depends_on, key, unique_key) -> str | None``: a new
+      job, checked by the kernel and not recorded yet. Return an id to take
+      the job away (the kernel records nothing: a shared queue, or a submit
+      deferred until the store is open); None lets the kernel queue it. May
+      raise to refuse the job, and may give it a new id.
+    - ``finished(job_id, status)``: a job reached a terminal state. With this
+      hook the kernel holds its dependents back until the backend calls
+      `Kernel.release_committed` (durable before visible).
+    """
+
+    listener: TransitionListener | None
+    admit: AdmitHook | None
+    finished: FinishedHook | None
+
+    def bind(self, kernel: Kernel) -> None:
+        """Called once by the kernel's constructor, before anything else."""
+
+    def refused(self, job: Job) -> None:
+        """The kernel refused a job `admit` let through (say, an unknown dependency)."""
+
+    def retry(self, job: Job) -> bool:
+        """`job` waits for its retry (RETRY_WAIT, `run_at` set). True: the backend
+        keeps it from now on and the kernel forgets it; False: the kernel queues it."""
+
+    def interrupted(self, job: Job) -> None:
+        """A shutdown tears down `job`'s attempt: it ends CANCELLED in the kernel,
+        but is not a cancel (it should run again, as after a crash)."""
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job the kernel does not know (held elsewhere); False if unknown."""
+
+    def resolve(self, job_id: str) -> str:
+        """The kept job's id for an id `submit` returned (a store may dedupe by key)."""
+
+    def schedule_recurring(
+        self,
+        factory: Callable[[], Job],
+        interval: float | None,
+        trigger: Trigger | dict[str, Any] | None,
+        options: dict[str, Any],
+    ) -> str:
+        """Add a recurring schedule (`Kernel.schedule_recurring`'s arguments);
+        the kernel's own `Kernel.add_recurring` unless the backend keeps schedules."""
+
+    def cancel_recurring(self, schedule_id: str) -> bool:
+        """Stop a schedule the kernel does not know; False if unknown."""
+
+    def schedule_added(self, sched: RecurringSchedule, spec: Any, key: str | None) -> None:
+        """A new kernel schedule; `spec` is how its trigger was given."""
+
+    def schedule_changed(self, sched: RecurringSchedule) -> None:
+        """A kernel schedule fired, ended or was cancelled."""
+
+    def schedule_fired(self, sched: RecurringSchedule, job_id: str) -> None:
+        """A kernel schedule submitted `job_id`."""
+
+    async def open(self) -> None:
+        """``start()``: open the store and restore what it holds, before the workers start."""
+
+    async def stop_claiming(self) -> None:
+        """First thing in ``stop()``: take no more work."""
+
+    async def close(self) -> BaseException | None:
+        """Last thing in ``stop()``, after the workers exited: write what is left and
+        close the store. Returns an error for ``stop()`` to raise, or None."""
+
+    async def flush(self) -> None:
+        """Return once every change so far is kept (see `Kernel.flush`)."""
+
+    async def join(self) -> None:
+        """Wait until every job submitted here is terminal (see `Kernel.join`)."""
+
+
+class _Executors(dict):  # type: ignore[type-arg]
+    """Executors by model name, each built on first use.
+
+    A broken third-party executor then affects only the jobs that ask for it:
+    building it fails once, and every attempt on it ends FAILED (not retried)
+    with the error, naming the plugin and how to disable it. Looking up a
+    built executor is a plain dict lookup (``__missing__`` runs only on a miss).
+    """
+
+    def __init__(self, registry: Mapping[str, Registration], workers: int) -> None:
+        super().__init__()
+        self.registry = registry
+        self.workers = workers
+
+    def __missing__(self, model: str) -> Executor:
+        name = str(getattr(model, "value", model))
+        reg = self.registry[name]
+        try:
+            executor: Executor = reg.factory(workers=self.workers)
+        except Exception as exc:
+            message = (
+                f"executor {name!r} from plugin {reg.plugin!r} failed to start: "
+                f"{type(exc).__name__}: {exc}; disable the plugin with "
+                f"{DISABLE_PLUGINS_ENV}={reg.plugin} or submit the job to another executor"
+            )
+            logger.error(
+                "executor failed to start", executor=name, plugin=reg.plugin, error=str(exc)
+            )
+            executor = _BrokenExecutor(message)
+        self[model] = executor
+        return executor
+
+
+class _BrokenExecutor:
+    """Stands in for an executor that failed to start: every attempt fails, not retried."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def invoke(self, job: Job) -> Any:
+        raise NonRetryableError(self.message)
+
+    def shutdown(self) -> None:
+        pass
+
+
+def default_factory(plugins: PluginManager, kind: str, name: str, option: str) -> Any:
+    """The factory of a default the kernel relies on, or an error saying what disabled it.
+
+    `option` is how to do without it (``"pass strategy=..."``).
+    """
+    reg = plugins.registry[kind].get(name)
+    if reg is not None:
+        return reg.factory
+    raise PluginError(f"{missing_default(plugins, kind, name)}; or {option}")
+
+
+def missing_default(plugins: PluginManager, kind: str, name: str) -> str:
+    """Why a default `name` of `kind` (``"strategies"``...) is not registered, and the fix."""
+    singular = {"strategies": "strategy", "executors": "executor"}.get(kind, kind.rstrip("s"))
+    for record in plugins.records():
+        if record.name == name and record.status != "loaded":
+            return (
+                f"the default {singular} {name!r} is unavailable: its plugin {name!r} is "
+                f"{record.status} ({record.error}); re-enable it (take {name!r} out of "
+                f"{DISABLE_PLUGINS_ENV}, the deny-list or the allow-list)"
+            )
+    return f"{plugins.unknown_name_message(kind, name)}; it is the default {singular}"
+
+
+_PROBE_SEQ = -7_654_321  # a submit order no real job has
+
+
+def _probe() -> None:
+    """The function of the job `_key_ending_in_seq` asks a strategy about."""
+
+
+def _key_ending_in_seq(key: Callable[[Job], SortKey]) -> Callable[[Job], SortKey]:
+    """The strategy's key function, made to end in ``job.seq``.
+
+    Ready-heap entries are ``(*key, job)``: the key's last element must be
+    unique so that two jobs are never compared. A key that ends in ``job.seq``
+    already (every built-in strategy's) is used as it is, at no cost; any
+    other is wrapped once, here, to append it.
+    """
+    probe = FunctionJob(_probe)
+    probe.seq = _PROBE_SEQ
+    try:
+        ends_in_seq = tuple(key(probe))[-1:] == (_PROBE_SEQ,)
+    except Exception:  # a key that cannot judge a plain job: wrap it to be safe
+        ends_in_seq = False
+    if ends_in_seq:
+        return key
+
+    def key_and_seq(job: Job) -> SortKey:
+        return (*key(job), job.seq)
+
+    return key_and_seq
+
+
+class Kernel:
+    """The queues, workers and state machine of a scheduler, over one `Backend`.
+
+    `JobScheduler` (the facade) composes a kernel from plugins and a store;
+    build that, not this.
+
+    Data structures, all owned by the event-loop thread (no locks: every
+    check-then-act runs with no ``await`` in the middle):
+
+    ``_ready``       heap of (*key, job), runnable now: the strategy's key, ending
+                     in ``job.seq`` (unique, so the job itself is never compared)
+    ``_delayed``     heap of (run_at, seq, job): delayed first runs and retry backoffs
+    ``_blocked``     job id -> ids of unmet dependencies
+    ``_dependents``  job id -> ids of jobs waiting on it
+    ``_slots``       one per worker: the attempt it runs, its deadline
+
+    A cancelled job stays in its heap and is skipped when popped (lazy
+    deletion, O(1) cancel). One timer wakes the delayed heap, one watchdog timer
+    enforces every running job's timeout, one timer per recurring schedule: no
+    polling anywhere.
+    """
+
+    def __init__(
+        self,
+        strategy: SchedulingStrategy | str | None,
+        *,
+        plugins: PluginManager,
+        backend: Backend,
+        num_workers: int = 4,
+        rng: random.Random | None = None,
+        history_limit: int = 10_000,
+        clock: Clock | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+    ) -> None:
+        check_num_workers(num_workers)
+        if history_limit < 0:
+            raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
+        self.plugins = plugins
+        if strategy is None:
+            strategy = default_factory(
+                plugins, "strategies", "priority", "pass a strategy (strategy=...)"
+            )()
+        elif isinstance(strategy, str):
+            strategy = plugins.resolve("strategies", strategy)()
+        key = getattr(strategy, "key", None)
+        if not callable(key):
+            raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
+        self.strategy: SchedulingStrategy = strategy  # type: ignore[assignment]
+        self._key: Callable[[Job], SortKey] = _key_ending_in_seq(key)
+        self.num_workers = num_workers
+        # Built on first use: a broken executor fails only the jobs that use it.
+        self._executors = _Executors(plugins.registry["executors"], num_workers)
+        self._rng = rng or random.Random()
+        self._history_limit = history_limit
+        self._clock: Clock = clock or SystemClock()
+        self._limiter: Limiter | None = None
+        if limits is not None and (limits := Limits.coerce(limits)):
+            self._limiter = self._make_limiter(limits)
+            # Swapped, not branched on: a scheduler without limits keeps the plain path.
+            self._take_next = self._take_next_limited  # type: ignore[method-assign]
+        self._unique: dict[str, str] = {}  # dedupe key -> id of its pending/running job
+        self._unique_of: dict[str, str] = {}  # job id -> its dedupe key
+
+        self._jobs: dict[str, Job] = {}
+        # Entries are the strategy key flattened with the job: (*key, job), not
+        # (key, job). One tuple instead of two saves 48 bytes per pending job,
+        # and comparing flat entries halves the cost of a heap pop (about 1 us
+        # at 100k queued). Same order as nested keys as long as a strategy's
+        # keys have one length, which every built-in's do.
+        self._ready: list[tuple[Any, ...]] = []
+        self._delayed: list[tuple[float, int, Job]] = []
+        self._blocked: dict[str, set[str]] = {}
+        self._dependents: dict[str, list[str]] = {}
+        # Finished, dependents held until the backend says the state is kept.
+        self._unreleased: set[str] = set()
+        self._finished: deque[str] = deque()  # terminal job ids, oldest first
+        self._recurring: dict[str, RecurringSchedule] = {}
+        self._slots = [_Slot() for _ in range(num_workers)]
+        self._keys: dict[str, str] = {}  # external key -> job id (submit(key=...))
+        # Job id -> its key: a key is forgotten with its job, so both stay bounded.
+        self._key_of: dict[str, str] = {}
+        self._schedule_keys: dict[str, str] = {}
+        self._schedule_key_of: dict[str, str] = {}
+        # The backend is bound first: its per-job hooks are read once, here.
+        self._backend = backend
+        backend.bind(self)
+        self._admit = backend.admit
+        self._on_finished = backend.finished
+        self._plugin_listeners = plugins.transition_listeners()
+        if backend.listener is not None:
+            self._plugin_listeners = (backend.listener, *self._plugin_listeners)
+        self._user_listeners: list[JobListener] = []
+        self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._seq = 0
+        self._unfinished = 0
+        self._running_count = 0
+        self.peak_running = 0  # the most attempts ever in flight at once
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._work_available = asyncio.Event()
+        self._delay_timer: TimerHandle | None = None
+        self._delay_timer_at = math.inf
+        self._watchdog: TimerHandle | None = None
+        self._watchdog_at = math.inf
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopping = False
+        self._stopped = False
+        self._stop_done = asyncio.Event()
+
+    # ── Public API (call on the loop thread unless noted) ─────────────
+    def add_listener(self, listener: JobListener) -> None:
+        """Observer hook: called as ``listener(job, old_status, new_status)``.
+
+        A listener that raises is logged and skipped; the others still run.
+        """
+        self._user_listeners.append(listener)
+        self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+
+    def submit(
+        self,
+        job: Job | Callable[..., Any],
+        *args: Any,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        unique_key: str | None = None,
+        key: str | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> str:
+        """Queue a job and return its id. Dependencies must already be submitted.
+
+        `job` is a `Job`, or a plain function or coroutine function followed by
+        its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
+        timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
+        Options are spelled as in a job file too: ``priority="low"``,
+        ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
+        ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
+        here with what is valid.
+
+        Every keyword named like an option of submit or of `FunctionJob` is
+        that option, never the function's argument. So a function with a
+        parameter named like a `FunctionJob` option (``timeout``, ``name``,
+        ``priority``, ``model``, ``retry``, ``deadline``) is refused, unless
+        its keyword arguments come as a mapping:
+        ``submit(connect, "db", kwargs={"timeout": 3}, timeout=5)`` calls
+        ``connect("db", timeout=3)`` as a job with a 5 s timeout. A parameter
+        named like one of submit's own (``delay``, ``depends_on``,
+        ``unique_key``, ``key``) is refused only when that keyword is given:
+        ``submit(asyncio.sleep, 1)`` is fine. A function that takes only
+        ``**kwargs`` is not refused: an option's keyword never reaches it.
+        Arguments that cannot bind to the function's signature are refused
+        here too.
+
+        `delay` is seconds from now, at most `MAX_DELAY` (one year).
+
+        `unique_key` deduplicates: while a job submitted with the same key is
+        pending, waiting to retry or running, submit returns *that* job's id and
+        queues nothing. The key is free again once that job has finished.
+
+        `key` is an external id (say, a job file's id): submitting a key the
+        scheduler already knows, including one restored from a durable store,
+        queues nothing and returns the id of the job that has it. That is how a
+        rerun after a crash resumes instead of starting a second copy. A key is
+        known as long as its job is: while it is unfinished and, once it has
+        finished, while it is among the last `history_limit` finished jobs.
+        """
+        if delay != 0.0:
+            delay = check_delay(delay)
+        job = self._as_job(job, args, kwargs, options, (delay, depends_on, unique_key, key))
+        if self._stopping:
+            raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
+        if unique_key is not None:
+            existing = self._unique.get(unique_key)
+            if existing is not None:
+                return existing
+        if key is not None:
+            known = self._keys.get(key)
+            if known is not None:
+                return known
+        if job.status is not PENDING or job.attempts:
+            raise SchedulerError(f"{job.job_id} was already submitted")
+        if job.model not in self._executors.registry:
+            raise PluginError(f"{job!r}: {self._unknown_executor(job.model)}")
+        admit = self._admit
+        if admit is not None:
+            # The backend may take the job (a shared queue, a submit before
+            # start()), refuse it (not storable as data) or renumber it.
+            taken = admit(job, delay, tuple(depends_on) if depends_on else (), key, unique_key)
+            if taken is not None:
+                return taken
+        job_id = job.job_id
+        if job_id in self._jobs:
+            self._backend.refused(job)
+            raise SchedulerError(f"{job_id} was already submitted")
+        deps = set(depends_on) if depends_on else None
+        if deps:
+            unknown = [d for d in deps if d not in self._jobs]
+            if unknown:
+                self._backend.refused(job)
+                # Requiring dependencies to exist first makes cycles impossible.
+                raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
+        now = self._clock.now()
+        job.seq = seq = self._seq
+        job.submitted_at = now
+        # Share the float when there is no delay: 24 bytes per pending job.
+        job.run_at = run_at = now + delay if delay else now
+        # The key is computed before anything is recorded, for delayed and
+        # blocked jobs too: a key() that raises refuses the submit and leaves
+        # no trace, instead of failing later in a timer or a worker.
+        try:
+            entry = (*self._key(job), job)
+        except BaseException:
+            self._backend.refused(job)
+            raise
+        self._seq = seq + 1
+        self._jobs[job_id] = job
+        if unique_key is not None:
+            self._unique[unique_key] = job_id
+            self._unique_of[job_id] = unique_key
+        if key is not None:
+            self._keys[key] = job_id
+            self._key_of[job_id] = key
+        self._unfinished += 1
+        if self._unfinished == 1:
+            self._idle.clear()
+        if deps:
+            jobs = self._jobs
+            for d in sorted(deps):
+                status = jobs[d].status
+                if status._terminal and status is not COMPLETED:
+                    self._finish(job, CANCELLED, error=f"upstream {d} {status.value}")
+                    return job_id
+            # An upstream whose completion the backend has not kept yet is unmet:
+            # durable before visible.
+            unmet = {d for d in deps if jobs[d].status is not COMPLETED or d in self._unreleased}
+            if unmet:
+                self._blocked[job_id] = unmet
+                for d in unmet:
+                    self._dependents.setdefault(d, []).append(job_id)
+                return job_id
+        if run_at > now:
+            heappush(self._delayed, (run_at, seq, job))
+            if run_at < self._delay_timer_at and self._started:
+                self._arm_delay_timer(run_at)
+        else:
+            heappush(self._ready, entry)
+            self._work_available.set()
+        return job_id
+
+    def _as_job(
+        self,
+        job: Job | Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+        options: dict[str, Any],
+        scheduling: tuple[Any, ...],
+        caller: str = "submit",
+    ) -> Job:
+        """`job`, or a `FunctionJob` of a plain function, with its retry policy resolved.
+
+        `scheduling` is the values of `SUBMIT_OPTIONS` the caller gave.
+        """
+        if not isinstance(job, Job):
+            if kwargs is None:
+                # FunctionJob refuses a parameter named like one of its options
+                # outright. Submit's own are common parameter names (asyncio.sleep
+                # has `delay`): refused only when given, as then it is ambiguous.
+                given = [
+                    name for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True) if value
+                ]
+                refuse_option_parameters(job, given)
+            job = FunctionJob(job, *args, kwargs=kwargs, **options)
+        elif args or options or kwargs is not None:
+            raise TypeError(
+                f"{caller}() got arguments for {job!r}, which is already a job: "
+                "arguments are only for plain functions"
+            )
+        retry = job.retry
+        if retry.__class__ is not RetryPolicy and is_retry_spec(retry):
+            # A policy name or table, as a job file writes it: this
+            # scheduler's plugins say what the names mean.
+            job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
+        return job
+
+    def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+        """Submit from any thread; returns the job id at once.
+
+        The real submit runs on the loop thread (``call_soon_threadsafe``), so
+        the scheduler's structures are still touched by one thread only. The
+        job, its options and `delay` are checked here, with `submit`'s rules,
+        and raise in the caller; an error found on the loop (say, an unknown
+        dependency) is logged and the job is recorded nowhere; use `submit` on
+        the loop when you need that error.
+        """
+        # Stopping first: after stop() the loop is set but the answer is "stopped",
+        # not "start() the scheduler".
+        if self._stopping:
+            raise SchedulerStoppedError("scheduler is stopping")
+        if self._loop is None:
+            raise SchedulerError("start() the scheduler before submitting from other threads")
+        # What can be checked here is, so the caller gets the error and not the log.
+        options: dict[str, Any] = {k: kwargs.pop(k) for k in SUBMIT_OPTIONS if k in kwargs}
+        if options.get("delay", 0.0) != 0.0:
+            options["delay"] = check_delay(options["delay"])
+        scheduling = tuple(options.get(name) for name in SUBMIT_OPTIONS)
+        fn_kwargs = kwargs.pop("kwargs", None)
+        job = self._as_job(job, args, fn_kwargs, kwargs, scheduling, "submit_threadsafe")
+        self._loop.call_soon_threadsafe(self._submit_logged, job, options)
+        return job.job_id
+
+    def schedule_recurring(
+        self,
+        factory: Callable[[], Job],
+        interval: float | None = None,
+        *,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+        trigger: Trigger | dict[str, Any] | None = None,
+        misfire_grace_time: float | None = None,
+        coalesce: CoalescePolicy = "one",
+        jitter: float = 0.0,
+        name: str | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Submit ``factory()`` every `interval` seconds, or whenever `trigger` fires.
+
+        Returns a schedule id for `cancel_recurring`. With `interval` the
+        schedule runs at a fixed rate, first after `start_in` seconds. Fires
+        missed while the loop was busy coalesce into one; without
+        `allow_overlap` a fire is skipped while the previous job is unfinished.
+
+        `trigger` is a trigger object (``CronTrigger("0 2 * * *",
+        tz="America/New_York")``) or a job-file style mapping (``{"cron": "0 2 *
+        * *", "tz": "America/New_York"}``) resolved through the trigger
+        plugins. `misfire_grace_time`, `coalesce` and `jitter` apply to every
+        trigger (see `RecurringSchedule`).
+
+        `key` names the schedule across restarts: a key the scheduler already
+        knows (restored from a store) returns that schedule's id and gives it
+        this `factory`, keeping its next fire time and counts; nothing new is
+        added. Each job a keyed schedule fires gets the key ``"<key>#<n>"``.
+        With a durable store the trigger must be an interval or a mapping (it
+        is stored as data), each fired job is stored, and the last one is the
+        schedule's template: what it fires after a restart if nobody schedules
+        it again.
+        """
+        if self._stopping:
+            raise SchedulerStoppedError("scheduler is stopping")
+        if not callable(factory):
+            raise TypeError(f"factory must be callable, got {factory!r}")
+        if start_in < 0:
+            raise ValueError(f"start_in must be >= 0, got {start_in!r}")
+        if trigger is not None and interval is not None:
+            raise TypeError("schedule_recurring() takes an interval or a trigger, not both")
+        options = {
+            "start_in": start_in,
+            "allow_overlap": allow_overlap,
+            "misfire_grace_time": misfire_grace_time,
+            "coalesce": coalesce,
+            "jitter": jitter,
+            "name": name,
+            "key": key,
+        }
+        return self._backend.schedule_recurring(factory, interval, trigger, options)
+
+    def add_recurring(
+        self,
+        factory: Callable[[], Job],
+        interval: float | None = None,
+        *,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+        trigger: Trigger | dict[str, Any] | None = None,
+        misfire_grace_time: float | None = None,
+        coalesce: CoalescePolicy = "one",
+        jitter: float = 0.0,
+        name: str | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Backend-facing: a schedule the kernel runs on its own timers
+        (what `schedule_recurring` does unless the backend keeps schedules)."""
+        if key is not None:
+            known = self._schedule_keys.get(key)
+            if known is not None:
+                existing = self._recurring.get(known)
+                if existing is not None:
+                    existing.factory = factory
+                return known
+        spec = trigger if trigger is not None else {"interval": interval}
+        if trigger is not None:
+            if start_in:
+                raise TypeError("start_in is for interval schedules; a trigger sets its own start")
+            trigger = build_trigger(trigger, lambda n: self.plugins.resolve("triggers", n))
+        elif interval is None:
+            raise TypeError("schedule_recurring() needs an interval or a trigger")
+        else:
+            trigger = IntervalTrigger(interval, start_in=start_in)
+        sched = RecurringSchedule(
+            factory,
+            allow_overlap=allow_overlap,
+            trigger=trigger,
+            misfire_grace_time=misfire_grace_time,
+            coalesce=coalesce,
+            jitter=jitter,
+            name=name,
+        )
+        sched.bind(self._clock)
+        self._backend.schedule_added(sched, spec, key)
+        if key is not None:
+            self._schedule_keys[key] = sched.schedule_id
+            self._schedule_key_of[sched.schedule_id] = key
+        self._recurring[sched.schedule_id] = sched
+        if self._started:
+            self._arm_schedule(sched)
+        return sched.schedule_id
+
+    def cancel_recurring(self, schedule_id: str) -> bool:
+        """Stop a recurring schedule; False if unknown or already cancelled."""
+        sched = self._recurring.pop(schedule_id, None)
+        if sched is None:
+            return self._backend.cancel_recurring(schedule_id)
+        sched.active = False
+        if sched.timer is not None:
+            sched.timer.cancel()
+            sched.timer = None
+        self._backend.schedule_changed(sched)
+        return True
+
+    def recurring(self) -> list[RecurringSchedule]:
+        """The active recurring schedules."""
+        return list(self._recurring.values())
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job. False if it is unknown or already finished.
+
+        A queued job is cancelled at once. A running ASYNC job gets
+        ``CancelledError`` at its next await. A running THREAD or PROCESS job is
+        abandoned: its status becomes CANCELLED but the thread or process
+        finishes the call anyway (neither can be interrupted safely; a thread
+        job's `jobsched.cancel_token()` is set so it can stop early). A
+        SUBPROCESS job's child process is killed (docs/executors.md).
+        With a shared store, a job this process does not hold is cancelled
+        through the store.
+        """
+        job = self._jobs.get(job_id)
+        if job is None:
+            return self._backend.cancel(job_id)
+        if job.status._terminal:
+            return False
+        if job.status is RUNNING:
+            for slot in self._slots:
+                if slot.job is job:
+                    self._cancel_attempt(slot)
+                    return True
+        # Queued, or RUNNING but not started yet (a listener cancelled it on
+        # its PENDING -> RUNNING transition): nothing is in flight to stop.
+        self._finish(job, CANCELLED, error="cancelled")
+        return True
+
+    def get(self, job_id: str) -> Job:
+        """The job with this id (finished ones while they are in the history)."""
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise UnknownJobError(job_id) from None
+
+    def jobs(self) -> list[Job]:
+        """Every job the scheduler knows: unfinished ones and the bounded history."""
+        return list(self._jobs.values())
+
+    @property
+    def running(self) -> int:
+        """Attempts in flight right now."""
+        return self._running_count
+
+    async def join(self) -> None:
+        """Wait until every submitted job has reached a terminal state.
+
+        With a shared store: every job submitted by this process, wherever it runs.
+        """
+        await self._backend.join()
+
+    def lookup(self, key: str) -> str | None:
+        """The id of the job submitted (or restored) with this external key, if any."""
+        return self._keys.get(key)
+
+    def resolve(self, job_id: str) -> str:
+        """The id under which the store keeps the job `submit` returned `job_id` for.
+
+        The same id, except with a shared store, which deduplicates `key` and
+        `unique_key` across the cluster when it writes the job: after
+        `flush()`, a job it did not store resolves to the id of the job it kept.
+        """
+        return self._backend.resolve(job_id)
+
+    async def flush(self) -> None:
+        """Wait until every state change so far is committed to the store.
+
+        Returns at once without a durable store. Raises `StoreError` if a
+        write fails meanwhile (the scheduler keeps running and retries the
+        write). With a shared store: every submit so far is written. `stop`
+        flushes by itself.
+        """
+        await self._backend.flush()
+
+    async def start(self) -> None:
+        """Start the workers on the running loop.
+
+        With a durable store this first opens it and restores what it holds.
+        """
+        if self._stopping:
+            raise SchedulerStoppedError("a stopped scheduler cannot be started again")
+        if self._started:
+            raise SchedulerError("already started")
+        self._started = True
+        self._loop = asyncio.get_running_loop()
+        try:
+            await self._backend.open()
+        except BaseException:
+            self._started = False
+            raise
+        self.plugins.scheduler_started(self)
+        self._tasks = [
+            _start_worker(self._worker(slot), f"jobsched-worker-{i}")
+            for i, slot in enumerate(self._slots)
+        ]
+        if self._delayed:
+            self._arm_delay_timer(self._delayed[0][0])
+        for sched in list(self._recurring.values()):
+            self._arm_schedule(sched)
+
+    async def stop(self, *, cancel_running: bool = False) -> None:
+        """Graceful shutdown.
+
+        New submits are rejected; workers finish the attempt they are on (or
+        cancel it, with `cancel_running`) and exit. Queued jobs are left
+        PENDING, and a job that fails now is not retried. With a durable
+        store, attempts cancelled by `cancel_running` stay RUNNING in the
+        store (they run again on the next start; a shared store hands them
+        to another process), and everything else is written before the store
+        is closed; a final write that fails raises `StoreError`.
+        """
+        if self._stopped:
+            return
+        if cancel_running:
+            for slot in self._slots:
+                if slot.job is not None and not slot.cancel_requested:
+                    # A shutdown is not a cancel: the backend keeps these to run
+                    # again (at-least-once, as after a crash).
+                    self._backend.interrupted(slot.job)
+                    self._cancel_attempt(slot)
+        if self._stopping:
+            # Another stop() is under way (a signal handler's beside the context
+            # manager's, say): wait for its teardown instead of running a second.
+            await self._stop_done.wait()
+            return
+        self._stopping = True
+        await self._backend.stop_claiming()
+        for sched in list(self._recurring.values()):
+            if sched.timer is not None:
+                sched.timer.cancel()
+                sched.timer = None
+        self._work_available.set()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for timer in (self._delay_timer, self._watchdog):
+            if timer is not None:
+                timer.cancel()
+        self._delay_timer = self._watchdog = None
+        for executor in self._executors.values():
+            executor.shutdown()
+        store_error = await self._backend.close() if self._started else None
+        self._stopped = True
+        try:
+            if self._started:
+                self.plugins.scheduler_stopped(self)
+        finally:
+            self._stop_done.set()
+        if store_error is not None:
+            raise store_error
+
+    def interrupt_running(self) -> None:
+        """Tear down the attempts in flight as a shutdown would (after `stop` began).
+
+        Their workers are cancelled; each job ends CANCELLED here ("scheduler
+        shut down") and its backend keeps it to run again. This is what
+        ``jobsched worker`` does when its grace period runs out.
+        """
+        for slot in self._slots:
+            if slot.job is not None and slot.task is not None:
+                slot.task.cancel()
+
+    async def __aenter__(self) -> Kernel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop(cancel_running=exc_info[0] is not None)
+
+    # ── Backend-facing API: what a backend may do to the kernel ───────
+    @property
+    def clock(self) -> Clock:
+        """The scheduler's clock (monotonic `now()`, wall `time()`)."""
+        return self._clock
+
+    @property
+    def history_limit(self) -> int:
+        """How many finished jobs the scheduler remembers."""
+        return self._history_limit
+
+    @property
+    def stopping(self) -> bool:
+        """True once `stop` began."""
+        return self._stopping
+
+    @property
+    def queued(self) -> int:
+        """Entries in the ready heap (cancelled ones included until popped)."""
+        return len(self._ready)
+
+    @property
+    def backend(self) -> Backend:
+        """How this scheduler keeps its jobs (`jobsched.backends`)."""
+        return self._backend
+
+    def sort_key(self, job: Job) -> SortKey:
+        """The strategy's key for `job`, ending in ``job.seq``."""
+        return self._key(job)
+
+    def find(self, job_id: str) -> Job | None:
+        """The job with this id, or None."""
+        return self._jobs.get(job_id)
+
+    def executor(self, model: str) -> Executor:
+        """The executor for `model`, built now if it was not yet."""
+        if model not in self._executors.registry:
+            raise PluginError(self._unknown_executor(model))
+        return self._executors[model]  # type: ignore[no-any-return]
+
+    def adopt(self, job: Job) -> None:
+        """Queue a job the backend claimed: runnable now, counted as unfinished.
+
+        Its id, attempts and options are the backend's; the kernel gives it a
+        submit order. No await inside: atomic.
+        """
+        job.seq = self._seq
+        self._seq += 1
+        job.run_at = self._clock.now()
+        self._jobs[job.job_id] = job
+        self._unfinished += 1
+        self._idle.clear()
+        heappush(self._ready, (*self._key(job), job))
+        self._work_available.set()
+
+    def restore(
+        self,
+        job: Job,
+        *,
+        key: str | None = None,
+        unique_key: str | None = None,
+        unmet: set[str] | None = None,
+    ) -> None:
+        """Install a job read back from a store, its status and times as stored.
+
+        A terminal job joins the history. Any other is queued (or delayed to
+        its `run_at`), unless `unmet` names upstreams it still waits for.
+        Restore jobs in submit order, upstreams first.
+        """
+        job_id = job.job_id
+        self._jobs[job_id] = job
+        if key is not None and key not in self._keys:
+            self._keys[key] = job_id
+            self._key_of[job_id] = key
+        self._seq = max(self._seq, job.seq + 1)
+        if job.status._terminal:
+            self._remember_finished(job_id)
+            return
+        if unique_key is not None:
+            self._unique[unique_key] = job_id
+            self._unique_of[job_id] = unique_key
+        self._unfinished += 1
+        self._idle.clear()
+        if unmet:
+            self._blocked[job_id] = set(unmet)
+            for dep in unmet:
+                self._dependents.setdefault(dep, []).append(job_id)
+        else:
+            self._enqueue(job)
+
+    def restore_schedule(
+        self, sched: RecurringSchedule | None, schedule_id: str, key: str | None
+    ) -> None:
+        """Install a schedule read back from a store (None: an ended one, whose key stays known)."""
+        if sched is not None:
+            self._recurring[schedule_id] = sched
+            if key is not None:
+                self._schedule_key_of[schedule_id] = key
+        if key is not None:
+            self._schedule_keys[key] = schedule_id
+
+    def cancel_restored(self, job: Job, reason: str) -> None:
+        """Cancel a restored job that can never run (its upstream failed or is gone)."""
+        self._finish(job, CANCELLED, error=reason)
+
+    def forget(self, job: Job) -> None:
+        """The backend keeps this unfinished job from now on (a shared retry):
+        the kernel no longer counts or knows it."""
+        if self._jobs.pop(job.job_id, None) is not None:
+            self._unfinished -= 1
+            if self._unfinished == 0:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until no job the kernel knows is unfinished."""
+        await self._idle.wait()
+
+    def release_committed(self, finished: Mapping[str, JobStatus]) -> None:
+        """The store committed these terminal states: now their dependents may move.
+
+        Only for a backend with a `Backend.finished` hook.
+        """
+        work: list[tuple[Job, JobStatus, str | None]] = []
+        unreleased = self._unreleased
+        for job_id, status in finished.items():
+            unreleased.discard(job_id)
+            dependents = self._dependents.pop(job_id, None)
+            if dependents:
+                self._settle_dependents(job_id, status, dependents, work)
+        for job, status, error in work:
+            self._finish(job, status, error=error)
+
+    # ── Internals: queueing ───────────────────────────────────────────
+    def _submit_logged(self, job: Job, options: dict[str, Any]) -> None:
+        try:
+            self.submit(job, **options)
+        except (SchedulerError, ValueError, TypeError):
+            logger.exception("threadsafe submit failed", job_id=job.job_id, job_name=job.name)
+
+    def _enqueue(self, job: Job) -> None:
+        if job.run_at > self._clock.now():
+            heappush(self._delayed, (job.run_at, job.seq, job))
+            if job.run_at < self._delay_timer_at and self._started:
+                self._arm_delay_timer(job.run_at)
+        else:
+            heappush(self._ready, (*self._key(job), job))
+            self._work_available.set()
+
+    def _arm_delay_timer(self, when: float) -> None:
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+        self._delay_timer_at = when
+        self._delay_timer = self._clock.call_at(when, self._on_delay_timer)
+
+    def _on_delay_timer(self) -> None:
+        self._delay_timer = None
+        self._delay_timer_at = math.inf
+        delayed, ready, key = self._delayed, self._ready, self._key
+        now = self._clock.now()
+        promoted = False
+        while delayed and delayed[0][0] <= now:
+            job = heappop(delayed)[2]
+            if not job.status._terminal:
+                heappush(ready, (*key(job), job))
+                promoted = True
+        if promoted:
+            self._work_available.set()
+        if delayed and not self._stopping:
+            self._arm_delay_timer(delayed[0][0])
+
+    def _take_next(self) -> Job | None:
+        """Pop the best runnable job and mark it RUNNING. No await inside: atomic."""
+        ready = self._ready
+        while ready:
+            job: Job = heappop(ready)[-1]
+            if job.status._terminal:
+                continue  # lazily deleted: cancelled while queued
+            self._transition(job, RUNNING)
+            return job
+        return None
+
+    def _take_next_limited(self) -> Job | None:
+        """`_take_next` when limits are configured: held-back jobs are parked or delayed."""
+        ready = self._ready
+        limiter = self._limiter
+        assert limiter is not None
+        admit = limiter.admit
+        while ready:
+            job: Job = heappop(ready)[-1]
+            if job.status._terminal:
+                limiter.skipped(job)
+                continue
+            wait = admit(job)
+            if wait:
+                if wait > 0:  # no rate token until `wait`: to the delayed heap
+                    job.run_at = wait
+                    self._enqueue(job)
+                continue  # parked by a concurrency limit: the next job may run
+            self._transition(job, RUNNING)
+            return job
+        return None
+
+    def _unknown_executor(self, model: object) -> str:
+        name = str(model)
+        if name == "async":  # the default: say what disabled it
+            return missing_default(self.plugins, "executors", name)
+        return self.plugins.unknown_name_message("executors", name)
+
+    def _make_limiter(self, limits: Limits) -> Limiter:
+        limits.check_names(
+            executors=self.plugins.names("executors"), job_types=self.plugins.names("job_types")
+        )
+        registered = {
+            reg.factory: name
+            for name, reg in self.plugins.registry["job_types"].items()
+            if isinstance(reg.factory, type)
+        }
+        return Limiter(
+            limits, clock=self._clock, requeue=self._requeue, registered_types=registered
+        )
+
+    def _requeue(self, job: Job) -> None:
+        heappush(self._ready, (*self._key(job), job))
+        self._work_available.set()
+
+    @property
+    def limiter(self) -> Limiter | None:
+        """The scheduler's limits at run time (None when none are configured)."""
+        return self._limiter
+
+    # ── Internals: workers ────────────────────────────────────────────
+    async def _worker(self, slot: _Slot) -> None:
+        slot.task = asyncio.current_task()
+        work = self._work_available
+        while not self._stopping:
+            job = self._take_next()
+            if job is None:
+                # Clear-then-wait is safe: nothing can set the event between
+                # _take_next() returning None and clear(), as there is no await
+                # in between. Every waiter wakes on set() and re-checks.
+                work.clear()
+                await work.wait()
+                continue
+            try:
+                await self._run_attempt(job, slot)
+            except asyncio.CancelledError:
+                raise  # the worker itself is being torn down
+            except Exception:  # a bug in our own bookkeeping
+                logger.exception("worker crashed", job_id=job.job_id)
+
+    async def _run_attempt(self, job: Job, slot: _Slot) -> None:
+        # The attempt runs inline in the worker task: a task per attempt would
+        # cost more than the rest of the job's path together. Timeouts and
+        # cancel(job_id) cancel the worker task while it awaits the attempt;
+        # the slot's flags say which, so a TimeoutError the job raises itself
+        # stays an ordinary failure. Whatever else the job raises, even
+        # CancelledError or SystemExit, fails the job and not the worker.
+        if job.status is not RUNNING:
+            return  # cancelled between _take_next() and here, by a listener
+        job.attempts += 1
+        now = self._clock.now()
+        job.started_at = now
+        slot.job = job
+        self._running_count += 1
+        if self._running_count > self.peak_running:
+            self.peak_running = self._running_count
+        timeout = job.timeout
+        if timeout is not None:
+            slot.deadline = deadline = now + timeout
+            if deadline < self._watchdog_at:
+                self._arm_watchdog(deadline)
+        error: BaseException | None = None
+        result: Any = None
+        task: Any = slot.task  # cancelling()/uncancel(): 3.11's, or _CancelCountingTask's
+        try:
+            result = await self._executors[job.model].invoke(job)
+        except asyncio.CancelledError as exc:
+            if not (slot.expired or slot.cancel_requested) and task.cancelling():
+                # The worker itself is being cancelled (a shutdown, from outside
+                # the kernel or `interrupt_running`): not a cancel of the job.
+                self._release(slot)
+                self._backend.interrupted(job)
+                self._finish(job, CANCELLED, error="scheduler shut down")
+                raise
+            error = exc  # our timeout or cancel(job_id), or the job's own
+        except BaseException as exc:  # a job's SystemExit must not end the program
+            error = exc
+        expired, cancelled = slot.expired, slot.cancel_requested
+        if (expired or cancelled) and task.cancelling():
+            task.uncancel()  # our cancel request was handled here
+        self._release(slot)
+        if cancelled:
+            self._finish(job, CANCELLED, error="cancelled")
+        elif expired:
+            self._after_failure(job, f"timed out after {timeout}s", timed_out=True)
+        elif error is not None:
+            # CancelledError, SystemExit, KeyboardInterrupt...: the job asked to
+            # stop, not to be tried again.
+            retryable = isinstance(error, Exception) and not isinstance(error, NonRetryableError)
+            self._after_failure(job, _describe_error(error), retryable=retryable)
+        else:
+            job.result = result
+            self._finish(job, COMPLETED)
+
+    def _release(self, slot: _Slot) -> None:
+        if self._limiter is not None:
+            self._limiter.release(slot.job)  # type: ignore[arg-type]
+        slot.job = None
+        slot.deadline = math.inf
+        slot.expired = slot.cancel_requested = False
+        self._running_count -= 1
+
+    def _cancel_attempt(self, slot: _Slot) -> None:
+        if slot.cancel_requested or slot.task is None:
+            return
+        slot.cancel_requested = True
+        if not slot.expired:
+            slot.task.cancel()
+
+    def _arm_watchdog(self, when: float) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog_at = when
+        self._watchdog = self._clock.call_at(when, self._on_watchdog)
+
+    def _on_watchdog(self) -> None:
+        """Time out every attempt past its deadline, then re-arm for the next one."""
+        self._watchdog = None
+        self._watchdog_at = math.inf
+        now = self._clock.now()
+        earliest = math.inf
+        for slot in self._slots:
+            if slot.job is None or slot.expired:
+                continue
+            if slot.deadline <= now:
+                slot.expired = True
+                if not slot.cancel_requested and slot.task is not None:
+                    slot.task.cancel()
+            elif slot.deadline < earliest:
+                earliest = slot.deadline
+        if earliest < math.inf:
+            self._arm_watchdog(earliest)
+
+    def _after_failure(
+        self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
+    ) -> None:
+        job.last_error = error
+        wait = None
+        if retryable and not self._stopping:
+            wait, error = self._retry_wait(job, error)
+        if wait is not None:
+            job.run_at = self._clock.now() + wait
+            self._transition(job, RETRY_WAIT)
+            if self._backend.retry(job):
+                self.forget(job)  # the backend's now: another process may take it
+            else:
+                self._enqueue(job)
+        else:
+            self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
+
+    def _retry_wait(self, job: Job, error: str) -> tuple[float | None, str]:
+        """Seconds until the failed job's next attempt (None: no more), and its error.
+
+        A retry policy that raises or asks for a wait that is not 0 to
+        `MAX_DELAY` seconds ends the job, with the reason added to its error:
+        the worker and the run go on.
+        """
+        policy = job.retry
+        try:
+            if job.attempts > policy.max_retries:
+                return None, error
+            wait = policy.delay(job.attempts, self._rng)
+            if not 0 <= wait <= MAX_DELAY:  # also NaN
+                raise ValueError(f"it asked to wait {wait!r}s; the most is {MAX_DELAY:.0f}s")
+        except Exception as exc:
+            return None, f"{error} (not retried: retry policy {policy!r} failed: {exc})"
+        return wait, error
+
+    # ── Internals: recurring ──────────────────────────────────────────
+    def _arm_schedule(self, sched: RecurringSchedule) -> None:
+        when = sched.arm_time(self._clock)
+        if when is None:  # the trigger is exhausted (a date that has fired)
+            sched.active = False
+            self._recurring.pop(sched.schedule_id, None)
+            self._backend.schedule_changed(sched)
+            return
+        sched.timer = self._clock.call_at(when, lambda: self._on_schedule(sched))
+
+    def _on_schedule(self, sched: RecurringSchedule) -> None:
+        sched.timer = None
+        if not sched.active or self._stopping:
+            return
+        fires = sched.take_due(self._clock)
+        self._backend.schedule_changed(sched)  # its next fire time moved on
+        if sched.pending_misfires:
+            for fire, lateness, count in sched.pending_misfires:
+                self.plugins.schedule_misfired(self, sched, fire, lateness, count)
+            sched.pending_misfires.clear()
+        if fires:
+            self._fire(sched, fires)
+        self._arm_schedule(sched)
+
+    def _fire(self, sched: RecurringSchedule, fires: list[float]) -> None:
+        previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
+        if previous is not None and not previous.status._terminal and not sched.allow_overlap:
+            sched.skipped += len(fires)
+            return
+        key = self._schedule_key_of.get(sched.schedule_id) if self._schedule_key_of else None
+        for _ in fires:
+            try:
+                delay = sched.jitter_delay(self._rng)
+                sched.last_job_id = self.submit(
+                    sched.factory(),
+                    delay=delay,
+                    key=None if key is None else f"{key}#{sched.fired + 1}",
+                )
+            except Exception:  # a broken factory must not stop the schedule
+                logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
+                continue
+            sched.fired += 1
+            self._backend.schedule_fired(sched, sched.last_job_id)
+
+    # ── Internals: state changes ──────────────────────────────────────
+    def _transition(self, job: Job, new: JobStatus) -> None:
+        old = job.status
+        if new not in old._allowed:
+            raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {new.value}")
+        job.status = new
+        if self._listeners:
+            for listener in self._listeners:
+                try:
+                    listener(job, old, new)
+                except Exception:  # a bad listener must not kill a worker
+                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+
+    def _finish(self, job: Job, status: JobStatus, *, error: str | None = None) -> None:
+        # Iterative, so a long chain of dependents cannot hit the recursion limit.
+        work = [(job, status, error)]
+        while work:
+            job, status, error = work.pop()
+            if job.status._terminal:
+                continue
+            if error is not None:
+                job.last_error = error
+            job.finished_at = self._clock.now()
+            self._transition(job, status)
+            job_id = job.job_id
+            self._blocked.pop(job_id, None)
+            on_finished = self._on_finished
+            if on_finished is None:
+                dependents = self._dependents.pop(job_id, None)
+                if dependents:
+                    self._settle_dependents(job_id, status, dependents, work)
+            else:
+                # Durable before visible: dependents wait for release_committed().
+                self._unreleased.add(job_id)
+                on_finished(job_id, status)
+            if self._unique_of:
+                key = self._unique_of.pop(job_id, None)
+                if key is not None:
+                    del self._unique[key]
+            self._unfinished -= 1
+            if self._unfinished == 0:
+                self._idle.set()
+            self._remember_finished(job_id)
+
+    def _settle_dependents(
+        self,
+        job_id: str,
+        status: JobStatus,
+        dependents: list[str],
+        work: list[tuple[Job, JobStatus, str | None]],
+    ) -> None:
+        """Release the dependents of a finished job, or queue their cancellation."""
+        for dep_id in dependents:
+            dependent = self._jobs.get(dep_id)
+            if dependent is None or dependent.status.is_terminal:
+                continue
+            if status is COMPLETED:
+                unmet = self._blocked.get(dep_id)
+                if unmet is not None:
+                    unmet.discard(job_id)
+                    if not unmet:
+                        del self._blocked[dep_id]
+                        self._enqueue(dependent)
+            else:  # cascade: the upstream did not complete
+                work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))
+
+    def _remember_finished(self, job_id: str) -> None:
+        # Bound memory: a recurring job would otherwise grow _jobs forever.
+        finished = self._finished
+        finished.append(job_id)
+        while len(finished) > self._history_limit:
+            oldest = finished.popleft()
+            self._jobs.pop(oldest, None)
+            if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
+                del self._keys[key]
+
+
+def _describe_error(error: BaseException) -> str:
+    """``"ValueError: bad input"``; the bare type name when there is no message."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
