@@ -9,7 +9,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -35,6 +35,16 @@ _SINGULAR = {
 }
 DISABLE_AUTOLOAD_ENV = "JOBSCHED_DISABLE_PLUGIN_AUTOLOAD"
 DISABLE_PLUGINS_ENV = "JOBSCHED_DISABLE_PLUGINS"
+#: The built-in plugins that provide the kernel's defaults, with what each
+#: provides. Like pytest's essential plugins they load whenever the built-ins
+#: do: an allow-list need not name them, and a deny-list that names one is
+#: refused (`PluginError`) rather than leaving every scheduler to fail later.
+ESSENTIAL_PLUGINS: Mapping[str, str] = {
+    "priority": "the default strategy 'priority'",
+    "exponential": "the default retry policy 'exponential'",
+    "async": "the 'async' executor, where jobs run unless they ask for another",
+    "interval": "the 'interval' trigger, which restores interval schedules from a store",
+}
 #: A plugin still importing after this many seconds is reported to
 #: `PluginManager`'s ``on_slow_import`` (the CLI names it on stderr): a slow
 #: import otherwise looks like a hang of every command.
@@ -52,6 +62,7 @@ class PluginRecord:
     version: str | None
     builtin: bool
     status: str  # "loaded", "blocked" or "failed"
+    essential: bool = False  # one of `ESSENTIAL_PLUGINS`: cannot be disabled
     hooks: tuple[str, ...] = ()
     provides: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
     error: str | None = None
@@ -66,6 +77,7 @@ class PluginRecord:
             "distribution": self.distribution,
             "version": self.version,
             "builtin": self.builtin,
+            "essential": self.essential,
             "status": self.status,
             "hooks": list(self.hooks),
             "provides": {kind: list(names) for kind, names in self.provides.items()},
@@ -110,6 +122,22 @@ class _Candidate:
     builtin: bool
     entry_point: importlib.metadata.EntryPoint | None
     plugin: object = None  # set for explicitly given plugins
+
+
+def _is_essential(candidate: _Candidate) -> bool:
+    return candidate.builtin and candidate.name in ESSENTIAL_PLUGINS
+
+
+def _refuse_essential(names: set[str], source: str) -> None:
+    """A deny-list naming an essential plugin is a mistake: say so, in one line."""
+    refused = sorted(names & ESSENTIAL_PLUGINS.keys())
+    if refused:
+        provides = "; ".join(f"{name!r} provides {ESSENTIAL_PLUGINS[name]}" for name in refused)
+        listed = ", ".join(repr(name) for name in refused)
+        raise PluginError(
+            f"{source} {listed}: essential plugins cannot be disabled ({provides}); "
+            f"remove {'it' if len(refused) == 1 else 'them'} from the list"
+        )
 
 
 def _normalize(dist_name: str) -> str:
@@ -178,7 +206,12 @@ class PluginManager:
         self._pm = pluggy.PluginManager(GROUP)
         self._on_slow_import = on_slow_import
         self._pm.add_hookspecs(hookspecs)
-        self._deny = set(deny) | _split_names(os.environ.get(DISABLE_PLUGINS_ENV))
+        deny = set(deny)
+        denied_by_env = _split_names(os.environ.get(DISABLE_PLUGINS_ENV))
+        if builtins:
+            _refuse_essential(denied_by_env, f"{DISABLE_PLUGINS_ENV} names")
+            _refuse_essential(deny, "the deny-list names")
+        self._deny = deny | denied_by_env
         self._allow = None if allow is None else set(allow)
         if autoload is None:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0", "false", "no")
@@ -194,6 +227,8 @@ class PluginManager:
 
     # ── loading ────────────────────────────────────────────────────────
     def _blocked_reason(self, candidate: _Candidate, autoload: bool) -> str | None:
+        if _is_essential(candidate):
+            return None
         if candidate.name in self._deny:
             return "disabled by the deny-list"
         if self._allow is not None and candidate.name not in self._allow:
@@ -208,6 +243,7 @@ class PluginManager:
             "distribution": candidate.distribution,
             "version": candidate.version,
             "builtin": candidate.builtin,
+            "essential": _is_essential(candidate),
             "entry_point": candidate.entry_point.value if candidate.entry_point else None,
         }
         reason = self._blocked_reason(candidate, autoload)
