@@ -218,6 +218,8 @@ class PluginManager:
         self._records: dict[str, PluginRecord] = {}
         self._registry: dict[str, dict[str, Registration]] | None = None
         self._clashes: dict[tuple[str, str], NameClash] = {}
+        # Plugins that raised in a hook called outside the registry (commands).
+        self._hook_failures: dict[str, str] = {}
         for candidate in find_entry_points() if (autoload or builtins) else ():
             if candidate.builtin and not builtins:
                 continue
@@ -302,7 +304,7 @@ class PluginManager:
     # ── what plugins provide ───────────────────────────────────────────
     def _build_registry(self) -> dict[str, dict[str, Registration]]:
         by_plugin: dict[str, list[Registration]] = {}
-        failed: dict[str, str] = {}
+        failed: dict[str, str] = dict(self._hook_failures)
         for kind in KINDS:
             caller = getattr(self._pm.hook, f"jobsched_register_{kind}")
             for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
@@ -333,7 +335,9 @@ class PluginManager:
                     continue
                 by_plugin.setdefault(plugin_name, []).extend(added)
         for plugin_name, error in failed.items():
-            old = self._records[plugin_name]
+            old = self._records.get(plugin_name)
+            if old is None:  # unregistered since
+                continue
             self._records[plugin_name] = attrs.evolve(old, status="failed", error=error)
             by_plugin.pop(plugin_name, None)
         # Every plugin's claim on each name (a plugin registering a name twice keeps its last).
@@ -352,9 +356,30 @@ class PluginManager:
                 self._clashes[kind, name] = self._clash(kind, name, tuple(claimants.values()))
         return registry
 
+    def register_commands(self, cli_for: Callable[[str], object]) -> dict[str, str]:
+        """Call each plugin's ``jobsched_register_commands(cli)``, with ``cli_for(plugin)``.
+
+        A plugin whose hook raises fails as in the registration hooks: its
+        record says so and nothing it registers is used. Returns the error of
+        each plugin that failed here, by plugin name.
+        """
+        failed: dict[str, str] = {}
+        for impl in self._pm.hook.jobsched_register_commands.get_hookimpls():
+            plugin_name = self._pm.get_name(impl.plugin) or "?"
+            try:
+                impl.function(**({"cli": cli_for(plugin_name)} if impl.argnames else {}))
+            except Exception as exc:  # a broken plugin is reported, never fatal
+                failed[plugin_name] = (
+                    f"jobsched_register_commands raised {type(exc).__name__}: {exc}"
+                )
+        if failed:
+            self._hook_failures.update(failed)
+            self._registry = None  # rebuilt without the failed plugins
+        return failed
+
     def _clash(self, kind: str, name: str, registrations: tuple[Registration, ...]) -> NameClash:
         plugins = [reg.plugin for reg in registrations]
-        described = [self._describe_plugin(p) for p in plugins]
+        described = [self.describe_plugin(p) for p in plugins]
         count = "two" if len(plugins) == 2 else str(len(plugins))
         # Suggest disabling a third-party plugin: the built-in is the one users expect.
         third_party = [p for p in plugins if not self._is_builtin(p)]
@@ -370,7 +395,8 @@ class PluginManager:
         record = self._records.get(name)
         return record is not None and record.builtin
 
-    def _describe_plugin(self, name: str) -> str:
+    def describe_plugin(self, name: str) -> str:
+        """``'name' (from distribution)``: a plugin as messages name it."""
         record = self._records.get(name)
         dist = f" (from {record.distribution})" if record and record.distribution else ""
         return f"{name!r}{dist}"

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from .._plugins import PluginRecord
-from ._common import load_plugins, make_console, print_json
+from .._plugins import PluginManager, PluginRecord
+from ._common import make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,8 +32,7 @@ def add_parser(subparsers: Any) -> None:
     listing.set_defaults(handler=list_plugins)
 
 
-def list_plugins(args: argparse.Namespace) -> int:
-    manager = load_plugins()
+def list_plugins(args: argparse.Namespace, manager: PluginManager) -> int:
     records = manager.records()
     if args.json:
         print_json([record.to_json() for record in records])
