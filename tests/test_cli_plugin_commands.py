@@ -389,3 +389,23 @@ def test_plugins_list_table_marks_the_essential_plugins(
     }
     assert origin["fifo"] == "built-in"
     assert "(4 essential, cannot be disabled)" in lines[-1]
+
+
+def test_the_plugin_guide_command_example_runs(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    section = guide[guide.index("**Command hook:**") :]
+    start = section.index("```python\n") + len("```python\n")
+    example = section[start : section.index("```\n", start)]
+    install(site, "drain", "jobsched_drain", example)
+    assert main(["drain", "--store", f"sqlite:///{tmp_path / 'jobs.db'}"]) == 0
+    assert "run the jobs of a store until none is left (plugin drain)" in (
+        subprocess.run(
+            [SCRIPT or "jobsched", "--help"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(site), "COLUMNS": "250"},
+            check=False,
+        ).stdout
+    )
