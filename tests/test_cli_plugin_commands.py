@@ -94,6 +94,7 @@ TAKES_HELLO = """
 # shared path without a PostgreSQL server.
 SHARED_STORE = """
     from jobsched import hookimpl
+    from jobsched.store import SHARED_STORE_MEMBERS
 
     class EmptySharedStore:
         durable = True
@@ -110,6 +111,14 @@ SHARED_STORE = """
 
         async def close(self):
             pass
+
+    async def _unused(self, *args, **kwargs):
+        raise AssertionError("jobsched status only reads")
+
+    # The rest of the SharedStore contract, never called by `jobsched status`.
+    for _name in SHARED_STORE_MEMBERS:
+        if not hasattr(EmptySharedStore, _name):
+            setattr(EmptySharedStore, _name, _unused)
 
     @hookimpl
     def jobsched_register_stores(register):

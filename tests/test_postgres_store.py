@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 
 from jobsched import NewJob, Outcome, SharedScheduleRow, StoreError
+from jobsched._codec import encode_result
 from jobsched_plugins.postgres_store import (
     SCHEMA_VERSION,
     PostgresStore,
@@ -196,7 +197,9 @@ async def test_completion_releases_dependents_in_the_same_transaction(store: Pos
     await store.insert([new("a"), new("b"), new("c", deps=("a", "b"))])
     rows, _ = await store.claim(5, "w")
     assert {r.job_id for r in rows} == {"a", "b"}
-    await store.finish([Outcome(job_id="a", status="completed", result={"x": 1})], "w")
+    await store.finish(
+        [Outcome(job_id="a", status="completed", result=encode_result({"x": 1}))], "w"
+    )
     assert (await store.claim(5, "w"))[0] == []  # c still waits for b
     await store.finish([Outcome(job_id="b", status="completed")], "w")
     rows, _ = await store.claim(5, "w")
@@ -257,12 +260,10 @@ async def test_key_makes_insert_resume_instead_of_duplicating(store: PostgresSto
 async def test_result_that_json_cannot_hold_is_kept_as_repr(store: PostgresStore) -> None:
     await store.insert([new("a")])
     await store.claim(1, "w")
-    await store.finish([Outcome(job_id="a", status="completed", result={1, 2})], "w")
+    await store.finish([Outcome(job_id="a", status="completed", result=encode_result({1, 2}))], "w")
     row = await store.get("a")
-    assert row is not None and row.result == {
-        "repr": "{1, 2}",
-        "note": "result was not JSON-encodable",
-    }
+    assert row is not None and row.result["$repr"] == "{1, 2}"
+    assert row.result["$note"].startswith("not JSON-encodable")
 
 
 # ── Notifications and cancellation ────────────────────────────────────
@@ -356,7 +357,9 @@ async def test_rows_read_back_as_the_store_api_wrote_them(store: PostgresStore) 
     assert [(r.job_id, r.status, r.attempts, r.lease_owner) for r in claimed] == [
         ("k1", "running", 1, "w")
     ]
-    assert await store.finish([Outcome(job_id="k1", status="completed", result={"ok": True})], "w")
+    assert await store.finish(
+        [Outcome(job_id="k1", status="completed", result=encode_result({"ok": True}))], "w"
+    )
     row = await store.get("k1")
     assert row is not None
     assert (row.status, row.attempts, row.result, row.key) == ("completed", 1, {"ok": True}, "K")

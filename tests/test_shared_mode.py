@@ -195,7 +195,7 @@ async def test_jobs_that_cannot_be_data_are_refused_at_submit(url: str) -> None:
 
     a = JobScheduler(store=url, plugins=plugins())
     async with a:
-        with pytest.raises(SchedulerError, match="cannot be described as data"):
+        with pytest.raises(SchedulerError, match="is not a registered job type"):
             a.submit(Unregistered("x"))
         job = rec("s", "t")
         job.retry = object()  # type: ignore[assignment]

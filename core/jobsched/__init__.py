@@ -43,7 +43,8 @@ from ._recurring import MAX_INTERVAL, MIN_INTERVAL, IntervalTrigger, RecurringSc
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
-from ._store import (
+from ._strategy import SchedulingStrategy, SortKey
+from .store import (
     JobRow,
     NewJob,
     Outcome,
@@ -57,7 +58,6 @@ from ._store import (
     StoreError,
     check_snapshot,
 )
-from ._strategy import SchedulingStrategy, SortKey
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
 hookimpl = pluggy.HookimplMarker("jobsched")

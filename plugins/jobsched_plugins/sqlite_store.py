@@ -27,16 +27,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from jobsched import (
-    JobRow,
-    ScheduleRow,
-    Snapshot,
-    StoreContext,
-    StoreError,
-    check_snapshot,
-    hookimpl,
-)
+from jobsched import hookimpl
 from jobsched.hookspecs import Register
+from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, check_snapshot
 
 fcntl: Any
 try:

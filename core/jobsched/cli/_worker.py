@@ -16,7 +16,7 @@ from typing import Any
 from .._errors import SchedulerError
 from .._plugins import PluginManager
 from .._shared import process_identity, run_worker
-from .._store import StoreContext, resolve_store
+from ..store import SharedJobRow, SharedStore, StoreContext, as_shared_store, resolve_store
 from ._common import (
     BadInput,
     add_logging_options,
@@ -54,14 +54,14 @@ def add_parser(subparsers: Any) -> None:
     worker.set_defaults(handler=worker_command)
 
 
-def _shared_store(url: str, plugins: PluginManager) -> Any:
+def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
     try:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
         raise BadInput(str(exc)) from None
-    if store is None or not getattr(store, "shared", False):
+    if store is None or not store.shared:
         raise BadInput(f"--store {url!r} is not a shared store (e.g. postgresql://host/db)")
-    return store
+    return as_shared_store(store)
 
 
 def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
@@ -144,7 +144,7 @@ def shared_status(url: str, plugins: PluginManager, *, as_json: bool) -> int:
     return 0
 
 
-async def _read(store: Any) -> list[Any]:
+async def _read(store: SharedStore) -> list[SharedJobRow]:
     await store.open(StoreContext(worker_id=process_identity(), readonly=True))
     try:
         return list(await store.jobs())
