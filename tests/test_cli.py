@@ -213,6 +213,7 @@ def test_plugins_list_json_shows_builtins_and_third_party_plugins(site: dict[str
             "distribution",
             "version",
             "builtin",
+            "essential",
             "status",
             "hooks",
             "provides",
@@ -228,12 +229,14 @@ def test_plugins_list_json_shows_builtins_and_third_party_plugins(site: dict[str
         assert row["status"] == "loaded"
         assert row["provides"] == provides
         assert row["error"] is None
+        assert row["essential"] is (name in {"priority", "exponential", "async", "interval"})
     assert rows["structlog"]["hooks"] == ["jobsched_scheduler_started"]
     assert rows["greet"] == {
         "name": "greet",
         "distribution": "jobsched-greet",
         "version": "1.2.3",
         "builtin": False,
+        "essential": False,
         "status": "loaded",
         "hooks": ["jobsched_register_job_types"],
         "provides": {"job_types": ["greet"]},

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from jobsched import JobScheduler, JobStatus, PluginError, PluginManager, PluginRecord, load_plugins
+from jobsched import (
+    FIFOStrategy,
+    JobScheduler,
+    JobStatus,
+    PluginError,
+    PluginManager,
+    PluginRecord,
+    hookimpl,
+    load_plugins,
+)
 from kernel_support import Noop, Transitions
 
 pytestmark = pytest.mark.timeout(30)
@@ -109,6 +119,7 @@ async def test_a_third_party_plugin_is_found_and_its_strategy_used_by_name(site:
         "distribution": "acme-sched",
         "version": "1.2.3",
         "builtin": False,
+        "essential": False,
         "status": "loaded",
         "hooks": ["jobsched_job_transition", "jobsched_register_strategies"],
         "provides": {"strategies": ["acme-lifo"]},
@@ -375,12 +386,68 @@ def test_autoload_stays_on_for_falsy_values(
     assert record(PluginManager(), "acme").status == "loaded"
 
 
-def test_allow_list_loads_only_the_named_plugins(site: Site) -> None:
+def test_allow_list_loads_only_the_named_plugins_and_the_essential_ones(site: Site) -> None:
     install_acme(site)
-    pm = PluginManager(allow=["acme", "fifo", "async"])
-    assert {r.name for r in pm.records() if r.status == "loaded"} == {"acme", "fifo", "async"}
+    pm = PluginManager(allow=["acme", "fifo"])
+    loaded = {r.name for r in pm.records() if r.status == "loaded"}
+    assert loaded == {"acme", "fifo"} | ESSENTIAL
     assert record(pm, "aging").error == "not in the allow-list"
-    assert pm.names("strategies") == ["acme-lifo", "fifo"]
+    assert pm.names("strategies") == ["acme-lifo", "fifo", "priority"]
+
+
+# ── essential plugins: the kernel's defaults cannot be disabled ──────
+# The kernel's defaults: strategy "priority", retry policy "exponential", the
+# "async" executor, and the "interval" trigger that restores interval schedules.
+ESSENTIAL = {"priority", "exponential", "async", "interval"}
+
+
+def test_essential_plugins_are_marked_in_the_records(site: Site) -> None:
+    install_acme(site)
+    records = {r.name: r for r in PluginManager().records()}
+    assert {name for name, r in records.items() if r.essential} == ESSENTIAL
+    assert all(records[name].builtin and records[name].status == "loaded" for name in ESSENTIAL)
+    assert records["acme"].to_json()["essential"] is False
+    assert records["exponential"].to_json()["essential"] is True
+
+
+@pytest.mark.parametrize("denied", sorted(ESSENTIAL))
+def test_denying_an_essential_plugin_by_environment_is_refused_naming_it(
+    site: Site, monkeypatch: pytest.MonkeyPatch, denied: str
+) -> None:
+    install_acme(site)
+    monkeypatch.setenv("JOBSCHED_DISABLE_PLUGINS", f"acme,{denied}")
+    with pytest.raises(PluginError) as info:
+        PluginManager()
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"JOBSCHED_DISABLE_PLUGINS names {denied!r}: ")
+    assert "essential plugins cannot be disabled" in message
+    assert not site.imported("acme_plugin"), "refused before importing anything"
+
+
+def test_denying_essential_plugins_by_argument_names_each_and_what_it_provides(
+    site: Site,
+) -> None:
+    with pytest.raises(PluginError) as info:
+        PluginManager(deny=["exponential", "aging", "async"])
+    assert str(info.value) == (
+        "the deny-list names 'async', 'exponential': essential plugins cannot be disabled "
+        "('async' provides the 'async' executor, where jobs run unless they ask for another; "
+        "'exponential' provides the default retry policy 'exponential'); "
+        "remove them from the list"
+    )
+
+
+def test_without_builtins_nothing_is_essential(site: Site) -> None:
+    class Lone:
+        @hookimpl
+        def jobsched_register_strategies(self, register: Any) -> None:
+            register("lone", FIFOStrategy)
+
+    # Nothing built in is loaded, so denying an essential name changes nothing.
+    pm = PluginManager(autoload=False, builtins=False, deny=["priority"])
+    pm.register(Lone(), "lone")
+    assert [(r.name, r.essential) for r in pm.records()] == [("lone", False)]
 
 
 def test_explicit_plugin_list_without_autoload(site: Site) -> None:

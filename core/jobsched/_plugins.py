@@ -9,7 +9,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -35,6 +35,16 @@ _SINGULAR = {
 }
 DISABLE_AUTOLOAD_ENV = "JOBSCHED_DISABLE_PLUGIN_AUTOLOAD"
 DISABLE_PLUGINS_ENV = "JOBSCHED_DISABLE_PLUGINS"
+#: The built-in plugins that provide the kernel's defaults, with what each
+#: provides. Like pytest's essential plugins they load whenever the built-ins
+#: do: an allow-list need not name them, and a deny-list that names one is
+#: refused (`PluginError`) rather than leaving every scheduler to fail later.
+ESSENTIAL_PLUGINS: Mapping[str, str] = {
+    "priority": "the default strategy 'priority'",
+    "exponential": "the default retry policy 'exponential'",
+    "async": "the 'async' executor, where jobs run unless they ask for another",
+    "interval": "the 'interval' trigger, which restores interval schedules from a store",
+}
 #: A plugin still importing after this many seconds is reported to
 #: `PluginManager`'s ``on_slow_import`` (the CLI names it on stderr): a slow
 #: import otherwise looks like a hang of every command.
@@ -52,6 +62,7 @@ class PluginRecord:
     version: str | None
     builtin: bool
     status: str  # "loaded", "blocked" or "failed"
+    essential: bool = False  # one of `ESSENTIAL_PLUGINS`: cannot be disabled
     hooks: tuple[str, ...] = ()
     provides: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
     error: str | None = None
@@ -66,6 +77,7 @@ class PluginRecord:
             "distribution": self.distribution,
             "version": self.version,
             "builtin": self.builtin,
+            "essential": self.essential,
             "status": self.status,
             "hooks": list(self.hooks),
             "provides": {kind: list(names) for kind, names in self.provides.items()},
@@ -110,6 +122,22 @@ class _Candidate:
     builtin: bool
     entry_point: importlib.metadata.EntryPoint | None
     plugin: object = None  # set for explicitly given plugins
+
+
+def _is_essential(candidate: _Candidate) -> bool:
+    return candidate.builtin and candidate.name in ESSENTIAL_PLUGINS
+
+
+def _refuse_essential(names: set[str], source: str) -> None:
+    """A deny-list naming an essential plugin is a mistake: say so, in one line."""
+    refused = sorted(names & ESSENTIAL_PLUGINS.keys())
+    if refused:
+        provides = "; ".join(f"{name!r} provides {ESSENTIAL_PLUGINS[name]}" for name in refused)
+        listed = ", ".join(repr(name) for name in refused)
+        raise PluginError(
+            f"{source} {listed}: essential plugins cannot be disabled ({provides}); "
+            f"remove {'it' if len(refused) == 1 else 'them'} from the list"
+        )
 
 
 def _normalize(dist_name: str) -> str:
@@ -178,13 +206,20 @@ class PluginManager:
         self._pm = pluggy.PluginManager(GROUP)
         self._on_slow_import = on_slow_import
         self._pm.add_hookspecs(hookspecs)
-        self._deny = set(deny) | _split_names(os.environ.get(DISABLE_PLUGINS_ENV))
+        deny = set(deny)
+        denied_by_env = _split_names(os.environ.get(DISABLE_PLUGINS_ENV))
+        if builtins:
+            _refuse_essential(denied_by_env, f"{DISABLE_PLUGINS_ENV} names")
+            _refuse_essential(deny, "the deny-list names")
+        self._deny = deny | denied_by_env
         self._allow = None if allow is None else set(allow)
         if autoload is None:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0", "false", "no")
         self._records: dict[str, PluginRecord] = {}
         self._registry: dict[str, dict[str, Registration]] | None = None
         self._clashes: dict[tuple[str, str], NameClash] = {}
+        # Plugins that raised in a hook called outside the registry (commands).
+        self._hook_failures: dict[str, str] = {}
         for candidate in find_entry_points() if (autoload or builtins) else ():
             if candidate.builtin and not builtins:
                 continue
@@ -194,6 +229,8 @@ class PluginManager:
 
     # ── loading ────────────────────────────────────────────────────────
     def _blocked_reason(self, candidate: _Candidate, autoload: bool) -> str | None:
+        if _is_essential(candidate):
+            return None
         if candidate.name in self._deny:
             return "disabled by the deny-list"
         if self._allow is not None and candidate.name not in self._allow:
@@ -208,6 +245,7 @@ class PluginManager:
             "distribution": candidate.distribution,
             "version": candidate.version,
             "builtin": candidate.builtin,
+            "essential": _is_essential(candidate),
             "entry_point": candidate.entry_point.value if candidate.entry_point else None,
         }
         reason = self._blocked_reason(candidate, autoload)
@@ -266,7 +304,7 @@ class PluginManager:
     # ── what plugins provide ───────────────────────────────────────────
     def _build_registry(self) -> dict[str, dict[str, Registration]]:
         by_plugin: dict[str, list[Registration]] = {}
-        failed: dict[str, str] = {}
+        failed: dict[str, str] = dict(self._hook_failures)
         for kind in KINDS:
             caller = getattr(self._pm.hook, f"jobsched_register_{kind}")
             for impl in caller.get_hookimpls():  # registration order (pluggy calls LIFO)
@@ -297,7 +335,9 @@ class PluginManager:
                     continue
                 by_plugin.setdefault(plugin_name, []).extend(added)
         for plugin_name, error in failed.items():
-            old = self._records[plugin_name]
+            old = self._records.get(plugin_name)
+            if old is None:  # unregistered since
+                continue
             self._records[plugin_name] = attrs.evolve(old, status="failed", error=error)
             by_plugin.pop(plugin_name, None)
         # Every plugin's claim on each name (a plugin registering a name twice keeps its last).
@@ -316,9 +356,30 @@ class PluginManager:
                 self._clashes[kind, name] = self._clash(kind, name, tuple(claimants.values()))
         return registry
 
+    def register_commands(self, cli_for: Callable[[str], object]) -> dict[str, str]:
+        """Call each plugin's ``jobsched_register_commands(cli)``, with ``cli_for(plugin)``.
+
+        A plugin whose hook raises fails as in the registration hooks: its
+        record says so and nothing it registers is used. Returns the error of
+        each plugin that failed here, by plugin name.
+        """
+        failed: dict[str, str] = {}
+        for impl in self._pm.hook.jobsched_register_commands.get_hookimpls():
+            plugin_name = self._pm.get_name(impl.plugin) or "?"
+            try:
+                impl.function(**({"cli": cli_for(plugin_name)} if impl.argnames else {}))
+            except Exception as exc:  # a broken plugin is reported, never fatal
+                failed[plugin_name] = (
+                    f"jobsched_register_commands raised {type(exc).__name__}: {exc}"
+                )
+        if failed:
+            self._hook_failures.update(failed)
+            self._registry = None  # rebuilt without the failed plugins
+        return failed
+
     def _clash(self, kind: str, name: str, registrations: tuple[Registration, ...]) -> NameClash:
         plugins = [reg.plugin for reg in registrations]
-        described = [self._describe_plugin(p) for p in plugins]
+        described = [self.describe_plugin(p) for p in plugins]
         count = "two" if len(plugins) == 2 else str(len(plugins))
         # Suggest disabling a third-party plugin: the built-in is the one users expect.
         third_party = [p for p in plugins if not self._is_builtin(p)]
@@ -334,7 +395,8 @@ class PluginManager:
         record = self._records.get(name)
         return record is not None and record.builtin
 
-    def _describe_plugin(self, name: str) -> str:
+    def describe_plugin(self, name: str) -> str:
+        """``'name' (from distribution)``: a plugin as messages name it."""
         record = self._records.get(name)
         dist = f" (from {record.distribution})" if record and record.distribution else ""
         return f"{name!r}{dist}"

@@ -11,13 +11,15 @@ Registration hooks are called once when a scheduler is composed, never per
 job. Each receives a ``register(name, factory)`` callable: call it once for each
 thing the plugin adds. Two plugins registering the same name in the same kind
 is an error that names both. Listener hooks are compiled into plain callables
-when a scheduler starts.
+when a scheduler starts. `jobsched_register_commands` adds subcommands to the
+``jobsched`` command line.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
@@ -31,6 +33,45 @@ hookspec = pluggy.HookspecMarker("jobsched")
 
 #: The callable a registration hook receives: ``register(name, factory)``.
 Register = Callable[[str, Any], None]
+
+#: A command's handler: ``handler(args)`` with the parsed `argparse.Namespace`,
+#: returning the exit code (None means 0).
+CommandHandler = Callable[[argparse.Namespace], "int | None"]
+
+
+class CommandLine(Protocol):
+    """The ``jobsched`` command line, as `jobsched_register_commands` receives it."""
+
+    @property
+    def plugins(self) -> Any:
+        """The `jobsched.PluginManager` of this invocation, already loaded.
+
+        Pass it on (``JobScheduler(plugins=cli.plugins)``) rather than loading
+        the plugins a second time.
+        """
+
+    def add_command(
+        self,
+        name: str,
+        *,
+        help: str,
+        handler: CommandHandler,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """Add ``jobsched NAME``; return its parser, to add arguments to.
+
+        `name` is lowercase letters, digits and dashes, and not a command
+        jobsched or another plugin already has (else `jobsched.PluginError`).
+        `help` is the line ``jobsched --help`` shows (followed by the
+        plugin's name), `description` the text of ``jobsched NAME --help``
+        (default: `help`). `handler(args)` runs the command; its return value
+        is the exit code (None means 0). ``parser.error(message)`` and the
+        errors jobsched reports as bad input (`jobsched.PluginError`,
+        `jobsched.StoreError`, ...) become one ``jobsched: error:`` line and
+        exit code 2; any other exception is a crash (its traceback, exit code
+        3). The parser may have subcommands of its own (``add_subparsers``).
+        """
+        ...
 
 
 @hookspec
@@ -193,6 +234,43 @@ def jobsched_register_stores(register: Register) -> None:
         @hookimpl
         def jobsched_register_stores(register):
             register("redis", RedisStore)
+    """
+
+
+@hookspec
+def jobsched_register_commands(cli: CommandLine) -> None:
+    """Add subcommands to the ``jobsched`` command line, as llm and datasette do.
+
+    Called once per ``jobsched`` invocation, before the arguments are parsed
+    (so ``jobsched --help`` lists the plugin's commands), with a `CommandLine`:
+    ``cli.add_command(name, help=..., handler=...)`` returns an
+    `argparse.ArgumentParser` for the command's arguments, and
+    ``cli.plugins`` is the invocation's plugin manager. A plugin whose hook
+    raises is reported like any broken plugin: ``jobsched plugins list`` shows
+    it as failed with the error, nothing it registers is used, and running a
+    command it added says so with exit code 2; every other command works.
+
+    Example::
+
+        import argparse, asyncio
+        from jobsched import JobScheduler, hookimpl
+
+        @hookimpl
+        def jobsched_register_commands(cli):
+            parser = cli.add_command(
+                "drain", help="run the jobs of a store until none is left", handler=drain
+            )
+            parser.add_argument("--store", required=True, metavar="URL")
+            parser.set_defaults(plugins=cli.plugins)
+
+        def drain(args: argparse.Namespace) -> int:
+            async def main():
+                scheduler = JobScheduler(store=args.store, plugins=args.plugins)
+                await scheduler.start()
+                await scheduler.join()
+                await scheduler.stop()
+            asyncio.run(main())
+            return 0
     """
 
 

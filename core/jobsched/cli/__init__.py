@@ -1,10 +1,12 @@
 """The ``jobsched`` command line (also ``python -m jobsched``).
 
 One module per command group; each has ``add_parser(subparsers)`` that adds
-its parser and sets ``handler`` (``handler(args) -> exit code``). To add a
-command, write a module and list it in `COMMANDS`. This package is the
-application: it configures structlog and may use rich; the kernel does
-neither.
+its parser and sets ``handler`` (``handler(args, plugins) -> exit code``). To
+add a command, write a module and list it in `COMMANDS`; plugins add theirs
+through the ``jobsched_register_commands`` hook (`_commands`). `main` loads
+the plugins once per invocation and hands that one `PluginManager` to the
+command. This package is the application: it configures structlog and may use
+rich; the kernel does neither.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from .. import __version__
+from .._plugins import PluginManager
 from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
-from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error
+from ._commands import PluginCommands, failure_line
+from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error, load_plugins
 
 #: The command modules, in the order ``jobsched --help`` lists them.
 COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule)
@@ -35,15 +39,21 @@ class _Parser(argparse.ArgumentParser):
     this class from `add_subparsers`.
     """
 
+    #: Said after a usage error: why a plugin's command may be missing.
+    note = ""
+
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("jobsched").strip()
         where = f"{command}: " if command else ""
-        error(f"{where}{message} (see `{self.prog} --help`)")
+        error(f"{where}{message} (see `{self.prog} --help`){self.note}")
         sys.exit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line; each command module adds its own subparser."""
+def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParser:
+    """The whole command line: jobsched's commands, then those `plugins` add.
+
+    Without `plugins`, only jobsched's own commands.
+    """
     parser = _Parser(
         prog="jobsched",
         description="Run jobs from a TOML job file and inspect jobsched's plugins and job types.",
@@ -55,16 +65,25 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(subparsers)
+    if plugins is not None:
+        added = PluginCommands(subparsers, plugins)
+        added.add_all()
+        if added.failures:
+            failures = "; ".join(failure_line(p, f) for p, f in added.failures.items())
+            parser.note = f"; {failures}"
+            parser.epilog = f"{parser.epilog} Not available: {failures}."
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         with _sigterm_as_ctrl_c():
-            code: int = args.handler(args)
+            # The one plugin manager of this invocation: the parser (plugins'
+            # commands), the command and everything it composes use it.
+            plugins = load_plugins()
+            args = build_parser(plugins).parse_args(argv)
+            code: int = args.handler(args, plugins)
     except BAD_INPUT_ERRORS as exc:
         error(str(exc))
         return EXIT_BAD_INPUT

@@ -6,8 +6,9 @@ import argparse
 import importlib.resources
 from typing import Any
 
+from .._plugins import PluginManager
 from ..jobfile import load_jobfile
-from ._common import configure_logging, load_plugins, make_console
+from ._common import configure_logging, make_console
 from ._run import add_run_options, run_and_report
 
 #: The demo job file shipped inside the package (a copy of examples/demo.toml).
@@ -28,9 +29,8 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=demo_command)
 
 
-def demo_command(args: argparse.Namespace) -> int:
+def demo_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
-    plugins = load_plugins()
     resource = importlib.resources.files("jobsched.cli").joinpath(DEMO_RESOURCE)
     with importlib.resources.as_file(resource) as path:
         jobfile = load_jobfile(path, plugins=plugins)

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from .._jobtypes import ArgumentInfo, JobTypeInfo, describe_job_type, job_type_info, job_types
-from ._common import load_plugins, make_console, print_json
+from .._plugins import PluginManager
+from ._common import make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -44,8 +45,7 @@ def _argument(arg: ArgumentInfo) -> str:
     return text if arg.required else f"{text} = {arg.default!r}"
 
 
-def list_jobs(args: argparse.Namespace) -> int:
-    plugins = load_plugins()
+def list_jobs(args: argparse.Namespace, plugins: PluginManager) -> int:
     # (info, warning): the usable types, and each claim on a name two plugins registered.
     rows: list[tuple[JobTypeInfo, str | None]] = [(info, None) for info in job_types(plugins)]
     for clash in plugins.clashes("job_types"):
@@ -83,8 +83,8 @@ def list_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_job(args: argparse.Namespace) -> int:
-    info: JobTypeInfo = job_type_info(args.name, load_plugins())
+def show_job(args: argparse.Namespace, plugins: PluginManager) -> int:
+    info: JobTypeInfo = job_type_info(args.name, plugins)
     if args.json:
         print_json(info.to_json())
         return 0

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from .._plugins import PluginRecord
-from ._common import load_plugins, make_console, print_json
+from .._plugins import PluginManager, PluginRecord
+from ._common import make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -21,7 +21,8 @@ def add_parser(subparsers: Any) -> None:
         "list",
         help="list every plugin: built-in or third-party, loaded, blocked or failed",
         description="List every plugin found in the 'jobsched' entry-point group: its "
-        "distribution and version, whether it is built in, whether it loaded (or was "
+        "distribution and version, whether it is built in (essential built-ins provide "
+        "the kernel's defaults and cannot be disabled), whether it loaded (or was "
         "blocked, or failed, with the error), how long its import took, the hooks it "
         "implements and the names it provides (with a warning for a name another plugin "
         "registers too). A broken plugin is listed, never fatal. Honours "
@@ -31,8 +32,7 @@ def add_parser(subparsers: Any) -> None:
     listing.set_defaults(handler=list_plugins)
 
 
-def list_plugins(args: argparse.Namespace) -> int:
-    manager = load_plugins()
+def list_plugins(args: argparse.Namespace, manager: PluginManager) -> int:
     records = manager.records()
     if args.json:
         print_json([record.to_json() for record in records])
@@ -72,7 +72,7 @@ def _print_table(records: list[PluginRecord]) -> None:
         table.add_row(
             record.name,
             dist,
-            "built-in" if record.builtin else "third-party",
+            _origin(record),
             Text(record.status, style=styles.get(record.status, "")),
             "-" if record.import_time is None else f"{record.import_time * 1000:.0f}ms",
             hooks,
@@ -80,7 +80,15 @@ def _print_table(records: list[PluginRecord]) -> None:
         )
     console.print(table)
     counts = {s: sum(r.status == s for r in records) for s in ("loaded", "blocked", "failed")}
+    essential = sum(record.essential for record in records)
     console.print(
-        f"{len(records)} plugins: {counts['loaded']} loaded, {counts['blocked']} blocked, "
+        f"{len(records)} plugins ({essential} essential, cannot be disabled): "
+        f"{counts['loaded']} loaded, {counts['blocked']} blocked, "
         f"{counts['failed']} failed"
     )
+
+
+def _origin(record: PluginRecord) -> str:
+    if record.essential:
+        return "essential"  # built in, and cannot be disabled
+    return "built-in" if record.builtin else "third-party"

@@ -20,7 +20,7 @@ from ..jobfile import (
     load_jobfile,
     run_jobfile,
 )
-from ._common import add_logging_options, configure_logging, load_plugins, make_console, print_json
+from ._common import add_logging_options, configure_logging, make_console, print_json
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -78,9 +78,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_logging_options(parser)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
-    plugins = load_plugins()
     jobfile = load_jobfile(args.file, plugins=plugins)
     if args.store:
         from ._worker import is_shared, run_shared

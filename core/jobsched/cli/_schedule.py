@@ -6,7 +6,8 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from ._common import BadInput, load_plugins, make_console, print_json
+from .._plugins import PluginManager
+from ._common import BadInput, make_console, print_json
 
 GAP_RULES = ("shift", "transition", "skip")
 OVERLAP_RULES = ("first", "second", "both")
@@ -78,8 +79,8 @@ def _fire_count(text: str) -> int:
     return value
 
 
-def preview_schedule(args: argparse.Namespace) -> int:
-    cron = load_plugins().resolve("triggers", "cron")
+def preview_schedule(args: argparse.Namespace, plugins: PluginManager) -> int:
+    cron = plugins.resolve("triggers", "cron")
     try:
         trigger = cron(args.expr, tz=args.tz, gap=args.gap, overlap=args.overlap)
     except ValueError as exc:

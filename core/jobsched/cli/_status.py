@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .._codec import decode_result
+from .._plugins import PluginManager
 from .._status import JobStatus
 from ..store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
-from ._common import BadInput, load_plugins, make_console, print_json
+from ._common import BadInput, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -34,12 +35,11 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=status_command)
 
 
-def status_command(args: argparse.Namespace) -> int:
+def status_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     from ._worker import is_shared, shared_status
 
-    plugins = load_plugins()
     if is_shared(args.store, plugins):  # postgresql://: several processes
-        return shared_status(args.store, as_json=args.json)
+        return shared_status(args.store, plugins, as_json=args.json)
     snapshot = asyncio.run(read_store(args.store, plugins))
     if snapshot is None:
         raise BadInput(f"store {args.store!r} is not durable: it holds no jobs to show")

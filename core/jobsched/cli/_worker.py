@@ -27,7 +27,6 @@ from ._common import (
     BadInput,
     add_logging_options,
     configure_logging,
-    load_plugins,
     make_console,
     print_json,
 )
@@ -71,11 +70,10 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
     return as_shared_store(store)
 
 
-def worker_command(args: argparse.Namespace) -> int:
+def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
     if args.workers < 1:
         raise BadInput(f"--workers must be at least 1, got {args.workers}")
-    plugins = load_plugins()
     store = _shared_store(args.store, plugins)
     asyncio.run(
         run_worker(
@@ -98,10 +96,9 @@ def is_shared(url: str, plugins: PluginManager) -> bool:
     return bool(getattr(store, "shared", False))
 
 
-def shared_status(url: str, *, as_json: bool) -> int:
+def shared_status(url: str, plugins: PluginManager, *, as_json: bool) -> int:
     """``jobsched status --store postgresql://...``: every job and who holds it."""
     configure_logging("console", "warning")
-    plugins = load_plugins()
     store = _shared_store(url, plugins)
     rows = asyncio.run(_read(store))
     now = time.time()
