@@ -163,20 +163,23 @@ def test_the_backend_follows_the_store(tmp_path: Any) -> None:
 
 
 # ── essential defaults and lazy executors ───────────────────────────────
-def test_a_disabled_default_strategy_says_what_disabled_it() -> None:
+def test_a_missing_default_strategy_says_it_is_the_default() -> None:
+    # Built-ins cannot be denied (essential plugins); a manager without them can lack it.
     from jobsched import PluginError, PluginManager
+    from jobsched_plugins import async_executor, fifo
 
-    plugins = PluginManager(deny=["priority"])
-    with pytest.raises(PluginError, match=r"default strategy 'priority' is unavailable.*blocked"):
+    plugins = PluginManager([fifo, async_executor], builtins=False)
+    with pytest.raises(PluginError, match=r"'priority'.*it is the default strategy"):
         JobScheduler(plugins=plugins)
     JobScheduler("fifo", plugins=plugins)  # an explicit strategy needs no default
 
 
-def test_a_disabled_async_executor_says_what_disabled_it() -> None:
+def test_a_missing_async_executor_says_it_is_the_default() -> None:
     from jobsched import PluginError, PluginManager
+    from jobsched_plugins import fifo
 
-    scheduler = JobScheduler("fifo", plugins=PluginManager(deny=["async"]))
-    with pytest.raises(PluginError, match=r"default executor 'async' is unavailable.*re-enable"):
+    scheduler = JobScheduler("fifo", plugins=PluginManager([fifo], builtins=False))
+    with pytest.raises(PluginError, match=r"'async'.*it is the default executor"):
         scheduler.submit(Sleepy("job"))
 
 

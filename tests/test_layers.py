@@ -80,21 +80,9 @@ PRIVATE_IMPORTS_ALLOWED = frozenset({"jobsched.testing -> jobsched._virtual_cloc
 #: fails `test_no_new_private_module_imports`.
 PRIVATE_IMPORTS_TODAY = frozenset(
     {
-        "jobsched.cli._common -> jobsched._errors",
-        "jobsched.cli._common -> jobsched._jobtypes",
-        "jobsched.cli._common -> jobsched._plugins",
-        "jobsched.cli._jobs -> jobsched._jobtypes",
-        "jobsched.cli._plugins -> jobsched._plugins",
-        "jobsched.cli._run -> jobsched._plugins",
-        "jobsched.cli._run -> jobsched._status",
         "jobsched.cli._status -> jobsched._codec",
-        "jobsched.cli._status -> jobsched._status",
         "jobsched.cli._worker -> jobsched._errors",
         "jobsched.cli._worker -> jobsched._jobtypes",
-        "jobsched.cli._worker -> jobsched._plugins",
-        "jobsched.cli._worker -> jobsched._scheduler",
-        "jobsched.cli._worker -> jobsched._shared",
-        "jobsched.cli._worker -> jobsched._status",
         "jobsched.cli._worker -> jobsched.jobfile._run",
         "jobsched.jobfile -> jobsched._options",
         "jobsched.jobfile._load -> jobsched._errors",

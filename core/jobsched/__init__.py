@@ -39,7 +39,13 @@ from ._jobtypes import (
     job_types,
 )
 from ._limits import Limits, Rate, job_type_of
-from ._plugins import PluginManager, PluginRecord, default_plugin_manager, load_plugins
+from ._plugins import (
+    DISABLE_PLUGINS_ENV,
+    PluginManager,
+    PluginRecord,
+    default_plugin_manager,
+    load_plugins,
+)
 from ._recurring import MAX_INTERVAL, MIN_INTERVAL, IntervalTrigger, RecurringSchedule, Trigger
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
@@ -93,6 +99,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DISABLE_PLUGINS_ENV",
     "MAX_INTERVAL",
     "MIN_INTERVAL",
     "AgingPriorityStrategy",

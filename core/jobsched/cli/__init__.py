@@ -20,8 +20,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from .. import __version__
-from .._plugins import PluginManager
+from .. import PluginManager, __version__
 from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
 from ._commands import PluginCommands, failure_line
 from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error, load_plugins

@@ -6,8 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from .._errors import PluginError
-from .._plugins import DISABLE_PLUGINS_ENV, PluginManager
+from .. import DISABLE_PLUGINS_ENV, PluginError, PluginManager
 from ..hookspecs import CommandHandler
 
 #: What a command name may look like: ``jobsched NAME`` stays one plain word.

@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .._errors import PluginError
-from .._jobtypes import JobSpecError
-from .._plugins import PluginManager
+from .. import JobSpecError, PluginError, PluginManager
 from ..jobfile import EXIT_BAD_INPUT, JobFileError
 from ..store import StoreError
 

@@ -6,7 +6,7 @@ import argparse
 import importlib.resources
 from typing import Any
 
-from .._plugins import PluginManager
+from .. import PluginManager
 from ..jobfile import load_jobfile
 from ._common import configure_logging, make_console
 from ._run import add_run_options, run_and_report

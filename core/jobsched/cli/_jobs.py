@@ -7,8 +7,7 @@ import inspect
 import sys
 from typing import Any
 
-from .._jobtypes import ArgumentInfo, JobTypeInfo, describe_job_type, job_type_info, job_types
-from .._plugins import PluginManager
+from .. import ArgumentInfo, JobTypeInfo, PluginManager, describe_job_type, job_type_info, job_types
 from ._common import make_console, print_json
 
 

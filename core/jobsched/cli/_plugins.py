@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .._plugins import PluginManager, PluginRecord
+from .. import PluginManager, PluginRecord
 from ._common import make_console, print_json
 
 

@@ -9,8 +9,7 @@ import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .._plugins import PluginManager
-from .._status import JobStatus
+from .. import JobStatus, PluginManager
 from ..jobfile import (
     INTERRUPTED,
     JobFile,

@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from .._plugins import PluginManager
+from .. import PluginManager
 from ._common import BadInput, make_console, print_json
 
 GAP_RULES = ("shift", "transition", "skip")

@@ -10,9 +10,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from .. import JobStatus, PluginManager
 from .._codec import decode_result
-from .._plugins import PluginManager
-from .._status import JobStatus
 from ..store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
 from ._common import BadInput, make_console, print_json
 

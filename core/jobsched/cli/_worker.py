@@ -12,8 +12,8 @@ import asyncio
 import time
 from typing import Any
 
+from .. import PluginManager
 from .._errors import SchedulerError
-from .._plugins import PluginManager
 from ..store import (
     SharedJobRow,
     SharedStore,
