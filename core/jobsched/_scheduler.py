@@ -46,7 +46,7 @@ from ._restore import open_store
 from ._retry import RetryPolicy
 from ._shared import SharedMode
 from ._status import JobStatus
-from ._store import Store, resolve_store
+from ._store import Store, offers_shared, resolve_store
 from ._strategy import SchedulingStrategy, SortKey
 
 logger = structlog.get_logger("jobsched")
@@ -136,7 +136,10 @@ class JobScheduler:
     memory at no cost. With a durable store, ``start()`` restores the stored
     jobs and schedules first: a `submit` made before it is accepted once they
     are restored, and `schedule_recurring` must come after it (see
-    docs/durability.md).
+    docs/durability.md). `shared` picks how the store is used: None (the
+    default) follows the store (PostgreSQL is shared, SQLite single-owner);
+    True runs this scheduler as one of several processes on the store's queue
+    (the store must implement `SharedStore`, as ``sqlite:///`` does).
     """
 
     def __init__(
@@ -150,8 +153,11 @@ class JobScheduler:
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         store: Store | str | None = None,
+        shared: bool | None = None,
     ) -> None:
         check_num_workers(num_workers)
+        if shared is not None and not isinstance(shared, bool):
+            raise TypeError(f"shared must be True, False or None, got {shared!r}")
         if history_limit < 0:
             raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
         if plugins is None:
@@ -219,7 +225,18 @@ class JobScheduler:
         # no journal, no local queue; None otherwise, and then never looked at
         # on the per-job path except on a retry.
         self._shared: SharedMode | None = None
-        if self.store is not None and self.store.durable and self.store.shared:
+        if shared is None:  # the store's own preference
+            shared = self.store is not None and self.store.durable and self.store.shared
+        elif shared and (self.store is None or not offers_shared(self.store)):
+            raise SchedulerError(
+                f"shared=True needs a store that several processes can share (SharedStore: "
+                f"postgresql://, sqlite:///); {self.store or 'no store'!r} is not one"
+            )
+        elif not shared and self.store is not None and self.store.shared:
+            raise SchedulerError(
+                f"shared=False: {self.store!r} is always shared; it has no single-owner mode"
+            )
+        if shared:
             self._shared = SharedMode(self, self.store)
             self._plugin_listeners = (*self._plugin_listeners, self._shared.on_transition)
             self._listeners = self._plugin_listeners

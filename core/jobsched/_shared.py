@@ -222,7 +222,7 @@ class SharedMode:
     async def start(self) -> None:
         from ._store import StoreContext
 
-        await self.store.open(StoreContext(worker_id=self.identity))
+        await self.store.open(StoreContext(worker_id=self.identity, shared=True))
         try:
             await self._sync_limits()
         except BaseException:
@@ -731,7 +731,9 @@ async def run_worker(
 
     from ._scheduler import JobScheduler
 
-    scheduler = JobScheduler(strategy, num_workers=workers, plugins=plugins, store=store)
+    scheduler = JobScheduler(
+        strategy, num_workers=workers, plugins=plugins, store=store, shared=True
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

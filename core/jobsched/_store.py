@@ -139,6 +139,10 @@ class StoreContext:
     worker_id: str
     #: Open for reading only (``jobsched status``): create nothing, lock nothing.
     readonly: bool = False
+    #: Opened by the shared backend (several processes on one queue; the
+    #: `SharedStore` calls follow). A store that can run either way (SQLite)
+    #: opens its shared mode; a store that is only shared ignores it.
+    shared: bool = False
 
 
 _STATUSES = frozenset(s.value for s in JobStatus)
@@ -494,6 +498,14 @@ class SharedStore(Store, Protocol):
     async def fire_schedule(
         self, schedule_id: str, expected_next: float, new_next: float, job: Any
     ) -> bool: ...
+
+
+def offers_shared(store: object) -> bool:
+    """Whether `store` implements the calls of `SharedStore` (it can be shared)."""
+    return all(
+        callable(getattr(store, name, None))
+        for name in ("insert", "claim", "renew", "finish", "request_cancel", "fire_schedule")
+    )
 
 
 def resolve_store(store: Store | str | None, plugins: PluginManager) -> Store | None:

@@ -16,7 +16,7 @@ from typing import Any
 from .._errors import SchedulerError
 from .._plugins import PluginManager
 from .._shared import process_identity, run_worker
-from .._store import StoreContext, resolve_store
+from .._store import StoreContext, offers_shared, resolve_store
 from ._common import (
     BadInput,
     add_logging_options,
@@ -36,7 +36,12 @@ def add_parser(subparsers: Any) -> None:
         "that dies loses its leases and its jobs run again elsewhere (at-least-once). "
         "SIGINT/SIGTERM stop it gracefully: running jobs finish, unstarted ones go back.",
     )
-    worker.add_argument("--store", required=True, metavar="URL", help="postgresql://user@host/db")
+    worker.add_argument(
+        "--store",
+        required=True,
+        metavar="URL",
+        help="postgresql://user@host/db, or sqlite:////abs/path/jobs.db (one host)",
+    )
     worker.add_argument(
         "--workers", type=int, default=4, metavar="N", help="jobs run at once (default: 4)"
     )
@@ -60,8 +65,11 @@ def _shared_store(url: str, plugins: PluginManager) -> Any:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
         raise BadInput(str(exc)) from None
-    if store is None or not getattr(store, "shared", False):
-        raise BadInput(f"--store {url!r} is not a shared store (e.g. postgresql://host/db)")
+    if store is None or not offers_shared(store):
+        raise BadInput(
+            f"--store {url!r} is not a store several processes can share "
+            "(postgresql://host/db or sqlite:////abs/path/jobs.db)"
+        )
     return store
 
 
