@@ -307,8 +307,8 @@ class Wakeups:
     """The shared mode's notifications, by polling: every `interval` seconds
     one ``PRAGMA data_version`` (a read of the WAL index, no lock, no I/O)
     tells whether another connection committed. If one did, idle claimers
-    wake (`on_work`), waiters for finished jobs wake, and the jobs `owner`
-    runs that someone asked to cancel are passed to `on_cancel`. This
+    wake (`on_work`), waiters for finished jobs wake, and running jobs that
+    someone asked to cancel since are passed to `on_cancel`. This
     process's own commits notify directly, without waiting for a poll.
     """
 
@@ -382,7 +382,11 @@ class Wakeups:
         return int(self.db.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _changes(self, seen: int) -> tuple[int, list[str]]:
-        """The file's version and, if it changed, the new cancel requests for `owner`."""
+        """The file's version and, if it changed, the new cancel requests.
+
+        Every process hears of every request, as with PostgreSQL's NOTIFY;
+        the kernel ignores those for jobs it does not run.
+        """
         version = self._version()
         if version == seen:
             return version, []
@@ -391,8 +395,7 @@ class Wakeups:
             r[0]
             for r in self.db.conn.execute(
                 "SELECT job_id FROM jobsched_shared_jobs WHERE cancel_requested = 1 "
-                "AND status = 'running' AND lease_owner = ?",
-                (self.owner,),
+                "AND status = 'running'"
             )
         }
         new = sorted(requested - self._signalled)
