@@ -13,7 +13,9 @@ from jobsched import (
     ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
+    SharedStore,
     Snapshot,
+    Store,
     StoreContext,
     StoreError,
 )
@@ -339,3 +341,8 @@ class SQLiteStore:
             f"{self.url}: {call} is a {mode}-mode call, but this store was opened in "
             f"{self.mode} mode"
         )
+
+
+# The contracts, checked by mypy: this one class implements both protocols.
+_single_owner: type[Store] = SQLiteStore
+_shared: type[SharedStore] = SQLiteStore
