@@ -15,6 +15,7 @@ import pytest
 from psycopg import sql
 
 from jobsched import NewJob, Outcome, SharedScheduleRow, StoreError
+from jobsched._codec import encode_result
 from jobsched_plugins.postgres_store import (
     SCHEMA_VERSION,
     PostgresStore,
@@ -203,7 +204,9 @@ async def test_completion_releases_dependents_in_the_same_transaction(store: Any
     await store.insert([new("a"), new("b"), new("c", deps=("a", "b"))])
     rows, _ = await store.claim(5, "w")
     assert {r.job_id for r in rows} == {"a", "b"}
-    await store.finish([Outcome(job_id="a", status="completed", result={"x": 1})], "w")
+    await store.finish(
+        [Outcome(job_id="a", status="completed", result=encode_result({"x": 1}))], "w"
+    )
     assert (await store.claim(5, "w"))[0] == []  # c still waits for b
     await store.finish([Outcome(job_id="b", status="completed")], "w")
     rows, _ = await store.claim(5, "w")
@@ -261,15 +264,13 @@ async def test_key_makes_insert_resume_instead_of_duplicating(store: Any) -> Non
     assert [r.job_id for r in await store.jobs()] == ["first"]
 
 
-async def test_result_that_json_cannot_hold_is_kept_as_repr(pg_store: PostgresStore) -> None:
-    await pg_store.insert([new("a")])
-    await pg_store.claim(1, "w")
-    await pg_store.finish([Outcome(job_id="a", status="completed", result={1, 2})], "w")
-    row = await pg_store.get("a")
-    assert row is not None and row.result == {
-        "repr": "{1, 2}",
-        "note": "result was not JSON-encodable",
-    }
+async def test_result_that_json_cannot_hold_is_kept_as_repr(store: Any) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "w")
+    await store.finish([Outcome(job_id="a", status="completed", result=encode_result({1, 2}))], "w")
+    row = await store.get("a")
+    assert row is not None and row.result["$repr"] == "{1, 2}"
+    assert row.result["$note"].startswith("not JSON-encodable")
 
 
 # ── Notifications and cancellation ────────────────────────────────────
@@ -360,7 +361,7 @@ async def test_rows_read_back_as_the_store_api_wrote_them(pg_store: PostgresStor
         ("k1", "running", 1, "w")
     ]
     assert await pg_store.finish(
-        [Outcome(job_id="k1", status="completed", result={"ok": True})], "w"
+        [Outcome(job_id="k1", status="completed", result=encode_result({"ok": True}))], "w"
     )
     row = await pg_store.get("k1")
     assert row is not None

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import pg_jobs
-from jobsched import JobScheduler, JobStatus, PluginManager, RetryPolicy, SchedulerError
+from jobsched import Client, JobScheduler, JobStatus, PluginManager, RetryPolicy, SchedulerError
 from shared_support import Target
 
 
@@ -75,22 +75,17 @@ async def test_a_function_job_is_refused_at_submit(target: Target) -> None:
 
 
 async def test_cancel_on_one_process_stops_the_job_running_on_another(target: Target) -> None:
-    a = sched(target, num_workers=1)
     b = sched(target, num_workers=1)
-    a._shared.claims = False  # type: ignore[union-attr]  # a submits; b runs
     started = asyncio.Event()
     b.add_listener(lambda job, old, new: new is JobStatus.RUNNING and started.set())
     await b.start()
-    job_id = a.submit(rec(target, "long", seconds=3600, timeout=None))
-    await a.start()
-    await started.wait()
-    assert b.get(job_id).status is JobStatus.RUNNING
-    assert a.cancel(job_id) is True
-    await a.join()
-    row = await a._shared.store.get(job_id)  # type: ignore[union-attr]
-    assert row is not None and row.status == "cancelled"
+    async with Client(target.url, plugins=plugins()) as a:  # a submits; b runs
+        job_id = await a.submit(rec(target, "long", seconds=3600, timeout=None))
+        await started.wait()
+        assert b.get(job_id).status is JobStatus.RUNNING
+        assert await a.cancel(job_id) is True
+        assert (await a.wait(job_id)).status is JobStatus.CANCELLED
     assert b.get(job_id).status is JobStatus.CANCELLED
-    await a.stop()
     await b.stop()
 
 
@@ -166,7 +161,7 @@ async def test_jobs_that_cannot_be_data_are_refused_at_submit(target: Target) ->
 
     a = sched(target)
     async with a:
-        with pytest.raises(SchedulerError, match="cannot be described as data"):
+        with pytest.raises(SchedulerError, match="is not a registered job type"):
             a.submit(Unregistered("x"))
         job = rec(target, "t")
         job.retry = object()  # type: ignore[assignment]
@@ -175,17 +170,14 @@ async def test_jobs_that_cannot_be_data_are_refused_at_submit(target: Target) ->
 
 
 async def test_unique_key_holds_across_processes(target: Target) -> None:
-    a = sched(target, num_workers=1)
-    b = sched(target, num_workers=1)
-    a._shared.claims = b._shared.claims = False  # type: ignore[union-attr]  # just submit
-    async with a, b:
-        first = a.submit(rec(target, "one"), unique_key="nightly")
-        second = b.submit(rec(target, "two"), unique_key="nightly")
-        await a.flush()
-        await b.flush()
-        ids = {a._shared.resolve(first), b._shared.resolve(second)}  # type: ignore[union-attr]
-        rows = await a._shared.store.jobs()  # type: ignore[union-attr]
-    assert len(ids) == 1 and [r.job_id for r in rows] == list(ids)
+    async with (
+        Client(target.url, plugins=plugins()) as a,
+        Client(target.url, plugins=plugins()) as b,
+    ):
+        first = await a.submit(rec(target, "one"), unique_key="nightly")
+        second = await b.submit(rec(target, "two"), unique_key="nightly")
+        rows = await a.jobs()
+    assert first == second and [r.job_id for r in rows] == [first]
 
 
 async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(

@@ -21,6 +21,7 @@ from jobsched import (
     StoreError,
     build_job,
 )
+from jobsched.store import SHARED_STORE_MEMBERS
 from jobsched_plugins.memory_store import MemoryStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from store_support import (
@@ -99,11 +100,20 @@ async def test_the_memory_store_costs_nothing() -> None:
 
 
 def test_a_shared_store_runs_in_shared_mode_without_a_journal() -> None:
-    store = RecordingStore()
-    store.shared = True  # type: ignore[misc]
+    # Every member of the shared-store contract; the test calls none of them.
+    members: dict[str, object] = dict.fromkeys(SHARED_STORE_MEMBERS)
+    members.update(url="stub://", durable=True, shared=True)
+    store = type("SharedStub", (), members)()
     s = scheduler(store)
     assert s._shared is not None and s._shared.store is store
     assert s._journal is None
+
+
+def test_a_store_that_says_it_is_shared_must_keep_the_shared_contract() -> None:
+    store = RecordingStore()
+    store.shared = True  # type: ignore[misc]
+    with pytest.raises(TypeError, match="is not a shared store: it lacks lease_seconds, on_work"):
+        scheduler(store)
 
 
 # ── jobs a durable store cannot keep ───────────────────────────────────
@@ -111,7 +121,7 @@ async def test_jobs_that_are_not_data_are_refused_at_submit() -> None:
     store = RecordingStore()
     s = scheduler(store)
     await s.start()
-    with pytest.raises(JobSpecError, match=r"FunctionJob is not a registered job type"):
+    with pytest.raises(JobSpecError, match=r"a plain function cannot be stored"):
         s.submit(FunctionJob(asyncio.sleep, 0))
     with pytest.raises(
         JobSpecError, match=r"argument 'value' of job type 'record' is not a JSON value: <object"

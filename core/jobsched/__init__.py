@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from ._cancel import CancelToken, JobCancelledError, cancel_token
+from ._client import BlockingClient, Client, JobInfo, Submission
 from ._clock import Clock, SystemClock
 from ._errors import (
     BadArgumentsError,
@@ -43,7 +44,8 @@ from ._recurring import MAX_INTERVAL, MIN_INTERVAL, IntervalTrigger, RecurringSc
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
-from ._store import (
+from ._strategy import SchedulingStrategy, SortKey
+from .store import (
     JobRow,
     NewJob,
     Outcome,
@@ -57,7 +59,6 @@ from ._store import (
     StoreError,
     check_snapshot,
 )
-from ._strategy import SchedulingStrategy, SortKey
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
 hookimpl = pluggy.HookimplMarker("jobsched")
@@ -98,8 +99,10 @@ __all__ = [
     "ArgumentInfo",
     "AsyncJob",
     "BadArgumentsError",
+    "BlockingClient",
     "BlockingJob",
     "CancelToken",
+    "Client",
     "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
@@ -111,6 +114,7 @@ __all__ = [
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
+    "JobInfo",
     "JobListener",
     "JobPriority",
     "JobRow",
@@ -144,6 +148,7 @@ __all__ = [
     "Store",
     "StoreContext",
     "StoreError",
+    "Submission",
     "SystemClock",
     "Trigger",
     "UnknownJobError",

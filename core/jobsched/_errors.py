@@ -26,6 +26,14 @@ class PluginError(SchedulerError):
     """A plugin could not be loaded, conflicts with another, or a name is unknown."""
 
 
+class StoreError(SchedulerError):
+    """A store could not be opened, read or written.
+
+    The message names the store (file or DSN) and the problem. A store that
+    raises this has left its data as it was before the failed call.
+    """
+
+
 class NonRetryableError(Exception):
     """Raise from a job to fail it immediately, skipping any remaining retries."""
 

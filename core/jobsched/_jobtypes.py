@@ -29,7 +29,7 @@ import attrs
 
 from ._errors import PluginError, SchedulerError
 from ._job import Job
-from ._options import describe_value, to_priority, to_timeout
+from ._options import describe_value, priority_name, to_priority, to_timeout
 from ._retry import RetryPolicyLike
 from ._status import JobPriority
 
@@ -85,7 +85,7 @@ class ArgumentInfo:
             "name": self.name,
             "type": self.type,
             "required": self.required,
-            "default": None if self.required else _jsonable(self.default),
+            "default": None if self.required else jsonable(self.default),
         }
 
 
@@ -260,7 +260,7 @@ def describe_job_type(
 def _describe_cached(factory: Any, name: str | None, plugin: str | None) -> JobTypeInfo:
     if isinstance(factory, type) and issubclass(factory, Job):
         adapt_attrs_job(factory)
-    if attrs.has(factory) and _is_adapted_attrs(factory):
+    if attrs.has(factory) and is_adapted_attrs(factory):
         arguments = _attrs_arguments(factory)
         accepts = True
     else:
@@ -277,7 +277,7 @@ def _describe_cached(factory: Any, name: str | None, plugin: str | None) -> JobT
     )
 
 
-def _is_adapted_attrs(cls: type) -> bool:
+def is_adapted_attrs(cls: type) -> bool:
     """Whether ``cls()`` is the wrapped attrs constructor (its arguments are the fields)."""
     return getattr(cls.__init__, "_jobsched_attrs_init", None) is not None  # type: ignore[misc]
 
@@ -539,7 +539,7 @@ def _normalize_options(
                 kwargs[key] = data[key] = value
             elif key == "priority":
                 kwargs[key] = parse_priority(value)
-                data[key] = kwargs[key].name.lower()
+                data[key] = priority_name(kwargs[key])
             elif key == "timeout":
                 try:
                     timeout = to_timeout(value)
@@ -577,7 +577,12 @@ def retry_policy_data(policy: Any, plugins: PluginManager) -> dict[str, Any] | N
     ]
     if len(names) != 1 or not attrs.has(type(policy)):
         return None
-    fields = {f.name: getattr(policy, f.name) for f in attrs.fields(type(policy)) if f.init}
+    # Keyed like build_retry_policy() takes them: by the constructor's names.
+    fields = {
+        getattr(f, "alias", None) or f.name.lstrip("_"): getattr(policy, f.name)
+        for f in attrs.fields(type(policy))
+        if f.init
+    }
     return {"policy": names[0], **fields}
 
 
@@ -709,16 +714,18 @@ def build_job(
 
 
 def _jsonable_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in args.items()}
+    return {k: jsonable(v) for k, v in args.items()}
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """`value` as a JSON value for display: enums by lower-case name, paths as
+    text, anything else JSON cannot hold as its repr."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, enum.Enum):
         return value.name.lower()
     if isinstance(value, pathlib.PurePath):
@@ -738,7 +745,7 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
     if spec is not None:
         return spec
     cls = type(job)
-    if not (attrs.has(cls) and _is_adapted_attrs(cls)):
+    if not (attrs.has(cls) and is_adapted_attrs(cls)):
         return None
     plugins = _plugins_or_default(plugins)
     names = [r.name for r in plugins.registry["job_types"].values() if r.factory is cls]
@@ -749,12 +756,12 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
         if not f.init:
             continue
         value = getattr(job, f.name)
-        if _jsonable(value) != value and not isinstance(value, enum.Enum | pathlib.PurePath):
+        if jsonable(value) != value and not isinstance(value, enum.Enum | pathlib.PurePath):
             return None
-        args[getattr(f, "alias", None) or f.name.lstrip("_")] = _jsonable(value)
+        args[getattr(f, "alias", None) or f.name.lstrip("_")] = jsonable(value)
     options: dict[str, Any] = {
         "name": job.name,
-        "priority": JobPriority(job.priority).name.lower(),
+        "priority": priority_name(job.priority),
         "timeout": job.timeout,
         "deadline": job.deadline,
     }

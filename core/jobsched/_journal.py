@@ -3,7 +3,7 @@
 Every state change marks its job dirty (a plain callable on the transition
 path), and one writer task turns the dirty set into a batch of rows and writes
 it, one batch at a time, so a slow store makes batches bigger instead of making
-the scheduler wait. `JobCodec` turns jobs into rows and rows back into jobs.
+the scheduler wait. The codec (`_codec.JobCodec`) turns jobs into row data.
 """
 
 from __future__ import annotations
@@ -17,26 +17,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
+from ._codec import JobCodec, encode_result
 from ._errors import SchedulerError
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT
-from ._jobtypes import (
-    JobSpec,
-    JobSpecError,
-    _jsonable,
-    build_job,
-    job_spec,
-    retry_policy_data,
-)
-from ._jobtypes import (
-    _is_adapted_attrs as is_adapted_attrs,
-)
-from ._status import JobPriority, JobStatus
-from ._store import JobRow, ScheduleRow, Snapshot, Store, StoreContext, StoreError
+from ._jobtypes import JobSpecError
+from ._status import JobStatus
+from .store import JobRow, ScheduleRow, Snapshot, Store, StoreContext, StoreError
 
 if TYPE_CHECKING:
     from ._clock import Clock
     from ._job import Job
-    from ._plugins import PluginManager
     from ._recurring import RecurringSchedule
     from ._scheduler import JobScheduler
 
@@ -46,171 +35,8 @@ COMPLETED = JobStatus.COMPLETED
 RUNNING = JobStatus.RUNNING
 
 
-# ── jobs <-> data ──────────────────────────────────────────────────────
 # One encoder for everything: json.dumps with options builds a new one per call.
 _encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
-
-
-def encode_result(result: Any) -> str | None:
-    """A result as JSON text; one JSON cannot encode becomes its repr and a note."""
-    if result is None:
-        return None
-    try:
-        return _encode(result)
-    except (TypeError, ValueError) as exc:
-        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
-
-
-class JobCodec:
-    """Describes jobs as data and builds them back (`job_spec` / `build_job`).
-
-    Built once per scheduler. Only job types and retry policies that plugins
-    registered can be described or built: loading a store never runs code
-    its data names. Options are taken from the job's current attributes
-    (``deadline`` converted between monotonic and wall-clock time).
-    """
-
-    def __init__(self, plugins: PluginManager) -> None:
-        self.plugins = plugins
-        self._retry_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
-        # Per job class: (type name, ((argument, attribute), ...)) for registered
-        # attrs job types, whose arguments are read straight off the fields;
-        # None sends the class through job_spec().
-        self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
-        self._options: dict[tuple[Any, ...], tuple[Any, str]] = {}
-
-    def _plan(self, cls: type) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
-        if len(names) != 1 or not attrs.has(cls) or not is_adapted_attrs(cls):
-            return None
-        fields = tuple(
-            (getattr(f, "alias", None) or f.name.lstrip("_"), f.name)
-            for f in attrs.fields(cls)
-            if f.init
-        )
-        return names[0], fields
-
-    def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
-        """``(type name, args JSON, options JSON)``; `offset` turns monotonic into wall time.
-
-        The same description as `job_spec`, on a fast path: a store describes
-        every job it is given, so per-class facts and common options are cached.
-        """
-        # A registered attrs type: its arguments are its fields (a job built
-        # by build_job has the same ones, maybe with defaults left out).
-        cls = type(job)
-        try:
-            plan = self._plans[cls]
-        except KeyError:
-            plan = self._plans[cls] = self._plan(cls)
-        type_name = args_json = None
-        if plan is not None:
-            type_name, fields = plan
-            if not fields:
-                args_json = "{}"
-            else:
-                # On failure job_spec() below knows which argument, or converts it.
-                with contextlib.suppress(TypeError, ValueError):
-                    args_json = _encode({arg: getattr(job, attr) for arg, attr in fields})
-        if args_json is None:
-            spec: JobSpec | None = getattr(job, "_spec", None)
-            if spec is None:
-                spec = job_spec(job, self.plugins)
-                if spec is None:
-                    raise JobSpecError(self._why_not_data(job))
-            try:
-                args_json = _encode(spec.args)
-            except (TypeError, ValueError) as exc:
-                raise JobSpecError(
-                    f"{job!r}: the arguments of job type {spec.type!r} must be JSON for a "
-                    f"durable store: {exc}"
-                ) from None
-            type_name = spec.type
-        assert type_name is not None
-        return type_name, args_json, self.options_json(job, offset)
-
-    def options_json(self, job: Job, offset: float) -> str:
-        """The job's options as JSON text, cached for the common case (no deadline)."""
-        retry = job.retry
-        cache_key = None
-        if job.deadline is None:
-            cache_key = (job.name, int(job.priority), job.timeout, id(retry))
-            cached = self._options.get(cache_key)
-            if cached is not None and cached[0] is retry:
-                return cached[1]
-        # Only what differs from a job's defaults: smaller rows write faster,
-        # and build_job() fills the defaults back in.
-        options: dict[str, Any] = {"name": job.name}
-        if job.priority != JobPriority.MEDIUM:
-            options["priority"] = int(job.priority)
-        if job.timeout != DEFAULT_TIMEOUT:
-            options["timeout"] = job.timeout
-        if retry is not DEFAULT_RETRY:
-            options["retry"] = self.describe_retry(job)
-        if job.deadline is not None:
-            options["deadline"] = job.deadline + offset
-        try:
-            options_json = _encode(options)
-        except (TypeError, ValueError) as exc:
-            raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
-        if cache_key is not None:
-            if len(self._options) >= 4096:
-                self._options.clear()  # names vary per job: keep the cache bounded
-            self._options[cache_key] = (retry, options_json)
-        return options_json
-
-    def _why_not_data(self, job: Job) -> str:
-        cls = type(job)
-        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
-        if len(names) == 1 and attrs.has(cls):
-            for field in attrs.fields(cls):
-                value = getattr(job, field.name, None)
-                if field.init and _jsonable(value) != value:
-                    return (
-                        f"{job!r}: a durable store keeps jobs as data, and argument "
-                        f"{field.name!r} of job type {names[0]!r} is not a JSON value: {value!r}"
-                    )
-            if retry_policy_data(job.retry, self.plugins) is None:
-                return (
-                    f"{job!r}: its retry policy {job.retry!r} is not a registered retry "
-                    f"policy (registered: {', '.join(self.plugins.names('retry_policies'))})"
-                )
-        registered = ", ".join(self.plugins.names("job_types")) or "none"
-        return (
-            f"{job!r}: a durable store keeps jobs as data (a registered job type and JSON "
-            f"arguments), and {cls.__qualname__} is not a registered job type whose arguments "
-            f"can be read back (registered: {registered}); register it with a "
-            "jobsched_register_job_types hook, or build the job with build_job"
-        )
-
-    def describe_retry(self, job: Job) -> dict[str, Any]:
-        policy = job.retry
-        cached = self._retry_cache.get(id(policy))
-        if cached is not None and cached[0] is policy:
-            return cached[1]
-        described = retry_policy_data(policy, self.plugins)
-        if described is None:
-            raise JobSpecError(
-                f"{job!r}: its retry policy {policy!r} is not a registered retry policy "
-                f"(registered: {', '.join(self.plugins.names('retry_policies'))})"
-            )
-        self._retry_cache[id(policy)] = (policy, described)
-        return described
-
-    def build(
-        self,
-        type_name: str,
-        args: Mapping[str, Any],
-        options: Mapping[str, Any],
-        offset: float,
-        label: str,
-    ) -> Job:
-        """A new job from its description; `JobSpecError` naming the problem."""
-        options = dict(options)
-        deadline = options.get("deadline")
-        if deadline is not None:
-            options["deadline"] = deadline - offset
-        return build_job(type_name, args, plugins=self.plugins, label=label, **options)
 
 
 # ── the journal: batching state changes into store writes ──────────────

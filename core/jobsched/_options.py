@@ -52,6 +52,11 @@ def to_priority(value: Any) -> JobPriority:
     raise ValueError(f"priority must be one of {names} (or 0-3), got {describe_value(value)}")
 
 
+def priority_name(priority: JobPriority | int) -> str:
+    """How data spells a priority: its lower-case name (``"high"``)."""
+    return JobPriority(priority).name.lower()
+
+
 def to_timeout(value: Any) -> float | None:
     """Seconds one attempt may run, as given; None or False mean no timeout."""
     if value is None or value is False:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ._codec import JobCodec, decode_result
 from ._errors import SchedulerError
 from ._jobtypes import JobSpecError
-from ._journal import JobCodec, Journal, _id_number
+from ._journal import Journal, _id_number
 from ._status import JobStatus
-from ._store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, new_worker_id
+from .store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, new_worker_id
 
 if TYPE_CHECKING:
     from ._job import Job
@@ -145,7 +146,7 @@ def _restore(scheduler: JobScheduler, journal: Journal, snapshot: Snapshot) -> N
         if row.finished_at is not None:
             job.finished_at = row.finished_at - offset
         if row.result is not None:
-            job.result = json.loads(row.result)
+            job.result = decode_result(row.result)
         jobs[row.job_id] = job
         if row.key is not None and row.key not in scheduler._keys:
             scheduler._keys[row.key] = row.job_id

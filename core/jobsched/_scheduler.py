@@ -46,8 +46,8 @@ from ._restore import open_store
 from ._retry import RetryPolicy
 from ._shared import SharedMode
 from ._status import JobStatus
-from ._store import Store, offers_shared, resolve_store
 from ._strategy import SchedulingStrategy, SortKey
+from .store import StoreBase, as_shared_store, as_store, offers_shared, resolve_store
 
 logger = structlog.get_logger("jobsched")
 
@@ -152,7 +152,7 @@ class JobScheduler:
         plugins: PluginManager | Iterable[object] | None = None,
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
-        store: Store | str | None = None,
+        store: StoreBase | str | None = None,
         shared: bool | None = None,
     ) -> None:
         check_num_workers(num_workers)
@@ -237,11 +237,11 @@ class JobScheduler:
                 f"shared=False: {self.store!r} is always shared; it has no single-owner mode"
             )
         if shared:
-            self._shared = SharedMode(self, self.store)
+            self._shared = SharedMode(self, as_shared_store(self.store))
             self._plugin_listeners = (*self._plugin_listeners, self._shared.on_transition)
             self._listeners = self._plugin_listeners
         elif self.store is not None and self.store.durable:
-            self._journal = Journal(self, self.store, self._clock)
+            self._journal = Journal(self, as_store(self.store), self._clock)
             # Marking dirty rides on the transition listeners: no new branch there.
             self._plugin_listeners = (self._journal.mark, *self._plugin_listeners)
             self._listeners = self._plugin_listeners

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ._codec import JobCodec, encode_result, wall_offset
 from ._errors import SchedulerError
-from ._job import FunctionJob, Job
-from ._jobtypes import build_job, job_spec, retry_policy_data
-from ._status import JobPriority, JobStatus
-from ._store import NewJob, Outcome, SharedScheduleRow
+from ._job import Job
+from ._jobtypes import retry_policy_data
+from ._status import JobStatus
+from .store import Outcome, SharedJobRow, SharedScheduleRow, SharedStore
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
@@ -70,69 +71,6 @@ def process_identity() -> str:
     return base if n == 1 else f"{base}/{n}"
 
 
-# ── Jobs as data ───────────────────────────────────────────────────────
-# A shared store holds (type name, JSON args, options), never pickles: the
-# job-types module (`jobsched._jobtypes`) describes jobs and builds them back.
-def describe(job: Job, scheduler: JobScheduler) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(type name, args, options) of `job`; a clear `SchedulerError` if it has none."""
-    if isinstance(job, FunctionJob):
-        raise SchedulerError(
-            f"{job!r}: a plain function cannot be stored in a shared store "
-            "(other hosts cannot run it); register a job type and submit that"
-        )
-    retry = retry_policy_data(job.retry, scheduler.plugins)
-    if retry is None:
-        raise SchedulerError(
-            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
-            "and cannot be stored"
-        )
-    spec = job_spec(job, scheduler.plugins)
-    if spec is None:
-        raise SchedulerError(
-            f"{job!r}: {type(job).__qualname__} cannot be described as data (a registered "
-            "job type built with jobsched.build_job, or an attrs job type), so it cannot "
-            "go to a shared store"
-        )
-    args = dict(spec.args)
-    options = dict(spec.options)
-    options.update(name=job.name, priority=int(job.priority), timeout=job.timeout, retry=retry)
-    # The executor, for cluster-wide executor limits (the claim counts by it).
-    options["executor"] = getattr(job.model, "value", job.model)
-    # Deadlines are monotonic in the kernel; other hosts need wall time.
-    options["deadline"] = None if job.deadline is None else to_wall(scheduler, job.deadline)
-    try:
-        json.dumps([args, options], allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SchedulerError(
-            f"{job!r} ({spec.type}): its arguments are not JSON and cannot be stored: {exc}"
-        ) from None
-    return spec.type, args, options
-
-
-def build(
-    scheduler: JobScheduler, type_name: str, args: dict[str, Any], options: dict[str, Any]
-) -> Job:
-    """A `Job` from its stored description (the inverse of `describe`)."""
-    plugins = scheduler.plugins
-    options = dict(options)
-    retry = dict(options.pop("retry", None) or {})
-    deadline = options.pop("deadline", None)
-    name = options.pop("name", None)
-    priority = options.pop("priority", None)
-    timeout = options.pop("timeout", "unset")
-    job = build_job(type_name, args, plugins=plugins)
-    if retry:
-        job.retry = plugins.resolve("retry_policies", retry.pop("policy"))(**retry)
-    if name is not None:
-        job.name = name
-    if priority is not None:
-        job.priority = JobPriority(priority)
-    if timeout != "unset":
-        job.timeout = timeout
-    job.deadline = None if deadline is None else to_monotonic(scheduler, deadline)
-    return job
-
-
 def limits_data(limits: Any) -> dict[str, Any] | None:
     """`Limits` as the JSON a shared store keeps (None for no limits)."""
     if not limits:
@@ -147,41 +85,6 @@ def limits_data(limits: Any) -> dict[str, Any] | None:
     }
 
 
-def to_wall(scheduler: JobScheduler, mono: float) -> float:
-    clock = scheduler._clock
-    return clock.time() + (mono - clock.now())
-
-
-def to_monotonic(scheduler: JobScheduler, wall: float) -> float:
-    clock = scheduler._clock
-    return clock.now() + (wall - clock.time())
-
-
-def sort_key(scheduler: JobScheduler, job: Job, submitted_wall: float) -> tuple[float, ...]:
-    """The strategy's key as numbers, computed with wall-clock times.
-
-    The key is taken with ``seq = 0`` (the store breaks ties by its own
-    global submit order) and with `submitted_at` and `deadline` in wall time,
-    so aging and EDF compare jobs from different hosts on one time line.
-    """
-    saved = job.seq, job.submitted_at, job.deadline
-    try:
-        job.seq = 0
-        job.submitted_at = submitted_wall
-        if job.deadline is not None:
-            job.deadline = to_wall(scheduler, job.deadline)
-        key = scheduler._key(job)
-    finally:
-        job.seq, job.submitted_at, job.deadline = saved
-    try:
-        return tuple(float(x) for x in key)
-    except (TypeError, ValueError):
-        raise SchedulerError(
-            f"strategy {type(scheduler.strategy).__name__} gives the key {key!r} for "
-            f"{job!r}: a shared store needs a key of numbers only"
-        ) from None
-
-
 # ── The shared-mode runtime ────────────────────────────────────────────
 class SharedMode:
     """The feeder, lease renewer, outcome writer and schedules of one process."""
@@ -189,7 +92,7 @@ class SharedMode:
     def __init__(
         self,
         scheduler: JobScheduler,
-        store: Any,
+        store: SharedStore,
         *,
         identity: str | None = None,
         poll_interval: float = 5.0,
@@ -197,6 +100,8 @@ class SharedMode:
         self.scheduler = scheduler
         self.store = store
         self.identity = identity or process_identity()
+        # Jobs go to the store as data, and come back from it, through one codec.
+        self.codec = JobCodec(scheduler.plugins)
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
@@ -207,8 +112,6 @@ class SharedMode:
         self._insert_task: asyncio.Task[None] | None = None
         self._submitted: set[str] = set()  # this process's submissions, for join()
         self._early_cancels: set[str] = set()
-        #: False: this process only submits and follows (``jobsched run --store``).
-        self.claims = True
         #: A submitted job whose key the store already had -> the stored job's id.
         self.aliases: dict[str, str] = {}
         self._wake = asyncio.Event()
@@ -220,7 +123,7 @@ class SharedMode:
 
     # ── Lifecycle ───────────────────────────────────────────────────
     async def start(self) -> None:
-        from ._store import StoreContext
+        from .store import StoreContext
 
         await self.store.open(StoreContext(worker_id=self.identity, shared=True))
         try:
@@ -238,8 +141,6 @@ class SharedMode:
             asyncio.create_task(self._feed(), name="jobsched-feeder"),
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
         ]
-        if not self.claims:
-            self._tasks[0].cancel()
         for schedule_id, row in self._schedules:
             self._start_schedule(schedule_id, row)
         self._log.info("shared scheduler started", store=repr(self.store))
@@ -312,23 +213,21 @@ class SharedMode:
         after `flush()` `resolve(job_id)` gives the id of the job that was.
         """
         s = self.scheduler
-        type_name, args, options = describe(job, s)
-        now = s._clock.time()
-        job.job_id = f"{job.job_id}-{self._id_suffix}"
-        row = NewJob(
-            job_id=job.job_id,
+        clock = s._clock
+        row = self.codec.new_job(
+            job,
+            job_id=f"{job.job_id}-{self._id_suffix}",
+            strategy_key=s._key,
+            now=clock.time(),
+            offset=wall_offset(clock),
+            delay=delay,
+            depends_on=depends_on,
             key=key,
-            type=type_name,
-            args=args,
-            options=options,
-            run_at=now + delay,
-            submitted_at=now,
-            sort_key=sort_key(s, job, now),
-            depends_on=tuple(depends_on),
+            unique_key=unique_key,
             schedule_id=schedule_id,
             submitted_by=self.identity,
-            unique_key=unique_key,
         )
+        job.job_id = row.job_id
         self._submitted.add(job.job_id)
         self._inserts.append(row)
         if self._insert_task is None and len(self._inserts) == 1 and self._opened:
@@ -406,11 +305,12 @@ class SharedMode:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
 
-    def _adopt(self, row: Any) -> None:
+    def _adopt(self, row: SharedJobRow) -> None:
         """Make a claimed row a local job in the ready heap (no await: atomic)."""
         s = self.scheduler
+        offset = wall_offset(s._clock)
         try:
-            job = build(s, row.type, row.args, row.options)
+            job = self.codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
         except Exception as exc:
             # Never run what cannot be rebuilt; say so in the store.
             self._outcome(row.job_id, "failed", error=f"cannot build job: {exc}")
@@ -419,7 +319,7 @@ class SharedMode:
         job.job_id = row.job_id
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         now = s._clock.now()
-        job.submitted_at = to_monotonic(s, row.submitted_at)
+        job.submitted_at = row.submitted_at - offset
         job.run_at = now
         job.seq = s._seq
         s._seq += 1
@@ -478,13 +378,13 @@ class SharedMode:
                 job.job_id,
                 "retry_wait",
                 error=job.last_error,
-                run_at=to_wall(self.scheduler, job.run_at),
+                run_at=job.run_at + wall_offset(self.scheduler._clock),
             )
         elif new is CANCELLED and job.last_error == SHUTDOWN_ERROR:
             # Interrupted by our own shutdown: another process runs it again.
             self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
         else:
-            result = job.result if new is JobStatus.COMPLETED else None
+            result = encode_result(job.result) if new is JobStatus.COMPLETED else None
             self._outcome(job.job_id, new.value, result=result, error=job.last_error)
         self._wake.set()
 
@@ -501,7 +401,7 @@ class SharedMode:
         job_id: str,
         status: str,
         *,
-        result: Any = None,
+        result: str | None = None,
         error: str | None = None,
         run_at: float | None = None,
     ) -> None:
@@ -573,10 +473,13 @@ class SharedMode:
             spec["times"] = times
         if key is not None:
             spec["key"] = key
-        type_name, args, options = describe(factory(), self.scheduler)
-        # The executor option is left out so schedule ids stay what they were.
-        same = {k: v for k, v in options.items() if k != "executor"}
-        ident = json.dumps([type_name, args, same, spec, allow_overlap], sort_keys=True)
+        job = factory()
+        offset = wall_offset(self.scheduler._clock)
+        type_name, args, options = self.codec.describe_data(job, offset)
+        ident = json.dumps(
+            [type_name, args, self._identity_options(job, offset), spec, allow_overlap],
+            sort_keys=True,
+        )
         schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
         row = SharedScheduleRow(
             schedule_id=schedule_id,
@@ -591,6 +494,21 @@ class SharedMode:
         if self._opened:
             self._start_schedule(schedule_id, row)
         return schedule_id
+
+    def _identity_options(self, job: Job, offset: float) -> dict[str, Any]:
+        """The job's options as a schedule id hashes them.
+
+        Spelled as shared mode stored options before the codec (priority as a
+        number, every option present): a schedule keeps the id it has in
+        existing stores, so processes of either version serve the same one.
+        """
+        return {
+            "name": job.name,
+            "priority": int(job.priority),
+            "timeout": job.timeout,
+            "retry": retry_policy_data(job.retry, self.scheduler.plugins),
+            "deadline": None if job.deadline is None else job.deadline + offset,
+        }
 
     def _advance(self, spec: dict[str, Any]) -> Callable[[float | None, float], float | None]:
         """``advance(previous, now)``: the first fire time after `now` on the
@@ -648,18 +566,17 @@ class SharedMode:
                 await asyncio.sleep(wait)
             now = time.time()
             new_next = advance(stored.next_run, now)
-            job = build(s, stored.type, stored.args, stored.options)
-            job.job_id = f"{job.job_id}-{self._id_suffix}"
-            options = {**stored.options, "scheduled_for": stored.next_run}
-            new = NewJob(
-                job_id=job.job_id,
-                type=stored.type,
-                args=stored.args,
-                options=options,
-                run_at=now,
-                submitted_at=now,
-                sort_key=sort_key(s, job, now),
+            offset = wall_offset(s._clock)
+            label = f"job of schedule {stored.schedule_id}"
+            job = self.codec.build(stored.type, stored.args, stored.options, offset, label)
+            new = self.codec.new_job(
+                job,
+                job_id=f"{job.job_id}-{self._id_suffix}",
+                strategy_key=s._key,
+                now=now,
+                offset=offset,
                 schedule_id=stored.schedule_id,
+                scheduled_for=stored.next_run,
                 submitted_by=self.identity,
             )
             try:

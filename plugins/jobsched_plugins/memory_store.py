@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jobsched import JobRow, ScheduleRow, Snapshot, StoreContext, hookimpl
+from jobsched import hookimpl
 from jobsched.hookspecs import Register
+from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext
 
 
 class MemoryStore:

@@ -13,8 +13,8 @@ import structlog
 from .._errors import PluginError
 from .._jobtypes import JobSpecError
 from .._plugins import PluginManager
-from .._store import StoreError
 from ..jobfile import EXIT_BAD_INPUT, JobFileError
+from ..store import StoreError
 
 if TYPE_CHECKING:
     from rich.console import Console

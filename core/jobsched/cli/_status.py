@@ -10,8 +10,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from .._codec import decode_result
 from .._status import JobStatus
-from .._store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
+from ..store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
 from ._common import BadInput, load_plugins, make_console, print_json
 
 
@@ -65,7 +66,7 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "submitted_at": row.submitted_at,
         "finished_at": row.finished_at,
         "depends_on": list(row.depends_on),
-        "result": _decoded(row.result),
+        "result": decode_result(row.result),
         "error": row.last_error,
         "schedule_id": row.schedule_id,
         "args": _decoded(row.args),

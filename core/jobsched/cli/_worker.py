@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import time
 from typing import Any
 
 from .._errors import SchedulerError
 from .._plugins import PluginManager
 from .._shared import process_identity, run_worker
-from .._store import StoreContext, offers_shared, resolve_store
+from ..store import (
+    SharedJobRow,
+    SharedStore,
+    StoreContext,
+    as_shared_store,
+    offers_shared,
+    resolve_store,
+)
 from ._common import (
     BadInput,
     add_logging_options,
@@ -60,7 +66,7 @@ def add_parser(subparsers: Any) -> None:
     worker.set_defaults(handler=worker_command)
 
 
-def _shared_store(url: str, plugins: PluginManager) -> Any:
+def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
     try:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
@@ -70,7 +76,7 @@ def _shared_store(url: str, plugins: PluginManager) -> Any:
             f"--store {url!r} is not a store several processes can share "
             "(postgresql://host/db or sqlite:////abs/path/jobs.db)"
         )
-    return store
+    return as_shared_store(store)
 
 
 def worker_command(args: argparse.Namespace) -> int:
@@ -155,7 +161,7 @@ def shared_status(url: str, *, as_json: bool) -> int:
     return 0
 
 
-async def _read(store: Any) -> list[Any]:
+async def _read(store: SharedStore) -> list[SharedJobRow]:
     await store.open(StoreContext(worker_id=process_identity(), readonly=True))
     try:
         return list(await store.jobs())
@@ -164,19 +170,17 @@ async def _read(store: Any) -> list[Any]:
 
 
 # ── jobsched run FILE --store URL ─────────────────────────────────────
-def _same(job: Any) -> Any:
-    return job
-
-
 def run_shared(
     jobfile: Any, plugins: PluginManager, url: str, *, as_json: bool, all_rows: bool = False
 ) -> int:
     """Submit a job file to a shared store and follow it until every job is finished.
 
-    This process only submits and watches; worker processes (``jobsched
-    worker``) run the jobs. Each job's key is ``<file>#<id>``, so running the
-    same file again after a crash resumes its jobs instead of duplicating them.
+    This process is a `jobsched.Client`: it only submits and watches; worker
+    processes (``jobsched worker``) run the jobs. Each job's key is
+    ``<file>#<id>``, so running the same file again after a crash resumes its
+    jobs instead of duplicating them.
     """
+    from .._client import Client
     from ._run import print_summary
 
     for rec in jobfile.recurring:
@@ -196,8 +200,18 @@ def run_shared(
                 "not supported with a shared store (--store postgresql://...); missed "
                 "periods coalesce into one run"
             )
-    _shared_store(url, plugins)  # a clear error before anything is submitted
-    result = asyncio.run(_follow(jobfile, plugins, url))
+    limits = jobfile.tables.get("limits")
+    try:  # a clear error before anything is submitted
+        client = Client(
+            url,
+            plugins=plugins,
+            strategy=jobfile.scheduler.strategy,
+            # The file's [limits] become the cluster's (or must match them: docs/limits.md).
+            limits=limits.limits() if limits is not None else None,
+        )
+    except SchedulerError as exc:
+        raise BadInput(str(exc)) from None
+    result = asyncio.run(_follow(jobfile, plugins, client))
     if as_json:
         print_json(result.to_json())
     else:
@@ -205,52 +219,47 @@ def run_shared(
     return int(result.exit_code)
 
 
-async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
+async def _follow(jobfile: Any, plugins: PluginManager, client: Any) -> Any:
     from pathlib import Path
 
+    from .._client import JobInfo, Submission
     from .._jobtypes import build_job
-    from .._scheduler import JobScheduler
-    from .._status import JobStatus
     from ..jobfile._run import JobOutcome, RunResult
 
-    settings = jobfile.scheduler
-    limits = jobfile.tables.get("limits")
-    # The file's [limits] become the cluster's (or must match them: docs/limits.md).
-    scheduler = JobScheduler(
-        settings.strategy,
-        num_workers=settings.workers,
-        plugins=plugins,
-        store=url,
-        limits=limits.limits() if limits is not None else None,
-    )
-    shared = scheduler._shared
-    assert shared is not None
-    shared.claims = False
     source = str(Path(jobfile.source).resolve())
     start = time.monotonic()
-    await scheduler.start()
-    try:
-        ids: dict[str, str] = {}
-        for entry in jobfile.submit_order:
-            job = build_job(
+    async with client:
+        loop = asyncio.get_running_loop()
+        later: list[asyncio.TimerHandle] = []
+
+        def after(seconds: float, action: Any, arg: str) -> None:
+            later.append(loop.call_later(seconds, lambda: asyncio.ensure_future(action(arg))))
+
+        # One batch, one transaction: dependencies inside the file name the
+        # entries' jobs; a key the store knows resumes that job.
+        built = {
+            entry.id: build_job(
                 entry.type,
                 entry.args,
                 plugins=plugins,
                 label=entry.label,
                 **entry.job_options(start),
             )
-            ids[entry.id] = scheduler.submit(
-                job,
+            for entry in jobfile.submit_order
+        }
+        stored = await client.submit_many(
+            Submission(
+                built[entry.id],
                 delay=entry.delay,
-                depends_on=[ids[d] for d in entry.depends_on],
+                depends_on=[built[d] for d in entry.depends_on],
                 key=f"{source}#{entry.id}",
             )
-        await shared._drain_writes()
-        ids = {entry_id: shared.aliases.get(job_id, job_id) for entry_id, job_id in ids.items()}
-        loop = asyncio.get_running_loop()
+            for entry in jobfile.submit_order
+        )
+        ids = dict(zip((entry.id for entry in jobfile.submit_order), stored, strict=True))
         for entry in jobfile.jobs:
             if entry.cancel_after is not None:
-                loop.call_later(entry.cancel_after, scheduler.cancel, ids[entry.id])
+                after(entry.cancel_after, client.cancel, ids[entry.id])
         # [[recurring]]: shared schedules keyed by FILE#ID (running the file
         # again resumes them: a schedule that already ended fires no more).
         schedules: list[tuple[Any, str]] = []
@@ -258,30 +267,30 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             template = build_job(
                 rec.type, rec.args, plugins=plugins, label=rec.label, **rec.job_options(start)
             )
-            schedule_id = shared.schedule_recurring(
-                functools.partial(_same, template),
-                rec.every,
+            schedule_id = await client.add_schedule(
+                template,
+                every=rec.every,
+                trigger=rec.trigger,
                 start_in=rec.start_in,
                 allow_overlap=rec.allow_overlap,
-                trigger=rec.trigger,
                 times=rec.times,
                 key=f"{source}#{rec.id}",
             )
             schedules.append((rec, schedule_id))
             if rec.until is not None:
-                loop.call_later(rec.until, scheduler.cancel_recurring, schedule_id)
-        fired: dict[str, list[Any]] = {}
+                after(rec.until, client.cancel_schedule, schedule_id)
+        fired: dict[str, list[JobInfo]] = {}
         for rec, schedule_id in schedules:
-            await shared.wait_schedule(schedule_id)
-            fired[rec.id] = await shared.store.schedule_jobs(schedule_id)
-            shared._submitted.update(r.job_id for r in fired[rec.id])
-        await scheduler.join()
-        rows = {r.job_id: r for r in await shared.store.jobs(list(ids.values()))}
-        for rec_id, runs in fired.items():
-            done = {r.job_id: r for r in await shared.store.jobs([r.job_id for r in runs])}
-            fired[rec_id] = [done[r.job_id] for r in runs]
-    finally:
-        await scheduler.stop()
+            await client.wait_schedule(schedule_id)
+            fired[rec.id] = await client.jobs(schedule=schedule_id)
+        infos = await client.wait_many(
+            [*ids.values(), *(info.job_id for runs in fired.values() for info in runs)]
+        )
+        for handle in later:
+            handle.cancel()
+    final = {info.job_id: info for info in infos}
+    rows = {job_id: final[job_id] for job_id in ids.values()}
+    fired = {rec_id: [final[info.job_id] for info in runs] for rec_id, runs in fired.items()}
     entries = {entry.id: entry for entry in jobfile.jobs}
     names = {job_id: entry_id for entry_id, job_id in ids.items()}
 
@@ -293,31 +302,30 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
             error = error.replace(job_id, repr(entry_id))
         return error
 
-    runs = [row for row in rows.values() if row.started_at is not None]
-    runs += [row for fired_rows in fired.values() for row in fired_rows if row.started_at]
+    runs = [info for info in final.values() if info.started_at is not None]
     # The store records when each job (last) started: that order is the start order.
     start_order = {
-        row.job_id: n
-        for n, row in enumerate(sorted(runs, key=lambda r: (r.started_at, r.job_id)), start=1)
+        info.job_id: n
+        for n, info in enumerate(sorted(runs, key=lambda r: (r.started_at, r.job_id)), start=1)
     }
 
-    def outcome(entry_id: str, type_: str, row: Any, recurring: str | None) -> Any:
+    def outcome(entry_id: str, type_: str, info: JobInfo, recurring: str | None) -> Any:
         duration = (
-            row.finished_at - row.started_at
-            if row.finished_at is not None and row.started_at is not None
+            info.finished_at - info.started_at
+            if info.finished_at is not None and info.started_at is not None
             else None
         )
         return JobOutcome(
             id=entry_id,
             type=type_,
-            job_id=row.job_id,
-            status=JobStatus(row.status),
-            attempts=row.attempts,
+            job_id=info.job_id,
+            status=info.status,
+            attempts=info.attempts,
             duration=duration,
-            result=row.result,
-            error=readable(row.last_error),
+            result=info.result,
+            error=readable(info.last_error),
             recurring=recurring,
-            start_order=start_order.get(row.job_id),
+            start_order=start_order.get(info.job_id),
         )
 
     outcomes = [
@@ -326,13 +334,13 @@ async def _follow(jobfile: Any, plugins: PluginManager, url: str) -> Any:
     ]
     for rec in jobfile.recurring:
         outcomes.extend(
-            outcome(f"{rec.id}#{n}", rec.type, row, rec.id)
-            for n, row in enumerate(fired.get(rec.id, []), start=1)
+            outcome(f"{rec.id}#{n}", rec.type, info, rec.id)
+            for n, info in enumerate(fired.get(rec.id, []), start=1)
         )
     return RunResult(
         source=jobfile.source,
-        strategy=settings.strategy,
-        workers=settings.workers,
+        strategy=jobfile.scheduler.strategy,
+        workers=jobfile.scheduler.workers,
         outcomes=outcomes,
         elapsed=time.monotonic() - start,
         # Worker processes ran the jobs: how many ran at once is theirs to know.

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._codec import result_as_json
 from .._errors import UnknownJobError
 from .._job import Job
-from .._jobtypes import _jsonable, build_job
+from .._jobtypes import build_job
 from .._scheduler import JobScheduler
 from .._status import JobStatus
 from ._model import JobFile, LimitsSettings, RecurringEntry
@@ -66,7 +67,7 @@ class JobOutcome:
             "status": self.shown_status,
             "attempts": self.attempts,
             "duration": None if self.duration is None else round(self.duration, 6),
-            "result": _jsonable(self.result) if self.status is JobStatus.COMPLETED else None,
+            "result": result_as_json(self.result) if self.status is JobStatus.COMPLETED else None,
             "error": self.error if self.status is not JobStatus.COMPLETED else None,
             "recurring": self.recurring,
             "start_order": self.start_order,

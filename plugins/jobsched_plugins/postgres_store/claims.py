@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched import Outcome, SharedJobRow, StoreError
+from jobsched.store import Outcome, SharedJobRow, StoreError
 
-from .connection import NOW, TERMINAL, Database, logger, to_json
+from .connection import NOW, TERMINAL, Database, logger
 
 if TYPE_CHECKING:
     import psycopg
@@ -381,7 +381,7 @@ async def finish(
             [
                 [o.job_id for o in outcomes],
                 [o.status for o in outcomes],
-                [None if o.result is None else to_json(o.result) for o in outcomes],
+                [o.result for o in outcomes],  # JSON text already (Outcome.result)
                 [o.error for o in outcomes],
                 [o.run_at for o in outcomes],
                 owner,

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
 
-from jobsched import StoreError
+from jobsched.store import StoreError
 
 try:
     import psycopg
@@ -41,11 +41,12 @@ _CANCEL = "c:"  # + job id: its owner should cancel it
 
 
 def to_json(value: Any) -> str:
-    """`value` as JSON; a value JSON cannot hold becomes its repr plus a note."""
+    """Arguments, options or a trigger as JSON text (the scheduler's codec made
+    them JSON values; results arrive as JSON text already)."""
     try:
         return json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return json.dumps({"repr": repr(value), "note": "result was not JSON-encodable"})
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
 
 
 def redact(url: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobsched import StoreError
+from jobsched.store import StoreError
 
 from .connection import Database, logger
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched import SharedJobRow
+from jobsched.store import SharedJobRow
 
 from .connection import Database
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobsched import NewJob, SharedJobRow, SharedScheduleRow, StoreError
+from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
 
 from .connection import TERMINAL, Database, to_json
 

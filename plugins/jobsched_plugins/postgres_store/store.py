@@ -6,11 +6,12 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
-from jobsched import (
+from jobsched.store import (
     NewJob,
     Outcome,
     SharedJobRow,
     SharedScheduleRow,
+    SharedStore,
     Snapshot,
     StoreContext,
     StoreError,
@@ -243,3 +244,7 @@ class PostgresStore:
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` are not terminal yet."""
         return await queries.unfinished(self.db, job_ids)
+
+
+# mypy checks here that the store keeps the shared-store contract.
+_CONTRACT: type[SharedStore] = PostgresStore

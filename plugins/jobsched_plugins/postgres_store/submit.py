@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched import NewJob, StoreError
+from jobsched.store import NewJob, StoreError
 
 from .connection import NOW, TERMINAL, Database, to_json
 

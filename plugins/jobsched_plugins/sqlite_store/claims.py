@@ -16,9 +16,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched import Outcome, SharedJobRow, StoreError
+from jobsched.store import Outcome, SharedJobRow, StoreError
 
-from .connection import TERMINAL, now, to_json
+from .connection import TERMINAL, now
 from .queries import JOB_COLUMNS, job_row
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
@@ -281,7 +281,7 @@ def finish(
             RETURNING job_id, status""",
             (
                 o.status,
-                None if o.result is None else to_json(o.result),
+                o.result,  # JSON text already (Outcome.result)
                 o.error,
                 o.run_at,
                 None if o.status == "retry_wait" else t,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from jobsched import StoreError
+from jobsched.store import StoreError
 
 fcntl: Any
 try:
@@ -77,11 +77,12 @@ def seconds_option(url: str, options: dict[str, str], name: str, default: float)
 
 # ── values as SQLite keeps them ───────────────────────────────────────
 def to_json(value: Any) -> str:
-    """`value` as JSON text; a value JSON cannot hold becomes its repr and a note."""
+    """Arguments, options or a trigger as JSON text (the scheduler's codec made
+    them JSON values; results arrive as JSON text already)."""
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return json.dumps({"$repr": repr(value), "$note": f"not JSON-encodable: {exc}"})
+        raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
 
 
 _SIGN = 1 << 63

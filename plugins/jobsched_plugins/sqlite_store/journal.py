@@ -14,7 +14,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, check_snapshot
+from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, check_snapshot
 
 from . import migrations, queries
 from .connection import Database

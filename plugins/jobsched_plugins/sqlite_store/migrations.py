@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from jobsched import StoreError
+from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
 SCHEMA_VERSION = 2

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched import JobRow, SharedJobRow, SharedScheduleRow, Snapshot
+from jobsched.store import JobRow, SharedJobRow, SharedScheduleRow, Snapshot
 
 from .connection import TERMINAL, unpack_sort_key
 
@@ -131,9 +131,6 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
             result=None if r.result is None else json.dumps(r.result),
             last_error=r.last_error,
             schedule_id=r.schedule_id,
-            sort_key=r.sort_key,
-            lease_owner=r.lease_owner,
-            lease_expires=r.lease_expires,
         )
         for r in jobs(conn)
     ]

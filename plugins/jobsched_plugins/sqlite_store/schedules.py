@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from jobsched import NewJob, SharedJobRow, SharedScheduleRow, StoreError
+from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
 
 from .connection import TERMINAL, pack_sort_key, to_json
 from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, job_row, schedule_row

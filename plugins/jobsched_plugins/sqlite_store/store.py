@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from jobsched import (
+from jobsched.store import (
     JobRow,
     NewJob,
     Outcome,

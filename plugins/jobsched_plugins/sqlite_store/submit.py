@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched import NewJob, StoreError
+from jobsched.store import NewJob, StoreError
 
 from .connection import TERMINAL, now, pack_sort_key, to_json
 

@@ -1,0 +1,856 @@
+"""`Client` and `BlockingClient`: submit and follow jobs on a shared store, never run one.
+
+A web app, a script or ``jobsched run FILE --store URL`` enqueues work through
+a client; ``jobsched worker --store URL`` processes claim and run it. The
+client talks to the store only (``insert``, ``get``, ``jobs``,
+``request_cancel``, ``wait_finished``, the schedule calls of `SharedStore`):
+it builds no scheduler, claims nothing and holds no lease.
+
+`BlockingClient` is the same API as plain calls, for code without an event
+loop (Django, Flask, scripts): it runs a `Client` on its own loop thread and
+hands each call to it with `asyncio.run_coroutine_threadsafe`, so any number
+of threads may share one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import attrs
+import structlog
+
+from ._errors import SchedulerError, UnknownJobError
+from ._job import FunctionJob, Job, new_job_id
+from ._jobtypes import build_job, build_retry_policy, job_spec, retry_policy_data
+from ._limits import Limits
+from ._options import check_delay, to_priority, to_timeout
+from ._plugins import PluginManager, default_plugin_manager
+from ._recurring import build_trigger
+from ._shared import limits_data
+from ._status import JobPriority, JobStatus
+from .store import (
+    NewJob,
+    SharedJobRow,
+    SharedScheduleRow,
+    StoreContext,
+    new_worker_id,
+    resolve_store,
+)
+
+T = TypeVar("T")
+
+logger = structlog.get_logger("jobsched.client")
+
+#: The store calls a client needs: a store without them cannot be shared.
+_CLIENT_CALLS = ("insert", "get", "jobs", "request_cancel", "wait_finished")
+#: How long a waiter sleeps without a "finished" notification before it looks
+#: again anyway (a notification lost while the store reconnected).
+_SAFETY_POLL = 5.0
+
+
+@attrs.frozen(kw_only=True)
+class JobInfo:
+    """A job as the store holds it now: what `Client.get`, `jobs` and `wait` return.
+
+    Times are wall-clock epoch seconds (None until they happen).
+    """
+
+    job_id: str
+    #: The registered job-type name and the arguments it is built from.
+    type: str
+    args: Mapping[str, Any]
+    status: JobStatus
+    name: str | None
+    priority: JobPriority
+    #: Attempts started so far (a retried job has more than one).
+    attempts: int
+    #: The last attempt's error ("ConnectionError: ..."), None if it had none.
+    last_error: str | None
+    #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
+    #: a mapping with its repr).
+    result: Any
+    #: The worker holding the job while it runs (``host:pid``) and until when.
+    lease_owner: str | None
+    lease_expires: float | None
+    key: str | None
+    unique_key: str | None
+    #: The recurring schedule that fired it, if any.
+    schedule_id: str | None
+    #: Who submitted it (a client's or a worker's identity).
+    submitted_by: str | None
+    submitted_at: float
+    #: When it may start (after `delay`, or when its retry backoff ends).
+    run_at: float
+    started_at: float | None
+    finished_at: float | None
+
+    @property
+    def done(self) -> bool:
+        """Whether the job reached a terminal status (it will not run again)."""
+        return self.status.is_terminal
+
+    @classmethod
+    def from_row(cls, row: SharedJobRow) -> JobInfo:
+        """The public record of a shared store's row."""
+        priority = row.options.get("priority")
+        return cls(
+            job_id=row.job_id,
+            type=row.type,
+            args=row.args,
+            status=JobStatus(row.status),
+            name=row.options.get("name"),
+            priority=JobPriority.MEDIUM if priority is None else to_priority(priority),
+            attempts=row.attempts,
+            last_error=row.last_error,
+            result=row.result,
+            lease_owner=row.lease_owner,
+            lease_expires=row.lease_expires,
+            key=row.key,
+            unique_key=row.unique_key,
+            schedule_id=row.schedule_id,
+            submitted_by=row.submitted_by,
+            submitted_at=row.submitted_at,
+            run_at=row.run_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+        )
+
+
+@attrs.frozen
+class Submission:
+    """One job of `Client.submit_many`, with `submit`'s options.
+
+    `depends_on` names jobs by the id `submit` returned or, for a job of the
+    same batch, by the `Job` object itself.
+    """
+
+    job: Job
+    delay: float = 0.0
+    depends_on: Sequence[str | Job] = ()
+    key: str | None = None
+    unique_key: str | None = None
+    priority: JobPriority | str | int | None = None
+    #: False (the default) keeps the job's own timeout; None means none.
+    timeout: float | bool | None = False
+    retry: Any = None
+    name: str | None = None
+
+
+# ── jobs as data ───────────────────────────────────────────────────────
+# Local adapter, to be replaced by jobsched._codec (issue 10, part A) when it
+# lands: it encodes a job exactly as the shared scheduler does today
+# (_shared.describe / _shared.sort_key), which needs no scheduler here.
+def _describe(job: Job, plugins: PluginManager) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(type name, args, options) of `job`; a clear `SchedulerError` if it is not data."""
+    if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
+        raise SchedulerError(
+            f"{job!r}: a plain function cannot be stored in a shared store "
+            "(other hosts cannot run it); register a job type and submit that"
+        )
+    if not isinstance(job, Job):
+        raise TypeError(f"submit() takes a Job, got {job!r}")
+    retry = retry_policy_data(job.retry, plugins)
+    if retry is None:
+        raise SchedulerError(
+            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
+            "and cannot be stored"
+        )
+    spec = job_spec(job, plugins)
+    if spec is None:
+        raise SchedulerError(
+            f"{job!r}: {type(job).__qualname__} cannot be described as data (a registered "
+            "job type built with jobsched.build_job, or an attrs job type), so it cannot "
+            "go to a shared store"
+        )
+    options = dict(spec.options)
+    options.update(name=job.name, priority=int(job.priority), timeout=job.timeout, retry=retry)
+    options["executor"] = getattr(job.model, "value", job.model)
+    options["deadline"] = None if job.deadline is None else _wall(job.deadline)
+    return spec.type, dict(spec.args), options
+
+
+def _wall(monotonic: float) -> float:
+    """A `time.monotonic()` time (a job's deadline) as wall-clock time, for other hosts."""
+    return time.time() + (monotonic - time.monotonic())
+
+
+def _numbers(key: Any, strategy: Any, job: Job) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in key)
+    except (TypeError, ValueError):
+        raise SchedulerError(
+            f"strategy {type(strategy).__name__} gives the key {key!r} for {job!r}: "
+            "a shared store needs a key of numbers only"
+        ) from None
+
+
+@attrs.frozen
+class _Encoded:
+    """A job checked and encoded for the store, before it has its final id."""
+
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    sort_key: tuple[float, ...]
+
+
+class Client:
+    """Submit jobs to a shared store, look them up, cancel them and wait for them.
+
+    ``async with Client("postgresql://host/db") as client:`` (or ``await
+    client.open()`` / ``await client.close()``). `store` is a URL or a store
+    instance implementing `jobsched.SharedStore`. `plugins` says which job
+    types, retry policies and strategies exist (default: every installed
+    plugin). `strategy` (a registered name or a `SchedulingStrategy`)
+    computes the key jobs are claimed in: workers claim in the store's key
+    order whatever strategy they use, so give a client the strategy the
+    workers use, or the jobs it submits sort by another rule than theirs.
+    `limits` are the cluster's limits (docs/limits.md): stored when the
+    client opens if the store has none, refused with a `StoreError` showing
+    both if it has others; without them the client leaves the stored ones.
+
+    Every method is a coroutine of the loop the client was opened on.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        plugins: PluginManager | None = None,
+        strategy: Any = "priority",
+        limits: Limits | None = None,
+    ) -> None:
+        self.plugins = plugins if plugins is not None else default_plugin_manager()
+        if isinstance(strategy, str):
+            strategy = self.plugins.resolve("strategies", strategy)()
+        if not callable(getattr(strategy, "key", None)):
+            raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
+        self.strategy = strategy
+        built = resolve_store(store, self.plugins)
+        missing = [name for name in _CLIENT_CALLS if not hasattr(built, name)]
+        if built is None or missing:
+            raise SchedulerError(
+                f"{store!r} is not a shared store (it lacks {', '.join(missing) or 'a URL'}): "
+                "a Client needs a store several processes share, such as postgresql://host/db"
+            )
+        self.store: Any = built
+        self.limits = limits
+        if limits and not hasattr(built, "sync_limits"):
+            raise SchedulerError(f"{built!r} cannot enforce limits across processes")
+        #: This client's name in the store (``submitted_by``).
+        self.identity = new_worker_id()
+        # A random part makes job ids unique across processes and restarts.
+        self._id_suffix = secrets.token_hex(6)
+        self._state = "new"  # -> "open" -> "closed"
+        self._finished = 0  # "some job finished" notifications seen
+        self._finished_event: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"Client({self.store.url!r})"
+
+    # ── lifecycle ───────────────────────────────────────────────────
+    async def open(self) -> Client:
+        """Connect to the store (creating or migrating its schema); returns the client."""
+        if self._state != "new":
+            raise SchedulerError(f"{self!r} was already opened; a client opens once")
+        await self.store.open(StoreContext(worker_id=self.identity, shared=True))
+        if self.limits:
+            try:
+                await self.store.sync_limits(limits_data(self.limits))
+            except BaseException:
+                await self.store.close()
+                raise
+        self._state = "open"
+        self._finished_event = asyncio.Event()
+        self._spawn(self._watch_finished(), "jobsched-client-finished")
+        return self
+
+    async def close(self) -> None:
+        """Stop serving schedules and disconnect. Closing twice is harmless."""
+        if self._state != "open":
+            self._state = "closed"
+            return
+        self._state = "closed"
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.store.close()
+
+    async def __aenter__(self) -> Client:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._state == "new":
+            raise SchedulerError(
+                f"{self!r} is not open: use `async with Client(...) as client` "
+                "or `await client.open()` first"
+            )
+        if self._state == "closed":
+            raise SchedulerError(f"{self!r} is closed; open a new client")
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ── submitting ──────────────────────────────────────────────────
+    async def submit(
+        self,
+        job: Job,
+        *,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        key: str | None = None,
+        unique_key: str | None = None,
+        priority: JobPriority | str | int | None = None,
+        timeout: float | bool | None = False,
+        retry: Any = None,
+        name: str | None = None,
+    ) -> str:
+        """Store `job` for a worker to run; returns its id.
+
+        `job` is a registered job type (built with `jobsched.build_job`, or an
+        attrs job class a plugin registers): a plain function is refused, as
+        no other process could run it. `delay` is seconds from now;
+        `depends_on` are ids of stored jobs. `key` is an external id: a key the
+        store knows returns that job's id and stores nothing. `unique_key`
+        deduplicates while the job with that key is unfinished. `priority`,
+        `timeout` (False: the job's own, None: none), `retry` and `name`
+        override the job's own, spelled as in `JobScheduler.submit` (``"low"``,
+        ``retry="none"`` or ``{"policy": "fixed", "seconds": 2}``).
+        """
+        submission = Submission(
+            job,
+            delay=delay,
+            depends_on=tuple(depends_on),
+            key=key,
+            unique_key=unique_key,
+            priority=priority,
+            timeout=timeout,
+            retry=retry,
+            name=name,
+        )
+        (job_id,) = await self.submit_many([submission])
+        return job_id
+
+    async def submit_many(self, jobs: Iterable[Job | Submission]) -> list[str]:
+        """Store several jobs in one transaction (one round trip); returns their ids.
+
+        Each item is a `Job` or a `Submission` (a job with `submit`'s options);
+        a `Submission` may depend on an earlier `Job` of the same batch by
+        naming the object. Every job is checked before anything is stored:
+        one bad job stores none.
+        """
+        self._check_open()
+        items = [item if isinstance(item, Submission) else Submission(item) for item in jobs]
+        now = time.time()
+        rows: list[NewJob] = []
+        ids_in_batch: dict[int, str] = {}
+        outside: set[str] = set()
+        for item in items:
+            encoded = self._encode(item, now)
+            job_id = f"{new_job_id()}-{self._id_suffix}"
+            depends_on: list[str] = []
+            for dep in item.depends_on:
+                if isinstance(dep, Job):
+                    if id(dep) not in ids_in_batch:
+                        raise ValueError(
+                            f"depends_on: {dep!r} is not an earlier job of this batch; "
+                            "name a stored job by the id submit returned"
+                        )
+                    depends_on.append(ids_in_batch[id(dep)])
+                elif isinstance(dep, str):
+                    depends_on.append(dep)
+                    outside.add(dep)
+                else:
+                    raise TypeError(f"depends_on takes job ids, got {dep!r}")
+            ids_in_batch[id(item.job)] = job_id
+            rows.append(
+                NewJob(
+                    job_id=job_id,
+                    key=item.key,
+                    type=encoded.type,
+                    args=encoded.args,
+                    options=encoded.options,
+                    run_at=now + item.delay,
+                    submitted_at=now,
+                    sort_key=encoded.sort_key,
+                    depends_on=tuple(depends_on),
+                    submitted_by=self.identity,
+                    unique_key=item.unique_key,
+                )
+            )
+        if outside:
+            known = {row.job_id for row in await self.store.jobs(sorted(outside))}
+            unknown = sorted(outside - known)
+            if unknown:
+                raise UnknownJobError(f"unknown dependencies: {unknown}")
+        return list(await self.store.insert(rows))
+
+    def _encode(self, item: Submission, now: float) -> _Encoded:
+        """`item`'s job as data, its options overridden and checked, and its sort key."""
+        if item.delay != 0.0:
+            check_delay(item.delay)
+        for what, value in (("key", item.key), ("unique_key", item.unique_key)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+        type_name, args, options = _describe(item.job, self.plugins)
+        # The strategy sees the job as it will be stored: a copy, so the
+        # caller's job is never changed.
+        probe = copy.copy(item.job)
+        if item.priority is not None:
+            probe.priority = to_priority(item.priority)
+            options["priority"] = int(probe.priority)
+        if item.timeout is not False:
+            options["timeout"] = to_timeout(item.timeout)
+        if item.retry is not None:
+            policy = build_retry_policy(item.retry, self.plugins)
+            data = retry_policy_data(policy, self.plugins)
+            if data is None:
+                raise SchedulerError(
+                    f"retry policy {policy!r} is not a registered attrs policy and cannot be stored"
+                )
+            options["retry"] = data
+        if item.name is not None:
+            if not isinstance(item.name, str) or not item.name:
+                raise ValueError(f"name must be a non-empty string, got {item.name!r}")
+            options["name"] = item.name
+        try:
+            json.dumps([args, options], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SchedulerError(
+                f"{item.job!r} ({type_name}): its arguments are not JSON and cannot be "
+                f"stored: {exc}"
+            ) from None
+        # Taken with seq 0 (the store breaks ties by its own submit order) and
+        # wall-clock times, so jobs from different hosts sort on one time line.
+        probe.seq = 0
+        probe.submitted_at = now
+        probe.deadline = options["deadline"]
+        sort_key = _numbers(self.strategy.key(probe), self.strategy, item.job)
+        return _Encoded(type_name, args, options, sort_key)
+
+    # ── looking up ──────────────────────────────────────────────────
+    async def get(self, job_id: str) -> JobInfo:
+        """The job with this id as stored now; `UnknownJobError` if there is none."""
+        self._check_open()
+        row = await self.store.get(job_id)
+        if row is None:
+            raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
+        return JobInfo.from_row(row)
+
+    async def jobs(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        type: str | None = None,
+        schedule: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobInfo]:
+        """Stored jobs in submit order, optionally only those in `status` (one or
+        several), of job type `type` or fired by `schedule`; at most `limit`."""
+        self._check_open()
+        wanted = _statuses(status)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an integer, got {limit!r}")
+        if schedule is not None:
+            rows = await self.store.schedule_jobs(schedule)
+        else:
+            rows = await self.store.jobs()
+        found: list[JobInfo] = []
+        for row in rows:
+            if limit is not None and len(found) >= limit:
+                break
+            if (wanted is None or row.status in wanted) and (type is None or row.type == type):
+                found.append(JobInfo.from_row(row))
+        return found
+
+    # ── cancelling ──────────────────────────────────────────────────
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job wherever it is; False if it had already finished.
+
+        A waiting job is cancelled at once, with the jobs that depend on it; a
+        running one is cancelled by the worker that holds it (soon after).
+        """
+        self._check_open()
+        if await self.store.request_cancel(job_id):
+            return True
+        await self.get(job_id)  # unknown -> UnknownJobError
+        return False
+
+    # ── waiting ─────────────────────────────────────────────────────
+    async def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
+        """Wait until the job is finished (completed, failed, timed out or
+        cancelled) and return it; `TimeoutError` after `timeout` seconds."""
+        (info,) = await self.wait_many([job_id], timeout=timeout)
+        return info
+
+    async def wait_many(
+        self, job_ids: Iterable[str], timeout: float | None = None
+    ) -> list[JobInfo]:
+        """Wait until every one of the jobs is finished; returns them in the order given.
+
+        Woken by the store's "a job finished" notification, not by polling.
+        """
+        self._check_open()
+        given = list(job_ids)
+        ids = list(dict.fromkeys(given))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done: dict[str, JobInfo] = {}
+        while True:
+            seen = self._finished
+            todo = [job_id for job_id in ids if job_id not in done]
+            rows = {row.job_id: row for row in await self.store.jobs(todo)}
+            unknown = [job_id for job_id in todo if job_id not in rows]
+            if unknown:
+                raise UnknownJobError(f"unknown jobs {unknown} in {self.store.url}")
+            for row in rows.values():
+                if JobStatus(row.status).is_terminal:
+                    done[row.job_id] = JobInfo.from_row(row)
+            if len(done) == len(ids):
+                return [done[job_id] for job_id in given]
+            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                pending = [job_id for job_id in ids if job_id not in done]
+                raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
+            await self._next_finished(seen, min(left, _SAFETY_POLL))
+
+    async def _watch_finished(self) -> None:
+        # One task consumes the store's "finished" wake-up and counts it, so
+        # every waiter sees every notification (several waiters reading the
+        # store's one event would take it from each other).
+        assert self._finished_event is not None
+        while True:
+            await self.store.wait_finished(_SAFETY_POLL)
+            self._finished += 1
+            self._finished_event.set()
+            self._finished_event = asyncio.Event()
+
+    async def _next_finished(self, seen: int, timeout: float) -> None:
+        """Return once a notification newer than `seen` arrived, or after `timeout`."""
+        if self._finished != seen or self._finished_event is None:
+            return
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._finished_event.wait(), timeout)
+
+    # ── recurring schedules ─────────────────────────────────────────
+    async def add_schedule(
+        self,
+        job: Job,
+        *,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+        times: int | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Store a recurring schedule submitting `job` every `every` seconds (first
+        after `start_in`) or whenever `trigger` fires (a mapping such as
+        ``{"cron": "0 2 * * *", "tz": "Europe/Berlin"}``); returns its id.
+
+        A schedule fires once per period however many processes serve it; the
+        same job, trigger and `key` give the same id, so registering it again
+        (a rerun) resumes it. `times` ends it after that many runs. This client
+        fires the schedule's periods while it is open (a client runs no job:
+        firing a period only submits one); missed periods coalesce into one.
+        """
+        self._check_open()
+        if times is not None and (
+            isinstance(times, bool) or not isinstance(times, int) or times < 1
+        ):
+            raise ValueError(f"times must be an integer >= 1, got {times!r}")
+        if (every is None) == (trigger is None):
+            raise ValueError("give a schedule either every= (seconds) or trigger= (a mapping)")
+        if trigger is not None:
+            if not isinstance(trigger, Mapping):
+                raise TypeError(
+                    "a shared store keeps triggers as data: pass the trigger as a mapping "
+                    '(e.g. {"cron": "0 2 * * *"}), not a trigger object'
+                )
+            spec: dict[str, Any] = dict(trigger)
+            first = self._advance(spec)(None, time.time())
+            if first is None:
+                raise ValueError(f"trigger {dict(trigger)!r} never fires")
+        else:
+            if isinstance(every, bool) or not isinstance(every, int | float) or not every > 0:
+                raise ValueError(f"every must be a positive number of seconds, got {every!r}")
+            spec = {"interval": every}
+            first = time.time() + check_delay(start_in, "start_in")
+        if times is not None:
+            spec["times"] = times
+        if key is not None:
+            spec["key"] = key
+        type_name, args, options = _describe(job, self.plugins)
+        # The same identity as a worker's shared schedule (backends keep the
+        # executor out of it), so both serve one schedule.
+        same = {k: v for k, v in options.items() if k != "executor"}
+        ident = json.dumps([type_name, args, same, spec, allow_overlap], sort_keys=True)
+        schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+        row = SharedScheduleRow(
+            schedule_id=schedule_id,
+            type=type_name,
+            args=args,
+            options=options,
+            trigger=spec,
+            next_run=first,
+            allow_overlap=allow_overlap,
+        )
+        stored = await self.store.add_schedule(row)
+        self._spawn(self._serve_schedule(stored), f"jobsched-schedule-{schedule_id}")
+        return schedule_id
+
+    async def cancel_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule for every process; False if it had already ended."""
+        self._check_open()
+        return bool(await self.store.deactivate_schedule(schedule_id))
+
+    async def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
+        """Wait until the schedule has ended (its `times` ran, its trigger is
+        exhausted, or it was cancelled); `TimeoutError` after `timeout` seconds."""
+        self._check_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            seen = self._finished
+            row = await self.store.get_schedule(schedule_id)
+            if not row.active or not math.isfinite(row.next_run):
+                return
+            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"schedule {schedule_id} did not end within {timeout} s")
+            # Its last run ends it: a finished job is the moment to look again.
+            await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
+
+    def _advance(self, spec: Mapping[str, Any]) -> Callable[[float | None, float], float | None]:
+        """``advance(previous, now)``: the first fire time after `now` on the
+        schedule's grid (missed periods coalesce), or None once exhausted.
+        The same rule as the shared backend's, in wall-clock seconds."""
+        spec = {k: v for k, v in spec.items() if k not in ("times", "key")}
+        if "interval" in spec:
+            interval = float(spec["interval"])
+
+            def every(previous: float | None, now: float) -> float | None:
+                if previous is None:
+                    return now
+                missed = math.floor((now - previous) / interval) + 1
+                return previous + max(missed, 1) * interval
+
+            return every
+        trig = build_trigger(spec, lambda n: self.plugins.resolve("triggers", n))
+        if trig.timebase != "wall":
+            raise ValueError(f"trigger {spec!r} is not a wall-clock trigger")
+
+        def wall(previous: float | None, now: float) -> float | None:
+            nxt = trig.first_fire(now) if previous is None else trig.next_fire(previous)
+            while nxt is not None and nxt <= now:
+                nxt = trig.next_fire(nxt)
+            return nxt
+
+        return wall
+
+    async def _serve_schedule(self, stored: SharedScheduleRow) -> None:
+        """Fire the schedule's periods (compare-and-set in the store) until it ends."""
+        advance = self._advance(stored.trigger)
+        while stored.active and math.isfinite(stored.next_run):
+            wait = stored.next_run - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            now = time.time()
+            new_next = advance(stored.next_run, now)
+            job = build_job(stored.type, stored.args, plugins=self.plugins)
+            encoded = self._encode(Submission(job), now)
+            fired = NewJob(
+                job_id=f"{new_job_id()}-{self._id_suffix}",
+                type=stored.type,
+                args=stored.args,
+                options={**stored.options, "scheduled_for": stored.next_run},
+                run_at=now,
+                submitted_at=now,
+                sort_key=encoded.sort_key,
+                schedule_id=stored.schedule_id,
+                submitted_by=self.identity,
+            )
+            try:
+                # An exhausted trigger fires this last period, then stops for everyone.
+                await self.store.fire_schedule(
+                    stored.schedule_id,
+                    stored.next_run,
+                    math.inf if new_next is None else new_next,
+                    fired,
+                )
+                stored = await self.store.get_schedule(stored.schedule_id)
+            except Exception as exc:
+                # The store reconnects; the period is fired on the next try.
+                logger.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
+                await asyncio.sleep(_SAFETY_POLL)
+        if stored.active:
+            await self.store.deactivate_schedule(stored.schedule_id)
+
+
+def _statuses(
+    status: JobStatus | str | Iterable[JobStatus | str] | None,
+) -> frozenset[str] | None:
+    if status is None:
+        return None
+    given = [status] if isinstance(status, JobStatus | str) else list(status)
+    known = {s.value for s in JobStatus}
+    values = set()
+    for one in given:
+        value = one.value if isinstance(one, JobStatus) else one
+        if value not in known:
+            raise ValueError(f"unknown status {one!r} (statuses: {', '.join(sorted(known))})")
+        values.add(value)
+    return frozenset(values)
+
+
+class BlockingClient:
+    """`Client` as plain calls, for code without an event loop (Django, Flask, scripts).
+
+    ``with BlockingClient("postgresql://host/db") as client: client.submit(job)``.
+    It runs a `Client` on an event loop in its own daemon thread; every
+    method hands its call to that loop and blocks until it is answered, so
+    several threads may use one client at once. `close` (or leaving the
+    ``with`` block) stops the thread; a closed client refuses every call.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        plugins: PluginManager | None = None,
+        strategy: Any = "priority",
+        limits: Limits | None = None,
+    ) -> None:
+        self._client = Client(store, plugins=plugins, strategy=strategy, limits=limits)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"BlockingClient({self._client.store.url!r})"
+
+    @property
+    def client(self) -> Client:
+        """The async `Client` it runs (for its attributes; call it only on its loop)."""
+        return self._client
+
+    def open(self) -> BlockingClient:
+        """Start the loop thread and open the client; returns self."""
+        with self._lock:
+            if self._closed:
+                raise SchedulerError(f"{self!r} is closed; open a new client")
+            if self._loop is not None:
+                raise SchedulerError(f"{self!r} was already opened; a client opens once")
+            loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=loop.run_forever, name="jobsched-blocking-client", daemon=True
+            )
+            self._thread.start()
+            self._loop = loop
+        try:
+            self._call(self._client.open())
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Close the client and stop its thread. Closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._client.close(), loop).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+    def __enter__(self) -> BlockingClient:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if self._closed or loop is None:
+            coro.close()
+            state = (
+                "closed; open a new client" if self._closed else "not open: use `with` or open()"
+            )
+            raise SchedulerError(f"{self!r} is {state}")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise SchedulerError(f"{self!r} cannot be called from its own loop; use its Client")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def submit(self, job: Job, **options: Any) -> str:
+        """`Client.submit`."""
+        return self._call(self._client.submit(job, **options))
+
+    def submit_many(self, jobs: Iterable[Job | Submission]) -> list[str]:
+        """`Client.submit_many`."""
+        return self._call(self._client.submit_many(list(jobs)))
+
+    def get(self, job_id: str) -> JobInfo:
+        """`Client.get`."""
+        return self._call(self._client.get(job_id))
+
+    def jobs(self, **filters: Any) -> list[JobInfo]:
+        """`Client.jobs`."""
+        return self._call(self._client.jobs(**filters))
+
+    def cancel(self, job_id: str) -> bool:
+        """`Client.cancel`."""
+        return self._call(self._client.cancel(job_id))
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
+        """`Client.wait`."""
+        return self._call(self._client.wait(job_id, timeout=timeout))
+
+    def wait_many(self, job_ids: Iterable[str], timeout: float | None = None) -> list[JobInfo]:
+        """`Client.wait_many`."""
+        return self._call(self._client.wait_many(list(job_ids), timeout=timeout))
+
+    def add_schedule(self, job: Job, **options: Any) -> str:
+        """`Client.add_schedule` (the schedule is served while this client is open)."""
+        return self._call(self._client.add_schedule(job, **options))
+
+    def cancel_schedule(self, schedule_id: str) -> bool:
+        """`Client.cancel_schedule`."""
+        return self._call(self._client.cancel_schedule(schedule_id))
+
+    def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
+        """`Client.wait_schedule`."""
+        return self._call(self._client.wait_schedule(schedule_id, timeout=timeout))

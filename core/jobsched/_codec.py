@@ -1,0 +1,390 @@
+"""The codec: the one mapping between a job and its data, (type name, JSON args, options).
+
+Every store keeps jobs this way, never as pickles, and every path that writes
+or reads one goes through here: the journal of a one-owner store, shared
+mode, and `Client`. So an option is spelled one way everywhere, a job that
+cannot be stored is refused with the same `JobSpecError` whatever the store,
+and a result JSON cannot hold is stored one way.
+
+The stored options (`NewJob.options` documents them for store authors):
+
+======== ==================================================================
+name     always: the job's name
+executor always: the executor that runs the job (``"async"``, ``"thread"``,
+         ...); stores count executor limits by it. Informational when
+         read back: the job type decides where its jobs run.
+priority ``"low"``, ``"high"`` or ``"critical"``; left out when medium
+timeout seconds per attempt, or null for none; left out when 30.0
+retry    ``{"policy": NAME, ...the policy's fields}``; left out for the
+         default policy
+deadline wall-clock epoch seconds; left out when there is none
+======== ==================================================================
+
+A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
+job type whose constructor has other defaults is rebuilt as it was stored.
+Stores written before the codec spelled ``priority`` as a number (0-3);
+`JobCodec.build` reads both. Beside the options a store may keep its own keys
+(`STORE_KEYS`): ``unique_key`` (a one-owner store's dedupe key) and
+``scheduled_for`` (the period a recurring schedule fired the job for).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, FunctionJob, Job
+from ._jobtypes import (
+    JobSpecError,
+    build_job,
+    build_retry_policy,
+    is_adapted_attrs,
+    job_spec,
+    jsonable,
+    retry_policy_data,
+)
+from ._options import describe_value, priority_name, to_priority, to_timeout
+from ._status import JobPriority
+from .store import NewJob
+
+if TYPE_CHECKING:
+    from ._clock import Clock
+    from ._plugins import PluginManager
+    from ._strategy import SortKey
+
+#: The options a stored job has, in the order they are written.
+OPTIONS = ("name", "executor", "priority", "timeout", "retry", "deadline")
+#: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
+STORE_KEYS = ("unique_key", "scheduled_for")
+_KNOWN_KEYS = frozenset(OPTIONS + STORE_KEYS)
+
+MEDIUM = JobPriority.MEDIUM
+
+# One encoder for everything: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+# ── results ────────────────────────────────────────────────────────────
+def encode_result(result: Any) -> str | None:
+    """A result as JSON text (None stays None).
+
+    A result JSON cannot hold (a set, an object, NaN) is stored as
+    ``{"$repr": repr(result), "$note": "not JSON-encodable: <why>"}``: the
+    job still completed, and its result can still be read.
+    """
+    if result is None:
+        return None
+    try:
+        return _encode(result)
+    except (TypeError, ValueError) as exc:
+        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
+
+
+def decode_result(text: str | None) -> Any:
+    """The stored result: the JSON value `encode_result` wrote (None for None)."""
+    return None if text is None else json.loads(text)
+
+
+def result_as_json(result: Any) -> Any:
+    """A result as the JSON value a store would give back (for ``--json`` output)."""
+    return decode_result(encode_result(result))
+
+
+# ── time ───────────────────────────────────────────────────────────────
+def wall_offset(clock: Clock) -> float:
+    """Add to one of `clock`'s monotonic times to get wall-clock time.
+
+    Stores keep wall-clock times (a monotonic time means nothing after a
+    restart or on another host); the kernel counts monotonic time.
+    """
+    return clock.time() - clock.now()
+
+
+def sort_key(
+    strategy_key: Callable[[Job], SortKey], job: Job, *, submitted_at: float, offset: float
+) -> tuple[float, ...]:
+    """The strategy's key for `job` as numbers, computed with wall-clock times.
+
+    The key is taken with ``seq = 0`` (a shared store breaks ties by its own
+    submit order) and with `submitted_at` (wall clock) and the deadline in
+    wall time, so aging and EDF compare jobs from different hosts on one time
+    line. A key that is not all numbers is a `JobSpecError`.
+    """
+    saved = job.seq, job.submitted_at, job.deadline
+    try:
+        job.seq = 0
+        job.submitted_at = submitted_at
+        if job.deadline is not None:
+            job.deadline += offset
+        key = strategy_key(job)
+    finally:
+        job.seq, job.submitted_at, job.deadline = saved
+    try:
+        return tuple(float(x) for x in key)
+    except (TypeError, ValueError):
+        owner = getattr(strategy_key, "__self__", strategy_key)
+        raise JobSpecError(
+            f"strategy {type(owner).__name__} gives the key {key!r} for {job!r}: "
+            "a shared store needs a key of numbers only"
+        ) from None
+
+
+# ── jobs ───────────────────────────────────────────────────────────────
+class JobCodec:
+    """Describes jobs as data and builds them back.
+
+    Built once per scheduler (or client) with its plugins. Only job types and
+    retry policies that plugins registered can be described or built:
+    loading a store never runs code its data names. Describing is on the
+    durable submit path, so per-class facts and common options are cached.
+    """
+
+    def __init__(self, plugins: PluginManager) -> None:
+        self.plugins = plugins
+        self._retry_cache: dict[int, tuple[Any, dict[str, Any]]] = {}
+        # Per job class: (type name, ((argument, attribute), ...)) for registered
+        # attrs job types, whose arguments are read straight off the fields;
+        # None sends the class through job_spec().
+        self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
+        # Options without a deadline -> (retry policy, options dict, its JSON text).
+        self._options: dict[tuple[Any, ...], tuple[Any, dict[str, Any], str]] = {}
+
+    # ── describing ─────────────────────────────────────────────────────
+    def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
+        """``(type name, args JSON text, options JSON text)`` of `job`.
+
+        `offset` turns the job's monotonic deadline into wall-clock time (see
+        `wall_offset`). A job that cannot be stored is a `JobSpecError`
+        saying why (`why_not_data`).
+        """
+        type_name, _, args_json = self._arguments(job)
+        _, options_json = self._described_options(job, offset)
+        return type_name, args_json, options_json
+
+    def describe_data(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """``(type name, args, options)`` as JSON values (dicts, fresh copies)."""
+        type_name, args, _ = self._arguments(job)
+        options, _ = self._described_options(job, offset)
+        return type_name, args, dict(options)
+
+    def options(self, job: Job, offset: float) -> dict[str, Any]:
+        """The job's stored options (see the module docstring), a fresh dict."""
+        return dict(self._described_options(job, offset)[0])
+
+    def _arguments(self, job: Job) -> tuple[str, dict[str, Any], str]:
+        # A registered attrs type: its arguments are its fields (a job built
+        # by build_job has the same ones, maybe with defaults left out).
+        cls = type(job)
+        try:
+            plan = self._plans[cls]
+        except KeyError:
+            plan = self._plans[cls] = self._plan(cls)
+        if plan is not None:
+            type_name, fields = plan
+            if not fields:
+                return type_name, {}, "{}"
+            args = {arg: getattr(job, attr) for arg, attr in fields}
+            try:
+                return type_name, args, _encode(args)
+            except (TypeError, ValueError):
+                pass  # job_spec() below converts (enums, paths) or says which argument
+        spec = job_spec(job, self.plugins)
+        if spec is None:
+            raise JobSpecError(self.why_not_data(job))
+        args = dict(spec.args)
+        try:
+            return spec.type, args, _encode(args)
+        except (TypeError, ValueError) as exc:
+            raise JobSpecError(
+                f"{job!r}: a store keeps jobs as data, and the arguments of job type "
+                f"{spec.type!r} are not JSON: {exc}"
+            ) from None
+
+    def _plan(self, cls: type) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
+        if len(names) != 1 or not attrs.has(cls) or not is_adapted_attrs(cls):
+            return None
+        fields = tuple(
+            (getattr(f, "alias", None) or f.name.lstrip("_"), f.name)
+            for f in attrs.fields(cls)
+            if f.init
+        )
+        return names[0], fields
+
+    def _described_options(self, job: Job, offset: float) -> tuple[dict[str, Any], str]:
+        retry = job.retry
+        model = job.model
+        cache_key = None
+        if job.deadline is None:
+            cache_key = (job.name, job.priority, job.timeout, id(retry), model)
+            cached = self._options.get(cache_key)
+            if cached is not None and cached[0] is retry:
+                return cached[1], cached[2]
+        options: dict[str, Any] = {
+            "name": job.name,
+            "executor": getattr(model, "value", model),
+        }
+        if job.priority != MEDIUM:
+            options["priority"] = priority_name(job.priority)
+        if job.timeout != DEFAULT_TIMEOUT:
+            options["timeout"] = job.timeout
+        if retry is not DEFAULT_RETRY:
+            options["retry"] = self._retry_data(job)
+        if job.deadline is not None:
+            options["deadline"] = job.deadline + offset
+        try:
+            options_json = _encode(options)
+        except (TypeError, ValueError) as exc:
+            raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
+        if cache_key is not None:
+            if len(self._options) >= 4096:
+                self._options.clear()  # names vary per job: keep the cache bounded
+            self._options[cache_key] = (retry, options, options_json)
+        return options, options_json
+
+    def _retry_data(self, job: Job) -> dict[str, Any]:
+        policy = job.retry
+        cached = self._retry_cache.get(id(policy))
+        if cached is not None and cached[0] is policy:
+            return cached[1]
+        described = retry_policy_data(policy, self.plugins)
+        if described is None:
+            raise JobSpecError(
+                f"{job!r}: a store keeps jobs as data, and its retry policy {policy!r} is not "
+                f"a registered retry policy (registered: "
+                f"{', '.join(self.plugins.names('retry_policies'))})"
+            )
+        self._retry_cache[id(policy)] = (policy, described)
+        return described
+
+    def why_not_data(self, job: Job) -> str:
+        """Why `job` cannot be stored (the message of the `JobSpecError`)."""
+        if isinstance(job, FunctionJob):
+            return (
+                f"{job!r}: a plain function cannot be stored: a store keeps jobs as data "
+                "(a registered job type and JSON arguments) that a restart or another "
+                "process can build again; register a job type and submit that"
+            )
+        cls = type(job)
+        names = [r.name for r in self.plugins.registry["job_types"].values() if r.factory is cls]
+        if len(names) == 1 and attrs.has(cls):
+            for field in attrs.fields(cls):
+                value = getattr(job, field.name, None)
+                if field.init and jsonable(value) != value:
+                    return (
+                        f"{job!r}: a store keeps jobs as data, and argument "
+                        f"{field.name!r} of job type {names[0]!r} is not a JSON value: {value!r}"
+                    )
+            if retry_policy_data(job.retry, self.plugins) is None:
+                return (
+                    f"{job!r}: a store keeps jobs as data, and its retry policy {job.retry!r} "
+                    f"is not a registered retry policy "
+                    f"(registered: {', '.join(self.plugins.names('retry_policies'))})"
+                )
+        registered = ", ".join(self.plugins.names("job_types")) or "none"
+        return (
+            f"{job!r}: a store keeps jobs as data (a registered job type and JSON "
+            f"arguments), and {cls.__qualname__} is not a registered job type whose arguments "
+            f"can be read back (registered: {registered}); register it with a "
+            "jobsched_register_job_types hook, or build the job with build_job"
+        )
+
+    # ── building ───────────────────────────────────────────────────────
+    def build(
+        self,
+        type_name: str,
+        args: Mapping[str, Any],
+        options: Mapping[str, Any],
+        offset: float,
+        label: str,
+    ) -> Job:
+        """A new job from its stored description (the inverse of `describe`).
+
+        `offset` is the one given to `describe` now: it turns the stored
+        wall-clock deadline back into monotonic time. Anything wrong (an
+        unknown type or option, arguments that no longer fit, a bad value) is
+        a `JobSpecError` that starts with `label`.
+        """
+        if not isinstance(options, Mapping):
+            raise JobSpecError(f"{label}: options must be a table, got {describe_value(options)}")
+        unknown = sorted(set(options) - _KNOWN_KEYS)
+        if unknown:
+            raise JobSpecError(
+                f"{label}: unknown option {unknown[0]!r} (stored options: {', '.join(OPTIONS)})"
+            )
+        job = build_job(type_name, args, plugins=self.plugins, label=label)
+        try:
+            self._apply_options(job, options, offset)
+        except (JobSpecError, ValueError, TypeError) as exc:
+            raise JobSpecError(f"{label}: {exc}") from None
+        return job
+
+    def _apply_options(self, job: Job, options: Mapping[str, Any], offset: float) -> None:
+        name = options.get("name")
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise JobSpecError(f"name must be a non-empty string, got {describe_value(name)}")
+            job.name = name
+        executor = options.get("executor")
+        if executor is not None and not isinstance(executor, str):
+            raise JobSpecError(f"executor must be a name, got {describe_value(executor)}")
+        # A number is how stores written before the codec spelled it.
+        job.priority = to_priority(options.get("priority", MEDIUM))
+        timeout = to_timeout(options.get("timeout", DEFAULT_TIMEOUT))
+        job.timeout = None if timeout is None else float(timeout)
+        retry = options.get("retry")
+        job.retry = DEFAULT_RETRY if retry is None else build_retry_policy(retry, self.plugins)
+        deadline = options.get("deadline")
+        if deadline is None:
+            job.deadline = None
+        elif isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            raise JobSpecError(f"deadline must be a number, got {describe_value(deadline)}")
+        else:
+            job.deadline = deadline - offset
+
+    # ── rows for a shared store ────────────────────────────────────────
+    def new_job(
+        self,
+        job: Job,
+        *,
+        strategy_key: Callable[[Job], SortKey],
+        now: float,
+        offset: float,
+        job_id: str | None = None,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        key: str | None = None,
+        unique_key: str | None = None,
+        schedule_id: str | None = None,
+        scheduled_for: float | None = None,
+        submitted_by: str | None = None,
+    ) -> NewJob:
+        """The `NewJob` row that submits `job` to a shared store.
+
+        `now` is the wall-clock time of the submit (``run_at = now + delay``);
+        `offset` turns the job's monotonic times into wall-clock time (see
+        `wall_offset`); `strategy_key` is the strategy's ``key`` (see
+        `sort_key`). `job_id` defaults to the job's own. `scheduled_for` is
+        the period a recurring schedule fires the job for. The job itself is
+        not changed. A job that cannot be stored is a `JobSpecError`.
+        """
+        type_name, args, options = self.describe_data(job, offset)
+        if scheduled_for is not None:
+            options["scheduled_for"] = scheduled_for
+        return NewJob(
+            job_id=job.job_id if job_id is None else job_id,
+            key=key,
+            type=type_name,
+            args=args,
+            options=options,
+            run_at=now + delay,
+            submitted_at=now,
+            sort_key=sort_key(strategy_key, job, submitted_at=now, offset=offset),
+            depends_on=tuple(depends_on),
+            schedule_id=schedule_id,
+            submitted_by=submitted_by,
+            unique_key=unique_key,
+        )

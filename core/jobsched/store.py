@@ -1,0 +1,848 @@
+"""The store contracts: what a third party implements to keep jobs durable.
+
+A store keeps every job as *data* (its registered type name, JSON arguments
+and options, status, attempts, times, result), never as a pickle, so that a
+scheduler can rebuild its queues after a restart and other processes can run
+the jobs. A store is a plugin registered by URL scheme::
+
+    @hookimpl
+    def jobsched_register_stores(register):
+        register("mystore", MyStore)  # MyStore(url) builds one
+
+``JobScheduler(store="mystore://...")`` resolves the scheme once, when the
+scheduler is composed. There are two contracts, both built on `StoreBase`
+(``url``, ``durable``, ``shared``, ``open``, ``close``):
+
+- `Store`: **one owner**. One scheduler process owns the store (the SQLite
+  file of ``jobsched run --store``); it keeps its queues in memory and writes
+  every state change through `Store.write`, in batches of `JobRow` and
+  `ScheduleRow` upserts. On restart `Store.open` returns a `Snapshot` of every
+  row and the scheduler restores from it.
+- `SharedStore`: **many processes on one queue** (PostgreSQL). No process
+  keeps a queue of its own: jobs are inserted (`NewJob`), claimed in strategy
+  order under a lease (`SharedJobRow`), finished (`Outcome`), and recurring
+  schedules (`SharedScheduleRow`) fire once per period for the whole cluster.
+
+Conventions every method follows:
+
+- Times are **wall-clock epoch seconds** (``time.time()``): monotonic times
+  mean nothing after a restart or on another host. A shared store stamps
+  leases and finish times with one clock for every process (PostgreSQL uses
+  the server's).
+- Job arguments, options and results are JSON. One-owner rows carry them as
+  JSON *text*, encoded once by the scheduler (write them as they are); shared
+  rows carry decoded JSON values (dicts), except `Outcome.result`, which is
+  JSON text. A result JSON cannot hold arrives as
+  ``{"$repr": repr(result), "$note": why}``. The options' keys and spellings
+  are fixed by the scheduler's codec (see `NewJob.options`).
+- Every call is made on the scheduler's event loop. A store built on a
+  blocking driver runs it off the loop (a thread).
+- Every failure is a `StoreError` whose message names the store (`url`) and
+  the problem; the call changed nothing (each call is one transaction).
+
+The SQLite store (``jobsched_plugins.sqlite_store``) implements `Store`; the
+PostgreSQL store (``jobsched_plugins.postgres_store``) implements
+`SharedStore`. docs/durability.md is the guide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ._errors import PluginError, StoreError
+from ._status import JobStatus
+
+__all__ = [
+    "JobRow",
+    "LimitsData",
+    "NewJob",
+    "Outcome",
+    "ScheduleRow",
+    "SharedJobRow",
+    "SharedScheduleRow",
+    "SharedStore",
+    "Snapshot",
+    "Store",
+    "StoreBase",
+    "StoreContext",
+    "StoreError",
+    "as_shared_store",
+    "as_store",
+    "check_snapshot",
+    "new_worker_id",
+    "read_store",
+    "resolve_store",
+]
+
+
+# ── rows of a one-owner store ──────────────────────────────────────────
+# Rows are mutable slotted classes, not frozen ones, built positionally by
+# the journal: it builds thousands per second, and a frozen or keyword-only
+# attrs __init__ costs two to three times more. Build them with keywords
+# anywhere else.
+@attrs.define
+class JobRow:
+    """One job's full current state, as data (a one-owner store's row).
+
+    JSON columns (`args`, `options`, `result`) are JSON *text*: encoded once
+    on the scheduler's side, so a store writes them as they are (a TEXT or
+    JSONB column) and never re-encodes. Times are wall-clock epoch seconds.
+    """
+
+    job_id: str
+    #: The registered job-type name.
+    type: str
+    #: A `JobStatus` value: "pending", "running", "retry_wait", "completed", ...
+    status: str
+    #: Earliest start (first run, or end of a retry backoff), wall clock.
+    run_at: float
+    submitted_at: float
+    #: Submit order: the strategies' tie-breaker, kept across restarts.
+    seq: int
+    #: External id (a job file's id), unique per store; None for jobs without one.
+    key: str | None = None
+    #: JSON object text: the job type's arguments.
+    args: str = "{}"
+    #: JSON object text: the job's options, spelled as in `NewJob.options`. A
+    #: one-owner store also finds ``unique_key`` here (see `NewJob.unique_key`).
+    options: str = "{}"
+    #: Ids of the jobs this one waits for.
+    depends_on: tuple[str, ...] = ()
+    attempts: int = 0
+    finished_at: float | None = None
+    #: JSON text of a COMPLETED job's result; a result JSON cannot encode is
+    #: stored as ``{"$repr": repr(result), "$note": why}``.
+    result: str | None = None
+    last_error: str | None = None
+    #: The recurring schedule that fired this job, if any.
+    schedule_id: str | None = None
+
+
+@attrs.define(kw_only=True)
+class ScheduleRow:
+    """A recurring schedule of a one-owner store: the job it fires, its trigger,
+    its next fire time."""
+
+    schedule_id: str
+    key: str | None = None
+    #: JSON text ``{"type": ..., "args": {...}, "options": {...}}``: the job each
+    #: fire submits ("" until the schedule first fires).
+    template: str
+    #: JSON text describing when it fires: ``{"trigger": {"interval": 5.0}`` or
+    #: ``{"cron": "0 2 * * *", "tz": "UTC"}``, ``"timebase": "monotonic"|"wall",
+    #: "misfire_grace_time", "coalesce", "jitter", "name"}``.
+    trigger: str
+    #: Next fire time, wall clock (0.0 once the trigger is exhausted).
+    next_run: float
+    allow_overlap: bool = False
+    active: bool = True
+    last_job_id: str | None = None
+    fired: int = 0
+    skipped: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """What `StoreBase.open` returns: the rows to restore.
+
+    A one-owner store returns every job (terminal ones are history: never run
+    again, but dependents and ``jobsched status`` need them) and every
+    schedule. A shared store returns an empty snapshot: its jobs stay in the
+    store and are claimed from there.
+    """
+
+    jobs: Sequence[JobRow] = ()
+    schedules: Sequence[ScheduleRow] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StoreContext:
+    """What the scheduler tells a store when it opens it."""
+
+    #: Unique per scheduler instance (``host:pid:random``); shared stores see
+    #: it as the lease owner.
+    worker_id: str
+    #: Open for reading only (``jobsched status``): create, migrate and lock nothing.
+    readonly: bool = False
+    #: Opened by the shared backend (several processes on one queue; the
+    #: `SharedStore` calls follow). A store that implements both contracts
+    #: (SQLite) opens its shared mode; a store that is only shared ignores it.
+    shared: bool = False
+
+
+# ── rows of a shared store (several processes on one queue) ───────────
+@attrs.frozen(kw_only=True)
+class NewJob:
+    """A job to insert into a shared store (`SharedStore.insert`).
+
+    Built by the scheduler's codec from a job and the submit options; a store
+    keeps every field as given.
+    """
+
+    #: Unique across processes and restarts (the submitter adds a random part).
+    job_id: str
+    #: The registered job-type name.
+    type: str
+    #: The job type's arguments (JSON values).
+    args: dict[str, Any]
+    #: The job's options (JSON values). ``name`` (str) and ``executor`` (the
+    #: name of the executor that runs it, e.g. ``"async"``; a store counts
+    #: executor limits by it) are always present; ``priority`` (``"low"``,
+    #: ``"medium"``, ``"high"`` or ``"critical"``), ``timeout`` (seconds per
+    #: attempt, or null for none), ``retry`` (``{"policy": NAME, ...fields}``)
+    #: and ``deadline`` (wall-clock seconds) only when they differ from a job's
+    #: defaults (medium, 30.0, the default policy, none). A job a recurring
+    #: schedule fired also has ``scheduled_for`` (the period's wall time).
+    options: dict[str, Any] = attrs.field(factory=dict)
+    #: External id (``FILE#ID`` for a job file's job): while a job with this key
+    #: exists (in any status), inserting another returns that job's id instead.
+    key: str | None = None
+    #: Earliest start, wall clock.
+    run_at: float
+    #: When it was submitted, wall clock.
+    submitted_at: float
+    #: The strategy's key as numbers (computed with wall-clock times): claims
+    #: take jobs in ascending ``(sort_key, seq)`` order, where ``seq`` is the
+    #: store's own insertion counter.
+    sort_key: tuple[float, ...]
+    #: Jobs it waits for; each must exist (in the store or earlier in the batch).
+    depends_on: tuple[str, ...] = ()
+    #: The schedule that fired it.
+    schedule_id: str | None = None
+    #: Who submitted it (the submitting process's identity), for operators.
+    submitted_by: str | None = None
+    #: While an unfinished job (pending, running or retry_wait) has this key,
+    #: inserting another returns that job's id instead.
+    unique_key: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SharedJobRow:
+    """A job as a shared store holds it (times are wall-clock epoch seconds)."""
+
+    job_id: str
+    key: str | None
+    type: str
+    #: Decoded JSON, as inserted (`NewJob.args`, `NewJob.options`).
+    args: dict[str, Any]
+    options: dict[str, Any]
+    #: A `JobStatus` value.
+    status: str
+    #: Attempts started, counted by `SharedStore.claim`.
+    attempts: int
+    run_at: float
+    submitted_at: float
+    #: The store's insertion order: unique, increasing (the claim tie-breaker).
+    seq: int
+    sort_key: tuple[float, ...]
+    #: How many of its dependencies are not completed yet (0: it may be claimed).
+    unmet: int
+    #: The process holding the job's lease, and until when (None unless running).
+    lease_owner: str | None
+    lease_expires: float | None
+    #: Someone asked to cancel it while it was running (`SharedStore.request_cancel`).
+    cancel_requested: bool
+    #: The decoded JSON of a completed job's result (see `Outcome.result`), else None.
+    result: Any
+    last_error: str | None
+    schedule_id: str | None
+    submitted_by: str | None
+    started_at: float | None
+    finished_at: float | None
+    unique_key: str | None = None
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
+        """A row from a mapping of column name to value (a database record)."""
+        rec = dict(rec)
+        rec["sort_key"] = tuple(rec["sort_key"])
+        return cls(**rec)
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How a claimed job's attempt ended (`SharedStore.finish`).
+
+    `status` is ``retry_wait`` (with `run_at`, the wall time of the next
+    attempt) or a terminal status: ``completed``, ``failed``, ``timed_out``,
+    ``cancelled``.
+    """
+
+    job_id: str
+    status: str
+    #: JSON text of a completed job's result (encoded by the scheduler; a
+    #: result JSON cannot hold is ``{"$repr": ..., "$note": ...}``), else None.
+    result: str | None = None
+    #: The attempt's error; None keeps the job's previous one.
+    error: str | None = None
+    run_at: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SharedScheduleRow:
+    """A recurring schedule shared by every process (fires once per period)."""
+
+    #: Derived from the job and the trigger: every process that registers the
+    #: same schedule gets the same id, and so serves the same schedule.
+    schedule_id: str
+    #: The job each fire submits: type, args and options as in `NewJob`.
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    #: When it fires: ``{"interval": seconds}`` or a wall-clock trigger mapping
+    #: (``{"cron": "0 2 * * *", "tz": "UTC"}``); ``"times": N`` ends it after N
+    #: fires (the store counts them in `SharedStore.fire_schedule`), ``"key"``
+    #: only tells schedules apart.
+    trigger: dict[str, Any]
+    #: The next period's fire time, wall clock; ``inf`` once it has ended.
+    next_run: float
+    allow_overlap: bool = False
+    active: bool = True
+    last_job_id: str | None = None
+    fired: int = 0
+    skipped: int = 0
+
+
+#: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
+#: {name: max running}, "job_types": {type: max running}, "rates": {type:
+#: {"per_second": float, "burst": int}}}``. See docs/limits.md.
+LimitsData = dict[str, Any]
+
+
+# ── the contracts ──────────────────────────────────────────────────────
+class StoreBase(Protocol):
+    """What every store has; built by a plugin's factory as ``factory(url)``."""
+
+    #: The URL it was built from, password masked: every error message names it.
+    url: str
+    #: False means the scheduler does no store work at all (the ``memory``
+    #: store); True means every job is kept in the store.
+    durable: bool
+    #: The store's own preference: True runs the scheduler in shared mode
+    #: (`SharedStore`, several processes on one queue), False in one-owner mode
+    #: (`Store`). A store may implement both contracts.
+    shared: bool
+
+    async def open(self, context: StoreContext) -> Snapshot:
+        """Called once, first: create or migrate the schema and take the store.
+
+        Refuse, with a `StoreError` naming it, a schema newer than this code, a
+        file or database that is not a jobsched store, or (one-owner stores) a
+        store another scheduler owns; change no data when refusing. With
+        ``context.readonly`` create, migrate and lock nothing (a missing store
+        is an error). Returns the rows to restore (`Snapshot`; empty for a
+        shared store).
+        """
+        ...
+
+    async def close(self) -> None:
+        """Called once, last (also after a failed `open`): release everything."""
+        ...
+
+
+@runtime_checkable
+class Store(StoreBase, Protocol):
+    """A store with **one owner**: one scheduler process keeps the queues in
+    memory and journals every change here (the SQLite store)."""
+
+    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+        """Upsert `batch` in **one transaction**: all rows or none.
+
+        Each row is the full current state of its job or schedule, keyed by
+        ``job_id`` / ``schedule_id``; rows come in the order the scheduler
+        changed them, `JobRow` and `ScheduleRow` mixed. Writes are never
+        concurrent (the next one starts after this one returned). On failure
+        raise `StoreError` with nothing written; the scheduler retries the
+        same state later.
+        """
+        ...
+
+
+@runtime_checkable
+class SharedStore(StoreBase, Protocol):
+    """A store **several processes share** as one queue (PostgreSQL).
+
+    Each method is one transaction, safe to call from many processes at once;
+    a call that fails raises `StoreError` and changed nothing. Writes that may
+    be retried after a lost answer (a dropped connection) must do no harm
+    when repeated: guard them by the lease owner or make them idempotent.
+    Wake-ups between processes (a NOTIFY, a file watch, a short poll) are the
+    store's business: they reach the scheduler through `wait`,
+    `wait_finished` and the three callbacks.
+    """
+
+    #: How long a claim's lease lasts, in seconds. The scheduler renews the
+    #: leases it holds every ``lease_seconds / 3``; a lease not renewed in
+    #: time (its process died) expires and `reap_expired` queues the job again.
+    lease_seconds: float
+    #: Callbacks the scheduler sets after `open` (None until then). Call them
+    #: on the event loop thread, never from inside a store call's transaction.
+    #: ``on_work()``: new work may be due (a job inserted, released, finished).
+    on_work: Callable[[], None] | None
+    #: ``on_cancel(job_id)``: some process asked to cancel this running job.
+    on_cancel: Callable[[str], None] | None
+    #: ``on_resync()``: notifications may have been missed (a reconnect).
+    on_resync: Callable[[], None] | None
+
+    # ── submitting ─────────────────────────────────────────────────────
+    async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert `jobs` and their dependencies in one transaction.
+
+        Returns one id per job, in order: the job's own, or, when the job was
+        deduplicated, the id of the stored job that took its place (a job
+        with its `NewJob.key` exists, or an unfinished job has its
+        `NewJob.unique_key`; a later job in the batch that depends on it then
+        depends on that job). A job whose dependencies are all completed is
+        pending at once; a dependency that failed, timed out or was cancelled
+        cancels the new job (``last_error`` ``"upstream ID STATUS"``). An
+        unknown dependency raises `StoreError` and inserts nothing. Wakes
+        waiting processes (`wait`) when a job is due now.
+        """
+        ...
+
+    # ── claims and leases ──────────────────────────────────────────────
+    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+        """Take up to `n` due jobs for `owner`, in strategy order.
+
+        Due means pending or retry_wait, every dependency completed, and
+        ``run_at <= now``. Order is ascending ``(sort_key, seq)``. No job is
+        claimed by two processes (lock rows, e.g. ``FOR UPDATE SKIP LOCKED``,
+        or serialize claims). Each claimed job becomes ``running`` with
+        ``attempts + 1``, ``started_at = now``, ``lease_owner = owner`` and
+        ``lease_expires = now + lease_seconds``. With cluster limits stored
+        (`sync_limits`) jobs at a limit are skipped, not waited for.
+
+        Returns the claimed rows (in claim order) and, when fewer than `n`
+        were due, the wall time the next waiting job becomes due (None if
+        none), so the caller can sleep until then.
+        """
+        ...
+
+    async def renew(self, job_ids: Iterable[str], owner: str) -> set[str]:
+        """Extend `owner`'s leases on `job_ids` to ``now + lease_seconds``.
+
+        Returns the ids whose lease `owner` no longer holds (expired and
+        reaped, or finished elsewhere): their attempt may run twice.
+        """
+        ...
+
+    async def reap_expired(self) -> int:
+        """Queue again (``pending``, lease cleared, attempts kept) every running
+        job whose lease expired: its process died. Returns how many."""
+        ...
+
+    async def release(self, job_ids: Iterable[str], owner: str) -> int:
+        """Give back jobs `owner` claimed but never started (shutting down):
+        ``pending`` again, lease cleared, the claim's attempt uncounted.
+        Returns how many were released."""
+        ...
+
+    async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
+        """Write ended attempts in one transaction; returns the ids written.
+
+        Only jobs still ``running`` under `owner`'s lease are written (an
+        expired lease means the job belongs to someone else now); the others
+        are ignored. Sets status, result, error (when given), ``run_at`` (for
+        retry_wait) and ``finished_at = now`` (terminal), clears the lease
+        and the cancel request. In the same transaction a completed job
+        releases its dependents (one fewer unmet dependency each); a failed,
+        timed-out or cancelled one cancels every unfinished job downstream
+        (``last_error`` ``"upstream ID STATUS"``). Wakes waiting processes.
+        """
+        ...
+
+    # ── wake-ups ───────────────────────────────────────────────────────
+    async def wait(self, timeout: float) -> bool:
+        """Return when another process may have made work due, or after
+        `timeout` seconds (``inf``: no limit). True if woken, False on timeout."""
+        ...
+
+    async def wait_finished(self, timeout: float) -> bool:
+        """Return when some job may have finished, or after `timeout` seconds.
+        True if woken, False on timeout."""
+        ...
+
+    # ── cancelling ─────────────────────────────────────────────────────
+    async def request_cancel(self, job_id: str) -> bool:
+        """Cancel a job from any process; False if unknown or already finished.
+
+        A waiting job is cancelled at once (``last_error`` ``"cancelled"``,
+        and its dependents with it). A running one is flagged
+        (``cancel_requested``) and its owner told (its ``on_cancel``); the
+        owner stops the attempt and writes the outcome itself.
+        """
+        ...
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        """Ids of the jobs `owner` runs that someone asked to cancel (the
+        scheduler polls this as a safety net for a lost ``on_cancel``)."""
+        ...
+
+    # ── cluster limits ─────────────────────────────────────────────────
+    async def sync_limits(self, data: LimitsData | None) -> LimitsData | None:
+        """Agree on the cluster's limits when a process opens the store.
+
+        The first process with limits stores them; a process with `data`
+        that differs from the stored limits is refused (`StoreError` showing
+        both); a process without limits (None) follows the stored ones.
+        Returns the limits in force (None: none).
+        """
+        ...
+
+    async def set_limits(self, data: LimitsData | None) -> None:
+        """Replace the cluster's limits (None or empty: no limits); wakes the
+        waiting processes."""
+        ...
+
+    # ── recurring schedules ────────────────────────────────────────────
+    async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
+        """Create the schedule unless its id exists (then make it active
+        again and keep its stored state); returns the schedule as stored."""
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
+        """The schedule as stored now; `StoreError` if unknown."""
+        ...
+
+    async def fire_schedule(
+        self, schedule_id: str, expected_next: float, new_next: float, job: NewJob
+    ) -> bool:
+        """Fire the period due at `expected_next` exactly once across processes.
+
+        A compare-and-set: only if the active schedule's ``next_run`` is still
+        `expected_next`, set it to `new_next` and, in the same transaction,
+        insert `job` (as `insert` would) and count it (``fired + 1``,
+        ``last_job_id``). If ``allow_overlap`` is false and the previous job
+        is unfinished, the period is consumed but skipped (``skipped + 1``, no
+        job). When the trigger's ``times`` is reached, set ``next_run`` to
+        ``inf``. Returns False if another process fired it first (nothing
+        changed), True otherwise.
+        """
+        ...
+
+    async def deactivate_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule for every process; False if unknown or already stopped."""
+        ...
+
+    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule)."""
+        ...
+
+    # ── reading ────────────────────────────────────────────────────────
+    async def get(self, job_id: str) -> SharedJobRow | None:
+        """The job with this id as stored now, or None if there is none."""
+        ...
+
+    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
+        """Every job (or those of `job_ids` that exist), in ``seq`` order."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status (statuses with none are left out)."""
+        ...
+
+    async def unfinished(self, job_ids: Sequence[str]) -> int:
+        """How many of `job_ids` exist and are not terminal yet."""
+        ...
+
+
+# The members each contract adds, for the checks below (tests keep them equal
+# to the protocols).
+BASE_MEMBERS = ("url", "durable", "shared", "open", "close")
+STORE_MEMBERS = (*BASE_MEMBERS, "write")
+SHARED_STORE_MEMBERS = (
+    *BASE_MEMBERS,
+    "lease_seconds",
+    "on_work",
+    "on_cancel",
+    "on_resync",
+    "insert",
+    "claim",
+    "renew",
+    "reap_expired",
+    "release",
+    "finish",
+    "wait",
+    "wait_finished",
+    "request_cancel",
+    "cancel_requests",
+    "sync_limits",
+    "set_limits",
+    "add_schedule",
+    "get_schedule",
+    "fire_schedule",
+    "deactivate_schedule",
+    "schedule_jobs",
+    "get",
+    "jobs",
+    "counts",
+    "unfinished",
+)
+
+
+# ── checking what a store returned ─────────────────────────────────────
+_STATUSES = frozenset(s.value for s in JobStatus)
+
+
+def _is_time(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_text(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+_TIME_TYPES = (int, float)
+_TEXT_OR_NONE = (str, type(None))
+_isfinite = math.isfinite
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _job_row_problem(row: JobRow) -> str | None:
+    """What is wrong with one stored job on its own, or None."""
+    # The common case first, in one expression: a store may hold many rows.
+    if (
+        row.status in _STATUSES
+        and type(row.run_at) in _TIME_TYPES
+        and _isfinite(row.run_at)
+        and type(row.submitted_at) in _TIME_TYPES
+        and _isfinite(row.submitted_at)
+        and (row.finished_at is None or _is_time(row.finished_at))
+        and type(row.attempts) is int
+        and row.attempts >= 0
+        and type(row.seq) is int
+        and row.seq >= 0
+        and type(row.job_id) is str
+        and type(row.type) is str
+        and type(row.args) is str
+        and type(row.options) is str
+        and type(row.key) in _TEXT_OR_NONE
+        and type(row.last_error) in _TEXT_OR_NONE
+        and type(row.schedule_id) in _TEXT_OR_NONE
+        and type(row.depends_on) is tuple
+        and all(type(d) is str for d in row.depends_on)
+        and (row.result is None or (type(row.result) is str and _is_json(row.result)))
+    ):
+        return None
+    if row.status not in _STATUSES:
+        return f"status {row.status!r} is not one of {', '.join(sorted(_STATUSES))}"
+    for column in ("run_at", "submitted_at"):
+        if not _is_time(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a time"
+    if row.finished_at is not None and not _is_time(row.finished_at):
+        return f"finished_at {_short(row.finished_at)} is not a time"
+    for column in ("attempts", "seq"):
+        if not _is_count(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a count"
+    for column in ("job_id", "type", "args", "options"):
+        if type(getattr(row, column)) is not str:
+            return f"{column} {_short(getattr(row, column))} is not text"
+    for column in ("key", "result", "last_error", "schedule_id"):
+        if not _is_text(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not text"
+    if row.result is not None and not _is_json(row.result):
+        return f"result {_short(row.result)} is not JSON"
+    if not isinstance(row.depends_on, tuple | list) or not all(
+        type(d) is str for d in row.depends_on
+    ):
+        return f"depends_on {_short(row.depends_on)} is not a list of job ids"
+    return None
+
+
+def _dependency_cycle(jobs: Sequence[JobRow]) -> list[str] | None:
+    """A dependency cycle among these jobs (``[a, b, a]``), or None.
+
+    The kernel makes cycles impossible (a job may only depend on jobs
+    submitted before it), so one in a store was put there by hand, and its
+    jobs would wait for each other forever.
+    """
+    deps = {row.job_id: row.depends_on for row in jobs if row.depends_on}
+    done: set[str] = set()
+    for start in deps:
+        if start in done:
+            continue
+        # Depth-first, iterative: a long chain must not hit the recursion limit.
+        path = [start]
+        on_path = {start}
+        todo = [iter(deps[start])]
+        while todo:
+            dep = next(todo[-1], None)
+            if dep is None:
+                todo.pop()
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                continue
+            if dep in on_path:
+                return [*path[path.index(dep) :], dep]
+            if dep in done or dep not in deps:
+                continue
+            path.append(dep)
+            on_path.add(dep)
+            todo.append(iter(deps[dep]))
+    return None
+
+
+def _schedule_row_problem(row: ScheduleRow) -> str | None:
+    if not _is_time(row.next_run):
+        return f"next_run {_short(row.next_run)} is not a time"
+    for column in ("fired", "skipped"):
+        if not _is_count(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a count"
+    for column in ("trigger", "template"):
+        value = getattr(row, column)
+        if type(value) is not str:
+            return f"{column} {_short(value)} is not text"
+        if value or column == "trigger":  # a template is "" until the first fire
+            try:
+                json.loads(value)
+            except ValueError:
+                return f"{column} {_short(value)} is not JSON"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_snapshot(url: str, snapshot: Snapshot) -> None:
+    """Refuse a snapshot holding a row that could not be restored or shown.
+
+    A row changed by hand (or by a broken store) - an unknown status, a time
+    that is not a number, a result that is not JSON, a dependency on itself
+    or a dependency cycle - raises `StoreError` naming the store and the row,
+    before anything is restored. A store may call this in ``open`` before it
+    writes anything, to leave such a file untouched.
+    """
+    for row in snapshot.jobs:
+        _refuse_job(url, row, _job_row_problem(row))
+    cycle = _dependency_cycle(snapshot.jobs)
+    if cycle is not None:
+        shown = cycle if len(cycle) <= 6 else [*cycle[:3], "...", *cycle[-2:]]
+        where = (
+            "it depends on itself"
+            if len(cycle) == 2
+            else f"it is in a dependency cycle ({' -> '.join(shown)})"
+        )
+        raise StoreError(
+            f"{url}: job {cycle[0]} cannot be restored: {where}, so it could never run; "
+            "jobsched left the store unchanged"
+        )
+    for srow in snapshot.schedules:
+        wrong = _schedule_row_problem(srow)
+        if wrong is not None:
+            raise StoreError(
+                f"{url}: recurring schedule {srow.schedule_id} cannot be restored: "
+                f"{wrong}; jobsched left the store unchanged"
+            )
+
+
+def _refuse_job(url: str, row: JobRow, problem: str | None) -> None:
+    if problem is not None:
+        raise StoreError(
+            f"{url}: job {row.job_id} cannot be restored: {problem}; "
+            "jobsched left the store unchanged"
+        )
+
+
+def new_worker_id() -> str:
+    """A worker id unique across hosts and restarts (``host:pid:random``)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+# ── finding a store ────────────────────────────────────────────────────
+class StoreFactories(Protocol):
+    """Where store factories are found by URL scheme (a `jobsched.PluginManager`)."""
+
+    def resolve(self, kind: str, name: str) -> Any: ...
+
+
+def _lacking(store: object, members: Sequence[str]) -> list[str]:
+    return [name for name in members if not hasattr(store, name)]
+
+
+def resolve_store(
+    store: StoreBase | str | None, plugins: StoreFactories
+) -> Store | SharedStore | None:
+    """The store a scheduler was given: an instance, a URL, or None (memory, no store).
+
+    A URL is built by the factory registered for its scheme. The result is
+    checked against the contract it prefers (`SharedStore` when ``shared``,
+    else `Store`); a `TypeError` names what it lacks.
+    """
+    if store is None:
+        return None
+    if isinstance(store, str):
+        scheme = store.partition(":")[0]
+        if not scheme:
+            raise PluginError(f"store URL {store!r} has no scheme (e.g. sqlite:///jobs.db)")
+        try:
+            factory = plugins.resolve("stores", scheme)
+        except PluginError as exc:
+            raise PluginError(f"store {store!r}: {exc}") from None
+        try:
+            store = factory(store)
+        except (StoreError, ValueError) as exc:
+            raise StoreError(str(exc)) from exc
+    missing = _lacking(store, BASE_MEMBERS)
+    if missing:
+        raise TypeError(f"{store!r} is not a store: it lacks {', '.join(missing)}")
+    if getattr(store, "shared", False):
+        return as_shared_store(store)
+    return as_store(store)
+
+
+def offers_shared(store: object) -> bool:
+    """Whether `store` implements `SharedStore` (several processes can share it)."""
+    return not _lacking(store, SHARED_STORE_MEMBERS)
+
+
+def as_store(store: object) -> Store:
+    """`store` as a one-owner `Store`; `TypeError` naming what it lacks."""
+    missing = _lacking(store, STORE_MEMBERS)
+    if missing:
+        raise TypeError(f"{store!r} is not a one-owner store: it lacks {', '.join(missing)}")
+    return store  # type: ignore[return-value]
+
+
+def as_shared_store(store: object) -> SharedStore:
+    """`store` as a `SharedStore`; `TypeError` naming what it lacks."""
+    missing = _lacking(store, SHARED_STORE_MEMBERS)
+    if missing:
+        raise TypeError(f"{store!r} is not a shared store: it lacks {', '.join(missing)}")
+    return store  # type: ignore[return-value]
+
+
+async def read_store(url: str, plugins: StoreFactories) -> Snapshot | None:
+    """Everything a store holds, read without taking it over (``jobsched status``).
+
+    None for a store that is not durable (it holds nothing).
+    """
+    store = resolve_store(url, plugins)
+    assert store is not None
+    if not store.durable:
+        return None
+    snapshot = await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
+    await store.close()
+    check_snapshot(store.url, snapshot)
+    return snapshot

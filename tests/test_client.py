@@ -1,0 +1,307 @@
+"""`Client` and `BlockingClient` end to end: a real ``jobsched worker`` process runs
+what a client enqueued, on every store that several processes can share."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from jobsched import (
+    BlockingClient,
+    Client,
+    Job,
+    JobInfo,
+    JobPriority,
+    JobStatus,
+    SchedulerError,
+    Submission,
+    UnknownJobError,
+    build_job,
+    default_plugin_manager,
+)
+
+pytestmark = pytest.mark.slow
+
+#: The store calls a client needs (`SharedStore`).
+SHARED_CALLS = ("insert", "claim", "get", "jobs", "request_cancel", "wait_finished")
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store several processes share: a PostgreSQL schema or a SQLite file."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_schema")[0]
+        return url
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    store = default_plugin_manager().resolve("stores", "sqlite")(url)
+    if not all(hasattr(store, call) for call in SHARED_CALLS):
+        pytest.skip("SQLite SharedStore not merged yet")
+    return url
+
+
+class Worker:
+    """A ``jobsched worker --store URL`` process, started and stopped by the test."""
+
+    def __init__(self, url: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobsched",
+                "worker",
+                "--store",
+                url,
+                "--workers=2",
+                "--grace=0",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if "shared scheduler started" in line:
+                self.identity = line.split("process=")[1].split()[0]
+                # Keep reading its log so a full pipe never blocks the worker.
+                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+                return
+        pytest.fail(f"worker exited with {self.proc.wait()} before starting")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=60) == 0
+
+
+@pytest.fixture
+def worker(store_url: str) -> Iterator[Worker]:
+    running = Worker(store_url)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+async def client(store_url: str) -> AsyncIterator[Client]:
+    async with Client(store_url) as opened:
+        yield opened
+
+
+def email(to: str, **options: object) -> Job:
+    return build_job("email", {"to": to, "subject": "hello", "latency": 0}, **options)
+
+
+def nap(name: str, seconds: float) -> Job:
+    return build_job("sleep", {"name": name, "seconds": seconds})
+
+
+async def until(check: object, what: str) -> None:
+    """Poll a condition the test cannot be told about (a worker's progress)."""
+    for _ in range(600):
+        if await check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+# ── submitting and following ───────────────────────────────────────────
+async def test_a_worker_process_runs_what_a_client_submits(client: Client, worker: Worker) -> None:
+    job_id = await client.submit(email("a@example.com"), priority="high", name="greeting")
+    done = await client.wait(job_id, timeout=60)
+    assert isinstance(done, JobInfo) and done.done
+    assert (done.status, done.result, done.attempts) == (
+        JobStatus.COMPLETED,
+        "sent to a@example.com",
+        1,
+    )
+    assert (done.type, done.name, done.priority) == ("email", "greeting", JobPriority.HIGH)
+    assert done.lease_owner is None and done.last_error is None
+    assert done.submitted_by == client.identity
+    assert done.started_at is not None and done.finished_at is not None
+    assert done.submitted_at <= done.started_at <= done.finished_at
+    assert await client.get(job_id) == done
+
+
+async def test_submit_many_stores_a_batch_with_dependencies_inside_it(
+    client: Client, worker: Worker
+) -> None:
+    first = nap("first", 0.05)
+    ids = await client.submit_many(
+        [first, Submission(email("b@example.com"), depends_on=[first]), email("c@example.com")]
+    )
+    assert len(set(ids)) == 3
+    first_done, second_done, third_done = await client.wait_many(ids, timeout=60)
+    assert {first_done.status, second_done.status, third_done.status} == {JobStatus.COMPLETED}
+    assert second_done.started_at is not None and first_done.finished_at is not None
+    assert second_done.started_at >= first_done.finished_at  # it waited for its upstream
+    later = await client.submit(email("d@example.com"), depends_on=[ids[0]])
+    assert (await client.wait(later, timeout=60)).status is JobStatus.COMPLETED
+
+
+async def test_a_failed_job_records_its_error(client: Client, worker: Worker) -> None:
+    flaky = build_job("flaky-upload", {"path": "x.csv", "failures": 5})
+    job_id = await client.submit(flaky, retry="none")
+    failed = await client.wait(job_id, timeout=60)
+    assert failed.status is JobStatus.FAILED and failed.attempts == 1
+    assert failed.last_error is not None and "connection reset" in failed.last_error
+    # Its dependents are cancelled with it, in the store.
+    downstream = await client.submit(email("e@example.com"), depends_on=[job_id])
+    assert (await client.get(downstream)).status is JobStatus.CANCELLED
+
+
+async def test_cancel_stops_a_job_a_worker_is_running(client: Client, worker: Worker) -> None:
+    job_id = await client.submit(nap("long", 3600), timeout=None)
+
+    async def running() -> bool:
+        return (await client.get(job_id)).status is JobStatus.RUNNING
+
+    await until(running, "the worker to start the job")
+    assert (await client.get(job_id)).lease_owner == worker.identity
+    assert [j.job_id for j in await client.jobs(status="running")] == [job_id]
+    assert await client.cancel(job_id) is True
+    cancelled = await client.wait(job_id, timeout=60)
+    assert cancelled.status is JobStatus.CANCELLED and cancelled.lease_owner is None
+    assert await client.cancel(job_id) is False  # already finished
+
+
+# ── without a worker: what the store decides alone ────────────────────
+async def test_keys_unique_keys_and_cancel_of_a_waiting_job(client: Client) -> None:
+    keyed = await client.submit(email("k@example.com"), key="report-2024")
+    assert await client.submit(email("other@example.com"), key="report-2024") == keyed
+    waiting = await client.submit(nap("nightly", 0), delay=3600, unique_key="nightly")
+    assert await client.submit(nap("again", 0), unique_key="nightly") == waiting
+    assert (await client.get(waiting)).status is JobStatus.PENDING
+    assert await client.cancel(waiting) is True
+    assert (await client.get(waiting)).status is JobStatus.CANCELLED
+    # The unique key is free again once its job has finished.
+    fresh = await client.submit(nap("fresh", 0), delay=3600, unique_key="nightly")
+    assert fresh != waiting
+    assert [j.job_id for j in await client.jobs()] == [keyed, waiting, fresh]
+    assert [j.job_id for j in await client.jobs(status=["pending"], type="sleep")] == [fresh]
+    assert [j.job_id for j in await client.jobs(limit=1)] == [keyed]
+    assert [j.job_id for j in await client.jobs(status=JobStatus.CANCELLED)] == [waiting]
+
+
+async def test_wait_raises_timeout_error_for_a_job_that_does_not_finish(
+    client: Client,
+) -> None:
+    job_id = await client.submit(email("later@example.com"), delay=3600)
+    with pytest.raises(TimeoutError, match=job_id):
+        await client.wait(job_id, timeout=0.1)
+
+
+async def test_unknown_ids_are_unknown_job_errors(client: Client) -> None:
+    for call in (client.get, client.cancel, client.wait):
+        with pytest.raises(UnknownJobError, match="job-nope"):
+            await call("job-nope")
+    with pytest.raises(UnknownJobError, match="unknown dependencies"):
+        await client.submit(email("x@example.com"), depends_on=["job-nope"])
+    assert await client.jobs() == []  # nothing was stored
+
+
+async def test_jobs_that_are_not_data_are_refused_at_submit(client: Client) -> None:
+    async def send() -> None:
+        return None
+
+    with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+        await client.submit(send)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="priority must be one of"):
+        await client.submit(email("x@example.com"), priority="urgent")
+    with pytest.raises(ValueError, match="delay must be"):
+        await client.submit(email("x@example.com"), delay=-1)
+    with pytest.raises(ValueError, match="unknown status"):
+        await client.jobs(status="done")
+    assert await client.jobs() == []  # nothing was stored
+
+
+async def test_a_client_that_is_not_open_says_so(store_url: str) -> None:
+    client = Client(store_url)
+    with pytest.raises(SchedulerError, match="is not open"):
+        await client.submit(email("x@example.com"))
+    async with client:
+        pass
+    with pytest.raises(SchedulerError, match="is closed"):
+        await client.get("job-1")
+    with pytest.raises(SchedulerError, match="is not a shared store"):
+        Client("memory://")
+
+
+# ── the blocking twin ──────────────────────────────────────────────────
+def test_a_blocking_client_is_shared_by_threads(store_url: str, worker: Worker) -> None:
+    results: dict[str, list[JobInfo]] = {}
+    errors: list[BaseException] = []
+
+    with BlockingClient(store_url) as client:
+
+        def produce(name: str) -> None:
+            try:
+                ids = [client.submit(email(f"{name}{n}@example.com")) for n in range(5)]
+                results[name] = [client.wait(job_id, timeout=60) for job_id in ids]
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=produce, args=(n,)) for n in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(client.jobs(status="completed")) == 10
+        loop_thread = [t for t in threading.enumerate() if t.name == "jobsched-blocking-client"]
+        assert len(loop_thread) == 1
+    assert sorted(info.result for infos in results.values() for info in infos) == sorted(
+        f"sent to {name}{n}@example.com" for name in "ab" for n in range(5)
+    )
+    assert not loop_thread[0].is_alive()  # closing stopped its thread
+    with pytest.raises(SchedulerError, match="is closed"):
+        client.submit(email("late@example.com"))
+    client.close()  # twice is harmless
+
+
+def test_a_blocking_client_reports_errors_in_the_calling_thread(store_url: str) -> None:
+    with BlockingClient(store_url) as client:
+        with pytest.raises(UnknownJobError):
+            client.get("job-nope")
+        with pytest.raises(TimeoutError):
+            client.wait(client.submit(email("x@example.com"), delay=3600), timeout=0.1)
+    never_opened = BlockingClient(store_url)
+    with pytest.raises(SchedulerError, match="is not open"):
+        never_opened.jobs()
+
+
+async def test_a_schedule_added_by_a_client_fires_its_runs(client: Client, worker: Worker) -> None:
+    schedule_id = await client.add_schedule(email("tick@example.com"), every=0.05, times=3)
+    await client.wait_schedule(schedule_id, timeout=60)
+    fired = await client.jobs(schedule=schedule_id)
+    assert len(fired) == 3
+    done = await client.wait_many([j.job_id for j in fired], timeout=60)
+    assert {j.status for j in done} == {JobStatus.COMPLETED}
+    # The same schedule again is the one that ended: it fires no more.
+    again = await client.add_schedule(email("tick@example.com"), every=0.05, times=3)
+    assert again == schedule_id
+    await client.wait_schedule(schedule_id, timeout=60)
+    assert len(await client.jobs(schedule=schedule_id)) == 3
+
+
+def test_wait_is_woken_by_the_store_not_a_busy_loop(store_url: str, worker: Worker) -> None:
+    with BlockingClient(store_url) as client:
+        store = client.client.store
+        reads = 0
+        read_jobs = store.jobs
+
+        async def counted(*args: object) -> object:
+            nonlocal reads
+            reads += 1
+            return await read_jobs(*args)
+
+        store.jobs = counted
+        job_id = client.submit(nap("short", 0.3))
+        assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
+    # One read before waiting, one per wake-up: a poll would read every few ms.
+    assert reads <= 4

@@ -1,0 +1,96 @@
+"""The public store contracts (`jobsched.store`) and the stores that keep them."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+import jobsched
+import jobsched.store as store_module
+from jobsched import PluginManager
+from jobsched.store import (
+    BASE_MEMBERS,
+    SHARED_STORE_MEMBERS,
+    STORE_MEMBERS,
+    SharedStore,
+    Store,
+    StoreBase,
+    StoreError,
+    resolve_store,
+)
+from jobsched_plugins.memory_store import MemoryStore
+from jobsched_plugins.postgres_store import PostgresStore
+from jobsched_plugins.sqlite_store import SQLiteStore
+
+
+def members(protocol: type) -> set[str]:
+    """What a protocol class declares: its attributes and methods, inherited too."""
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls in (object,) or cls.__name__ in ("Protocol", "Generic"):
+            continue
+        names |= set(getattr(cls, "__annotations__", {}))
+        names |= {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    return names
+
+
+def test_the_member_lists_are_the_protocols() -> None:
+    assert members(StoreBase) == set(BASE_MEMBERS)
+    assert members(Store) == set(STORE_MEMBERS)
+    assert members(SharedStore) == set(SHARED_STORE_MEMBERS)
+
+
+@pytest.mark.parametrize("protocol", [StoreBase, Store, SharedStore])
+def test_every_method_of_the_contracts_is_documented(protocol: type) -> None:
+    for name, value in vars(protocol).items():
+        if callable(value) and not name.startswith("_"):
+            assert len(inspect.getdoc(value) or "") > 30, f"{protocol.__name__}.{name}"
+
+
+def test_postgres_keeps_the_shared_store_contract() -> None:
+    # mypy checks the same in jobsched_plugins/postgres_store/store.py.
+    contract: type[SharedStore] = PostgresStore
+    store = contract("postgresql://user:secret@db.invalid/jobs")  # connects only on open
+    assert isinstance(store, SharedStore)
+    assert not isinstance(store, Store)  # no journal to write
+    assert store.url == "postgresql://user:***@db.invalid/jobs"
+    built = resolve_store("postgresql://user@db.invalid/jobs", PluginManager())
+    assert isinstance(built, PostgresStore)
+
+
+def test_sqlite_and_memory_keep_the_one_owner_contract(tmp_path: Path) -> None:
+    assert isinstance(SQLiteStore(f"sqlite:///{tmp_path}/jobs.db"), Store)
+    assert isinstance(MemoryStore(), Store)
+
+
+def test_a_store_lacking_the_basics_is_refused_by_name() -> None:
+    class Half:
+        url = "half://"
+        durable = True
+
+    with pytest.raises(TypeError, match="is not a store: it lacks shared, open, close"):
+        resolve_store(Half(), PluginManager())  # type: ignore[arg-type]
+
+    class OneOwnerWithoutWrite(Half):
+        shared = False
+
+        async def open(self, context: object) -> None: ...
+
+        async def close(self) -> None: ...
+
+    with pytest.raises(TypeError, match="is not a one-owner store: it lacks write"):
+        resolve_store(OneOwnerWithoutWrite(), PluginManager())  # type: ignore[arg-type]
+
+
+def test_the_public_module_exports_its_names_and_the_old_one_is_gone() -> None:
+    for name in store_module.__all__:
+        assert hasattr(store_module, name), name
+    # Yesterday's top-level names still work, and are the same objects.
+    for name in ("JobRow", "NewJob", "Outcome", "SharedStore", "Store", "StoreError"):
+        assert getattr(jobsched, name) is getattr(store_module, name)
+    assert StoreError is jobsched.StoreError
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("jobsched._store")
