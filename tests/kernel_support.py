@@ -1,4 +1,6 @@
-"""Test helpers for the kernel tests: a hand-driven clock, recording listeners, scripted jobs.
+"""Test helpers for the kernel tests: recording listeners, scripted jobs, bounded waits.
+
+Time is `jobsched.testing.VirtualClock`, the clock users test with too.
 
 Nothing here waits on wall-clock time to decide an outcome. Async work is
 settled by yielding to the event loop a fixed number of times (asyncio is
@@ -9,8 +11,6 @@ awaited with `until`, whose time limit only guards against a hang.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +23,7 @@ from structlog.testing import capture_logs
 from jobsched import (
     AsyncJob,
     BlockingJob,
+    Clock,
     Job,
     JobScheduler,
     JobStatus,
@@ -31,93 +32,6 @@ from jobsched import (
 )
 
 NO_RETRY = RetryPolicy(max_retries=0)
-
-
-class FakeTimer:
-    """A one-shot timer handle from `FakeClock.call_at`."""
-
-    __slots__ = ("callback", "cancelled", "when")
-
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when = when
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeClock:
-    """A `jobsched.Clock` whose time moves only when the test says so.
-
-    `advance(dt)` moves time forward and then fires every timer that is due,
-    earliest first, all seeing the new `now()`: exactly what a loop that woke
-    up late would do. Advance in small steps to see each timer at its own time.
-    Timers run synchronously inside `advance`, so call it on the loop thread
-    (from the test coroutine), like the real clock's timers.
-    """
-
-    def __init__(self, start: float = 1000.0, wall_offset: float = 1_700_000_000.0) -> None:
-        self._now = start
-        self._wall_offset = wall_offset
-        self._timers: list[tuple[float, int, FakeTimer]] = []
-        self._seq = itertools.count()
-        self.fired = 0
-
-    def now(self) -> float:
-        return self._now
-
-    def time(self) -> float:
-        return self._now + self._wall_offset
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> FakeTimer:
-        timer = FakeTimer(when, callback)
-        heapq.heappush(self._timers, (when, next(self._seq), timer))
-        return timer
-
-    @property
-    def pending(self) -> list[float]:
-        """When each live (not cancelled, not fired) timer is due, sorted."""
-        return sorted(t.when for _, _, t in self._timers if not t.cancelled)
-
-    def advance(self, seconds: float) -> int:
-        """Move time forward by `seconds` and fire what is due; return how many fired."""
-        if seconds < 0:
-            raise ValueError(f"a clock cannot go back ({seconds!r})")
-        return self.advance_to(self._now + seconds)
-
-    def advance_to(self, when: float) -> int:
-        """Move time to `when` (not backwards) and fire what is due."""
-        if when < self._now:
-            raise ValueError(f"a clock cannot go back from {self._now!r} to {when!r}")
-        self._now = when
-        fired = 0
-        timers = self._timers
-        while timers and timers[0][0] <= self._now:
-            timer = heapq.heappop(timers)[2]
-            if timer.cancelled:
-                continue
-            timer.cancelled = True  # one-shot
-            timer.callback()
-            fired += 1
-            if fired > 100_000:
-                raise RuntimeError("timers keep re-arming in the past: a busy loop")
-        self.fired += fired
-        return fired
-
-    async def sleep(self, seconds: float) -> None:
-        """An `asyncio.sleep` on this clock, for jobs that wait on virtual time."""
-        future = asyncio.get_running_loop().create_future()
-
-        def wake() -> None:
-            if not future.done():
-                future.set_result(None)
-
-        timer = self.call_at(self._now + seconds, wake)
-        try:
-            await future
-        finally:
-            timer.cancel()
 
 
 @contextmanager
@@ -290,7 +204,7 @@ def builtin_plugins() -> PluginManager:
 
 
 def make_scheduler(
-    strategy: Any = None, *, clock: FakeClock | None = None, **options: Any
+    strategy: Any = None, *, clock: Clock | None = None, **options: Any
 ) -> tuple[JobScheduler, Transitions]:
     """A scheduler on the built-in plugins with a `Transitions` recorder attached."""
     options.setdefault("plugins", builtin_plugins())

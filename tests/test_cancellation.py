@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from jobsched import AsyncJob, JobStatus, RetryPolicy
+from jobsched.testing import VirtualClock
 from kernel_support import (
     BlockedThreadJob,
-    FakeClock,
     Gate,
     Noop,
     Scripted,
@@ -82,14 +82,14 @@ async def test_cancel_returns_false_for_unknown_and_finished_jobs() -> None:
 
 
 async def test_cancel_a_delayed_job() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     job = Noop("later")
     async with scheduler:
         scheduler.submit(job, delay=5.0)
         assert scheduler.cancel(job.job_id) is True
         await scheduler.join()  # a cancelled delayed job does not keep join() waiting
-        clock.advance(5.0)  # its run time passes: skipped when promoted
+        await clock.advance(5.0)  # its run time passes: skipped when promoted
         await settle()
     assert job.status is S.CANCELLED and job.attempts == 0
     assert recorder.path(job.job_id) == [S.PENDING, S.CANCELLED]
@@ -97,7 +97,7 @@ async def test_cancel_a_delayed_job() -> None:
 
 
 async def test_cancel_a_job_waiting_to_retry() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     job = Scripted([RuntimeError("first"), "ok"], retry=RetryPolicy(jitter=False))
     async with scheduler:
@@ -105,7 +105,7 @@ async def test_cancel_a_job_waiting_to_retry() -> None:
         await settle()
         assert job.status is S.RETRY_WAIT
         assert scheduler.cancel(job.job_id) is True
-        clock.advance(10.0)
+        await clock.advance(10.0)
         await scheduler.join()
     assert job.status is S.CANCELLED and job.attempts == 1
     assert job.last_error == "cancelled"
@@ -180,13 +180,13 @@ async def test_a_job_that_swallows_the_cancel_is_still_cancelled() -> None:
 
 
 async def test_cancel_after_the_timeout_fired_but_before_it_was_handled() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     job = Gate("race", timeout=1.0, retry=RetryPolicy(max_retries=3))
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        clock.advance(1.0)  # the watchdog cancels the attempt...
+        clock.jump_nowait(1.0)  # the watchdog cancels the attempt...
         assert scheduler.cancel(job.job_id) is True  # ...and the user cancels too
         await scheduler.join()
     assert job.status is S.CANCELLED, "the explicit cancel wins over a retry"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobsched import JobStatus, UnknownJobError
-from kernel_support import NO_RETRY, FakeClock, Gate, Noop, Scripted, make_scheduler, settle
+from jobsched.testing import VirtualClock
+from kernel_support import NO_RETRY, Gate, Noop, Scripted, make_scheduler, settle
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -110,7 +111,7 @@ async def test_dependents_submitted_after_the_upstream_failed_are_cancelled_at_o
 
 
 async def test_timed_out_and_cancelled_upstreams_cascade_too() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     slow = Scripted(["hang"], "slow", timeout=1.0, retry=NO_RETRY)
     doomed = Gate("doomed")
@@ -120,7 +121,7 @@ async def test_timed_out_and_cancelled_upstreams_cascade_too() -> None:
         scheduler.submit(doomed, delay=100.0)
         after_doomed = scheduler.submit(Noop(), depends_on=[doomed.job_id])
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         assert scheduler.cancel(doomed.job_id)
         await scheduler.join()
     assert slow.status is S.TIMED_OUT

@@ -19,7 +19,8 @@ from jobsched import (
     PluginError,
     RetryPolicy,
 )
-from kernel_support import NO_RETRY, FakeClock, builtin_plugins, make_scheduler, settle, until
+from jobsched.testing import VirtualClock
+from kernel_support import NO_RETRY, builtin_plugins, make_scheduler, settle, until
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -190,7 +191,7 @@ def test_non_callables_and_arguments_for_a_job_are_refused() -> None:
 
 # ── kernel features work for function jobs ────────────────────────────
 async def test_function_job_timeouts() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     release = threading.Event()
 
@@ -206,7 +207,7 @@ async def test_function_job_timeouts() -> None:
             a = scheduler.submit(forever, timeout=2.0, retry=NO_RETRY)
             t = scheduler.submit(blocked, timeout=2.0, retry=NO_RETRY)
             await until(lambda: scheduler.running == 2, "both to start")
-            clock.advance(2.0)
+            await clock.advance(2.0)
             await until(lambda: scheduler.get(t).status.is_terminal, "the thread timeout")
             await scheduler.join()
     finally:
@@ -217,7 +218,7 @@ async def test_function_job_timeouts() -> None:
 
 
 async def test_function_job_retries_and_non_retryable_errors() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     calls = {"flaky": 0, "fatal": 0}
 
@@ -238,9 +239,9 @@ async def test_function_job_retries_and_non_retryable_errors() -> None:
         await until(lambda: scheduler.get(n).status.is_terminal, "the fatal job")
         await settle()
         assert scheduler.get(f).status is S.RETRY_WAIT
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await settle()
-        clock.advance(2.0)
+        await clock.advance(2.0)
         await scheduler.join()
     assert scheduler.get(f).status is S.COMPLETED and scheduler.get(f).attempts == 3
     assert scheduler.get(n).status is S.FAILED and calls["fatal"] == 1

@@ -14,7 +14,8 @@ from jobsched import (
     SchedulerError,
     UnknownJobError,
 )
-from kernel_support import FakeClock, Gate, Noop, make_scheduler, settle
+from jobsched.testing import VirtualClock
+from kernel_support import Gate, Noop, make_scheduler, settle
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -157,19 +158,19 @@ def test_bad_delay_is_refused_and_nothing_is_recorded(delay: float) -> None:
 
 
 async def test_delayed_submit_waits_for_its_run_time() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     t0 = clock.now()
     job = Noop(value="late")
     async with scheduler:
         scheduler.submit(job, delay=10.0)
         assert job.run_at == t0 + 10.0
-        assert clock.pending == [t0 + 10.0]  # one timer, no polling
+        assert clock.timer_times() == [t0 + 10.0]  # one timer, no polling
         await settle()
-        clock.advance(9.5)
+        await clock.advance(9.5)
         await settle()
         assert job.status is S.PENDING and job.attempts == 0
-        clock.advance(0.5)
+        await clock.advance(0.5)
         await settle()
         assert job.status is S.COMPLETED
         assert job.started_at == t0 + 10.0
@@ -178,22 +179,22 @@ async def test_delayed_submit_waits_for_its_run_time() -> None:
 
 
 async def test_delayed_jobs_submitted_before_start_wait_too() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     job = Noop()
     scheduler.submit(job, delay=3.0)
-    assert clock.pending == []  # nothing is armed before start()
+    assert clock.timer_times() == []  # nothing is armed before start()
     async with scheduler:
-        assert clock.pending == [clock.now() + 3.0]
+        assert clock.timer_times() == [clock.now() + 3.0]
         await settle()
         assert job.status is S.PENDING
-        clock.advance(3.0)
+        await clock.advance(3.0)
         await scheduler.join()
     assert job.status is S.COMPLETED
 
 
 async def test_delayed_jobs_run_in_run_time_order_with_one_timer() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler("fifo", clock=clock, num_workers=1)
     t0 = clock.now()
     async with scheduler:
@@ -201,36 +202,36 @@ async def test_delayed_jobs_run_in_run_time_order_with_one_timer() -> None:
         soon = scheduler.submit(Noop("soon"), delay=2.0)  # re-arms the timer earlier
         mid = scheduler.submit(Noop("mid"), delay=5.0)
         now = scheduler.submit(Noop("now"))
-        assert clock.pending == [t0 + 2.0], "the earlier run time replaces the armed timer"
+        assert clock.timer_times() == [t0 + 2.0], "the earlier run time replaces the armed timer"
         await settle()
         assert recorder.started() == [now]
         for step in (2.0, 3.0, 3.0):
-            clock.advance(step)
+            await clock.advance(step)
             await settle()
         await scheduler.join()
     assert recorder.started() == [now, soon, mid, late]
 
 
 async def test_zero_delay_is_an_immediate_submit() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     job = Noop()
     async with scheduler:
         scheduler.submit(job, delay=0.0)
-        assert clock.pending == []
+        assert clock.timer_times() == []
         await scheduler.join()
     assert job.status is S.COMPLETED
 
 
 async def test_a_job_with_no_timeout_is_allowed_to_run_long() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     job = Gate(timeout=None)
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        assert clock.pending == [], "no watchdog for a job without a timeout"
-        clock.advance(1e9)
+        assert clock.timer_times() == [], "no watchdog for a job without a timeout"
+        await clock.advance(1e9)
         await settle()
         assert job.status is S.RUNNING
         job.open("done")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 from typing import Any
 
@@ -24,7 +25,8 @@ from jobsched import (
     RetryPolicy,
     SchedulingStrategy,
 )
-from kernel_support import FakeClock, Gate, Noop, Transitions, builtin_plugins, settle
+from jobsched.testing import VirtualClock
+from kernel_support import Gate, Noop, Transitions, builtin_plugins, settle
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -59,13 +61,13 @@ def _build(specs: list[tuple[JobPriority, float | None, float, bool]]) -> list[t
 
 
 async def _run_in_heap_order(name: str, specs: list[Any]) -> tuple[list[str], list[Job]]:
-    clock = FakeClock()
+    clock = VirtualClock()
     recorder = Transitions()
     scheduler = JobScheduler(name, num_workers=1, clock=clock, plugins=builtin_plugins())
     scheduler.add_listener(recorder)
     jobs = _build(specs)
     for job, wait in jobs:
-        clock.advance(wait)
+        await clock.advance(wait)
         scheduler.submit(job)
     for (job, _), spec in zip(jobs, specs, strict=True):
         if spec[3]:
@@ -105,7 +107,11 @@ def test_one_worker_runs_jobs_in_exactly_the_order_of_their_keys(
 )
 def test_every_pop_takes_the_smallest_live_key(name: str, ops: list[tuple[Any, ...]]) -> None:
     """Interleave submits, cancels and pops on the ready heap; each pop is the model's minimum."""
-    clock = FakeClock()
+    asyncio.run(_pop_in_key_order(name, ops))
+
+
+async def _pop_in_key_order(name: str, ops: list[tuple[Any, ...]]) -> None:
+    clock = VirtualClock()
     scheduler = JobScheduler(name, num_workers=1, clock=clock, plugins=builtin_plugins())
     strategy: SchedulingStrategy = scheduler.strategy
     jobs: list[Job] = []
@@ -123,7 +129,7 @@ def test_every_pop_takes_the_smallest_live_key(name: str, ops: list[tuple[Any, .
             assert scheduler.cancel(job.job_id) == (job.job_id in live)
             live.pop(job.job_id, None)
         elif op[0] == "wait":
-            clock.advance(op[1])
+            await clock.advance(op[1])
         elif op[0] == "pop":
             popped = scheduler._take_next()
             if not live:
@@ -177,7 +183,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.clock = FakeClock()
+        self.clock = VirtualClock()
         self.recorder = Transitions()
         self.scheduler = JobScheduler(
             "priority",
@@ -193,6 +199,8 @@ class SchedulerMachine(RuleBasedStateMachine):
     def act(self, fn: Any) -> Any:
         async def step() -> Any:
             result = fn()
+            if inspect.isawaitable(result):  # moving the clock
+                result = await result
             await settle(30)
             return result
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from jobsched import Job, JobScheduler, JobStatus, RecurringSchedule, SchedulerStoppedError
-from kernel_support import FakeClock, Gate, Noop, captured_logs, make_scheduler, settle
+from jobsched.testing import VirtualClock
+from kernel_support import Gate, Noop, captured_logs, make_scheduler, settle
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -20,7 +21,7 @@ class Factory:
 
     def __init__(self, make: Callable[[int], Job] | None = None) -> None:
         self.jobs: list[Job] = []
-        # No timeout: no watchdog timer, so clock.pending shows only the schedule.
+        # No timeout: no watchdog timer, so clock.timer_times() shows only the schedule.
         self._make = make or (lambda i: Noop(f"tick-{i}", timeout=None))
 
     def __call__(self) -> Job:
@@ -61,7 +62,7 @@ def test_bad_schedule_arguments() -> None:
 
 # ── through the scheduler, on a fake clock ────────────────────────────
 async def test_fires_at_a_fixed_rate_without_drift() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     t0 = clock.now()
     scheduler, _ = make_scheduler(clock=clock)
     factory = Factory()
@@ -69,15 +70,15 @@ async def test_fires_at_a_fixed_rate_without_drift() -> None:
     async with scheduler:
         await settle()
         assert factory.jobs == []
-        clock.advance(5.0)  # first fire at t0 + 5
+        await clock.advance(5.0)  # first fire at t0 + 5
         await settle()
         assert len(factory.jobs) == 1
-        clock.advance(13.0)  # woke 3 s late for the fire due at t0 + 15
+        await clock.jump(13.0)  # woke 3 s late for the fire due at t0 + 15
         await settle()
         assert len(factory.jobs) == 2
         (sched,) = scheduler.recurring()
         assert sched.next_run == t0 + 25.0, "the lateness does not shift later fires"
-        clock.advance(7.0)  # exactly t0 + 25
+        await clock.advance(7.0)  # exactly t0 + 25
         await settle()
         assert len(factory.jobs) == 3
         assert [j.submitted_at for j in factory.jobs] == [t0 + 5.0, t0 + 18.0, t0 + 25.0]
@@ -87,22 +88,22 @@ async def test_fires_at_a_fixed_rate_without_drift() -> None:
 
 
 async def test_missed_fires_are_coalesced_into_one() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     t0 = clock.now()
     scheduler, _ = make_scheduler(clock=clock)
     factory = Factory()
     scheduler.schedule_recurring(factory, 1.0)
     async with scheduler:
-        clock.advance(0.0)  # the first fire, due at start
+        await clock.advance(0.0)  # the first fire, due at start
         await settle()
         assert len(factory.jobs) == 1
-        clock.advance(10.5)  # the loop was busy for ten intervals
+        await clock.jump(10.5)  # the loop was busy for ten intervals
         await settle()
         assert len(factory.jobs) == 2, "one fire for the whole gap, not a burst of ten"
         (sched,) = scheduler.recurring()
         assert sched.next_run == t0 + 11.0
         assert sched.fired == 2 and sched.skipped == 0
-        clock.advance(0.5)
+        await clock.advance(0.5)
         await settle()
         assert len(factory.jobs) == 3
         scheduler.cancel_recurring(sched.schedule_id)
@@ -110,24 +111,24 @@ async def test_missed_fires_are_coalesced_into_one() -> None:
 
 
 async def test_overlap_guard_skips_fires_while_the_previous_job_runs() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock, num_workers=4)
     factory = Factory(lambda i: Gate(f"gate-{i}"))
     sched_id = scheduler.schedule_recurring(factory, 1.0)
     async with scheduler:
-        clock.advance(0.0)
+        await clock.advance(0.0)
         await settle()
         first = factory.jobs[0]
         assert first.status is S.RUNNING
         for _ in range(3):
-            clock.advance(1.0)
+            await clock.advance(1.0)
             await settle()
         assert factory.jobs == [first], "no overlap: fires skipped while it runs"
         (sched,) = scheduler.recurring()
         assert (sched.fired, sched.skipped) == (1, 3)
         first.open()
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await settle()
         assert len(factory.jobs) == 2 and factory.jobs[1].status is S.RUNNING
         assert scheduler.cancel_recurring(sched_id)
@@ -136,15 +137,15 @@ async def test_overlap_guard_skips_fires_while_the_previous_job_runs() -> None:
 
 
 async def test_allow_overlap_fires_while_the_previous_job_runs() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock, num_workers=4)
     factory = Factory(lambda i: Gate(f"gate-{i}"))
     sched_id = scheduler.schedule_recurring(factory, 1.0, allow_overlap=True)
     async with scheduler:
-        clock.advance(0.0)
+        await clock.advance(0.0)
         await settle()
         for _ in range(2):
-            clock.advance(1.0)
+            await clock.advance(1.0)
             await settle()
         assert len(factory.jobs) == 3
         assert all(j.status is S.RUNNING for j in factory.jobs)
@@ -156,33 +157,33 @@ async def test_allow_overlap_fires_while_the_previous_job_runs() -> None:
 
 
 async def test_cancel_recurring_stops_future_fires() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     factory = Factory()
     sched_id = scheduler.schedule_recurring(factory, 1.0)
     async with scheduler:
-        clock.advance(0.0)
+        await clock.advance(0.0)
         await settle()
         assert scheduler.cancel_recurring(sched_id) is True
         assert scheduler.cancel_recurring(sched_id) is False, "already cancelled"
         assert scheduler.cancel_recurring("sched-unknown") is False
         assert scheduler.recurring() == []
-        assert clock.pending == [], "its timer was cancelled"
-        clock.advance(100.0)
+        assert clock.timer_times() == [], "its timer was cancelled"
+        await clock.advance(100.0)
         await settle()
         await scheduler.join()
     assert len(factory.jobs) == 1
 
 
 async def test_schedule_made_before_start_is_armed_at_start() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     factory = Factory()
     scheduler.schedule_recurring(factory, 2.0, start_in=1.0)
-    assert clock.pending == []
-    clock.advance(5.0)  # time passes before start: nothing fires yet
+    assert clock.timer_times() == []
+    await clock.advance(5.0)  # time passes before start: nothing fires yet
     async with scheduler:
-        clock.advance(0.0)  # overdue: fires once at start
+        await clock.advance(0.0)  # overdue: fires once at start
         await settle()
         assert len(factory.jobs) == 1
         (sched,) = scheduler.recurring()
@@ -194,7 +195,7 @@ async def test_schedule_made_before_start_is_armed_at_start() -> None:
 
 
 async def test_a_broken_factory_is_logged_and_the_schedule_goes_on() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     calls = []
 
@@ -207,11 +208,11 @@ async def test_a_broken_factory_is_logged_and_the_schedule_goes_on() -> None:
     sched_id = scheduler.schedule_recurring(flaky_factory, 1.0)
     async with scheduler:
         with captured_logs() as logs:
-            clock.advance(0.0)
+            await clock.advance(0.0)
             await settle()
         assert [e["event"] for e in logs] == ["recurring schedule failed to fire"]
         assert logs[0]["schedule_id"] == sched_id
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await settle()
         assert len(calls) == 2
         (sched,) = scheduler.recurring()
@@ -221,29 +222,29 @@ async def test_a_broken_factory_is_logged_and_the_schedule_goes_on() -> None:
 
 
 async def test_stop_ends_schedules_and_schedule_after_stop_is_refused() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     factory = Factory()
     scheduler.schedule_recurring(factory, 1.0)
     async with scheduler:
-        clock.advance(0.0)
+        await clock.advance(0.0)
         await settle()
         await scheduler.join()
-    assert clock.pending == []
-    clock.advance(10.0)
+    assert clock.timer_times() == []
+    await clock.advance(10.0)
     assert len(factory.jobs) == 1
     with pytest.raises(SchedulerStoppedError):
         scheduler.schedule_recurring(factory, 1.0)
 
 
 async def test_recurring_jobs_are_bounded_by_the_history() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock, history_limit=5)
     factory = Factory()
     sched_id = scheduler.schedule_recurring(factory, 1.0)
     async with scheduler:
         for _ in range(50):
-            clock.advance(1.0)
+            await clock.jump(1.0)  # the fire due at start coalesces into the first
             await settle()
         scheduler.cancel_recurring(sched_id)
         await scheduler.join()

@@ -19,7 +19,8 @@ from jobsched import (
     PriorityStrategy,
     SchedulingStrategy,
 )
-from kernel_support import FakeClock, Noop, builtin_plugins, make_scheduler
+from jobsched.testing import VirtualClock
+from kernel_support import Noop, builtin_plugins, make_scheduler
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -77,10 +78,10 @@ def test_aging_low_overtakes_a_fresh_high_after_twenty_seconds() -> None:
 
 async def _run_order(strategy: object, jobs: list[tuple[Job, float]]) -> list[str]:
     """Submit jobs (each after advancing a fake clock) before start; return the run order."""
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(strategy, clock=clock, num_workers=1)
     for j, wait in jobs:
-        clock.advance(wait)
+        await clock.advance(wait)
         scheduler.submit(j)
     async with scheduler:
         await scheduler.join()

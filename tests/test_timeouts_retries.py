@@ -1,6 +1,6 @@
 """Per-job timeouts, retries with capped exponential backoff and full jitter, NonRetryableError.
 
-Time is a `FakeClock`: the tests move it by hand and check the scheduler
+Time is a `VirtualClock`: the tests move it by hand and check the scheduler
 waits exactly as long as the policy says, with no wall-clock thresholds.
 """
 
@@ -14,10 +14,10 @@ import attrs
 import pytest
 
 from jobsched import AsyncJob, JobStatus, NonRetryableError, RetryPolicy
+from jobsched.testing import VirtualClock
 from kernel_support import (
     NO_RETRY,
     BlockedThreadJob,
-    FakeClock,
     Gate,
     Noop,
     Scripted,
@@ -90,7 +90,7 @@ def test_retry_policy_is_a_frozen_value() -> None:
 
 # ── the scheduler waits the backoff ────────────────────────────────────
 async def test_scheduler_waits_each_jittered_backoff_exactly() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     policy = RetryPolicy(max_retries=3, base_delay=1.0, max_delay=60.0, jitter=True)
     scheduler, recorder = make_scheduler(clock=clock, rng=random.Random(42))
     mirror = random.Random(42)
@@ -103,11 +103,11 @@ async def test_scheduler_waits_each_jittered_backoff_exactly() -> None:
             assert job.attempts == attempt
             backoff = mirror.uniform(0, min(60.0, 2.0 ** (attempt - 1)))
             assert job.run_at == clock.now() + backoff
-            assert clock.pending == [job.run_at]
-            clock.advance_to(job.run_at - 1e-6)
+            assert clock.timer_times() == [job.run_at]
+            await clock.advance_to(job.run_at - 1e-6)
             await settle()
             assert job.status is S.RETRY_WAIT and job.attempts == attempt, "retried too early"
-            clock.advance_to(job.run_at)
+            await clock.advance_to(job.run_at)
             await settle()
         await scheduler.join()
     assert job.status is S.FAILED
@@ -120,7 +120,7 @@ async def test_scheduler_waits_each_jittered_backoff_exactly() -> None:
 
 
 async def test_backoff_is_capped_by_max_delay() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     policy = RetryPolicy(max_retries=4, base_delay=1.0, max_delay=3.0, jitter=False)
     scheduler, _ = make_scheduler(clock=clock)
     job = Scripted([OSError("x")] * 4 + ["ok"], retry=policy)
@@ -130,7 +130,7 @@ async def test_backoff_is_capped_by_max_delay() -> None:
         await settle()
         while job.status is S.RETRY_WAIT:
             waits.append(job.run_at - clock.now())
-            clock.advance_to(job.run_at)
+            await clock.advance_to(job.run_at)
             await settle()
         await scheduler.join()
     assert waits == [1.0, 2.0, 3.0, 3.0]
@@ -138,16 +138,16 @@ async def test_backoff_is_capped_by_max_delay() -> None:
 
 
 async def test_flaky_job_succeeds_within_its_retries() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     fast = RetryPolicy(max_retries=3, base_delay=0.5, jitter=False)
     job = Scripted([ConnectionError("1"), ConnectionError("2"), "ok"], retry=fast)
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        clock.advance(0.5)
+        await clock.advance(0.5)
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await scheduler.join()
     assert job.status is S.COMPLETED
     assert job.result == 3 and job.attempts == 3
@@ -156,7 +156,7 @@ async def test_flaky_job_succeeds_within_its_retries() -> None:
 
 
 async def test_zero_backoff_retries_at_once() -> None:
-    scheduler, _ = make_scheduler(clock=FakeClock())
+    scheduler, _ = make_scheduler(clock=VirtualClock())
     job = Scripted([RuntimeError("a"), RuntimeError("b"), "ok"], retry=RetryPolicy(base_delay=0))
     async with scheduler:
         scheduler.submit(job)
@@ -165,7 +165,7 @@ async def test_zero_backoff_retries_at_once() -> None:
 
 
 async def test_retries_wait_in_the_delayed_heap_without_holding_a_worker() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler("fifo", clock=clock, num_workers=1)
     flaky = Scripted([RuntimeError("down"), "ok"], "flaky", retry=RetryPolicy(jitter=False))
     other = Noop("other")
@@ -174,7 +174,7 @@ async def test_retries_wait_in_the_delayed_heap_without_holding_a_worker() -> No
         scheduler.submit(other)
         await settle()
         assert other.status is S.COMPLETED, "the only worker is free during the backoff"
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await scheduler.join()
     assert recorder.started() == [flaky.job_id, other.job_id, flaky.job_id]
 
@@ -183,7 +183,7 @@ async def test_non_retryable_error_fails_at_once() -> None:
     class Fatal(NonRetryableError):
         pass
 
-    scheduler, recorder = make_scheduler(clock=FakeClock())
+    scheduler, recorder = make_scheduler(clock=VirtualClock())
     plain = Scripted([NonRetryableError("bad input")], retry=RetryPolicy(max_retries=5))
     sub = Scripted([Fatal("schema")], retry=RetryPolicy(max_retries=5))
     async with scheduler:
@@ -197,13 +197,13 @@ async def test_non_retryable_error_fails_at_once() -> None:
 
 
 async def test_non_retryable_error_after_some_retries() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     job = Scripted([OSError("x"), NonRetryableError("stop")], retry=RetryPolicy(jitter=False))
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await scheduler.join()
     assert job.status is S.FAILED and job.attempts == 2
 
@@ -214,7 +214,7 @@ async def test_retry_policies_by_name() -> None:
     none = plugins.resolve("retry_policies", "none")()
     assert plugins.resolve("retry_policies", "exponential") is RetryPolicy
     assert none.max_retries == 0
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     steady = Scripted([OSError("x"), OSError("y"), "ok"], retry=fixed)
     once = Scripted([OSError("z"), "ok"], retry=none)
@@ -224,7 +224,7 @@ async def test_retry_policies_by_name() -> None:
         await settle()
         for _ in range(2):
             assert steady.run_at - clock.now() == 5.0
-            clock.advance(5.0)
+            await clock.advance(5.0)
             await settle()
         await scheduler.join()
     assert steady.status is S.COMPLETED and steady.attempts == 3
@@ -233,17 +233,17 @@ async def test_retry_policies_by_name() -> None:
 
 # ── timeouts ───────────────────────────────────────────────────────────
 async def test_timeout_with_no_retries_left_is_timed_out() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     job = Gate("slow", timeout=2.0)
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        assert clock.pending == [clock.now() + 2.0]  # the watchdog
-        clock.advance(1.5)
+        assert clock.timer_times() == [clock.now() + 2.0]  # the watchdog
+        await clock.advance(1.5)
         await settle()
         assert job.status is S.RUNNING
-        clock.advance(0.5)
+        await clock.advance(0.5)
         await settle()
         assert job.status is S.TIMED_OUT
         await scheduler.join()
@@ -254,17 +254,17 @@ async def test_timeout_with_no_retries_left_is_timed_out() -> None:
 
 
 async def test_timed_out_job_with_retries_left_goes_to_retry_wait() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     job = Scripted(["hang", "ok"], timeout=1.0, retry=RetryPolicy(max_retries=1, jitter=False))
     async with scheduler:
         scheduler.submit(job)
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await settle()
         assert job.status is S.RETRY_WAIT
         assert job.last_error == "timed out after 1.0s"
-        clock.advance(1.0)  # the backoff
+        await clock.advance(1.0)  # the backoff
         await scheduler.join()
     assert job.status is S.COMPLETED and job.result == 2
     assert recorder.path(job.job_id) == [
@@ -277,7 +277,7 @@ async def test_timed_out_job_with_retries_left_goes_to_retry_wait() -> None:
 
 
 async def test_last_attempt_timing_out_is_timed_out_and_an_earlier_timeout_is_not() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
     policy = RetryPolicy(max_retries=1, base_delay=1.0, jitter=False)
     timed_out = Scripted(["hang", "hang"], "twice", timeout=1.0, retry=policy)
@@ -286,11 +286,11 @@ async def test_last_attempt_timing_out_is_timed_out_and_an_earlier_timeout_is_no
         scheduler.submit(timed_out)
         scheduler.submit(failed)
         await settle()
-        clock.advance(1.0)  # first attempts time out
+        await clock.advance(1.0)  # first attempts time out
         await settle()
-        clock.advance(1.0)  # backoff over, second attempts start
+        await clock.advance(1.0)  # backoff over, second attempts start
         await settle()
-        clock.advance(1.0)  # the second "hang" times out
+        await clock.advance(1.0)  # the second "hang" times out
         await scheduler.join()
     assert timed_out.status is S.TIMED_OUT and timed_out.attempts == 2
     assert failed.status is S.FAILED and failed.attempts == 2
@@ -298,7 +298,7 @@ async def test_last_attempt_timing_out_is_timed_out_and_an_earlier_timeout_is_no
 
 
 async def test_job_raising_timeout_error_itself_is_an_ordinary_failure() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock)
     raises = Scripted([TimeoutError("upstream API timed out")], timeout=5.0, retry=NO_RETRY)
     retried = Scripted([TimeoutError("once"), "ok"], timeout=5.0, retry=RetryPolicy(base_delay=0))
@@ -322,7 +322,7 @@ async def test_job_raising_timeout_error_itself_is_an_ordinary_failure() -> None
 
 
 async def test_a_job_that_swallows_the_cancel_still_times_out() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock)
 
     class Stubborn(AsyncJob):
@@ -339,7 +339,7 @@ async def test_a_job_that_swallows_the_cancel_still_times_out() -> None:
         scheduler.submit(job)
         scheduler.submit(after)
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         await scheduler.join()
     assert job.status is S.TIMED_OUT
     assert job.result is None
@@ -347,7 +347,7 @@ async def test_a_job_that_swallows_the_cancel_still_times_out() -> None:
 
 
 async def test_one_watchdog_timer_serves_every_running_job() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     t0 = clock.now()
     scheduler, _ = make_scheduler(clock=clock, num_workers=3)
     jobs = {t: Gate(f"t{t}", timeout=float(t)) for t in (3, 1, 2)}
@@ -355,18 +355,18 @@ async def test_one_watchdog_timer_serves_every_running_job() -> None:
         for job in jobs.values():
             scheduler.submit(job)
         await settle()
-        assert clock.pending == [t0 + 1.0], "one timer, at the earliest deadline"
+        assert clock.timer_times() == [t0 + 1.0], "one timer, at the earliest deadline"
         for t in (1, 2, 3):
-            clock.advance(1.0)
+            await clock.advance(1.0)
             await settle()
             assert [j.status for k, j in sorted(jobs.items()) if k <= t] == [S.TIMED_OUT] * t
             assert all(j.status is S.RUNNING for k, j in jobs.items() if k > t)
         await scheduler.join()
-    assert clock.pending == []
+    assert clock.timer_times() == []
 
 
 async def test_a_job_finishing_in_time_is_not_timed_out_later() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, _ = make_scheduler(clock=clock, num_workers=1)
     quick = Gate("quick", timeout=2.0)
     next_job = Gate("next", timeout=2.0)
@@ -374,21 +374,23 @@ async def test_a_job_finishing_in_time_is_not_timed_out_later() -> None:
         scheduler.submit(quick)
         scheduler.submit(next_job)
         await settle()
-        clock.advance(1.0)
+        await clock.advance(1.0)
         quick.open("in time")
         await settle()
         assert next_job.status is S.RUNNING
-        clock.advance(1.0)  # the first job's deadline: the stale watchdog must not fire on "next"
+        await clock.advance(
+            1.0
+        )  # the first job's deadline: the stale watchdog must not fire on "next"
         await settle()
         assert quick.status is S.COMPLETED and quick.result == "in time"
         assert next_job.status is S.RUNNING
-        clock.advance(1.0)  # next's own deadline
+        await clock.advance(1.0)  # next's own deadline
         await scheduler.join()
     assert next_job.status is S.TIMED_OUT
 
 
 async def test_thread_job_timeout_abandons_the_thread() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     scheduler, recorder = make_scheduler(clock=clock, num_workers=2)
     release = threading.Event()
     job = BlockedThreadJob("stuck", release, timeout=1.0, retry=NO_RETRY)
@@ -397,7 +399,7 @@ async def test_thread_job_timeout_abandons_the_thread() -> None:
         async with scheduler:
             scheduler.submit(job)
             await until(job.entered.is_set, "the thread job to start")
-            clock.advance(1.0)
+            await clock.advance(1.0)
             await until(lambda: job.status.is_terminal, "the timeout to be recorded")
             assert job.status is S.TIMED_OUT
             assert not job.returned.is_set(), "recorded while the thread still runs"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -146,3 +148,76 @@ def test_the_pytest_plugin_provides_fixtures(pytester: pytest.Pytester) -> None:
         "asyncio_default_fixture_loop_scope=function",
     )
     result.assert_outcomes(passed=1)
+
+
+def test_the_fixtures_load_from_jobsched_testing_with_autoload_off(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The documented fallback: `pytest_plugins = ["jobsched.testing"]` in a conftest.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest('pytest_plugins = ["jobsched.testing"]')
+    pytester.makepyfile(
+        """
+        from jobsched import JobScheduler
+        from jobsched.testing import VirtualClock
+
+        def test_uses_them(virtual_clock, virtual_scheduler):
+            assert isinstance(virtual_clock, VirtualClock)
+            assert isinstance(virtual_scheduler(num_workers=1), JobScheduler)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_jobsched_testing_imports_without_pytest() -> None:
+    # A finder that refuses pytest stands in for an environment without it.
+    code = (
+        "import sys\n"
+        "class NoPytest:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pytest' or name.startswith(('pytest.', '_pytest')):\n"
+        "            raise ImportError('pytest is blocked in this test')\n"
+        "sys.meta_path.insert(0, NoPytest())\n"
+        "from jobsched.testing import VirtualClock\n"
+        "import asyncio\n"
+        "clock = VirtualClock()\n"
+        "asyncio.run(clock.advance(5))\n"
+        "assert clock.now() == 5.0\n"
+        "assert not any(m == 'pytest' or m.startswith('_pytest') for m in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+async def test_timer_times_lists_the_live_timers_earliest_first() -> None:
+    clock = VirtualClock(start=10.0)
+    clock.call_at(15, lambda: None)
+    clock.call_at(12, lambda: None).cancel()
+    clock.call_at(11, lambda: None)
+    assert clock.timer_times() == [11.0, 15.0]
+    await clock.advance(2)
+    assert clock.timer_times() == [15.0]
+
+
+async def test_jump_nowait_rings_the_overdue_timers_before_any_task_runs() -> None:
+    clock = VirtualClock()
+    log: list[str] = []
+
+    async def reacts() -> None:
+        log.append("task")
+
+    def ring(name: str) -> None:
+        log.append(f"{name}@{clock.now()}")
+        asyncio.get_running_loop().create_task(reacts())
+
+    clock.call_at(1, lambda: ring("a"))
+    clock.call_at(2, lambda: ring("b"))
+    clock.call_at(9, lambda: ring("later"))
+    assert clock.jump_nowait(3) == 2
+    assert log == ["a@3.0", "b@3.0"], "both rang late, at the new time, and no task ran yet"
+    await clock.settle()
+    assert log == ["a@3.0", "b@3.0", "task", "task"]
+    assert clock.timer_times() == [9.0]
+    with pytest.raises(ValueError, match="seconds >= 0"):
+        clock.jump_nowait(-1)

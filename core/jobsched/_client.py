@@ -30,9 +30,10 @@ from typing import Any, TypeVar
 import attrs
 import structlog
 
+from ._codec import JobCodec, sort_key
 from ._errors import SchedulerError, UnknownJobError
 from ._job import FunctionJob, Job, new_job_id
-from ._jobtypes import build_job, build_retry_policy, job_spec, retry_policy_data
+from ._jobtypes import build_job, build_retry_policy
 from ._limits import Limits
 from ._options import check_delay, to_priority, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
@@ -148,11 +149,7 @@ class Submission:
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
-# Local adapter, to be replaced by jobsched._codec (issue 10, part A) when it
-# lands: it encodes a job exactly as the shared scheduler does today
-# (_shared.describe / _shared.sort_key), which needs no scheduler here.
-def _describe(job: Job, plugins: PluginManager) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(type name, args, options) of `job`; a clear `SchedulerError` if it is not data."""
+def _refuse_functions(job: Any) -> None:
     if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
         raise SchedulerError(
             f"{job!r}: a plain function cannot be stored in a shared store "
@@ -160,39 +157,6 @@ def _describe(job: Job, plugins: PluginManager) -> tuple[str, dict[str, Any], di
         )
     if not isinstance(job, Job):
         raise TypeError(f"submit() takes a Job, got {job!r}")
-    retry = retry_policy_data(job.retry, plugins)
-    if retry is None:
-        raise SchedulerError(
-            f"{job!r}: its retry policy {job.retry!r} is not a registered attrs policy "
-            "and cannot be stored"
-        )
-    spec = job_spec(job, plugins)
-    if spec is None:
-        raise SchedulerError(
-            f"{job!r}: {type(job).__qualname__} cannot be described as data (a registered "
-            "job type built with jobsched.build_job, or an attrs job type), so it cannot "
-            "go to a shared store"
-        )
-    options = dict(spec.options)
-    options.update(name=job.name, priority=int(job.priority), timeout=job.timeout, retry=retry)
-    options["executor"] = getattr(job.model, "value", job.model)
-    options["deadline"] = None if job.deadline is None else _wall(job.deadline)
-    return spec.type, dict(spec.args), options
-
-
-def _wall(monotonic: float) -> float:
-    """A `time.monotonic()` time (a job's deadline) as wall-clock time, for other hosts."""
-    return time.time() + (monotonic - time.monotonic())
-
-
-def _numbers(key: Any, strategy: Any, job: Job) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in key)
-    except (TypeError, ValueError):
-        raise SchedulerError(
-            f"strategy {type(strategy).__name__} gives the key {key!r} for {job!r}: "
-            "a shared store needs a key of numbers only"
-        ) from None
 
 
 @attrs.frozen
@@ -237,6 +201,7 @@ class Client:
         if not callable(getattr(strategy, "key", None)):
             raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
         self.strategy = strategy
+        self.codec = JobCodec(self.plugins)
         built = resolve_store(store, self.plugins)
         missing = [name for name in _CLIENT_CALLS if not hasattr(built, name)]
         if built is None or missing:
@@ -414,41 +379,24 @@ class Client:
         for what, value in (("key", item.key), ("unique_key", item.unique_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-        type_name, args, options = _describe(item.job, self.plugins)
-        # The strategy sees the job as it will be stored: a copy, so the
-        # caller's job is never changed.
+        _refuse_functions(item.job)
+        # The codec describes the job as it will be stored: a copy with the
+        # submit's options, so the caller's job is never changed.
         probe = copy.copy(item.job)
         if item.priority is not None:
             probe.priority = to_priority(item.priority)
-            options["priority"] = int(probe.priority)
         if item.timeout is not False:
-            options["timeout"] = to_timeout(item.timeout)
+            probe.timeout = to_timeout(item.timeout)
         if item.retry is not None:
-            policy = build_retry_policy(item.retry, self.plugins)
-            data = retry_policy_data(policy, self.plugins)
-            if data is None:
-                raise SchedulerError(
-                    f"retry policy {policy!r} is not a registered attrs policy and cannot be stored"
-                )
-            options["retry"] = data
+            probe.retry = build_retry_policy(item.retry, self.plugins)
         if item.name is not None:
             if not isinstance(item.name, str) or not item.name:
                 raise ValueError(f"name must be a non-empty string, got {item.name!r}")
-            options["name"] = item.name
-        try:
-            json.dumps([args, options], allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise SchedulerError(
-                f"{item.job!r} ({type_name}): its arguments are not JSON and cannot be "
-                f"stored: {exc}"
-            ) from None
-        # Taken with seq 0 (the store breaks ties by its own submit order) and
-        # wall-clock times, so jobs from different hosts sort on one time line.
-        probe.seq = 0
-        probe.submitted_at = now
-        probe.deadline = options["deadline"]
-        sort_key = _numbers(self.strategy.key(probe), self.strategy, item.job)
-        return _Encoded(type_name, args, options, sort_key)
+            probe.name = item.name
+        offset = time.time() - time.monotonic()
+        type_name, args, options = self.codec.describe_data(probe, offset)
+        key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)
+        return _Encoded(type_name, args, options, key)
 
     # ── looking up ──────────────────────────────────────────────────
     async def get(self, job_id: str) -> JobInfo:
@@ -601,7 +549,8 @@ class Client:
             spec["times"] = times
         if key is not None:
             spec["key"] = key
-        type_name, args, options = _describe(job, self.plugins)
+        _refuse_functions(job)
+        type_name, args, options = self.codec.describe_data(job, time.time() - time.monotonic())
         # The same identity as a worker's shared schedule (backends keep the
         # executor out of it), so both serve one schedule.
         same = {k: v for k, v in options.items() if k != "executor"}

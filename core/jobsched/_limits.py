@@ -305,10 +305,6 @@ class Limiter:
         self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
 
-    def type_of(self, job: Job) -> str:
-        """The job type name limits know `job` by."""
-        return job_type_of(job, self._registered)
-
     @property
     def parked(self) -> int:
         """Jobs waiting for room under a concurrency limit."""

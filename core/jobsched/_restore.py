@@ -6,8 +6,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from ._codec import JobCodec, decode_result
 from ._errors import SchedulerError
 from ._jobtypes import JobSpecError
@@ -18,8 +16,6 @@ from .store import JobRow, Snapshot, StoreContext, StoreError, check_snapshot, n
 if TYPE_CHECKING:
     from ._job import Job
     from ._scheduler import JobScheduler
-
-logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
 RUNNING = JobStatus.RUNNING

@@ -92,6 +92,10 @@ class VirtualClock:
         """Timers not yet rung or cancelled."""
         return sum(1 for _, _, t in self._timers if not t.cancelled)
 
+    def timer_times(self) -> list[float]:
+        """When each live timer rings, earliest first: what a test checks is armed."""
+        return sorted(t.when for _, _, t in self._timers if not t.cancelled)
+
     def next_timer(self) -> float | None:
         """When the earliest live timer rings; None when there is none."""
         timers = self._timers
@@ -121,18 +125,13 @@ class VirtualClock:
         if when < self._now:
             raise ValueError(f"a clock cannot go back: now is {self._now}, asked for {when}")
         await self.settle()
-        timers = self._timers
         while True:
             nxt = self.next_timer()
             if nxt is None or nxt > when:
                 break
-            _, _, timer = heapq.heappop(timers)
             if nxt > self._now:
                 self._now = nxt
-            callback = timer._callback
-            timer.cancel()
-            if callback is not None:
-                callback()
+            self._ring_next()
             await self.settle()
         self._now = max(self._now, when)
         await self.settle()
@@ -153,6 +152,33 @@ class VirtualClock:
             raise ValueError(f"jump() needs seconds >= 0, got {seconds!r}")
         self._now += seconds
         await self.advance_to(self._now)
+
+    def jump_nowait(self, seconds: float) -> int:
+        """Move `seconds` forward and ring the overdue timers *now*, without running the loop.
+
+        Like `jump`, every timer due by the new time rings at the new time, in
+        order; unlike it, no task runs before, between or after them, so a test
+        sees the instant a timer fired and before anyone reacted (a watchdog
+        that fired but whose cancel the attempt has not yet seen, say). Call it
+        on the loop's thread; then ``await clock.settle()`` to let tasks react.
+        Returns how many timers rang.
+        """
+        if seconds < 0:
+            raise ValueError(f"jump_nowait() needs seconds >= 0, got {seconds!r}")
+        self._now += seconds
+        rang = 0
+        while (nxt := self.next_timer()) is not None and nxt <= self._now:
+            self._ring_next()
+            rang += 1
+        return rang
+
+    def _ring_next(self) -> None:
+        """Pop the earliest live timer and ring it (the caller checked it is due)."""
+        _, _, timer = heapq.heappop(self._timers)
+        callback = timer._callback
+        timer.cancel()
+        if callback is not None:
+            callback()
 
     async def sleep(self, seconds: float) -> None:
         """Wait `seconds` of virtual time (for async jobs that must take time)."""

@@ -5,6 +5,10 @@ entry point ``jobsched``), so its fixtures are available in every test. When
 plugin autoload is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), add
 ``pytest_plugins = ["jobsched.testing"]`` to your top-level ``conftest.py``.
 
+This module does not import pytest, so `VirtualClock` works in any test runner
+or script; pytest finds the fixtures in ``jobsched._pytest_plugin`` through
+this module's ``pytest_plugins``.
+
 Fixtures:
 
 ``virtual_clock``
@@ -26,32 +30,10 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import pytest
-
-from ._scheduler import JobScheduler
 from ._virtual_clock import VirtualClock, VirtualTimer
 
-__all__ = ["VirtualClock", "VirtualTimer", "virtual_clock", "virtual_scheduler"]
+__all__ = ["VirtualClock", "VirtualTimer"]
 
-
-@pytest.fixture
-def virtual_clock() -> VirtualClock:
-    """A fresh `VirtualClock`: monotonic 0.0, wall time 2026-01-01T00:00:00Z."""
-    return VirtualClock()
-
-
-@pytest.fixture
-def virtual_scheduler(virtual_clock: VirtualClock) -> Callable[..., JobScheduler]:
-    """A factory of `JobScheduler`s that run on `virtual_clock`.
-
-    Use the scheduler as ``async with scheduler:`` so it is stopped in the test.
-    """
-
-    def make(**kwargs: Any) -> JobScheduler:
-        kwargs.setdefault("clock", virtual_clock)
-        return JobScheduler(**kwargs)
-
-    return make
+# pytest reads this when it loads this module as a plugin and then loads the
+# fixtures from there: importing `jobsched.testing` never imports pytest.
+pytest_plugins = ["jobsched._pytest_plugin"]
