@@ -86,6 +86,7 @@ async def test_jobs_held_back_by_a_limit_do_not_block_the_others(target: Target)
     async with a, b:
         store = a._shared.store  # type: ignore[union-attr]
         first = a.submit(target.span("long", 3600))
+        await a.flush()  # stored before `second`: claimed first (submit order)
         second = b.submit(target.span("waits", 3600))
         records = [(a if i % 2 else b).submit(target.rec(f"r{i}")) for i in range(6)]
         await until(
