@@ -2,13 +2,16 @@
 
 Each ``record`` job writes one row per execution to the side table
 ``<schema>.executions`` (job id, process id), which is how the tests count
-how often each job really ran.
+how often each job really ran. With a `dsn` of ``sqlite:PATH`` (the SQLite
+runs of the shared-store tests) the side tables are in the SQLite file PATH.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 from typing import Any
 
 import attrs
@@ -20,6 +23,25 @@ from jobsched.hookspecs import Register
 # One connection per event loop (each test has its own loop).
 _conns: dict[tuple[int, str], psycopg.AsyncConnection[Any]] = {}
 _locks: dict[int, asyncio.Lock] = {}
+
+
+def _sqlite_insert(path: str, sql: str, params: list[Any]) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=60, isolation_level=None)) as conn:
+        conn.execute(sql, params)
+
+
+async def _record(dsn: str, schema: str, table: str, columns: str, params: list[Any]) -> None:
+    """One row into the side table `table`, in PostgreSQL or in a SQLite file."""
+    marks = ", ".join(["?"] * len(params))
+    if dsn.startswith("sqlite:"):
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        await asyncio.to_thread(_sqlite_insert, dsn.removeprefix("sqlite:"), sql, params)
+        return
+    conn = await _conn(dsn)
+    await conn.execute(
+        f'INSERT INTO "{schema}".{table} ({columns}) VALUES ({marks.replace("?", "%s")})',
+        params,
+    )
 
 
 async def _conn(dsn: str) -> psycopg.AsyncConnection[Any]:
@@ -45,9 +67,11 @@ class Record(AsyncJob):
         Job.__init__(self, f"record-{self.tag}")
 
     async def run(self) -> Any:
-        conn = await _conn(self.dsn)
-        await conn.execute(
-            f'INSERT INTO "{self.schema}".executions (job_id, tag, pid) VALUES (%s, %s, %s)',
+        await _record(
+            self.dsn,
+            self.schema,
+            "executions",
+            "job_id, tag, pid",
             [self.job_id, self.tag, os.getpid()],
         )
         if self.seconds:
@@ -68,12 +92,10 @@ class Span(AsyncJob):
         Job.__init__(self, f"span-{self.tag}")
 
     async def run(self) -> Any:
-        conn = await _conn(self.dsn)
-        sql = f'INSERT INTO "{self.schema}".spans (job_id, event) VALUES (%s, %s)'
-        await conn.execute(sql, [self.job_id, "start"])
+        await _record(self.dsn, self.schema, "spans", "job_id, event", [self.job_id, "start"])
         if self.seconds:
             await asyncio.sleep(self.seconds)
-        await conn.execute(sql, [self.job_id, "end"])
+        await _record(self.dsn, self.schema, "spans", "job_id, event", [self.job_id, "end"])
         return {"tag": self.tag}
 
 
@@ -109,3 +131,11 @@ def spans_ddl(schema: str) -> str:
         f'CREATE TABLE IF NOT EXISTS "{schema}".spans ('
         "n bigserial PRIMARY KEY, job_id text NOT NULL, event text NOT NULL)"
     )
+
+
+SQLITE_SIDE_TABLES = """
+CREATE TABLE IF NOT EXISTS executions (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, tag TEXT, pid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS spans (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, event TEXT NOT NULL);
+"""

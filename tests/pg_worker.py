@@ -1,6 +1,7 @@
 """A worker process for the cluster tests: ``python pg_worker.py URL WORKERS [SCHEDULE_S]``.
 
-Runs `jobsched.worker.run_worker` with the test job types; prints ``ready
+Runs `jobsched.worker.run_worker` with the test job types (their side
+tables are at ``$PG_JOBS_DSN``, in schema ``$PG_JOBS_SCHEMA``); prints ``ready
 <identity>`` once it is serving. With SCHEDULE_S it also registers the shared
 recurring schedule "tick" every SCHEDULE_S seconds.
 """
@@ -23,7 +24,7 @@ def main() -> None:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     url, workers = sys.argv[1], int(sys.argv[2])
     schedule = float(sys.argv[3]) if len(sys.argv) > 3 else None
-    schema = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&"))["schema"]
+    schema = os.environ.get("PG_JOBS_SCHEMA", "")
 
     def started(scheduler: JobScheduler) -> None:
         if schedule is not None:

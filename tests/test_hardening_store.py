@@ -242,14 +242,16 @@ def test_a_full_disk_when_the_store_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A disk with no room for a new file: SQLite may use one page (SQLITE_FULL).
-    connect = SQLiteStore._connect
+    from jobsched_plugins.sqlite_store.connection import Database
 
-    def full_disk(store: SQLiteStore, readonly: bool) -> sqlite3.Connection:
-        conn = connect(store, readonly)
+    connect = Database.connect
+
+    def full_disk(db: Database, readonly: bool) -> sqlite3.Connection:
+        conn = connect(db, readonly)
         conn.execute("PRAGMA max_page_count = 1")
         return conn
 
-    monkeypatch.setattr(SQLiteStore, "_connect", full_disk)
+    monkeypatch.setattr(Database, "connect", full_disk)
     jobfile = write(tmp_path / "jobs.toml", SLEEP_JOB)
     db = tmp_path / "new.db"
     assert main(["run", str(jobfile), "--store", url_of(db)]) == 2

@@ -143,9 +143,23 @@ def test_the_kernel_orders_by_the_strategy_key_and_breaks_ties_by_submit_order()
 
 
 # ── composition: the backend is picked once, with clear errors ─────────
-def test_shared_true_on_a_store_that_cannot_be_shared_says_so(tmp_path: Any) -> None:
+class OneOwnerStore:
+    """A durable store with the one-owner contract only."""
+
+    url = "one-owner://"
+    durable = True
+    shared = False
+
+    async def open(self, context: Any) -> Any: ...
+
+    async def write(self, batch: Any) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def test_shared_true_on_a_store_that_cannot_be_shared_says_so() -> None:
     with pytest.raises(TypeError, match=r"shared=True: .* is not a shared store"):
-        JobScheduler(store=f"sqlite:///{tmp_path}/jobs.db", shared=True)
+        JobScheduler(store=OneOwnerStore(), shared=True)  # type: ignore[arg-type]
 
 
 def test_shared_true_without_a_store_says_so() -> None:

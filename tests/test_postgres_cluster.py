@@ -1,4 +1,5 @@
-"""Several worker PROCESSES sharing one PostgreSQL queue (issue 6, item 5).
+"""Several worker PROCESSES sharing one queue, in PostgreSQL or in one SQLite
+file (issue 6, item 5; issue 10, item 3).
 
 Every wait synchronizes on database state (polled), never on a fixed sleep;
 `until` fails the test with what it saw if the state is not reached in 60 s.
@@ -17,13 +18,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-import pg_jobs
 from jobsched import NewJob
-from jobsched_plugins.postgres_store import PostgresStore
-from pg_support import base_dsn, terminate_backends, with_query
+from pg_support import terminate_backends
+from shared_support import Target
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
@@ -44,9 +43,10 @@ async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float =
 class Cluster:
     """Worker subprocesses on one store schema."""
 
-    def __init__(self, url: str, schema: str) -> None:
-        self.url = url
-        self.schema = schema
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.url = target.url
+        self.schema = target.schema
         self.procs: list[subprocess.Popen[str]] = []
         self.identity: dict[int, str] = {}
 
@@ -54,7 +54,8 @@ class Cluster:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-            "PG_JOBS_DSN": base_dsn(),
+            "PG_JOBS_DSN": self.target.side,
+            "PG_JOBS_SCHEMA": self.target.schema,
         }
         args = [sys.executable, str(HERE / "pg_worker.py"), self.url, str(workers)]
         if schedule is not None:
@@ -82,16 +83,12 @@ class Cluster:
 
 
 @pytest.fixture
-async def setup(pg_schema: tuple[str, str]) -> AsyncIterator[tuple[Cluster, PostgresStore]]:
-    url, schema = pg_schema
+async def setup(target: Target) -> AsyncIterator[tuple[Cluster, Any]]:
     # A dead worker's jobs come back after ~3 s; live workers renew every second,
     # so a busy CI machine does not make a live worker lose its leases.
-    url = with_query(url, lease="3")
-    store = PostgresStore(url)
-    await store.open()
-    async with store.connection() as conn:
-        await conn.execute(pg_jobs.executions_ddl(schema))
-    cluster = Cluster(url, schema)
+    target = target.with_lease(3)
+    store = await target.open_store()
+    cluster = Cluster(target)
     try:
         yield cluster, store
     finally:
@@ -103,7 +100,7 @@ async def setup(pg_schema: tuple[str, str]) -> AsyncIterator[tuple[Cluster, Post
 
 
 def record_rows(
-    schema: str,
+    target: Target,
     n: int,
     *,
     seconds: float = 0.0,
@@ -116,7 +113,7 @@ def record_rows(
         yield NewJob(
             job_id=f"r{i:05d}",
             type="record",
-            args={"dsn": base_dsn(), "schema": schema, "tag": f"{p}", "seconds": seconds},
+            args={"dsn": target.side, "schema": target.schema, "tag": f"{p}", "seconds": seconds},
             options={"priority": p, "retry": {"policy": "none"}},
             run_at=now + delay,
             submitted_at=now,
@@ -124,18 +121,11 @@ def record_rows(
         )
 
 
-def executions(schema: str) -> list[tuple[str, str, int]]:
-    with psycopg.connect(base_dsn()) as conn:
-        return conn.execute(
-            f'SELECT job_id, tag, pid FROM "{schema}".executions ORDER BY n'
-        ).fetchall()
-
-
 async def test_kill_9_midway_loses_nothing_and_reruns_only_in_flight_jobs(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     cluster, store = setup
-    await store.insert(list(record_rows(cluster.schema, 2000, seconds=0.02)))
+    await store.insert(list(record_rows(cluster.target, 2000, seconds=0.02)))
     for _ in range(4):
         cluster.start(workers=4)
     cluster.wait_ready()
@@ -143,9 +133,7 @@ async def test_kill_9_midway_loses_nothing_and_reruns_only_in_flight_jobs(
     owner = cluster.identity[victim.pid]
 
     async def victim_busy_midway() -> set[str]:
-        async with store.connection() as conn:
-            cur = await conn.execute(f'SELECT count(*) AS n FROM "{cluster.schema}".executions')
-            done = (await cur.fetchone())["n"]
+        done = len(cluster.target.executions())
         if done < 500:
             return set()
         return {
@@ -166,7 +154,7 @@ async def test_kill_9_midway_loses_nothing_and_reruns_only_in_flight_jobs(
     rows = await store.jobs()
     assert {r.status for r in rows} == {"completed"}
     runs: dict[str, list[int]] = {}
-    for job_id, _, pid in executions(cluster.schema):
+    for job_id, _, pid in cluster.target.executions():
         runs.setdefault(job_id, []).append(pid)
     assert set(runs) == {r.job_id for r in rows}
     ran_twice = {job_id for job_id, pids in runs.items() if len(pids) > 1}
@@ -185,7 +173,7 @@ async def test_kill_9_midway_loses_nothing_and_reruns_only_in_flight_jobs(
 
 
 async def test_recurring_schedule_served_by_three_processes_fires_once_per_period(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     cluster, store = setup
     interval = 0.2
@@ -207,23 +195,23 @@ async def test_recurring_schedule_served_by_three_processes_fires_once_per_perio
     assert all(s >= 1 and s == int(s) for s in steps), steps
     schedule = await store.get_schedule(rows[0].schedule_id)
     assert schedule.fired + schedule.skipped >= len(rows) and schedule.fired == len(rows)
-    ran = [job_id for job_id, _, _ in executions(cluster.schema)]
+    ran = [job_id for job_id, _, _ in cluster.target.executions()]
     assert len(ran) == len(set(ran))
     submitters = {r.submitted_by for r in rows}
     assert submitters <= set(cluster.identity.values())
 
 
 async def test_cancel_from_another_process_stops_a_running_job(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     cluster, store = setup
-    await store.insert(list(record_rows(cluster.schema, 1, seconds=3600)))
+    await store.insert(list(record_rows(cluster.target, 1, seconds=3600)))
     cluster.start(workers=1)
     cluster.wait_ready()
 
     async def running() -> bool:
         row = await store.get("r00000")
-        return row is not None and row.status == "running" and bool(executions(cluster.schema))
+        return row is not None and row.status == "running" and bool(cluster.target.executions())
 
     await until("the job to run", running)
     assert await store.request_cancel("r00000") is True
@@ -238,12 +226,12 @@ async def test_cancel_from_another_process_stops_a_running_job(
 
 
 async def test_priority_order_holds_across_two_processes(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     cluster, store = setup
     # Interleaved LOW (0) and HIGH (2) jobs: FIFO would alternate them.
     await store.insert(
-        list(record_rows(cluster.schema, 40, seconds=0.01, prio=lambda i: 2 * (i % 2)))
+        list(record_rows(cluster.target, 40, seconds=0.01, prio=lambda i: 2 * (i % 2)))
     )
     for _ in range(2):
         cluster.start(workers=1)
@@ -254,7 +242,7 @@ async def test_priority_order_holds_across_two_processes(
 
     await until("all jobs to complete", all_done)
     cluster.stop()
-    runs = executions(cluster.schema)
+    runs = cluster.target.executions()
     by_pid: dict[int, list[int]] = {}
     for _, tag, pid in runs:
         by_pid.setdefault(pid, []).append(int(tag))
@@ -268,15 +256,17 @@ async def test_priority_order_holds_across_two_processes(
 
 
 async def test_worker_survives_its_connections_being_terminated(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     cluster, store = setup
-    await store.insert(list(record_rows(cluster.schema, 300, seconds=0.005)))
+    if cluster.target.kind != "postgresql":
+        pytest.skip("a PostgreSQL server's connections")
+    await store.insert(list(record_rows(cluster.target, 300, seconds=0.005)))
     cluster.start(workers=2)
     cluster.wait_ready()
 
     async def some_done() -> bool:
-        return len(executions(cluster.schema)) >= 50
+        return len(cluster.target.executions()) >= 50
 
     await until("the worker to be busy", some_done)
     assert terminate_backends(cluster.schema) >= 2  # the worker's query + LISTEN links
@@ -292,7 +282,7 @@ async def test_worker_survives_its_connections_being_terminated(
             NewJob(
                 job_id="late",
                 type="record",
-                args={"dsn": base_dsn(), "schema": cluster.schema, "tag": "late"},
+                args={"dsn": cluster.target.side, "schema": cluster.schema, "tag": "late"},
                 run_at=time.time(),
                 submitted_at=time.time(),
                 sort_key=(0.0,),
@@ -306,18 +296,16 @@ async def test_worker_survives_its_connections_being_terminated(
 
     await until("a job submitted after the reconnect", late_done)
     cluster.stop()
-    ran = [job_id for job_id, _, _ in executions(cluster.schema)]
+    ran = [job_id for job_id, _, _ in cluster.target.executions()]
     assert len(ran) == 301 and len(set(ran)) == 301
 
 
 async def test_worker_processes_follow_the_stored_limits(
-    setup: tuple[Cluster, PostgresStore],
+    setup: tuple[Cluster, Any],
 ) -> None:
     """Plain `run_worker` processes (no limits of their own) obey the cluster's limits."""
     cluster, store = setup
     schema = cluster.schema
-    async with store.connection() as conn:
-        await conn.execute(pg_jobs.spans_ddl(schema))
     await store.sync_limits({"executors": {}, "job_types": {"span": 1}, "rates": {}})
     now = time.time()
     await store.insert(
@@ -325,7 +313,7 @@ async def test_worker_processes_follow_the_stored_limits(
             NewJob(
                 job_id=f"s{i:02d}",
                 type="span",
-                args={"dsn": base_dsn(), "schema": schema, "tag": str(i), "seconds": 0.01},
+                args={"dsn": cluster.target.side, "schema": schema, "tag": str(i), "seconds": 0.01},
                 options={"retry": {"policy": "none"}, "executor": "async"},
                 run_at=now,
                 submitted_at=now,
@@ -343,8 +331,7 @@ async def test_worker_processes_follow_the_stored_limits(
 
     await until("every span to complete", all_done)
     cluster.stop()
-    with psycopg.connect(base_dsn()) as conn:
-        events = conn.execute(f'SELECT job_id, event FROM "{schema}".spans ORDER BY n').fetchall()
+    events = cluster.target.spans()
     assert len(events) == 24
     running: set[str] = set()
     for job_id, event in events:

@@ -1,10 +1,13 @@
-"""The postgres store against the real PostgreSQL: schema, claims, leases, DAG, notify."""
+"""The shared-store contract (claims, leases, DAG, cancel, schedules, unique keys)
+on every shared store, and the postgres store's own parts (URLs, schema,
+reconnects) against the real PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import psycopg
@@ -20,6 +23,7 @@ from jobsched_plugins.postgres_store import (
     redact,
 )
 from pg_support import base_dsn, terminate_backends, with_query
+from shared_support import Target
 
 
 def new(
@@ -44,9 +48,20 @@ def new(
 
 
 @pytest.fixture
-async def store(pg_schema: tuple[str, str]) -> AsyncIterator[PostgresStore]:
+async def pg_store(pg_schema: tuple[str, str]) -> AsyncIterator[PostgresStore]:
     s = PostgresStore(pg_schema[0])
     await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+# The shared-store contract runs on every shared store (PostgreSQL, SQLite):
+# `store` and `other` are two processes' views of one fresh store.
+@pytest.fixture
+async def store(target: Target) -> AsyncIterator[Any]:
+    s = await target.open_store("one")
     try:
         yield s
     finally:
@@ -54,17 +69,16 @@ async def store(pg_schema: tuple[str, str]) -> AsyncIterator[PostgresStore]:
 
 
 @pytest.fixture
-async def other(pg_schema: tuple[str, str], store: PostgresStore) -> AsyncIterator[PostgresStore]:
+async def other(target: Target, store: Any) -> AsyncIterator[Any]:
     """A second process's view of the same store."""
-    s = PostgresStore(pg_schema[0])
-    await s.open()
+    s = await target.open_store("other")
     try:
         yield s
     finally:
         await s.close()
 
 
-async def statuses(store: PostgresStore) -> dict[str, str]:
+async def statuses(store: Any) -> dict[str, str]:
     return {r.job_id: r.status for r in await store.jobs()}
 
 
@@ -104,8 +118,8 @@ async def test_concurrent_opens_migrate_once(pg_schema: tuple[str, str]) -> None
         await s.close()
 
 
-async def test_newer_schema_is_refused(store: PostgresStore, pg_schema: tuple[str, str]) -> None:
-    async with store.connection() as conn:
+async def test_newer_schema_is_refused(pg_store: PostgresStore, pg_schema: tuple[str, str]) -> None:
+    async with pg_store.connection() as conn:
         await conn.execute(f'INSERT INTO "{pg_schema[1]}".schema_version VALUES (99)')
     s = PostgresStore(pg_schema[0])
     with pytest.raises(StoreError, match=r"version 99, newer than this jobsched understands"):
@@ -127,7 +141,7 @@ async def test_unreachable_server_is_a_clear_error() -> None:
 
 
 # ── Claiming ──────────────────────────────────────────────────────────
-async def test_claim_follows_sort_key_then_submit_order(store: PostgresStore) -> None:
+async def test_claim_follows_sort_key_then_submit_order(store: Any) -> None:
     await store.insert([new("a", prio=0), new("b", prio=-2), new("c", prio=-2), new("d", prio=1)])
     rows, _ = await store.claim(3, "w1")
     assert [r.job_id for r in rows] == ["b", "c", "a"]
@@ -138,9 +152,7 @@ async def test_claim_follows_sort_key_then_submit_order(store: PostgresStore) ->
     assert next_due is None
 
 
-async def test_concurrent_claims_never_share_a_job(
-    store: PostgresStore, other: PostgresStore
-) -> None:
+async def test_concurrent_claims_never_share_a_job(store: Any, other: Any) -> None:
     await store.insert([new(f"j{i}") for i in range(200)])
     got: list[str] = []
 
@@ -155,14 +167,14 @@ async def test_concurrent_claims_never_share_a_job(
     assert sorted(got) == sorted(f"j{i}" for i in range(200))
 
 
-async def test_delayed_job_is_not_claimed_before_its_time(store: PostgresStore) -> None:
+async def test_delayed_job_is_not_claimed_before_its_time(store: Any) -> None:
     await store.insert([new("later", delay=3600)])
     rows, next_due = await store.claim(1, "w1")
     assert rows == []
     assert next_due is not None and next_due > time.time() + 3000
 
 
-async def test_release_gives_back_without_counting_an_attempt(store: PostgresStore) -> None:
+async def test_release_gives_back_without_counting_an_attempt(store: Any) -> None:
     await store.insert([new("a")])
     await store.claim(1, "w1")
     assert await store.release(["a"], "w2") == 0  # not w2's to give back
@@ -172,17 +184,12 @@ async def test_release_gives_back_without_counting_an_attempt(store: PostgresSto
 
 
 # ── Leases ────────────────────────────────────────────────────────────
-async def test_expired_lease_is_reaped_and_attempts_are_kept(
-    store: PostgresStore, pg_schema: tuple[str, str]
-) -> None:
+async def test_expired_lease_is_reaped_and_attempts_are_kept(store: Any, target: Target) -> None:
     await store.insert([new("a"), new("b")])
     await store.claim(2, "dead")
     assert await store.renew(["a", "b", "zzz"], "dead") == {"zzz"}
     assert await store.reap_expired() == 0  # leases still valid
-    async with store.connection() as conn:  # the owner died long ago
-        await conn.execute(
-            f"UPDATE \"{pg_schema[1]}\".jobs SET lease_expires = 0 WHERE job_id = 'a'"
-        )
+    await target.expire_lease(store, "a")  # the owner died long ago
     assert await store.reap_expired() == 1
     assert await store.renew(["a", "b"], "dead") == {"a"}  # "a" is no longer its
     rows, _ = await store.claim(5, "alive")
@@ -193,7 +200,7 @@ async def test_expired_lease_is_reaped_and_attempts_are_kept(
 
 
 # ── Finishing, dependencies ───────────────────────────────────────────
-async def test_completion_releases_dependents_in_the_same_transaction(store: PostgresStore) -> None:
+async def test_completion_releases_dependents_in_the_same_transaction(store: Any) -> None:
     await store.insert([new("a"), new("b"), new("c", deps=("a", "b"))])
     rows, _ = await store.claim(5, "w")
     assert {r.job_id for r in rows} == {"a", "b"}
@@ -208,7 +215,7 @@ async def test_completion_releases_dependents_in_the_same_transaction(store: Pos
     assert a is not None and a.result == {"x": 1} and a.finished_at is not None
 
 
-async def test_failure_cascades_transitively(store: PostgresStore) -> None:
+async def test_failure_cascades_transitively(store: Any) -> None:
     await store.insert([new("a"), new("b", deps=("a",)), new("c", deps=("b",)), new("x")])
     await store.claim(1, "w")
     await store.finish([Outcome(job_id="a", status="failed", error="boom")], "w")
@@ -220,7 +227,7 @@ async def test_failure_cascades_transitively(store: PostgresStore) -> None:
     assert by_id["x"].status == "pending"
 
 
-async def test_dependency_on_finished_upstreams(store: PostgresStore) -> None:
+async def test_dependency_on_finished_upstreams(store: Any) -> None:
     await store.insert([new("ok"), new("bad")])
     await store.claim(2, "w")
     await store.finish(
@@ -233,13 +240,13 @@ async def test_dependency_on_finished_upstreams(store: PostgresStore) -> None:
     assert [r.job_id for r in rows] == ["after-ok"]
 
 
-async def test_unknown_dependency_inserts_nothing(store: PostgresStore) -> None:
+async def test_unknown_dependency_inserts_nothing(store: Any) -> None:
     with pytest.raises(StoreError, match=r"unknown dependencies: \['ghost'\]"):
         await store.insert([new("a"), new("b", deps=("ghost",))])
     assert await store.jobs() == []
 
 
-async def test_retry_wait_goes_back_with_its_due_time(store: PostgresStore) -> None:
+async def test_retry_wait_goes_back_with_its_due_time(store: Any) -> None:
     await store.insert([new("a")])
     await store.claim(1, "w")
     due = time.time() + 3600
@@ -251,13 +258,13 @@ async def test_retry_wait_goes_back_with_its_due_time(store: PostgresStore) -> N
     assert rows == [] and next_due == due
 
 
-async def test_key_makes_insert_resume_instead_of_duplicating(store: PostgresStore) -> None:
+async def test_key_makes_insert_resume_instead_of_duplicating(store: Any) -> None:
     assert await store.insert([new("first", key="file:job1")]) == ["first"]
     assert await store.insert([new("second", key="file:job1")]) == ["first"]
     assert [r.job_id for r in await store.jobs()] == ["first"]
 
 
-async def test_result_that_json_cannot_hold_is_kept_as_repr(store: PostgresStore) -> None:
+async def test_result_that_json_cannot_hold_is_kept_as_repr(store: Any) -> None:
     await store.insert([new("a")])
     await store.claim(1, "w")
     await store.finish([Outcome(job_id="a", status="completed", result=encode_result({1, 2}))], "w")
@@ -267,7 +274,7 @@ async def test_result_that_json_cannot_hold_is_kept_as_repr(store: PostgresStore
 
 
 # ── Notifications and cancellation ────────────────────────────────────
-async def test_insert_wakes_a_waiting_process(store: PostgresStore, other: PostgresStore) -> None:
+async def test_insert_wakes_a_waiting_process(store: Any, other: Any) -> None:
     await other.wait(0)  # consume the wake-up every fresh listener starts with
     waiter = asyncio.create_task(other.wait(60))
     await asyncio.sleep(0)
@@ -275,9 +282,7 @@ async def test_insert_wakes_a_waiting_process(store: PostgresStore, other: Postg
     assert await waiter is True
 
 
-async def test_cancel_of_a_running_job_reaches_its_owner(
-    store: PostgresStore, other: PostgresStore
-) -> None:
+async def test_cancel_of_a_running_job_reaches_its_owner(store: Any, other: Any) -> None:
     seen: asyncio.Queue[str] = asyncio.Queue()
     other.on_cancel = seen.put_nowait
     await store.insert([new("a"), new("b", deps=("a",))])
@@ -291,16 +296,14 @@ async def test_cancel_of_a_running_job_reaches_its_owner(
     assert await store.request_cancel("nope") is False
 
 
-async def test_cancel_of_a_waiting_job_is_immediate(store: PostgresStore) -> None:
+async def test_cancel_of_a_waiting_job_is_immediate(store: Any) -> None:
     await store.insert([new("a"), new("b", deps=("a",))])
     assert await store.request_cancel("a") is True
     assert await statuses(store) == {"a": "cancelled", "b": "cancelled"}
 
 
 # ── Schedules ─────────────────────────────────────────────────────────
-async def test_schedule_period_fires_exactly_once(
-    store: PostgresStore, other: PostgresStore
-) -> None:
+async def test_schedule_period_fires_exactly_once(store: Any, other: Any) -> None:
     row = SharedScheduleRow(
         schedule_id="tick",
         type="noop",
@@ -329,49 +332,51 @@ async def test_schedule_period_fires_exactly_once(
 
 # ── Losing the connection ─────────────────────────────────────────────
 async def test_store_reconnects_after_its_backends_are_terminated(
-    store: PostgresStore, pg_schema: tuple[str, str]
+    pg_store: PostgresStore, pg_schema: tuple[str, str]
 ) -> None:
-    await store.insert([new("a")])
-    await store.wait(0)
+    await pg_store.insert([new("a")])
+    await pg_store.wait(0)
     assert terminate_backends(pg_schema[1]) == 2  # the query and the LISTEN connection
-    rows, _ = await store.claim(1, "w")  # reconnects and retries transparently
+    rows, _ = await pg_store.claim(1, "w")  # reconnects and retries transparently
     assert [r.job_id for r in rows] == ["a"]
     # The listener comes back too, and says so with a wake-up.
-    assert await store.wait(60) is True
-    await store.wait(0)
-    waiter = asyncio.create_task(store.wait(60))
+    assert await pg_store.wait(60) is True
+    await pg_store.wait(0)
+    waiter = asyncio.create_task(pg_store.wait(60))
     other = PostgresStore(with_query(pg_schema[0]))
     await other.open()
     await other.insert([new("b")])
     assert await waiter is True
     await other.close()
-    assert store.reconnects >= 2
+    assert pg_store.reconnects >= 2
 
 
-async def test_rows_read_back_as_the_store_api_wrote_them(store: PostgresStore) -> None:
+async def test_rows_read_back_as_the_store_api_wrote_them(pg_store: PostgresStore) -> None:
     # A job through its whole life (insert, claim, finish) and a schedule:
     # what `get`, `jobs`, `counts` and `get_schedule` return is what was written,
     # with JSON columns decoded and the lease let go.
-    await store.insert([attrs.evolve(new("k1"), options={"priority": 3}, key="K")])
-    claimed, _ = await store.claim(1, "w")
+    await pg_store.insert([attrs.evolve(new("k1"), options={"priority": 3}, key="K")])
+    claimed, _ = await pg_store.claim(1, "w")
     assert [(r.job_id, r.status, r.attempts, r.lease_owner) for r in claimed] == [
         ("k1", "running", 1, "w")
     ]
-    assert await store.finish(
+    assert await pg_store.finish(
         [Outcome(job_id="k1", status="completed", result=encode_result({"ok": True}))], "w"
     )
-    row = await store.get("k1")
+    row = await pg_store.get("k1")
     assert row is not None
     assert (row.status, row.attempts, row.result, row.key) == ("completed", 1, {"ok": True}, "K")
     assert (row.args, row.options) == ({"n": "k1"}, {"priority": 3})
     assert (row.lease_owner, row.lease_expires, row.last_error) == (None, None, None)
     assert row.started_at is not None and row.finished_at is not None
-    assert await store.jobs() == [row] and await store.counts() == {"completed": 1}
-    assert await store.unfinished(["k1"]) == 0
+    assert await pg_store.jobs() == [row] and await pg_store.counts() == {"completed": 1}
+    assert await pg_store.unfinished(["k1"]) == 0
     # The database holds real JSON, not strings of it (other tools read it too).
-    async with store.connection() as conn:
+    async with pg_store.connection() as conn:
         cur = await conn.execute(
-            sql.SQL("SELECT result->>'ok' AS ok FROM {}.jobs").format(sql.Identifier(store.schema))
+            sql.SQL("SELECT result->>'ok' AS ok FROM {}.jobs").format(
+                sql.Identifier(pg_store.schema)
+            )
         )
         assert await cur.fetchall() == [{"ok": "true"}]
     schedule = SharedScheduleRow(
@@ -382,9 +387,9 @@ async def test_rows_read_back_as_the_store_api_wrote_them(store: PostgresStore) 
         trigger={"kind": "interval", "seconds": 5},
         next_run=10.0,
     )
-    assert await store.add_schedule(schedule) == schedule
-    assert (await store.get_schedule("s1")).trigger == {"kind": "interval", "seconds": 5}
-    assert store.durable and store.shared
+    assert await pg_store.add_schedule(schedule) == schedule
+    assert (await pg_store.get_schedule("s1")).trigger == {"kind": "interval", "seconds": 5}
+    assert pg_store.durable and pg_store.shared
     masked = PostgresStore("postgresql://u:secret@localhost/db")
     assert "secret" not in masked.url and "***" in masked.url
 
@@ -417,7 +422,7 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
 
 
 async def test_unique_key_allows_one_unfinished_job_in_the_whole_cluster(
-    store: PostgresStore, other: PostgresStore
+    store: Any, other: Any
 ) -> None:
     def uniq(job_id: str) -> NewJob:
         return attrs.evolve(new(job_id), unique_key="report")

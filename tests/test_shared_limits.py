@@ -1,7 +1,7 @@
 """Concurrency and rate limits that hold for the whole cluster (issue 6, item 3).
 
-Two schedulers share one PostgreSQL schema (two processes as far as the store
-can tell: separate connections, separate leases). Every wait synchronizes on
+Two schedulers share one store, PostgreSQL or SQLite (two processes as far
+as the store can tell: separate connections, separate leases). Every wait synchronizes on
 database state; nothing depends on how long anything takes.
 """
 
@@ -9,31 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
 import pytest
 
 import pg_jobs
 from jobsched import JobScheduler, PluginManager, StoreError
-from jobsched_plugins.postgres_store import PostgresStore
-from pg_support import base_dsn
+from shared_support import Target
 
 
 def plugins() -> PluginManager:
     return PluginManager([pg_jobs], autoload=False)
 
 
-@pytest.fixture
-async def url(pg_schema: tuple[str, str]) -> AsyncIterator[str]:
-    store = PostgresStore(pg_schema[0])
-    await store.open()
-    async with store.connection() as conn:
-        await conn.execute(pg_jobs.executions_ddl(pg_schema[1]))
-        await conn.execute(pg_jobs.spans_ddl(pg_schema[1]))
-    await store.close()
-    yield pg_schema[0]
+def sched(target: Target, **kwargs: Any) -> JobScheduler:
+    return JobScheduler(store=target.url, shared=True, plugins=plugins(), **kwargs)
 
 
 async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
@@ -48,21 +39,6 @@ async def until(what: str, check: Callable[[], Awaitable[Any]], timeout: float =
         await asyncio.sleep(0.02)
 
 
-def span(schema: str, tag: str, seconds: float = 0.0) -> pg_jobs.Span:
-    job = pg_jobs.Span(dsn=base_dsn(), schema=schema, tag=tag, seconds=seconds)
-    job.timeout = None
-    return job
-
-
-def rec(schema: str, tag: str) -> pg_jobs.Record:
-    return pg_jobs.Record(dsn=base_dsn(), schema=schema, tag=tag)
-
-
-def spans(schema: str) -> list[tuple[str, str]]:
-    with psycopg.connect(base_dsn()) as conn:
-        return conn.execute(f'SELECT job_id, event FROM "{schema}".spans ORDER BY n').fetchall()
-
-
 def most_at_once(events: list[tuple[str, str]]) -> int:
     running: set[str] = set()
     most = 0
@@ -75,7 +51,7 @@ def most_at_once(events: list[tuple[str, str]]) -> int:
     return most
 
 
-def statuses(store: PostgresStore, ids: list[str]) -> Callable[[], Awaitable[list[str]]]:
+def statuses(store: Any, ids: list[str]) -> Callable[[], Awaitable[list[str]]]:
     async def check() -> list[str]:
         return [r.status for r in await store.jobs(ids)]
 
@@ -88,75 +64,70 @@ def statuses(store: PostgresStore, ids: list[str]) -> Callable[[], Awaitable[lis
     ids=["job-type", "executor"],
 )
 async def test_a_concurrency_limit_holds_across_processes(
-    url: str, pg_schema: tuple[str, str], limits: dict[str, Any]
+    target: Target, limits: dict[str, Any]
 ) -> None:
-    schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=3, plugins=plugins(), limits=limits)
-    b = JobScheduler(store=url, num_workers=3, plugins=plugins(), limits=limits)
+    a = sched(target, num_workers=3, limits=limits)
+    b = sched(target, num_workers=3, limits=limits)
     async with a, b:
-        ids = [(a if i % 2 else b).submit(span(schema, f"s{i}", 0.01)) for i in range(8)]
+        ids = [(a if i % 2 else b).submit(target.span(f"s{i}", 0.01)) for i in range(8)]
         await a.join()
         await b.join()
         rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 8
-    events = spans(schema)
+    events = target.spans()
     assert len(events) == 16
     assert most_at_once(events) == 1, events
 
 
-async def test_jobs_held_back_by_a_limit_do_not_block_the_others(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
-    schema = pg_schema[1]
+async def test_jobs_held_back_by_a_limit_do_not_block_the_others(target: Target) -> None:
     limits = {"job_types": {"span": 1}}
-    a = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
-    b = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
+    a = sched(target, num_workers=2, limits=limits)
+    b = sched(target, num_workers=2, limits=limits)
     async with a, b:
         store = a.backend.store  # type: ignore[attr-defined]
-        first = a.submit(span(schema, "long", 3600))
-        second = b.submit(span(schema, "waits", 3600))
-        records = [(a if i % 2 else b).submit(rec(schema, f"r{i}")) for i in range(6)]
+        first = a.submit(target.span("long", 3600))
+        await a.flush()  # stored before `second`: claimed first (submit order)
+        second = b.submit(target.span("waits", 3600))
+        records = [(a if i % 2 else b).submit(target.rec(f"r{i}")) for i in range(6)]
         await until(
             "the unlimited jobs to finish",
             lambda: _all(statuses(store, records), "completed"),
         )
-        await until("the first span to start", lambda: _has_start(schema))
+        await until("the first span to start", lambda: _has_start(target))
         assert [r.status for r in await store.jobs([second])] == ["pending"]
-        assert [e for e in spans(schema) if e[1] == "start"] == [(first, "start")]
+        assert [e for e in target.spans() if e[1] == "start"] == [(first, "start")]
         # Cancelling the running one frees the slot: the held-back one starts.
         a.cancel(first)
-        await until("the second span to start", lambda: _started(schema, second))
+        await until("the second span to start", lambda: _started(target, second))
         a.cancel(second)
         await a.join()
         await b.join()
         rows = {r.job_id: r.status for r in await store.jobs([first, second])}
     assert rows == {first: "cancelled", second: "cancelled"}
     # Cancelled mid-run, neither wrote an end: the second started only after the first ended.
-    assert spans(schema) == [(first, "start"), (second, "start")]
+    assert target.spans() == [(first, "start"), (second, "start")]
 
 
 async def _all(check: Callable[[], Awaitable[list[str]]], status: str) -> bool:
     return all(s == status for s in await check())
 
 
-async def _has_start(schema: str) -> bool:
-    return any(e == "start" for _, e in spans(schema))
+async def _has_start(target: Target) -> bool:
+    return any(e == "start" for _, e in target.spans())
 
 
-async def _started(schema: str, job_id: str) -> bool:
-    return (job_id, "start") in spans(schema)
+async def _started(target: Target, job_id: str) -> bool:
+    return (job_id, "start") in target.spans()
 
 
-async def test_a_rate_limit_holds_across_processes(url: str, pg_schema: tuple[str, str]) -> None:
-    schema = pg_schema[1]
+async def test_a_rate_limit_holds_across_processes(target: Target) -> None:
     limits = {"rates": {"record": {"rate": "1/h", "burst": 2}}}
-    a = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
-    b = JobScheduler(store=url, num_workers=2, plugins=plugins(), limits=limits)
-    probe = PostgresStore(url)
-    await probe.open()
+    a = sched(target, num_workers=2, limits=limits)
+    b = sched(target, num_workers=2, limits=limits)
+    probe = await target.open_store()
     try:
         async with a, b:
-            ids = [(a if i % 2 else b).submit(rec(schema, f"r{i}")) for i in range(5)]
+            ids = [(a if i % 2 else b).submit(target.rec(f"r{i}")) for i in range(5)]
             await a.flush()
             await b.flush()
 
@@ -177,15 +148,13 @@ async def test_a_rate_limit_holds_across_processes(url: str, pg_schema: tuple[st
             await b.join()
     finally:
         await probe.close()
-    with psycopg.connect(base_dsn()) as conn:
-        ran = conn.execute(f'SELECT count(*) FROM "{schema}".executions').fetchone()
-    assert ran == (2,)
+    assert len(target.executions()) == 2
 
 
-async def test_every_process_must_run_with_the_same_limits(url: str) -> None:
-    a = JobScheduler(store=url, plugins=plugins(), limits={"job_types": {"span": 1}})
-    b = JobScheduler(store=url, plugins=plugins(), limits={"job_types": {"span": 2}})
-    c = JobScheduler(store=url, plugins=plugins())  # no limits: follows the cluster's
+async def test_every_process_must_run_with_the_same_limits(target: Target) -> None:
+    a = sched(target, limits={"job_types": {"span": 1}})
+    b = sched(target, limits={"job_types": {"span": 2}})
+    c = sched(target)  # no limits: follows the cluster's
     async with a:
         with pytest.raises(StoreError, match="differ from the limits the cluster runs with"):
             await b.start()

@@ -1,80 +1,59 @@
-"""Shared mode in one process: two schedulers sharing one PostgreSQL queue."""
+"""Shared mode in one process: schedulers sharing one queue, in PostgreSQL and in SQLite."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 
 import pg_jobs
 from jobsched import Client, JobScheduler, JobStatus, PluginManager, RetryPolicy, SchedulerError
-from jobsched_plugins.postgres_store import PostgresStore
-from pg_support import base_dsn
+from shared_support import Target
 
 
 def plugins() -> PluginManager:
     return PluginManager([pg_jobs], autoload=False)
 
 
-@pytest.fixture
-async def url(pg_schema: tuple[str, str]) -> AsyncIterator[str]:
-    store = PostgresStore(pg_schema[0])
-    await store.open()
-    async with store.connection() as conn:
-        await conn.execute(pg_jobs.executions_ddl(pg_schema[1]))
-    await store.close()
-    yield pg_schema[0]
+def sched(target: Target, **kwargs: Any) -> JobScheduler:
+    """One process of the cluster (a scheduler in shared mode on the target store)."""
+    return JobScheduler(store=target.url, shared=True, plugins=plugins(), **kwargs)
 
 
-def rec(schema: str, tag: str, seconds: float = 0.0, **options: object) -> pg_jobs.Record:
-    job = pg_jobs.Record(dsn=base_dsn(), schema=schema, tag=tag, seconds=seconds)
+def rec(target: Target, tag: str, seconds: float = 0.0, **options: object) -> pg_jobs.Record:
+    job = target.rec(tag, seconds)
     for k, v in options.items():
         setattr(job, k, v)
     return job
 
 
-def executions(schema: str) -> list[tuple[str, str, int]]:
-    with psycopg.connect(base_dsn()) as conn:
-        return conn.execute(
-            f'SELECT job_id, tag, pid FROM "{schema}".executions ORDER BY n'
-        ).fetchall()
-
-
-async def test_jobs_submitted_anywhere_run_once_somewhere(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
-    schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=2, plugins=plugins())
-    b = JobScheduler(store=url, num_workers=2, plugins=plugins())
+async def test_jobs_submitted_anywhere_run_once_somewhere(target: Target) -> None:
+    a = sched(target, num_workers=2)
+    b = sched(target, num_workers=2)
     async with a, b:
-        ids = [a.submit(rec(schema, f"t{i}")) for i in range(50)]
+        ids = [a.submit(rec(target, f"t{i}")) for i in range(50)]
         await a.join()
         rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 50
     assert all(r.result == {"tag": f"t{i}"} for i, r in enumerate(rows))
-    done = executions(schema)
+    done = target.executions()
     assert sorted(j for j, _, _ in done) == sorted(ids)
 
 
-async def test_dependencies_and_failure_cascade_across_processes(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
-    schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
-    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+async def test_dependencies_and_failure_cascade_across_processes(target: Target) -> None:
+    a = sched(target, num_workers=1)
+    b = sched(target, num_workers=1)
     async with a, b:
-        up = a.submit(rec(schema, "up"))
+        up = a.submit(rec(target, "up"))
         # Another process can depend only on a job the store already has.
         await a.flush()
-        down = b.submit(rec(schema, "down"), depends_on=[up])
+        down = b.submit(rec(target, "down"), depends_on=[up])
         await b.flush()
         fail = pg_jobs.Fail()
         fail.retry = RetryPolicy(max_retries=0)
         bad = a.submit(fail)
-        after_bad = a.submit(rec(schema, "never"), depends_on=[bad])
+        after_bad = a.submit(rec(target, "never"), depends_on=[bad])
         await a.join()
         await b.join()
         rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
@@ -82,29 +61,26 @@ async def test_dependencies_and_failure_cascade_across_processes(
     assert rows[bad].status == "failed" and rows[bad].attempts == 1
     assert rows[after_bad].status == "cancelled"
     assert rows[after_bad].last_error == f"upstream {bad} failed"
-    assert [t for _, t, _ in executions(schema)] == ["up", "down"]
+    assert [t for _, t, _ in target.executions()] == ["up", "down"]
 
 
-async def test_a_function_job_is_refused_at_submit(url: str) -> None:
+async def test_a_function_job_is_refused_at_submit(target: Target) -> None:
     async def fn() -> None:
         return None
 
-    a = JobScheduler(store=url, plugins=plugins())
+    a = sched(target)
     async with a:
         with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
             a.submit(fn)
 
 
-async def test_cancel_on_one_process_stops_the_job_running_on_another(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
-    schema = pg_schema[1]
-    b = JobScheduler(store=url, num_workers=1, plugins=plugins())
+async def test_cancel_on_one_process_stops_the_job_running_on_another(target: Target) -> None:
+    b = sched(target, num_workers=1)
     started = asyncio.Event()
     b.add_listener(lambda job, old, new: new is JobStatus.RUNNING and started.set())
     await b.start()
-    async with Client(url, plugins=plugins()) as a:  # a submits; b runs
-        job_id = await a.submit(rec(schema, "long", seconds=3600, timeout=None))
+    async with Client(target.url, plugins=plugins()) as a:  # a submits; b runs
+        job_id = await a.submit(rec(target, "long", seconds=3600, timeout=None))
         await started.wait()
         assert b.get(job_id).status is JobStatus.RUNNING
         assert await a.cancel(job_id) is True
@@ -113,19 +89,16 @@ async def test_cancel_on_one_process_stops_the_job_running_on_another(
     await b.stop()
 
 
-async def test_retries_and_delays_go_through_the_store(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
+async def test_retries_and_delays_go_through_the_store(target: Target) -> None:
     from jobsched_plugins.fixed_retry import FixedRetryPolicy
 
-    schema = pg_schema[1]
-    a = JobScheduler(store=url, num_workers=2, plugins=plugins())
-    b = JobScheduler(store=url, num_workers=2, plugins=plugins())
+    a = sched(target, num_workers=2)
+    b = sched(target, num_workers=2)
     async with a, b:
         fail = pg_jobs.Fail(message="nope")
         fail.retry = FixedRetryPolicy(max_retries=2, seconds=0.05)
         bad = a.submit(fail)
-        later = a.submit(rec(schema, "later"), delay=0.2)
+        later = a.submit(rec(target, "later"), delay=0.2)
         await a.join()
         rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
     assert (rows[bad].status, rows[bad].attempts) == ("failed", 3)
@@ -136,14 +109,12 @@ async def test_retries_and_delays_go_through_the_store(
     assert rows[later].started_at >= rows[later].submitted_at + 0.2
 
 
-async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
-    url: str, pg_schema: tuple[str, str]
-) -> None:
+async def test_a_claimed_row_that_cannot_be_built_fails_without_running(target: Target) -> None:
     import time
 
     from jobsched import NewJob
 
-    a = JobScheduler(store=url, num_workers=1, plugins=plugins())
+    a = sched(target, num_workers=1)
     async with a:
         store = a.backend.store  # type: ignore[attr-defined]
         now = time.time()
@@ -178,46 +149,47 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(
         rows = await asyncio.wait_for(both_failed(), 60)
     assert all(r.last_error.startswith("cannot build job:") for r in rows)  # type: ignore[attr-defined]
     assert "no-such-type" in rows[0].last_error  # type: ignore[attr-defined]
-    assert executions(pg_schema[1]) == []
+    assert target.executions() == []
 
 
-async def test_jobs_that_cannot_be_data_are_refused_at_submit(url: str) -> None:
+async def test_jobs_that_cannot_be_data_are_refused_at_submit(target: Target) -> None:
     from jobsched import AsyncJob
 
     class Unregistered(AsyncJob):
         async def run(self) -> None:
             return None
 
-    a = JobScheduler(store=url, plugins=plugins())
+    a = sched(target)
     async with a:
         with pytest.raises(SchedulerError, match="is not a registered job type"):
             a.submit(Unregistered("x"))
-        job = rec("s", "t")
+        job = rec(target, "t")
         job.retry = object()  # type: ignore[assignment]
         with pytest.raises(SchedulerError, match="retry policy"):
             a.submit(job)
 
 
-async def test_unique_key_holds_across_processes(url: str, pg_schema: tuple[str, str]) -> None:
-    schema = pg_schema[1]
-    async with Client(url, plugins=plugins()) as a, Client(url, plugins=plugins()) as b:
-        first = await a.submit(rec(schema, "one"), unique_key="nightly")
-        second = await b.submit(rec(schema, "two"), unique_key="nightly")
+async def test_unique_key_holds_across_processes(target: Target) -> None:
+    async with (
+        Client(target.url, plugins=plugins()) as a,
+        Client(target.url, plugins=plugins()) as b,
+    ):
+        first = await a.submit(rec(target, "one"), unique_key="nightly")
+        second = await b.submit(rec(target, "two"), unique_key="nightly")
         rows = await a.jobs()
     assert first == second and [r.job_id for r in rows] == [first]
 
 
 async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
-    url: str, pg_schema: tuple[str, str]
+    target: Target,
 ) -> None:
-    schema = pg_schema[1]
     every_second = {"cron": "* * * * * *"}  # six fields: seconds first
-    procs = [JobScheduler(store=url, num_workers=1, plugins=plugins()) for _ in range(3)]
+    procs = [sched(target, num_workers=1) for _ in range(3)]
     for p in procs:
         await p.start()
     try:
         ids = {
-            p.schedule_recurring(lambda: rec(schema, "tick"), trigger=every_second) for p in procs
+            p.schedule_recurring(lambda: rec(target, "tick"), trigger=every_second) for p in procs
         }
         assert len(ids) == 1  # three registrations, one shared schedule
         store = procs[0].backend.store  # type: ignore[attr-defined]
@@ -234,24 +206,21 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
     finally:
         for p in procs:
             await p.stop()
-    rows = [r for r in await stored_rows(url) if r.schedule_id is not None]
+    rows = [r for r in await stored_rows(target) if r.schedule_id is not None]
     periods = [r.options["scheduled_for"] for r in rows]
     assert len(periods) == len(set(periods))  # no second fired twice
     assert all(p == int(p) for p in periods)  # on the cron grid (whole seconds)
     with pytest.raises(SchedulerError, match="does not support misfire_grace_time"):
-        JobScheduler(store=url, plugins=plugins()).schedule_recurring(
-            lambda: rec(schema, "x"), 5, jitter=1.0
-        )
+        sched(target).schedule_recurring(lambda: rec(target, "x"), 5, jitter=1.0)
     with pytest.raises(SchedulerError, match="pass the trigger as a mapping"):
-        JobScheduler(store=url, plugins=plugins()).schedule_recurring(
-            lambda: rec(schema, "x"),
+        sched(target).schedule_recurring(
+            lambda: rec(target, "x"),
             trigger=object(),  # type: ignore[arg-type]
         )
 
 
-async def stored_rows(url: str) -> list[Any]:
-    store = PostgresStore(url)
-    await store.open()
+async def stored_rows(target: Target) -> list[Any]:
+    store = await target.open_store()
     try:
         return list(await store.jobs())
     finally:

@@ -321,45 +321,41 @@ async def test_a_broken_depends_on_column(db: Path) -> None:
 
 
 # ── failing writes ─────────────────────────────────────────────────────
-class SmallDiskStore(SQLiteStore):
-    """A SQLite store whose disk fills up when the test says so."""
+def fill_disk(conn: sqlite3.Connection) -> None:
+    """Let the store's file grow no more (run with `SQLiteStore.call`)."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
 
-    def fill_disk(self) -> None:
-        conn = self._conn
-        assert conn is not None
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        conn.execute(f"PRAGMA max_page_count = {pages}")
 
-    def free_disk(self) -> None:
-        assert self._conn is not None
-        self._conn.execute("PRAGMA max_page_count = 1073741823")
+def free_disk(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA max_page_count = 1073741823")
 
 
 async def test_a_full_disk_keeps_the_last_committed_state(db: Path, tmp_path: Path) -> None:
-    store = SmallDiskStore(url_of(db))
+    store = SQLiteStore(url_of(db))
     s = scheduler(store)
     await s.start()
     first = s.submit(Noop("small"), delay=3600)
     await s.flush()
     committed = job_rows(db)
-    await store._call(store.fill_disk)
+    await store.call(fill_disk)
     big = [s.submit(Record(str(tmp_path / "log"), "x" * 5000), delay=3600) for _ in range(20)]
     with pytest.raises(StoreError, match=rf"{db}: database or disk is full|could not write"):
         await s.flush()
     assert job_rows(db) == committed
     # The scheduler goes on; the writer retries, and succeeds once there is room.
-    await store._call(store.free_disk)
+    await store.call(free_disk)
     await s.flush()
     assert {r[0] for r in job_rows(db)} == {first, *big}
     await s.stop()
 
 
 async def test_stop_reports_a_final_write_that_failed(db: Path) -> None:
-    store = SmallDiskStore(url_of(db))
+    store = SQLiteStore(url_of(db))
     s = scheduler(store)
     await s.start()
     await s.flush()
-    await store._call(store.fill_disk)
+    await store.call(fill_disk)
     s.submit(Noop("x" * 50_000), delay=3600)
     with pytest.raises(StoreError, match="database or disk is full"):
         await s.stop()

@@ -114,6 +114,9 @@ def choose_backend(store: StoreBase | None, *, shared: bool | None) -> Backend:
         return SharedBackend(shared_store)
     if durable:
         assert store is not None
-        owned = as_store(store)
-        return JournalBackend(owned)
+        if asked is False and store.shared:
+            raise ValueError(
+                f"shared=False: {store!r} is always shared; it has no single-owner mode"
+            )
+        return JournalBackend(as_store(store))
     return LocalBackend(store)

@@ -172,6 +172,10 @@ class StoreContext:
     worker_id: str
     #: Open for reading only (``jobsched status``): create, migrate and lock nothing.
     readonly: bool = False
+    #: Opened by the shared backend (several processes on one queue; the
+    #: `SharedStore` calls follow). A store that implements both contracts
+    #: (SQLite) opens its shared mode; a store that is only shared ignores it.
+    shared: bool = False
 
 
 # ── rows of a shared store (several processes on one queue) ───────────
@@ -806,6 +810,11 @@ def resolve_store(
     if getattr(store, "shared", False):
         return as_shared_store(store)
     return as_store(store)
+
+
+def offers_shared(store: object) -> bool:
+    """Whether `store` implements `SharedStore` (several processes can share it)."""
+    return not _lacking(store, SHARED_STORE_MEMBERS)
 
 
 def as_store(store: object) -> Store:

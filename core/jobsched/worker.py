@@ -36,7 +36,9 @@ async def run_worker(
     are interrupted and handed back too (another process runs them again,
     their attempt counted).
     """
-    scheduler = JobScheduler(strategy, num_workers=workers, plugins=plugins, store=store)
+    scheduler = JobScheduler(
+        strategy, num_workers=workers, plugins=plugins, store=store, shared=True
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -126,7 +126,7 @@ class SharedBackend(LocalBackend):
 
     # ── Lifecycle ───────────────────────────────────────────────────
     async def open(self) -> None:
-        await self.store.open(StoreContext(worker_id=self.identity))
+        await self.store.open(StoreContext(worker_id=self.identity, shared=True))
         try:
             await self._sync_limits()
         except BaseException:

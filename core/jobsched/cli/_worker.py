@@ -12,14 +12,14 @@ import asyncio
 import time
 from typing import Any
 
-from .. import PluginManager
-from .._errors import SchedulerError
+from .. import PluginManager, SchedulerError
 from ..store import (
     SharedJobRow,
     SharedStore,
     StoreContext,
     as_shared_store,
     new_worker_id,
+    offers_shared,
     resolve_store,
 )
 from ..worker import run_worker
@@ -41,7 +41,12 @@ def add_parser(subparsers: Any) -> None:
         "that dies loses its leases and its jobs run again elsewhere (at-least-once). "
         "SIGINT/SIGTERM stop it gracefully: running jobs finish, unstarted ones go back.",
     )
-    worker.add_argument("--store", required=True, metavar="URL", help="postgresql://user@host/db")
+    worker.add_argument(
+        "--store",
+        required=True,
+        metavar="URL",
+        help="postgresql://user@host/db, or sqlite:////abs/path/jobs.db (one host)",
+    )
     worker.add_argument(
         "--workers", type=int, default=4, metavar="N", help="jobs run at once (default: 4)"
     )
@@ -65,8 +70,11 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
         raise BadInput(str(exc)) from None
-    if store is None or not store.shared:
-        raise BadInput(f"--store {url!r} is not a shared store (e.g. postgresql://host/db)")
+    if store is None or not offers_shared(store):
+        raise BadInput(
+            f"--store {url!r} is not a store several processes can share "
+            "(postgresql://host/db or sqlite:////abs/path/jobs.db)"
+        )
     return as_shared_store(store)
 
 

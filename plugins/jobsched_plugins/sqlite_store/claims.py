@@ -1,0 +1,375 @@
+"""Claims, leases and limits (postgres_store/claims.py in SQLite): taking due
+jobs in strategy order under the cluster's limits, keeping and losing leases,
+writing outcomes (releasing or cancelling dependents in the same
+transaction), and cancel requests.
+
+Every function runs in the store's thread inside the caller's ``BEGIN
+IMMEDIATE`` transaction: it holds the file's write lock, so no other process
+claims, finishes or counts a limit's slots until it commits. That is what
+PostgreSQL's ``FOR UPDATE SKIP LOCKED`` and advisory lock do there.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from jobsched.store import Outcome, SharedJobRow, StoreError
+
+from .connection import TERMINAL, now
+from .queries import JOB_COLUMNS, job_row
+
+_DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
+
+
+def _in(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _take(
+    conn: sqlite3.Connection, job_ids: list[str], owner: str, lease_seconds: float, t: float
+) -> list[SharedJobRow]:
+    """Mark `job_ids` running under `owner`'s lease; their rows, in strategy order."""
+    if not job_ids:
+        return []
+    conn.execute(
+        f"""UPDATE jobsched_shared_jobs SET status = 'running', attempts = attempts + 1,
+            lease_owner = ?, lease_expires = ?, started_at = ?
+        WHERE job_id IN ({_in(job_ids)})""",
+        [owner, t + lease_seconds, t, *job_ids],
+    )
+    cur = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE job_id IN ({_in(job_ids)}) "
+        "ORDER BY sort_key, seq",
+        job_ids,
+    )
+    return [job_row(r) for r in cur]
+
+
+def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    r = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
+    return None if r is None else dict(json.loads(r[0]))
+
+
+def claim(
+    conn: sqlite3.Connection, lease_seconds: float, n: int, owner: str
+) -> tuple[list[SharedJobRow], float | None, bool]:
+    """Take up to `n` due jobs in strategy order with a lease for `owner`.
+
+    Returns the rows (now ``running``, attempts counted), the wall time the
+    next waiting job becomes due when fewer than `n` were (None if none),
+    and whether cluster limits are stored (finishing a job then frees a slot).
+    """
+    t = now()
+    limits = stored_limits(conn)
+    if limits:
+        rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t)
+        return rows, next_due, True
+    picked = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ? "
+            "ORDER BY sort_key, seq LIMIT ?",
+            (t, n),
+        )
+    ]
+    rows = _take(conn, picked, owner, lease_seconds, t)
+    next_due = None
+    if len(rows) < n:
+        next_due = conn.execute(
+            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE}"
+        ).fetchone()[0]
+    return rows, next_due, False
+
+
+def _claim_limited(
+    conn: sqlite3.Connection,
+    lease_seconds: float,
+    n: int,
+    owner: str,
+    limits: dict[str, Any],
+    t: float,
+) -> tuple[list[SharedJobRow], float | None]:
+    """The claim under cluster limits (the PostgreSQL store's rules, see there).
+
+    Slots are counted from the ``running`` rows (a claimed job holds its
+    slot until its outcome is written or its expired lease is reaped);
+    rate tokens come from the GCRA buckets in ``rate_buckets``. A job at a
+    limit is skipped, not waited for: the jobs behind it are claimed.
+    """
+    types: dict[str, int] = dict(limits.get("job_types") or {})
+    executors: dict[str, int] = dict(limits.get("executors") or {})
+    rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+    running_t = dict.fromkeys(types, 0)
+    running_e = dict.fromkeys(executors, 0)
+    if types or executors:
+        cur = conn.execute(
+            "SELECT type, json_extract(options, '$.executor'), count(*) "
+            "FROM jobsched_shared_jobs WHERE status = 'running' GROUP BY 1, 2"
+        )
+        for kind, exe, count in cur:
+            if kind in running_t:
+                running_t[kind] += count
+            if exe in running_e:
+                running_e[exe] += count
+    tats: dict[str, float] = {}
+    if rates:
+        cur = conn.execute(
+            f"SELECT job_type, tat FROM jobsched_shared_rate_buckets "
+            f"WHERE job_type IN ({_in(list(rates))})",
+            list(rates),
+        )
+        tats = dict(cur.fetchall())
+
+    def token_at(kind: str) -> float:
+        # GCRA: the next token is free at tat - tolerance (tat >= now).
+        rate = rates[kind]
+        interval = 1.0 / rate["per_second"]
+        return max(tats.get(kind, t), t) - (rate["burst"] - 1) * interval
+
+    def blocked() -> tuple[list[str], list[str]]:
+        full_t = {k for k, lim in types.items() if running_t[k] >= lim}
+        full_t |= {k for k in rates if token_at(k) > t + 1e-9}
+        full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
+        return sorted(full_t), full_e
+
+    def due_query(full_t: list[str], full_e: list[str], *, select: str) -> tuple[str, list[Any]]:
+        return (
+            f"SELECT {select} FROM jobsched_shared_jobs WHERE {_DUE} "
+            f"AND type NOT IN ({_in(full_t)}) "
+            f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)})",
+            [*full_t, *full_e],
+        )
+
+    taken: list[str] = []
+    full_t, full_e = blocked()
+    columns = "job_id, type, json_extract(options, '$.executor')"
+    sql, params = due_query(full_t, full_e, select=columns)
+    # One walk in strategy order: the write lock is ours, so nothing moves under it.
+    walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
+    for job_id, kind, exe in walk:
+        if kind in types and running_t[kind] >= types[kind]:
+            continue
+        if exe in executors and running_e[exe] >= executors[exe]:
+            continue
+        if kind in rates:
+            if token_at(kind) > t + 1e-9:
+                continue
+            tats[kind] = max(tats.get(kind, t), t) + 1.0 / rates[kind]["per_second"]
+        if kind in types:
+            running_t[kind] += 1
+        if exe in executors:
+            running_e[exe] += 1
+        taken.append(job_id)
+        if len(taken) == n:
+            break
+    walk.close()
+    rows = _take(conn, taken, owner, lease_seconds, t)
+    if tats:
+        conn.executemany(
+            "INSERT INTO jobsched_shared_rate_buckets (job_type, tat) VALUES (?, ?) "
+            "ON CONFLICT (job_type) DO UPDATE SET tat = excluded.tat",
+            list(tats.items()),
+        )
+    next_due = None
+    if len(rows) < n:
+        # Jobs held by a concurrency limit wake on a finish; jobs held by a
+        # rate wake when their next token is due.
+        full_t, full_e = blocked()
+        sql, params = due_query(full_t, full_e, select="min(run_at)")
+        first = conn.execute(sql, params).fetchone()[0]
+        due = [first] if first is not None else []
+        due += [token_at(k) for k in rates if k in full_t and token_at(k) > t]
+        next_due = min(due) if due else None
+    return rows, next_due
+
+
+def sync_limits(
+    conn: sqlite3.Connection, url: str, data: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Agree on the cluster's limits (see `SQLiteStore.sync_limits`)."""
+    if data:
+        conn.execute(
+            "INSERT INTO jobsched_shared_limits (id, data) VALUES (1, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (json.dumps(data),),
+        )
+    stored = stored_limits(conn)
+    if data and stored != data:
+        raise StoreError(
+            f"{url}: this process's limits {json.dumps(data, sort_keys=True)} "
+            f"differ from the limits the cluster runs with "
+            f"{json.dumps(stored, sort_keys=True)}; every process must use the same "
+            "limits (or none); change them for all with SQLiteStore.set_limits"
+        )
+    return stored
+
+
+def set_limits(conn: sqlite3.Connection, data: dict[str, Any] | None) -> None:
+    if data:
+        conn.execute(
+            "INSERT INTO jobsched_shared_limits (id, data) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+            (json.dumps(data),),
+        )
+    else:
+        conn.execute("DELETE FROM jobsched_shared_limits")
+
+
+def renew(
+    conn: sqlite3.Connection, lease_seconds: float, job_ids: list[str], owner: str
+) -> set[str]:
+    """Extend `owner`'s leases on `job_ids`; returns the ids whose lease was lost."""
+    kept: set[str] = set()
+    for i in range(0, len(job_ids), 500):
+        chunk = job_ids[i : i + 500]
+        cur = conn.execute(
+            f"UPDATE jobsched_shared_jobs SET lease_expires = ? WHERE job_id IN ({_in(chunk)}) "
+            "AND lease_owner = ? AND status = 'running' RETURNING job_id",
+            [now() + lease_seconds, *chunk, owner],
+        )
+        kept |= {r[0] for r in cur}
+    return set(job_ids) - kept
+
+
+def reap_expired(conn: sqlite3.Connection) -> int:
+    """Put jobs whose lease expired (their process died) back in the queue."""
+    cur = conn.execute(
+        "UPDATE jobsched_shared_jobs SET status = 'pending', lease_owner = NULL, "
+        "lease_expires = NULL WHERE status = 'running' AND lease_expires < ? RETURNING job_id",
+        (now(),),
+    )
+    return len(cur.fetchall())
+
+
+def release(conn: sqlite3.Connection, job_ids: list[str], owner: str) -> int:
+    """Give back claimed jobs that never started (their attempt is not counted)."""
+    count = 0
+    for i in range(0, len(job_ids), 500):
+        chunk = job_ids[i : i + 500]
+        cur = conn.execute(
+            "UPDATE jobsched_shared_jobs SET status = 'pending', lease_owner = NULL, "
+            f"lease_expires = NULL, attempts = attempts - 1 WHERE job_id IN ({_in(chunk)}) "
+            "AND lease_owner = ? AND status = 'running' RETURNING job_id",
+            [*chunk, owner],
+        )
+        count += len(cur.fetchall())
+    return count
+
+
+def finish(
+    conn: sqlite3.Connection, outcomes: Sequence[Outcome], owner: str
+) -> tuple[list[str], bool]:
+    """Record attempts that ended; ``(the ids written, whether work became due)``.
+
+    Only jobs `owner` still holds are written (a job whose lease expired and
+    was taken by another process belongs to that one now). Completed jobs
+    release their dependents; failed, timed-out and cancelled ones cancel
+    every job downstream, all in the caller's transaction.
+    """
+    t = now()
+    written: list[tuple[str, str]] = []
+    for o in outcomes:
+        cur = conn.execute(
+            """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
+                last_error = coalesce(?, last_error), run_at = coalesce(?, run_at),
+                finished_at = ?, lease_owner = NULL, lease_expires = NULL,
+                cancel_requested = 0
+            WHERE job_id = ? AND lease_owner = ? AND status = 'running'
+            RETURNING job_id, status""",
+            (
+                o.status,
+                o.result,  # JSON text already (Outcome.result)
+                o.error,
+                o.run_at,
+                None if o.status == "retry_wait" else t,
+                o.job_id,
+                owner,
+            ),
+        )
+        written += cur.fetchall()
+    completed = [job_id for job_id, status in written if status == "completed"]
+    broken = [job_id for job_id, status in written if status in TERMINAL[1:]]
+    wake = any(status == "retry_wait" for _, status in written)
+    for upstream in completed:
+        cur = conn.execute(
+            "UPDATE jobsched_shared_jobs SET unmet = unmet - 1 WHERE status = 'pending' "
+            "AND job_id IN (SELECT job_id FROM jobsched_shared_dependencies WHERE upstream = ?) "
+            "RETURNING unmet",
+            (upstream,),
+        )
+        wake = any(r[0] == 0 for r in cur.fetchall()) or wake
+    if broken:
+        cascade(conn, broken, t)
+    return [job_id for job_id, _ in written], wake
+
+
+def cascade(conn: sqlite3.Connection, upstreams: list[str], t: float) -> None:
+    """Cancel every unfinished job downstream of `upstreams` (they can never run)."""
+    causes: dict[str, str] = {}
+    cur = conn.execute(
+        f"""WITH RECURSIVE down(job_id, cause) AS (
+            SELECT job_id, upstream FROM jobsched_shared_dependencies
+            WHERE upstream IN ({_in(upstreams)})
+          UNION
+            SELECT d.job_id, d.upstream FROM jobsched_shared_dependencies d
+            JOIN down ON d.upstream = down.job_id)
+        SELECT job_id, min(cause) FROM down GROUP BY job_id""",
+        upstreams,
+    )
+    causes = dict(cur.fetchall())
+    if not causes:
+        return
+    direct = dict(
+        conn.execute(
+            f"SELECT job_id, status FROM jobsched_shared_jobs WHERE job_id IN ({_in(upstreams)})",
+            upstreams,
+        ).fetchall()
+    )
+    conn.executemany(
+        "UPDATE jobsched_shared_jobs SET status = 'cancelled', finished_at = ?, last_error = ? "
+        "WHERE job_id = ? AND status IN ('pending', 'retry_wait')",
+        [
+            (t, f"upstream {cause} {direct.get(cause, 'cancelled')}", job_id)
+            for job_id, cause in causes.items()
+        ],
+    )
+
+
+def request_cancel(conn: sqlite3.Connection, job_id: str) -> tuple[bool, str | None]:
+    """Cancel a job from any process: ``(done, owner)``; done False if unknown or finished.
+
+    A waiting job is cancelled here and now (and its dependents with it); a
+    running one is flagged, and `owner` (its lease holder) cancels the
+    attempt when it sees the flag, then writes CANCELLED itself.
+    """
+    r = conn.execute(
+        "SELECT status, lease_owner FROM jobsched_shared_jobs WHERE job_id = ?", (job_id,)
+    ).fetchone()
+    if r is None or r[0] in TERMINAL:
+        return False, None
+    if r[0] == "running":
+        conn.execute(
+            "UPDATE jobsched_shared_jobs SET cancel_requested = 1 WHERE job_id = ?", (job_id,)
+        )
+        return True, r[1]
+    t = now()
+    conn.execute(
+        "UPDATE jobsched_shared_jobs SET status = 'cancelled', last_error = 'cancelled', "
+        "finished_at = ? WHERE job_id = ?",
+        (t, job_id),
+    )
+    cascade(conn, [job_id], t)
+    return True, None
+
+
+def cancel_requests(conn: sqlite3.Connection, owner: str) -> list[str]:
+    """Jobs `owner` runs that someone asked to cancel."""
+    cur = conn.execute(
+        "SELECT job_id FROM jobsched_shared_jobs WHERE lease_owner = ? "
+        "AND status = 'running' AND cancel_requested = 1",
+        (owner,),
+    )
+    return [r[0] for r in cur]

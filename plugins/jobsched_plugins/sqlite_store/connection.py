@@ -1,0 +1,420 @@
+"""The link to the file: store URLs, the one thread and connection every call
+runs on, transactions, the file lock of the single-owner mode, and the
+wake-ups between processes of the shared mode (a poll of ``PRAGMA data_version``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import math
+import os
+import sqlite3
+import struct
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import structlog
+
+from jobsched.store import StoreError
+
+fcntl: Any
+try:
+    import fcntl
+except ImportError:  # Windows: no ownership lock (documented)
+    fcntl = None
+
+logger = structlog.get_logger("jobsched.sqlite")
+
+T = TypeVar("T")
+
+TERMINAL = ("completed", "failed", "timed_out", "cancelled")
+
+_OPTIONS = ("timeout", "synchronous", "lease", "poll")
+
+
+def parse_url(url: str) -> tuple[str, dict[str, str]]:
+    """``(path, options)`` of a ``sqlite:///path?option=value`` URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise ValueError(f"not a sqlite URL: {url!r}")
+    if parts.netloc:
+        raise ValueError(
+            f"sqlite URL {url!r} has a host ({parts.netloc!r}); write sqlite:///relative.db "
+            "or sqlite:////absolute/path.db"
+        )
+    path = urllib.parse.unquote(parts.path)[1:]  # the path follows the third slash
+    if not path or path == ":memory:":
+        raise ValueError(
+            f"sqlite URL {url!r} needs a file path: sqlite:///jobs.db (relative) or "
+            "sqlite:////var/lib/jobs.db (absolute)"
+        )
+    options = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"sqlite URL {url!r}: unknown option(s) {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(_OPTIONS)})"
+        )
+    return path, options
+
+
+def seconds_option(url: str, options: dict[str, str], name: str, default: float) -> float:
+    """A positive number of seconds from the URL's options."""
+    try:
+        value = float(options.get(name, default))
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{url}: {name} must be a number of seconds > 0, got {options[name]!r}")
+    return value
+
+
+# ── values as SQLite keeps them ───────────────────────────────────────
+def to_json(value: Any) -> str:
+    """Arguments, options or a trigger as JSON text (the scheduler's codec made
+    them JSON values; results arrive as JSON text already)."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
+
+
+_SIGN = 1 << 63
+_ALL = (1 << 64) - 1
+
+
+def pack_sort_key(key: Sequence[float]) -> bytes:
+    """A strategy key as bytes whose byte order is the tuple's order.
+
+    SQLite has no arrays; a BLOB compares byte by byte (a shorter prefix
+    first), so each float becomes 8 big-endian bytes with the IEEE-754
+    order-preserving flip (negative numbers inverted, positive ones get the
+    sign bit) and ``ORDER BY sort_key`` walks the strategy's order.
+    """
+    out = bytearray()
+    for x in key:
+        bits = int.from_bytes(struct.pack(">d", float(x) + 0.0), "big")  # + 0.0: no -0.0
+        bits = (~bits & _ALL) if bits & _SIGN else (bits | _SIGN)
+        out += bits.to_bytes(8, "big")
+    return bytes(out)
+
+
+def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
+    """The inverse of `pack_sort_key`."""
+    key = []
+    for i in range(0, len(blob), 8):
+        bits = int.from_bytes(blob[i : i + 8], "big")
+        bits = (bits & ~_SIGN & _ALL) if bits & _SIGN else (~bits & _ALL)
+        key.append(struct.unpack(">d", bits.to_bytes(8, "big"))[0])
+    return tuple(key)
+
+
+class Database:
+    """One store's way to its file: one thread, one connection, in order.
+
+    sqlite3 connections belong to the thread that made them, and one thread
+    keeps calls in order; the event loop never blocks on SQLite.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path, self.options = parse_url(url)
+        self.timeout = seconds_option(url, self.options, "timeout", 5.0)
+        self.synchronous = self.options.get("synchronous", "full").upper()
+        if self.synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"{url}: synchronous must be 'full' or 'normal'")
+        self._thread: ThreadPoolExecutor | None = None
+        self.conn: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise StoreError(f"{self.url}: already open")
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="jobsched-sqlite")
+
+    def stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self._thread = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the store's thread."""
+        if self._thread is None:
+            raise StoreError(f"{self.url}: the store is not open")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, fn, *args)
+
+    def connect(self, readonly: bool) -> sqlite3.Connection:
+        """A new connection to the file (autocommit: transactions are explicit)."""
+        if readonly:
+            target = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+            return sqlite3.connect(target, uri=True, timeout=self.timeout, isolation_level=None)
+        return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+
+    def use_wal(self, conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.url}: cannot switch {self.path} to WAL mode (got {mode!r})")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    # ── transactions (in the store's thread) ───────────────────────
+    def in_transaction(
+        self, body: Callable[[sqlite3.Connection], T], what: str, *, write: bool = True
+    ) -> T:
+        """`body(conn)` in one transaction; a `StoreError` naming `what` if SQLite fails.
+
+        A writing transaction starts with ``BEGIN IMMEDIATE``: it takes the
+        file's write lock first (waiting up to `timeout` for another
+        process), so it can never fail half-way for a lock another
+        transaction took (SQLITE_BUSY on upgrade).
+        """
+        conn = self.conn
+        if conn is None:
+            raise StoreError(f"{self.url}: the store is not open")
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = body(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (a full disk does).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.url}: could not {what} {self.path}: {self.problem(exc)}; "
+                "the file keeps its last committed state"
+            ) from exc
+        return result
+
+    async def transaction(
+        self, body: Callable[[sqlite3.Connection], T], what: str, *, write: bool = True
+    ) -> T:
+        """`in_transaction` on the store's thread."""
+        return await self.call(functools.partial(self.in_transaction, write=write), body, what)
+
+    def close_sync(self) -> None:
+        conn, self.conn = self.conn, None
+        try:
+            if conn is not None:
+                conn.close()
+        finally:
+            self.release_ownership()
+
+    # ── errors ──────────────────────────────────────────────────────
+    def problem(self, exc: sqlite3.Error) -> str:
+        name = getattr(exc, "sqlite_errorname", None)
+        return f"{exc} ({name})" if name else str(exc)
+
+    def hint(self) -> str:
+        """For a relative path: how to write the absolute one (a common slip)."""
+        if os.path.isabs(self.path):
+            return ""
+        return (
+            f" ({self.path} is relative to the current folder {os.getcwd()}; for the "
+            f"absolute path /{self.path} write sqlite:////{self.path}, with four slashes)"
+        )
+
+    def remove_new_file(self) -> None:
+        """Undo the creation of a store file whose first open failed (say, a full disk)."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.remove(self.path + suffix)
+
+    def open_error(self, exc: sqlite3.Error, readonly: bool) -> StoreError:
+        """The one-line error for an open that SQLite refused."""
+        path, problem = self.path, self.problem(exc)
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        unchanged = "jobsched left it unchanged"
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc):
+            return StoreError(
+                f"{self.url}: {path} is locked by another connection (waited "
+                f"{self.timeout:g}s): {problem}; {unchanged}"
+            )
+        if name == "SQLITE_FULL":
+            return StoreError(
+                f"{self.url}: the disk holding {path} is full: {problem}; {unchanged}"
+            )
+        if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+            folder = os.path.dirname(os.path.abspath(path))
+            verb = "read" if readonly else "open"
+            return StoreError(
+                f"{self.url}: cannot {verb} {path}: {problem}; SQLite needs to create "
+                f"{os.path.basename(path)}-wal and -shm beside it: can this user write to "
+                f"{path} and to its folder {folder}? {unchanged}"
+            )
+        if name.startswith("SQLITE_IOERR"):
+            return StoreError(f"{self.url}: I/O error on {path}: {problem}; {unchanged}")
+        if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            return StoreError(
+                f"{self.url}: {path} is not a usable SQLite database: {problem}; {unchanged}"
+            )
+        return StoreError(f"{self.url}: cannot open {path}: {problem}; {unchanged}")
+
+    # ── one owner per file (single-owner mode) ─────────────────────
+    def take_ownership(self) -> None:
+        """Hold ``<path>.lock`` (``flock``, released by the OS if the process dies)."""
+        if fcntl is None:
+            return
+        lock_path = self.path + ".lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._lock_error(lock_path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreError(
+                f"{self.url}: {self.path} is in use by another jobsched process (pid {owner}, "
+                f"lock file {lock_path}); stop it first, or use another store file"
+            ) from None
+        try:
+            pid = str(os.getpid()).encode()
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
+        except OSError as exc:
+            os.close(fd)
+            raise self._lock_error(lock_path, exc) from None
+        self._lock_fd = fd
+
+    def _lock_error(self, lock_path: str, exc: OSError) -> StoreError:
+        return StoreError(
+            f"{self.url}: cannot write the lock file {lock_path}: {exc.strerror or exc} "
+            f"(every jobsched run on {self.path} needs it, in the same folder); "
+            "jobsched left the store unchanged"
+        )
+
+    def release_ownership(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the descriptor releases the flock
+
+
+class Wakeups:
+    """The shared mode's notifications, by polling: every `interval` seconds
+    one ``PRAGMA data_version`` (a read of the WAL index, no lock, no I/O)
+    tells whether another connection committed. If one did, idle claimers
+    wake (`on_work`), waiters for finished jobs wake, and running jobs that
+    someone asked to cancel since are passed to `on_cancel`. This
+    process's own commits notify directly, without waiting for a poll.
+    """
+
+    def __init__(self, db: Database, interval: float) -> None:
+        self.db = db
+        self.interval = interval
+        self.owner = ""
+        #: Called with a job id when any process asks to cancel it (loop thread).
+        self.on_cancel: Callable[[str], None] | None = None
+        #: Called when new work may be due (loop thread).
+        self.on_work: Callable[[], None] | None = None
+        #: Never called: a poll cannot miss a change (kept for the shared-store API).
+        self.on_resync: Callable[[], None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._work = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._signalled: set[str] = set()  # cancel requests already passed on
+
+    def start(self, owner: str) -> None:
+        self.owner = owner
+        self._task = asyncio.create_task(self._poll(), name=f"jobsched-sqlite-poll-{owner}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    # ── this process's own commits ──────────────────────────────────
+    def work(self) -> None:
+        self._work.set()
+        if self.on_work is not None:
+            self.on_work()
+
+    def finished(self) -> None:
+        self._finished.set()
+
+    def cancel(self, job_id: str) -> None:
+        if self.on_cancel is not None:
+            self.on_cancel(job_id)
+
+    async def wait(self, timeout: float) -> bool:
+        return await _wait_event(self._work, timeout)
+
+    async def wait_finished(self, timeout: float) -> bool:
+        return await _wait_event(self._finished, timeout)
+
+    # ── other processes' commits ───────────────────────────────────
+    async def _poll(self) -> None:
+        seen = await self.db.call(self._version)
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                version, cancels = await self.db.call(self._changes, seen)
+            except Exception as exc:  # a busy or vanished file: try again next time
+                logger.warning("sqlite poll failed", error=str(exc))
+                continue
+            if version == seen:
+                continue
+            seen = version
+            self._work.set()
+            self._finished.set()
+            if self.on_work is not None:
+                self.on_work()
+            for job_id in cancels:
+                self.cancel(job_id)
+
+    def _version(self) -> int:
+        assert self.db.conn is not None
+        return int(self.db.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _changes(self, seen: int) -> tuple[int, list[str]]:
+        """The file's version and, if it changed, the new cancel requests.
+
+        Every process hears of every request, as with PostgreSQL's NOTIFY;
+        the kernel ignores those for jobs it does not run.
+        """
+        version = self._version()
+        if version == seen:
+            return version, []
+        assert self.db.conn is not None
+        requested = {
+            r[0]
+            for r in self.db.conn.execute(
+                "SELECT job_id FROM jobsched_shared_jobs WHERE cancel_requested = 1 "
+                "AND status = 'running'"
+            )
+        }
+        new = sorted(requested - self._signalled)
+        self._signalled = requested
+        return version, new
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
+    if not event.is_set() and timeout > 0 and math.isfinite(timeout):
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+    elif not event.is_set() and timeout > 0:
+        await event.wait()
+    notified = event.is_set()
+    event.clear()
+    return notified
+
+
+def now() -> float:
+    """Wall-clock time: every process on the host stamps leases with one clock."""
+    return time.time()

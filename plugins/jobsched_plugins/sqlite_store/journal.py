@@ -1,0 +1,230 @@
+"""Opening a file (in either mode), and the single-owner mode's journal.
+
+In the single-owner mode one scheduler owns the file: `open` returns every
+job and schedule to restore; `write` stores a batch of full rows in one
+transaction. One scheduler owns a file at a time (a lock file
+``<path>.lock`` held with ``flock``, released by the OS if the process
+dies); ``jobsched status`` reads without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+
+from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, check_snapshot
+
+from . import migrations, queries
+from .connection import Database
+
+_JOB_COLUMNS = (
+    "job_id, key, type, args, options, depends_on, status, attempts, run_at, "
+    "submitted_at, finished_at, seq, result, last_error, schedule_id"
+)
+# What never changes after submit (type, args, ...) is written by the insert
+# and left alone by the update.
+_UPSERT_JOB = f"""
+INSERT INTO jobsched_jobs ({_JOB_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (job_id) DO UPDATE SET
+    status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
+    finished_at = excluded.finished_at, result = excluded.result,
+    last_error = excluded.last_error, schedule_id = excluded.schedule_id
+"""
+# A key is unique among the jobs a scheduler knows, not forever: once a job
+# has left the scheduler's history its key may be submitted again. The new job
+# takes the key; the old row stays, as history, without it.
+_RELEASE_KEY = "UPDATE jobsched_jobs SET key = NULL WHERE key = ? AND job_id <> ?"
+_SCHEDULE_COLUMNS = (
+    "schedule_id, key, template, trigger, next_run, allow_overlap, active, "
+    "last_job_id, fired, skipped"
+)
+_UPSERT_SCHEDULE = f"""
+INSERT INTO jobsched_schedules ({_SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT (schedule_id) DO UPDATE SET
+    next_run = excluded.next_run, allow_overlap = excluded.allow_overlap,
+    active = excluded.active, last_job_id = excluded.last_job_id,
+    fired = excluded.fired, skipped = excluded.skipped
+"""
+
+
+def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot, str]:
+    """Open the file in `mode` (in the store's thread); the rows to restore and the mode.
+
+    Read and check everything before the first write, so that a file
+    jobsched refuses is left exactly as it was. Readonly (``jobsched
+    status``) reads a file of either mode; a shared file's jobs come back as
+    `JobRow` objects.
+    """
+    path = db.path
+    existed = os.path.exists(path)
+    if context.readonly:
+        if not existed:
+            raise StoreError(f"{db.url}: no such file: {path}{db.hint()}")
+    else:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise StoreError(f"{db.url}: folder {folder} does not exist{db.hint()}")
+        if mode == migrations.SINGLE_OWNER:
+            db.take_ownership()
+    conn = None
+    try:
+        conn = db.connect(context.readonly)
+        found, _ = migrations.file_mode(conn, db.url, path, readonly=context.readonly)
+        if context.readonly:
+            mode = found or mode
+        else:
+            migrations.refuse_other_mode(db.url, path, found, mode)
+        if found is None:
+            snapshot = Snapshot()
+        elif found == migrations.SHARED:
+            snapshot = queries.snapshot(conn) if context.readonly else Snapshot()
+        else:
+            snapshot = load(conn, db.url)
+        check_snapshot(db.url, snapshot)
+        if not context.readonly:
+            _claim(db, conn, context, create=found is None, mode=mode)
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        db.release_ownership()
+        if not existed and not context.readonly:
+            db.remove_new_file()
+        if isinstance(exc, sqlite3.Error):
+            raise db.open_error(exc, context.readonly) from exc
+        raise
+    db.conn = conn
+    return snapshot, mode
+
+
+def _claim(
+    db: Database, conn: sqlite3.Connection, context: StoreContext, *, create: bool, mode: str
+) -> None:
+    """Make the checked file ours: WAL mode, the schema on a new file, who opened it."""
+    db.use_wal(conn)
+    # One write at open: it creates the schema on a new file, records who
+    # opened it, and fails now (not at the first batch) if another
+    # connection holds the write lock or the disk is full.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if create:
+            # Another process may have created it since we looked (shared mode).
+            found, _ = migrations.file_mode(conn, db.url, db.path, readonly=False)
+            migrations.refuse_other_mode(db.url, db.path, found, mode)
+            if found is None:
+                migrations.create(conn, mode)
+        conn.execute(
+            "INSERT OR REPLACE INTO jobsched_meta VALUES ('opened_by', ?)", (context.worker_id,)
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def load(conn: sqlite3.Connection, url: str) -> Snapshot:
+    """Every job and schedule of a single-owner file."""
+    jobs = []
+    for r in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobsched_jobs ORDER BY seq"):
+        try:
+            depends_on = json.loads(r[5])
+            if not isinstance(depends_on, list):
+                raise TypeError("not a list of job ids")
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"{url}: job {r[0]} has a broken depends_on column {r[5]!r}: {exc}; "
+                "jobsched left it unchanged"
+            ) from None
+        jobs.append(
+            JobRow(
+                job_id=r[0],
+                key=r[1],
+                type=r[2],
+                args=r[3],
+                options=r[4],
+                depends_on=tuple(depends_on),
+                status=r[6],
+                attempts=r[7],
+                run_at=r[8],
+                submitted_at=r[9],
+                finished_at=r[10],
+                seq=r[11],
+                result=r[12],
+                last_error=r[13],
+                schedule_id=r[14],
+            )
+        )
+    schedules = [
+        ScheduleRow(
+            schedule_id=r[0],
+            key=r[1],
+            template=r[2],
+            trigger=r[3],
+            next_run=r[4],
+            allow_overlap=bool(r[5]),
+            active=bool(r[6]),
+            last_job_id=r[7],
+            fired=r[8],
+            skipped=r[9],
+        )
+        for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM jobsched_schedules")
+    ]
+    return Snapshot(jobs=jobs, schedules=schedules)
+
+
+def write(db: Database, batch: Sequence[JobRow | ScheduleRow]) -> None:
+    """One transaction holding the full current state of each row (in the store's thread)."""
+    jobs = []
+    keyed = []
+    schedules = []
+    for r in batch:
+        if type(r) is JobRow:
+            if r.key is not None:
+                keyed.append((r.key, r.job_id))
+            jobs.append(
+                (
+                    r.job_id,
+                    r.key,
+                    r.type,
+                    r.args,
+                    r.options,
+                    json.dumps(r.depends_on) if r.depends_on else "[]",
+                    r.status,
+                    r.attempts,
+                    r.run_at,
+                    r.submitted_at,
+                    r.finished_at,
+                    r.seq,
+                    r.result,
+                    r.last_error,
+                    r.schedule_id,
+                )
+            )
+        else:
+            s: ScheduleRow = r  # type: ignore[assignment]
+            schedules.append(
+                (
+                    s.schedule_id,
+                    s.key,
+                    s.template,
+                    s.trigger,
+                    s.next_run,
+                    int(s.allow_overlap),
+                    int(s.active),
+                    s.last_job_id,
+                    s.fired,
+                    s.skipped,
+                )
+            )
+
+    def body(conn: sqlite3.Connection) -> None:
+        if keyed:
+            conn.executemany(_RELEASE_KEY, keyed)
+        if jobs:
+            conn.executemany(_UPSERT_JOB, jobs)
+        if schedules:
+            conn.executemany(_UPSERT_SCHEDULE, schedules)
+
+    db.in_transaction(body, f"write {len(batch)} rows to")

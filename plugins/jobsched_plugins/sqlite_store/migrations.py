@@ -1,0 +1,197 @@
+"""The schema of both modes, and which mode a file is in.
+
+A store file is in one mode for its whole life, written in ``jobsched_meta``
+when jobsched creates it:
+
+- single-owner (``schema_version`` 1, no ``mode`` row): the journal tables
+  ``jobsched_jobs`` and ``jobsched_schedules``, written by one process;
+- shared (``schema_version`` 2, ``mode = 'shared'``): the ``jobsched_shared_*``
+  tables, claimed from by several processes. Version 2 makes a jobsched
+  from before the shared mode refuse such a file ("newer jobsched") instead
+  of misreading it.
+
+Each mode refuses a file of the other, naming it: the tables differ, and a
+single owner would overwrite what the workers are doing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from jobsched.store import StoreError
+
+#: The highest schema version this code understands.
+SCHEMA_VERSION = 2
+SINGLE_OWNER_VERSION = 1
+SHARED_VERSION = 2
+
+SINGLE_OWNER = "single-owner"
+SHARED = "shared"
+
+SINGLE_OWNER_SCHEMA = """
+CREATE TABLE jobsched_meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE jobsched_jobs (
+    job_id TEXT PRIMARY KEY,
+    key TEXT,
+    type TEXT NOT NULL,
+    args TEXT NOT NULL,
+    options TEXT NOT NULL,
+    depends_on TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    run_at REAL NOT NULL,
+    submitted_at REAL NOT NULL,
+    finished_at REAL,
+    seq INTEGER NOT NULL,
+    result TEXT,
+    last_error TEXT,
+    schedule_id TEXT
+) WITHOUT ROWID;
+CREATE TABLE jobsched_schedules (
+    schedule_id TEXT PRIMARY KEY,
+    key TEXT UNIQUE,
+    template TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    next_run REAL NOT NULL,
+    allow_overlap INTEGER NOT NULL,
+    active INTEGER NOT NULL,
+    last_job_id TEXT,
+    fired INTEGER NOT NULL,
+    skipped INTEGER NOT NULL
+) WITHOUT ROWID;
+-- Partial: most jobs have no key, and an index entry per NULL costs every insert.
+CREATE UNIQUE INDEX jobsched_jobs_key ON jobsched_jobs (key) WHERE key IS NOT NULL;
+"""
+
+# The PostgreSQL store's tables (postgres_store/migrations.py), in SQLite:
+# JSON as TEXT, the strategy key as an order-preserving BLOB
+# (connection.pack_sort_key), submit order as the rowid.
+SHARED_SCHEMA = """
+CREATE TABLE jobsched_meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE jobsched_shared_jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL UNIQUE,
+    key TEXT UNIQUE,
+    type TEXT NOT NULL,
+    args TEXT NOT NULL,
+    options TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    run_at REAL NOT NULL,
+    submitted_at REAL NOT NULL,
+    sort_key BLOB NOT NULL,
+    unmet INTEGER NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_expires REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    last_error TEXT,
+    schedule_id TEXT,
+    submitted_by TEXT,
+    started_at REAL,
+    finished_at REAL,
+    unique_key TEXT
+);
+-- The claim walks this index in strategy order.
+CREATE INDEX jobsched_shared_ready ON jobsched_shared_jobs (sort_key, seq)
+    WHERE status IN ('pending', 'retry_wait') AND unmet = 0;
+CREATE INDEX jobsched_shared_leases ON jobsched_shared_jobs (lease_expires)
+    WHERE status = 'running';
+CREATE INDEX jobsched_shared_schedule ON jobsched_shared_jobs (schedule_id)
+    WHERE schedule_id IS NOT NULL;
+-- One unfinished job per unique_key, for every process.
+CREATE UNIQUE INDEX jobsched_shared_unique ON jobsched_shared_jobs (unique_key)
+    WHERE status IN ('pending', 'running', 'retry_wait');
+CREATE TABLE jobsched_shared_dependencies (
+    job_id TEXT NOT NULL,
+    upstream TEXT NOT NULL,
+    PRIMARY KEY (upstream, job_id)
+) WITHOUT ROWID;
+CREATE TABLE jobsched_shared_schedules (
+    schedule_id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    args TEXT NOT NULL,
+    options TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    next_run REAL NOT NULL,
+    allow_overlap INTEGER NOT NULL DEFAULT 0,
+    active INTEGER NOT NULL DEFAULT 1,
+    last_job_id TEXT,
+    fired INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE jobsched_shared_limits (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    data TEXT NOT NULL
+);
+CREATE TABLE jobsched_shared_rate_buckets (
+    job_type TEXT PRIMARY KEY,
+    tat REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
+_USED_BY = {
+    SINGLE_OWNER: "single-owner store (jobsched run --store, JobScheduler(store=...))",
+    SHARED: "shared store (jobsched worker, Client, JobScheduler(store=..., shared=True))",
+}
+
+
+def file_mode(
+    conn: sqlite3.Connection, url: str, path: str, *, readonly: bool
+) -> tuple[str | None, set[str]]:
+    """``(mode, tables)`` of a file this code can read; mode None for a new, empty file."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "jobsched_meta" not in tables:
+        tables.discard("sqlite_sequence")
+        if tables:
+            raise StoreError(
+                f"{url}: {path} is not a jobsched database (it has tables "
+                f"{', '.join(sorted(tables))}); jobsched left it unchanged"
+            )
+        if readonly:
+            raise StoreError(f"{url}: {path} is empty, not a jobsched store")
+        return None, tables
+    meta = dict(conn.execute("SELECT name, value FROM jobsched_meta").fetchall())
+    raw = meta.get("schema_version")
+    version = int(raw) if raw is not None and str(raw).isdigit() else None
+    if version is None:
+        raise StoreError(
+            f"{url}: {path} has no valid jobsched schema version; jobsched left it unchanged"
+        )
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{url}: {path} was written by a newer jobsched (schema "
+            f"version {version}; this one understands up to {SCHEMA_VERSION}); "
+            "upgrade jobsched. jobsched left it unchanged"
+        )
+    return (SHARED if meta.get("mode") == SHARED else SINGLE_OWNER), tables
+
+
+def refuse_other_mode(url: str, path: str, found: str | None, wanted: str) -> None:
+    """A `StoreError` naming both modes if the file is in the other one."""
+    if found is None or found == wanted:
+        return
+    raise StoreError(
+        f"{url}: {path} is a {_USED_BY[found]}; the {wanted} mode cannot open it "
+        f"(its tables and its owners differ). Open it as a {found} store, or give the "
+        f"{wanted} mode another file. jobsched left it unchanged"
+    )
+
+
+def create(conn: sqlite3.Connection, mode: str) -> None:
+    """Create the schema of `mode` in a new file (inside the caller's transaction)."""
+    schema, version = (
+        (SHARED_SCHEMA, SHARED_VERSION) if mode == SHARED else (SINGLE_OWNER_SCHEMA, 1)
+    )
+    for statement in schema.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO jobsched_meta VALUES ('schema_version', ?)", (str(version),))
+    if mode == SHARED:
+        conn.execute("INSERT INTO jobsched_meta VALUES ('mode', ?)", (SHARED,))

@@ -1,0 +1,348 @@
+"""`SQLiteStore`: the store API, in both modes, over the package's parts."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from jobsched.store import (
+    JobRow,
+    NewJob,
+    Outcome,
+    ScheduleRow,
+    SharedJobRow,
+    SharedScheduleRow,
+    SharedStore,
+    Snapshot,
+    Store,
+    StoreContext,
+    StoreError,
+)
+
+from . import claims, journal, migrations, queries, schedules, submit
+from .connection import Database, Wakeups, seconds_option
+
+T = TypeVar("T")
+
+
+class SQLiteStore:
+    """Jobs in one SQLite file, owned by one scheduler or shared by several
+    processes on one host (see the package docstring).
+
+    The mode is chosen when the store is opened: ``StoreContext(shared=True)``
+    (the kernel's shared backend: ``jobsched worker``, ``Client``,
+    ``JobScheduler(store=..., shared=True)``) or the single-owner journal
+    (``shared`` False, the default for this store). Every SQLite call runs on
+    the store's one thread, never on the event loop.
+    """
+
+    durable = True
+    #: This store's preference: a scheduler owns the file unless told otherwise.
+    shared = False
+
+    def __init__(self, url: str) -> None:
+        self.db = Database(url)
+        self.url = url
+        self.path = self.db.path
+        self.timeout = self.db.timeout
+        self.synchronous = self.db.synchronous
+        #: Seconds a claimed job's lease lasts (renewed every third of it while it runs).
+        self.lease_seconds = seconds_option(url, self.db.options, "lease", 30.0)
+        #: Seconds between two looks for other processes' commits (shared mode).
+        self.poll_seconds = seconds_option(url, self.db.options, "poll", 0.05)
+        self.wakeups = Wakeups(self.db, self.poll_seconds)
+        self.mode: str | None = None  # once open: migrations.SINGLE_OWNER or SHARED
+        self._limits_found = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.url!r})"
+
+    # ── Lifecycle (both modes) ──────────────────────────────────────
+    async def open(self, context: StoreContext) -> Snapshot:
+        """Open the file in the mode `context` asks for; the rows to restore.
+
+        Single-owner: every job and schedule. Shared: nothing (the jobs stay
+        in the file and are claimed from there). Readonly (``jobsched
+        status``): every job of a file in either mode. A file of the other
+        mode is refused with a `StoreError` naming both.
+        """
+        shared = bool(getattr(context, "shared", False))
+        mode = migrations.SHARED if shared else migrations.SINGLE_OWNER
+        self.db.start()
+        try:
+            snapshot, self.mode = await self.db.call(journal.open_file, self.db, context, mode)
+        except BaseException:
+            self.db.stop_thread()
+            raise
+        if shared and not context.readonly:
+            self.wakeups.start(context.worker_id)
+        return snapshot
+
+    async def close(self) -> None:
+        if not self.db.started:
+            return
+        await self.wakeups.stop()
+        try:
+            await self.db.call(self.db.close_sync)
+        finally:
+            self.db.stop_thread()
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)`` on the store's thread, outside any transaction (tools, tests)."""
+
+        def run() -> T:
+            if self.db.conn is None:
+                raise StoreError(f"{self.url}: the store is not open")
+            return fn(self.db.conn)
+
+        return await self.db.call(run)
+
+    # ── Single-owner mode ───────────────────────────────────────────
+    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+        """One transaction holding the full current state of each row."""
+        self._need(migrations.SINGLE_OWNER, "write")
+        await self.db.call(journal.write, self.db, batch)
+
+    # ── Shared mode: notifications ──────────────────────────────────
+    @property
+    def on_cancel(self) -> Callable[[str], None] | None:
+        """Called with a job id this process runs when any process asks to cancel it."""
+        return self.wakeups.on_cancel
+
+    @on_cancel.setter
+    def on_cancel(self, callback: Callable[[str], None] | None) -> None:
+        self.wakeups.on_cancel = callback
+
+    @property
+    def on_work(self) -> Callable[[], None] | None:
+        """Called when new work may be due."""
+        return self.wakeups.on_work
+
+    @on_work.setter
+    def on_work(self, callback: Callable[[], None] | None) -> None:
+        self.wakeups.on_work = callback
+
+    @property
+    def on_resync(self) -> Callable[[], None] | None:
+        """Never called: a poll cannot miss a change (the shared-store API has it)."""
+        return self.wakeups.on_resync
+
+    @on_resync.setter
+    def on_resync(self, callback: Callable[[], None] | None) -> None:
+        self.wakeups.on_resync = callback
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until new work may be due or `timeout`; True if woken."""
+        return await self.wakeups.wait(timeout)
+
+    async def wait_finished(self, timeout: float) -> bool:
+        """Wait until some job may have finished, or `timeout`; True if woken."""
+        return await self.wakeups.wait_finished(timeout)
+
+    # ── Shared mode: submitting ─────────────────────────────────────
+    async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert jobs and their dependencies in one transaction; returns their ids.
+
+        A job whose `key` already exists (or whose `unique_key` an unfinished
+        job holds) is not inserted again: the existing job's id is returned
+        in its place. A dependency on a job that failed or was cancelled
+        cancels the new job.
+        """
+        self._need(migrations.SHARED, "insert")
+        if not jobs:
+            return []
+        ids, ready = await self.db.transaction(
+            lambda conn: submit.insert(conn, jobs), f"insert {len(jobs)} jobs into"
+        )
+        if ready:
+            self.wakeups.work()
+        return ids
+
+    # ── Shared mode: claims, leases and limits ──────────────────────
+    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+        """Take up to `n` due jobs in strategy order with a lease for `owner`.
+
+        Returns the rows (now ``running``, attempts counted) and, when fewer
+        than `n` were due, the wall time the next waiting job becomes due
+        (None if there is none). Cluster limits (`sync_limits`) are enforced
+        in the same transaction.
+        """
+        self._need(migrations.SHARED, "claim")
+        if n <= 0:
+            return [], None
+        rows, next_due, self._limits_found = await self.db.transaction(
+            lambda conn: claims.claim(conn, self.lease_seconds, n, owner), "claim jobs in"
+        )
+        return rows, next_due
+
+    async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Agree on the cluster's limits; returns the limits in force.
+
+        The first process that opens the file with limits stores them; a
+        process with other limits is refused (`StoreError` showing both).
+        Change them with `set_limits`.
+        """
+        self._need(migrations.SHARED, "sync_limits")
+        return await self.db.transaction(
+            lambda conn: claims.sync_limits(conn, self.url, data), "store the limits in"
+        )
+
+    async def set_limits(self, data: dict[str, Any] | None) -> None:
+        """Replace the cluster's limits (None or empty: no limits)."""
+        self._need(migrations.SHARED, "set_limits")
+        await self.db.transaction(lambda conn: claims.set_limits(conn, data), "store the limits in")
+        self.wakeups.work()
+
+    async def renew(self, job_ids: Iterable[str], owner: str) -> set[str]:
+        """Extend `owner`'s leases on `job_ids`; returns the ids whose lease was lost."""
+        self._need(migrations.SHARED, "renew")
+        ids = list(job_ids)
+        if not ids:
+            return set()
+        return await self.db.transaction(
+            lambda conn: claims.renew(conn, self.lease_seconds, ids, owner), "renew leases in"
+        )
+
+    async def reap_expired(self) -> int:
+        """Put jobs whose lease expired (their process died) back in the queue."""
+        self._need(migrations.SHARED, "reap_expired")
+        reaped = await self.db.transaction(claims.reap_expired, "requeue expired leases in")
+        if reaped:
+            self.wakeups.work()
+        return reaped
+
+    async def release(self, job_ids: Iterable[str], owner: str) -> int:
+        """Give back claimed jobs that never started (their attempt is not counted)."""
+        self._need(migrations.SHARED, "release")
+        ids = list(job_ids)
+        if not ids:
+            return 0
+        count = await self.db.transaction(
+            lambda conn: claims.release(conn, ids, owner), "release jobs in"
+        )
+        if count:
+            self.wakeups.work()
+        return count
+
+    async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
+        """Record attempts that ended, in one transaction; returns the ids written.
+
+        Only jobs `owner` still holds are written. Completed jobs release
+        their dependents; failed, timed-out and cancelled ones cancel every
+        job downstream, all in the same transaction.
+        """
+        self._need(migrations.SHARED, "finish")
+        if not outcomes:
+            return []
+        written, wake = await self.db.transaction(
+            lambda conn: claims.finish(conn, outcomes, owner), "record results in"
+        )
+        # A finished job frees a limit's slot: wake the claimers it held back.
+        if wake or (written and self._limits_found):
+            self.wakeups.work()
+        if written:
+            self.wakeups.finished()
+        return written
+
+    async def request_cancel(self, job_id: str) -> bool:
+        """Cancel a job from any process; False if unknown or already finished.
+
+        A waiting job is cancelled at once (with its dependents); a running
+        one is flagged, and its owner cancels the attempt when it sees the
+        flag (at its next poll).
+        """
+        self._need(migrations.SHARED, "request_cancel")
+        done, owner = await self.db.transaction(
+            lambda conn: claims.request_cancel(conn, job_id), "cancel a job in"
+        )
+        if owner is not None:  # running: its owner may be this process
+            self.wakeups.cancel(job_id)
+        elif done and owner is None:
+            self.wakeups.finished()
+        return done
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        """Jobs `owner` runs that someone asked to cancel (the safety net)."""
+        self._need(migrations.SHARED, "cancel_requests")
+        return await self.db.transaction(
+            lambda conn: claims.cancel_requests(conn, owner), "read cancel requests in", write=False
+        )
+
+    # ── Shared mode: schedules ──────────────────────────────────────
+    async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
+        """Create the schedule unless it exists; returns the stored one."""
+        self._need(migrations.SHARED, "add_schedule")
+        return await self.db.transaction(
+            lambda conn: schedules.add_schedule(conn, schedule), "add a schedule to"
+        )
+
+    async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
+        """The schedule as stored now."""
+        self._need(migrations.SHARED, "get_schedule")
+        return await self.db.transaction(
+            lambda conn: schedules.get_schedule(conn, schedule_id),
+            "read a schedule in",
+            write=False,
+        )
+
+    async def fire_schedule(
+        self, schedule_id: str, expected_next: float, new_next: float, job: NewJob
+    ) -> bool:
+        """Fire the period due at `expected_next` exactly once across processes."""
+        self._need(migrations.SHARED, "fire_schedule")
+        fired = await self.db.transaction(
+            lambda conn: schedules.fire_schedule(conn, schedule_id, expected_next, new_next, job),
+            "fire a schedule in",
+        )
+        if fired:
+            self.wakeups.work()
+        return fired
+
+    async def deactivate_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule for every process; False if unknown or already stopped."""
+        self._need(migrations.SHARED, "deactivate_schedule")
+        return await self.db.transaction(
+            lambda conn: schedules.deactivate_schedule(conn, schedule_id), "stop a schedule in"
+        )
+
+    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in the order they were fired."""
+        return await self._read(lambda conn: schedules.schedule_jobs(conn, schedule_id))
+
+    # ── Shared mode: reading (also on a readonly open) ──────────────
+    async def get(self, job_id: str) -> SharedJobRow | None:
+        """One job, or None."""
+        return await self._read(lambda conn: queries.get(conn, job_id))
+
+    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
+        """Every job (or those with `job_ids`), in submit order."""
+        return await self._read(lambda conn: queries.jobs(conn, job_ids))
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status."""
+        return await self._read(queries.counts)
+
+    async def unfinished(self, job_ids: Sequence[str]) -> int:
+        """How many of `job_ids` are not terminal yet."""
+        return await self._read(lambda conn: queries.unfinished(conn, job_ids))
+
+    async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        self._need(migrations.SHARED, "read jobs")
+        return await self.db.transaction(body, "read jobs in", write=False)
+
+    def _need(self, mode: str, call: str) -> None:
+        """Refuse a call of the other mode's API, naming both."""
+        if self.mode == mode:
+            return
+        if self.mode is None:
+            raise StoreError(f"{self.url}: the store is not open")
+        raise StoreError(
+            f"{self.url}: {call} is a {mode}-mode call, but this store was opened in "
+            f"{self.mode} mode"
+        )
+
+
+# The contracts, checked by mypy: this one class implements both protocols.
+_single_owner: type[Store] = SQLiteStore
+_shared: type[SharedStore] = SQLiteStore

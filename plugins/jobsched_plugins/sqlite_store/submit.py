@@ -1,0 +1,94 @@
+"""Submitting: inserting jobs and their dependencies (postgres_store/submit.py in SQLite)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from jobsched.store import NewJob, StoreError
+
+from .connection import TERMINAL, now, pack_sort_key, to_json
+
+_INSERT = """
+INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
+    submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by, unique_key,
+    finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+"""
+
+
+def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str], bool]:
+    """Insert jobs and their dependencies; ``(their ids, whether one is ready now)``.
+
+    A job whose `key` (or id) already exists, or whose `unique_key` an
+    unfinished job holds, is not inserted: the existing job's id is returned
+    in its place. A dependency on a job that failed or was cancelled cancels
+    the new job. An unknown dependency refuses the whole batch.
+    """
+    known = {job.job_id for job in jobs}
+    upstreams = sorted({d for job in jobs for d in job.depends_on} - known)
+    statuses: dict[str, str] = {}
+    for upstream in upstreams:
+        r = conn.execute(
+            "SELECT status FROM jobsched_shared_jobs WHERE job_id = ?", (upstream,)
+        ).fetchone()
+        if r is not None:
+            statuses[upstream] = r[0]
+    missing = [d for d in upstreams if d not in statuses]
+    if missing:
+        raise StoreError(f"unknown dependencies: {missing}")
+    ids: list[str] = []
+    ready = False
+    alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
+    for job in jobs:
+        depends_on = [alias.get(d, d) for d in job.depends_on]
+        unmet = [d for d in depends_on if statuses.get(d) != "completed"]
+        broken = [d for d in depends_on if statuses.get(d) in TERMINAL and d in unmet]
+        status = "cancelled" if broken else "pending"
+        error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
+        cur = conn.execute(
+            _INSERT,
+            (
+                job.job_id,
+                job.key,
+                job.type,
+                to_json(job.args),
+                to_json(job.options),
+                status,
+                job.run_at,
+                job.submitted_at,
+                pack_sort_key(job.sort_key),
+                0 if broken else len(set(unmet)),
+                error,
+                job.schedule_id,
+                job.submitted_by,
+                job.unique_key,
+                now() if broken else None,
+            ),
+        )
+        if cur.rowcount == 0:
+            # Its key or id exists (resume, don't duplicate), or an
+            # unfinished job has its unique_key (deduplicate).
+            existing = conn.execute(
+                "SELECT job_id, status FROM jobsched_shared_jobs WHERE key = ? OR job_id = ? "
+                "OR (unique_key = ? AND status IN ('pending', 'running', 'retry_wait')) "
+                "LIMIT 1",
+                (job.key, job.job_id, job.unique_key),
+            ).fetchone()
+            assert existing is not None
+            ids.append(existing[0])
+            alias[job.job_id] = existing[0]
+            statuses[existing[0]] = existing[1]
+            continue
+        ids.append(job.job_id)
+        statuses[job.job_id] = status
+        if status == "pending" and not unmet:
+            ready = True
+        if unmet and not broken:
+            conn.executemany(
+                "INSERT OR IGNORE INTO jobsched_shared_dependencies (job_id, upstream) "
+                "VALUES (?, ?)",
+                [(job.job_id, d) for d in sorted(set(unmet))],
+            )
+    return ids, ready
