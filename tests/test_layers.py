@@ -277,10 +277,5 @@ def test_the_private_attribute_scan_sees_what_it_should(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 part B removes these (and the readers of JobStatus._terminal/_allowed, "
-    "Job._spec and _job._qualname)",
-)
 def test_no_module_reads_another_modules_private_attributes() -> None:
     assert private_attribute_violations() == []

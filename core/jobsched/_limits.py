@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, _qualname
+from ._job import FunctionJob, Job, callable_name
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
     if isinstance(declared, str):
         return declared
     if cls is FunctionJob:
-        return _qualname(job.fn)  # type: ignore[attr-defined]
+        return callable_name(job.fn)  # type: ignore[attr-defined]
     return cls.__name__
 
 
@@ -427,7 +427,7 @@ class Limiter:
         parked = counter.parked
         while parked and counter.running + counter.inflight < counter.limit:
             job = parked.popleft()
-            if job.status._terminal:
+            if job.status.is_terminal:
                 self._reserved.discard(job)
                 continue  # cancelled while parked
             counter.inflight += 1

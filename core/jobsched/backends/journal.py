@@ -437,7 +437,7 @@ class Journal:
             self._committed = batch.generation
             static = self._static
             for job_id, job in batch.jobs.items():
-                if job.status._terminal and job_id not in self._dirty:
+                if job.status.is_terminal and job_id not in self._dirty:
                     static.pop(job_id, None)  # a terminal row is never written again
             if batch.finished:
                 self.kernel.release_committed(batch.finished)
