@@ -775,6 +775,15 @@ class Kernel:
         """Every job the scheduler knows: unfinished ones and the bounded history."""
         return list(self._jobs.values())
 
+    def waiting_on(self, job_id: str) -> frozenset[str]:
+        """The ids of the dependencies the PENDING job `job_id` still waits for.
+
+        Empty when it waits for none. A dependency is met once it completed
+        and, with a durable store, once that completion is committed.
+        """
+        self.get(job_id)  # an unknown id is an error, not "waits for nothing"
+        return frozenset(self._blocked.get(job_id, ()))
+
     @property
     def running(self) -> int:
         """Attempts in flight right now."""
