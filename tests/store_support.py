@@ -4,7 +4,6 @@ in-memory durable store whose commits the test controls, and a crash."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
@@ -223,29 +222,20 @@ class RecordingStore:
 
 
 async def crash(scheduler: JobScheduler) -> None:
-    """Stop `scheduler` the way ``kill -9`` would: nothing more is written.
+    """Stop `scheduler` the way ``kill -9`` would: nothing more reaches its store.
 
-    The writer task dies first, so whatever the workers do while they are torn
-    down never reaches the store; then the store's connection is dropped.
+    The store stops taking writes (each is dropped, as by a process that is
+    gone), so whatever the scheduler does while it is torn down (the attempts
+    it interrupts, its final flush) never lands; then it stops.
     """
-    journal = scheduler.backend.journal  # type: ignore[attr-defined]
-    assert journal._task is not None
-    journal._task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await journal._task
-    journal._task = None
-    for task in scheduler._tasks:
-        task.cancel()
-    await asyncio.gather(*scheduler._tasks, return_exceptions=True)
-    scheduler._stopping = scheduler._stopped = True
-    for sched in scheduler._recurring.values():
-        if sched.timer is not None:
-            sched.timer.cancel()
-    for timer in (scheduler._delay_timer, scheduler._watchdog):
-        if timer is not None:
-            timer.cancel()
-    assert scheduler.store is not None
-    await scheduler.store.close()
+    store = scheduler.store
+    assert store is not None
+
+    async def dropped(batch: Sequence[JobRow | ScheduleRow]) -> None:
+        pass
+
+    store.write = dropped  # type: ignore[method-assign]
+    await scheduler.stop(cancel_running=True)
 
 
 def scheduler(store: Any, clock: ManualClock | None = None, **kwargs: Any) -> JobScheduler:

@@ -20,16 +20,10 @@ from jobsched import (
     RetryPolicy,
     hookimpl,
 )
-from jobsched._codec import (
-    OPTIONS,
-    JobCodec,
-    decode_result,
-    encode_result,
-    result_as_json,
-    sort_key,
-)
+from jobsched._codec import OPTIONS, JobCodec, sort_key
 from jobsched._job import DEFAULT_RETRY
 from jobsched.jobfile import JobOutcome
+from jobsched.store import decode_result, encode_result, result_as_json
 from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy

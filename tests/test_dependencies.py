@@ -39,6 +39,26 @@ def test_a_job_cannot_depend_on_itself_so_cycles_are_impossible() -> None:
         scheduler.submit(job, depends_on=[job.job_id])
 
 
+async def test_waiting_on_names_the_upstreams_a_job_still_waits_for() -> None:
+    scheduler, _ = make_scheduler(num_workers=4)
+    a, b = Gate("a"), Gate("b")
+    async with scheduler:
+        scheduler.submit(a)
+        scheduler.submit(b)
+        child = scheduler.submit(Noop("child"), depends_on=[a.job_id, b.job_id])
+        await settle()
+        assert scheduler.waiting_on(child) == {a.job_id, b.job_id}
+        assert scheduler.waiting_on(a.job_id) == frozenset()
+        a.open()
+        await settle()
+        assert scheduler.waiting_on(child) == {b.job_id}
+        b.open()
+        await scheduler.join()
+        assert scheduler.waiting_on(child) == frozenset()
+        with pytest.raises(UnknownJobError, match="job-missing"):
+            scheduler.waiting_on("job-missing")
+
+
 async def test_dependent_waits_for_every_upstream() -> None:
     scheduler, recorder = make_scheduler(num_workers=4)
     a, b = Gate("a"), Gate("b")

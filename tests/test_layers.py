@@ -1,8 +1,8 @@
 """The layering of DESIGN.md §8, checked by `pytest` alone.
 
 - the import-linter contracts in pyproject.toml (layers, no cycles) hold;
-- applications (cli, jobfile, testing) and plugins import only public modules
-  of jobsched;
+- applications (cli, jobfile, testing, worker) and plugins import only public
+  modules of jobsched;
 - no module reads or writes another module's private attributes.
 
 (tests/test_packaging.py checks the kernel's third-party imports.)
@@ -18,12 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grimp
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Modules that use jobsched as a library: they may use its public names only.
-APPLICATIONS = ("jobsched.cli", "jobsched.jobfile", "jobsched.testing", "jobsched._pytest_plugin")
+APPLICATIONS = (
+    "jobsched.cli",
+    "jobsched.jobfile",
+    "jobsched.testing",
+    "jobsched.worker",
+    "jobsched._pytest_plugin",
+)
 PLUGIN_PACKAGES = ("jobsched_plugins", "jobsched_contrib")
 
 
@@ -75,36 +80,6 @@ def _private_owner(module: str) -> str | None:
 #: jobsched.testing is the public face of the virtual clock, its own implementation.
 PRIVATE_IMPORTS_ALLOWED = frozenset({"jobsched.testing -> jobsched._virtual_clock"})
 
-#: What applications and plugins import from jobsched's private modules today.
-#: Issue 10 (parts A-D) removes these; delete a line when it is gone. A new one
-#: fails `test_no_new_private_module_imports`.
-PRIVATE_IMPORTS_TODAY = frozenset(
-    {
-        "jobsched.cli._status -> jobsched._codec",
-        "jobsched.cli._worker -> jobsched._errors",
-        "jobsched.cli._worker -> jobsched._jobtypes",
-        "jobsched.cli._worker -> jobsched.jobfile._run",
-        "jobsched.jobfile -> jobsched._options",
-        "jobsched.jobfile._load -> jobsched._errors",
-        "jobsched.jobfile._load -> jobsched._jobtypes",
-        "jobsched.jobfile._load -> jobsched._limits",
-        "jobsched.jobfile._load -> jobsched._plugins",
-        "jobsched.jobfile._load -> jobsched._recurring",
-        "jobsched.jobfile._model -> jobsched._limits",
-        "jobsched.jobfile._model -> jobsched._options",
-        "jobsched.jobfile._model -> jobsched._recurring",
-        "jobsched.jobfile._run -> jobsched._codec",
-        "jobsched.jobfile._run -> jobsched._errors",
-        "jobsched.jobfile._run -> jobsched._job",
-        "jobsched.jobfile._run -> jobsched._jobtypes",
-        "jobsched.jobfile._run -> jobsched._plugins",
-        "jobsched.jobfile._run -> jobsched._scheduler",
-        "jobsched.jobfile._run -> jobsched._status",
-        "jobsched_plugins.fixed_retry -> jobsched._retry",
-        "jobsched_plugins.thread_executor -> jobsched._cancel",
-    }
-)
-
 
 def private_module_imports() -> set[str]:
     """Every import by an application or plugin of a module private to someone else."""
@@ -123,11 +98,6 @@ def private_module_imports() -> set[str]:
     return found - PRIVATE_IMPORTS_ALLOWED
 
 
-def test_no_new_private_module_imports() -> None:
-    assert sorted(private_module_imports() - PRIVATE_IMPORTS_TODAY) == []
-
-
-@pytest.mark.xfail(strict=True, reason="issue 10 parts A-D replace these with public names")
 def test_applications_and_plugins_import_only_public_modules() -> None:
     assert sorted(private_module_imports()) == []
 
@@ -277,10 +247,5 @@ def test_the_private_attribute_scan_sees_what_it_should(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 10 part B removes these (and the readers of JobStatus._terminal/_allowed, "
-    "Job._spec and _job._qualname)",
-)
 def test_no_module_reads_another_modules_private_attributes() -> None:
     assert private_attribute_violations() == []

@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from jobsched import NewJob, Outcome, SharedScheduleRow, StoreError
-from jobsched._codec import encode_result
+from jobsched.store import encode_result
 from jobsched_plugins.postgres_store import (
     SCHEMA_VERSION,
     PostgresStore,

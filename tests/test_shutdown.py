@@ -26,6 +26,11 @@ pytestmark = pytest.mark.timeout(30)
 S = JobStatus
 
 
+def other_tasks() -> set[asyncio.Task[object]]:
+    """The tasks still running beside this one: a stopped scheduler leaves none."""
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
 async def test_stop_lets_the_running_job_finish_and_leaves_queued_jobs_pending() -> None:
     scheduler, recorder = make_scheduler("fifo", num_workers=1)
     running = Gate("running")
@@ -34,6 +39,7 @@ async def test_stop_lets_the_running_job_finish_and_leaves_queued_jobs_pending()
     scheduler.submit(running)
     scheduler.submit(queued)
     await settle()
+    assert other_tasks() != set(), "the workers run"
     stopping = asyncio.create_task(scheduler.stop())
     await settle()
     assert not stopping.done(), "stop waits for the attempt in flight"
@@ -43,7 +49,7 @@ async def test_stop_lets_the_running_job_finish_and_leaves_queued_jobs_pending()
     await asyncio.wait_for(stopping, 5)
     assert running.status is S.COMPLETED and running.result == "finished"
     assert queued.status is S.PENDING and queued.attempts == 0, "queued jobs are left PENDING"
-    assert all(task.done() for task in scheduler._tasks), "every worker exited"
+    assert other_tasks() == set(), "every worker exited"
     assert recorder.started() == [running.job_id]
 
 
@@ -199,7 +205,7 @@ async def test_started_and_stopped_hooks_are_called_once() -> None:
 
         @hookimpl
         def jobsched_scheduler_stopped(self, scheduler: JobScheduler) -> None:
-            workers_done.append(all(t.done() for t in scheduler._tasks))
+            workers_done.append(other_tasks() == set())
             calls.append(("stopped", scheduler))
 
     scheduler = JobScheduler(plugins=PluginManager([Lifecycle()], autoload=False))

@@ -131,7 +131,7 @@ async def test_every_state_round_trips_through_sqlite(url: str, tmp_path: Path) 
     assert get(retrying).status is JobStatus.RETRY_WAIT
     assert get(retrying).run_at + offset2 == pytest.approx(before[retrying]["run_at"])
     assert get(delayed).run_at + offset2 == pytest.approx(before[delayed]["run_at"])
-    assert get(blocked).status is JobStatus.PENDING and blocked in s2._blocked
+    assert get(blocked).status is JobStatus.PENDING and s2.waiting_on(blocked)
     # The key of a finished job still resolves: resubmitting it adds nothing.
     assert s2.submit(Record(str(log), "done"), key="done") == done
     # New ids never collide with restored ones.
@@ -192,7 +192,11 @@ async def test_dependents_of_jobs_that_finished_before_the_crash() -> None:
     s = scheduler(store, clock)
     await s.start()
     # job-5 is cancelled once job-4's cancellation is committed.
-    assert s._blocked == {"job-5": {"job-4"}, "job-6": {"job-7"}}
+    waiting = {job.job_id: s.waiting_on(job.job_id) for job in s.jobs()}
+    assert {job_id: deps for job_id, deps in waiting.items() if deps} == {
+        "job-5": {"job-4"},
+        "job-6": {"job-7"},
+    }
     await s.join()
     await s.stop()
     status = {j.job_id: (j.status.value, j.last_error) for j in s.jobs()}
@@ -223,10 +227,10 @@ async def test_a_dependent_starts_only_after_its_upstream_is_committed() -> None
         await asyncio.sleep(0)
     # Completed in memory, not committed: the dependent must not start.
     assert store.status(up) == "running"
-    assert s.get(down).status is JobStatus.PENDING and down in s._blocked
+    assert s.get(down).status is JobStatus.PENDING and s.waiting_on(down) == {up}
     # A job submitted now on the same upstream waits for the commit too.
     late = s.submit(Noop("late"), depends_on=[up])
-    assert late in s._blocked
+    assert s.waiting_on(late) == {up}
     store.gate.set()
     await s.join()
     await s.stop()
@@ -341,8 +345,6 @@ async def test_a_job_built_before_the_store_was_opened_gets_a_fresh_id(url: str)
     await s.join()
     await s.stop()
     # A new "process" whose id counter starts low again.
-    from jobsched import _job
-
     early = Noop()
     early.job_id = first
     s2 = scheduler(url)
@@ -352,7 +354,6 @@ async def test_a_job_built_before_the_store_was_opened_gets_a_fresh_id(url: str)
     assert s2.get(first).status is JobStatus.COMPLETED
     await s2.join()
     await s2.stop()
-    assert _job._job_ids is not None
 
 
 async def test_jobs_submitted_before_start_run_after_the_restore(url: str) -> None:

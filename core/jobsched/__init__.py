@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from ._cancel import CancelToken, JobCancelledError, cancel_token
+from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
 from ._client import BlockingClient, Client, JobInfo, Submission
 from ._clock import Clock, SystemClock
 from ._errors import (
@@ -39,6 +39,7 @@ from ._jobtypes import (
     job_types,
 )
 from ._limits import Limits, Rate, job_type_of
+from ._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
     PluginManager,
@@ -46,8 +47,16 @@ from ._plugins import (
     default_plugin_manager,
     load_plugins,
 )
-from ._recurring import MAX_INTERVAL, MIN_INTERVAL, IntervalTrigger, RecurringSchedule, Trigger
-from ._retry import RetryPolicy, RetryPolicyLike
+from ._recurring import (
+    COALESCE_POLICIES,
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    IntervalTrigger,
+    RecurringSchedule,
+    Trigger,
+    build_trigger,
+)
+from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
@@ -99,8 +108,12 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "COALESCE_POLICIES",
     "DISABLE_PLUGINS_ENV",
+    "MAX_DELAY",
     "MAX_INTERVAL",
+    "MAX_RETRIES",
+    "MAX_WORKERS",
     "MIN_INTERVAL",
     "AgingPriorityStrategy",
     "ArgumentInfo",
@@ -160,6 +173,7 @@ __all__ = [
     "Trigger",
     "UnknownJobError",
     "build_job",
+    "build_trigger",
     "cancel_token",
     "check_snapshot",
     "default_plugin_manager",
@@ -170,4 +184,7 @@ __all__ = [
     "job_type_of",
     "job_types",
     "load_plugins",
+    "retry_count",
+    "retry_delay",
+    "run_with_token",
 ]

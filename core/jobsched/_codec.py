@@ -4,7 +4,8 @@ Every store keeps jobs this way, never as pickles, and every path that writes
 or reads one goes through here: the journal of a one-owner store, shared
 mode, and `Client`. So an option is spelled one way everywhere, a job that
 cannot be stored is refused with the same `JobSpecError` whatever the store,
-and a result JSON cannot hold is stored one way.
+and a result JSON cannot hold is stored one way (`jobsched.store.encode_result`,
+beside the row types whose ``result`` it fills: stores and their readers use it too).
 
 The stored options (`NewJob.options` documents them for store authors):
 
@@ -65,32 +66,6 @@ MEDIUM = JobPriority.MEDIUM
 
 # One encoder for everything: json.dumps with options builds a new one per call.
 _encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
-
-
-# ── results ────────────────────────────────────────────────────────────
-def encode_result(result: Any) -> str | None:
-    """A result as JSON text (None stays None).
-
-    A result JSON cannot hold (a set, an object, NaN) is stored as
-    ``{"$repr": repr(result), "$note": "not JSON-encodable: <why>"}``: the
-    job still completed, and its result can still be read.
-    """
-    if result is None:
-        return None
-    try:
-        return _encode(result)
-    except (TypeError, ValueError) as exc:
-        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
-
-
-def decode_result(text: str | None) -> Any:
-    """The stored result: the JSON value `encode_result` wrote (None for None)."""
-    return None if text is None else json.loads(text)
-
-
-def result_as_json(result: Any) -> Any:
-    """A result as the JSON value a store would give back (for ``--json`` output)."""
-    return decode_result(encode_result(result))
 
 
 # ── time ───────────────────────────────────────────────────────────────

@@ -56,7 +56,7 @@ class Job(ABC):
 
     # Slots keep a pending job small: a scheduler may hold a million of them.
     __slots__ = (
-        "_spec",  # the JobSpec it was built from (jobsched.build_job); unset otherwise
+        "_spec",  # the JobSpec it was built from: see record_spec below
         "attempts",
         "deadline",
         "finished_at",
@@ -73,6 +73,7 @@ class Job(ABC):
         "submitted_at",
         "timeout",
     )
+    _spec: object  # set only by record_spec; reading it unset raises AttributeError
 
     def __init__(
         self,
@@ -200,7 +201,7 @@ class FunctionJob(Job):
             )
         elif not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
             raise TypeError(
-                f"kwargs must be a mapping of {_qualname(fn)}'s keyword arguments "
+                f"kwargs must be a mapping of {callable_name(fn)}'s keyword arguments "
                 f"(names to values), got {kwargs!r}"
             )
         else:
@@ -211,15 +212,15 @@ class FunctionJob(Job):
             model = ConcurrencyModel.ASYNC if is_async else ConcurrencyModel.THREAD
         elif is_async and model != ConcurrencyModel.ASYNC:
             raise ValueError(
-                f"{_qualname(fn)} is a coroutine function: it runs on the event loop, "
+                f"{callable_name(fn)} is a coroutine function: it runs on the event loop, "
                 f"not on the {model!s} executor"
             )
         elif not is_async and model == ConcurrencyModel.ASYNC:
             raise ValueError(
-                f"{_qualname(fn)} is not a coroutine function: use model='thread' or 'process'"
+                f"{callable_name(fn)} is not a coroutine function: use model='thread' or 'process'"
             )
         super().__init__(
-            name or _qualname(fn),
+            name or callable_name(fn),
             priority=priority,
             timeout=timeout,
             retry=retry,
@@ -292,7 +293,7 @@ def refuse_option_parameters(fn: Callable[..., Any], options: Iterable[str]) -> 
     keywords = found[1]
     for option in options:
         if option in keywords:
-            q = _qualname(fn)
+            q = callable_name(fn)
             raise TypeError(
                 f"{q}() has a parameter named {option!r}, which submit() takes as a job "
                 f"option: pass {q}'s keyword arguments in kwargs=, as in "
@@ -308,7 +309,7 @@ def check_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[st
     try:
         found[0].bind(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"{_qualname(fn)}() cannot take these arguments: {exc}") from None
+        raise TypeError(f"{callable_name(fn)}() cannot take these arguments: {exc}") from None
 
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
@@ -319,7 +320,21 @@ def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
     )
 
 
-def _qualname(fn: Callable[..., Any]) -> str:
+def callable_name(fn: Callable[..., Any]) -> str:
+    """The qualified name of `fn` (through any `functools.partial`), or its repr."""
     while isinstance(fn, functools.partial):
         fn = fn.func
     return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+# `jobsched.build_job` remembers the JobSpec a job was built from so that
+# `job_spec` can give it back exactly. The slot is Job's (a job is slotted); the
+# value is the job-type layer's, which _job cannot import: hence `object`.
+def record_spec(job: Job, spec: object) -> None:
+    """Remember the description `job` was built from (for `recorded_spec`)."""
+    job._spec = spec
+
+
+def recorded_spec(job: Job) -> object | None:
+    """What `record_spec` remembered for `job`, or None."""
+    return getattr(job, "_spec", None)

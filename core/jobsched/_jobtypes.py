@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._errors import PluginError, SchedulerError
-from ._job import Job
+from ._job import Job, record_spec, recorded_spec
 from ._options import describe_value, priority_name, to_priority, to_timeout
 from ._retry import RetryPolicyLike
 from ._status import JobPriority
@@ -709,7 +709,7 @@ def build_job(
     if name is not None:
         job.name = name
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options=data)
-    job._spec = spec  # type: ignore[attr-defined]
+    record_spec(job, spec)
     return job
 
 
@@ -741,8 +741,8 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
     fields (when they are JSON values). Anything else (a reference-style job
     built by hand, a `FunctionJob`) returns None: its arguments are not known.
     """
-    spec: JobSpec | None = getattr(job, "_spec", None)
-    if spec is not None:
+    spec = recorded_spec(job)
+    if isinstance(spec, JobSpec):
         return spec
     cls = type(job)
     if not (attrs.has(cls) and is_adapted_attrs(cls)):

@@ -534,7 +534,7 @@ class Kernel:
             jobs = self._jobs
             for d in sorted(deps):
                 status = jobs[d].status
-                if status._terminal and status is not COMPLETED:
+                if status.is_terminal and status is not COMPLETED:
                     self._finish(job, CANCELLED, error=f"upstream {d} {status.value}")
                     return job_id
             # An upstream whose completion the backend has not kept yet is unmet:
@@ -752,7 +752,7 @@ class Kernel:
         job = self._jobs.get(job_id)
         if job is None:
             return self._backend.cancel(job_id)
-        if job.status._terminal:
+        if job.status.is_terminal:
             return False
         if job.status is RUNNING:
             for slot in self._slots:
@@ -774,6 +774,15 @@ class Kernel:
     def jobs(self) -> list[Job]:
         """Every job the scheduler knows: unfinished ones and the bounded history."""
         return list(self._jobs.values())
+
+    def waiting_on(self, job_id: str) -> frozenset[str]:
+        """The ids of the dependencies the PENDING job `job_id` still waits for.
+
+        Empty when it waits for none. A dependency is met once it completed
+        and, with a durable store, once that completion is committed.
+        """
+        self.get(job_id)  # an unknown id is an error, not "waits for nothing"
+        return frozenset(self._blocked.get(job_id, ()))
 
     @property
     def running(self) -> int:
@@ -979,7 +988,7 @@ class Kernel:
             self._keys[key] = job_id
             self._key_of[job_id] = key
         self._seq = max(self._seq, job.seq + 1)
-        if job.status._terminal:
+        if job.status.is_terminal:
             self._remember_finished(job_id)
             return
         if unique_key is not None:
@@ -1066,7 +1075,7 @@ class Kernel:
         promoted = False
         while delayed and delayed[0][0] <= now:
             job = heappop(delayed)[2]
-            if not job.status._terminal:
+            if not job.status.is_terminal:
                 heappush(ready, (*key(job), job))
                 promoted = True
         if promoted:
@@ -1079,7 +1088,7 @@ class Kernel:
         ready = self._ready
         while ready:
             job: Job = heappop(ready)[-1]
-            if job.status._terminal:
+            if job.status.is_terminal:
                 continue  # lazily deleted: cancelled while queued
             self._transition(job, RUNNING)
             return job
@@ -1093,7 +1102,7 @@ class Kernel:
         admit = limiter.admit
         while ready:
             job: Job = heappop(ready)[-1]
-            if job.status._terminal:
+            if job.status.is_terminal:
                 limiter.skipped(job)
                 continue
             wait = admit(job)
@@ -1308,7 +1317,7 @@ class Kernel:
 
     def _fire(self, sched: RecurringSchedule, fires: list[float]) -> None:
         previous = self._jobs.get(sched.last_job_id) if sched.last_job_id else None
-        if previous is not None and not previous.status._terminal and not sched.allow_overlap:
+        if previous is not None and not previous.status.is_terminal and not sched.allow_overlap:
             sched.skipped += len(fires)
             return
         key = self._schedule_key_of.get(sched.schedule_id) if self._schedule_key_of else None
@@ -1329,7 +1338,7 @@ class Kernel:
     # ── Internals: state changes ──────────────────────────────────────
     def _transition(self, job: Job, new: JobStatus) -> None:
         old = job.status
-        if new not in old._allowed:
+        if new not in old.allowed_next:
             raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {new.value}")
         job.status = new
         if self._listeners:
@@ -1344,7 +1353,7 @@ class Kernel:
         work = [(job, status, error)]
         while work:
             job, status, error = work.pop()
-            if job.status._terminal:
+            if job.status.is_terminal:
                 continue
             if error is not None:
                 job.last_error = error

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, _qualname
+from ._job import FunctionJob, Job, callable_name
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:
@@ -184,6 +184,34 @@ class Limits:
             },
         }
 
+    @staticmethod
+    def unknown_name(
+        kind: str, name: str, known: Collection[str], *, typos_only: bool = False
+    ) -> str | None:
+        """Why `name` is not a registered name for a `kind` limit; None when it is.
+
+        `kind` is ``"executors"``, ``"job_types"`` or ``"rates"`` (rates key on job
+        types). With `typos_only`, an unknown name is a problem only when it is
+        close to a known one (the name space is open: see `Limits.check_names`).
+        """
+        if name in known:
+            return None
+        cutoff = 0.8 if typos_only else 0.5
+        close = difflib.get_close_matches(name, sorted(known), n=2, cutoff=cutoff)
+        if typos_only and not close:
+            return None
+        what = "executor" if kind == "executors" else "job type"
+        message = f"unknown {what} {name!r}"
+        if close:
+            message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        message += f" (registered: {', '.join(sorted(known)) or 'none'})"
+        if typos_only:
+            message += (
+                "; a name this close to a registered job type is taken for a typo "
+                "(rename the job class's job_type or the function if it is meant)"
+            )
+        return message
+
     def check_names(self, *, executors: Collection[str], job_types: Collection[str]) -> None:
         """Refuse a limit that can never apply: raise `ValueError` naming it.
 
@@ -199,38 +227,11 @@ class Limits:
         ):
             for name in names:
                 if kind == "executors":
-                    problem = unknown_limit_name(kind, name, executors)
+                    problem = self.unknown_name(kind, name, executors)
                 else:
-                    problem = unknown_limit_name(kind, name, job_types, typos_only=True)
+                    problem = self.unknown_name(kind, name, job_types, typos_only=True)
                 if problem is not None:
                     raise ValueError(f"limits.{kind}[{name!r}]: {problem}")
-
-
-def unknown_limit_name(
-    kind: str, name: str, known: Collection[str], *, typos_only: bool = False
-) -> str | None:
-    """Why `name` is not a registered name for a `kind` limit; None when it is.
-
-    `kind` is ``"executors"``, ``"job_types"`` or ``"rates"`` (rates key on job
-    types). With `typos_only`, an unknown name is a problem only when it is
-    close to a known one (the name space is open: see `Limits.check_names`).
-    """
-    if name in known:
-        return None
-    close = difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.8 if typos_only else 0.5)
-    if typos_only and not close:
-        return None
-    what = "executor" if kind == "executors" else "job type"
-    message = f"unknown {what} {name!r}"
-    if close:
-        message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
-    message += f" (registered: {', '.join(sorted(known)) or 'none'})"
-    if typos_only:
-        message += (
-            "; a name this close to a registered job type is taken for a typo "
-            "(rename the job class's job_type or the function if it is meant)"
-        )
-    return message
 
 
 def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
@@ -249,7 +250,7 @@ def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
     if isinstance(declared, str):
         return declared
     if cls is FunctionJob:
-        return _qualname(job.fn)  # type: ignore[attr-defined]
+        return callable_name(job.fn)  # type: ignore[attr-defined]
     return cls.__name__
 
 
@@ -427,7 +428,7 @@ class Limiter:
         parked = counter.parked
         while parked and counter.running + counter.inflight < counter.limit:
             job = parked.popleft()
-            if job.status._terminal:
+            if job.status.is_terminal:
                 self._reserved.discard(job)
                 continue  # cancelled while parked
             counter.inflight += 1

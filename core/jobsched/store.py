@@ -77,10 +77,43 @@ __all__ = [
     "as_shared_store",
     "as_store",
     "check_snapshot",
+    "decode_result",
+    "encode_result",
     "new_worker_id",
     "read_store",
     "resolve_store",
+    "result_as_json",
 ]
+
+
+# One encoder for every result: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+# ── results: how every store keeps one ─────────────────────────────────
+def encode_result(result: Any) -> str | None:
+    """A result as JSON text (None stays None).
+
+    A result JSON cannot hold (a set, an object, NaN) is stored as
+    ``{"$repr": repr(result), "$note": "not JSON-encodable: <why>"}``: the
+    job still completed, and its result can still be read.
+    """
+    if result is None:
+        return None
+    try:
+        return _encode(result)
+    except (TypeError, ValueError) as exc:
+        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
+
+
+def decode_result(text: str | None) -> Any:
+    """The stored result: the JSON value `encode_result` wrote (None for None)."""
+    return None if text is None else json.loads(text)
+
+
+def result_as_json(result: Any) -> Any:
+    """A result as the JSON value a store would give back (for ``--json`` output)."""
+    return decode_result(encode_result(result))
 
 
 # ── rows of a one-owner store ──────────────────────────────────────────

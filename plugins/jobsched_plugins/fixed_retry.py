@@ -6,8 +6,7 @@ import random
 
 import attrs
 
-from jobsched import hookimpl
-from jobsched._retry import retry_count, retry_delay
+from jobsched import hookimpl, retry_count, retry_delay
 from jobsched.hookspecs import Register
 
 

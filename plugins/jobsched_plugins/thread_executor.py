@@ -6,8 +6,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from jobsched import CancelToken, Job, hookimpl
-from jobsched._cancel import run_with_token
+from jobsched import CancelToken, Job, hookimpl, run_with_token
 from jobsched.hookspecs import Register
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from .._codec import JobCodec, decode_result, encode_result
+from .._codec import JobCodec
 from .._errors import SchedulerError, UnknownJobError
 from .._job import new_job_id, reserve_job_ids
 from .._jobtypes import JobSpecError
@@ -39,6 +39,8 @@ from ..store import (
     StoreContext,
     StoreError,
     check_snapshot,
+    decode_result,
+    encode_result,
     new_worker_id,
 )
 from .local import LocalBackend
@@ -437,7 +439,7 @@ class Journal:
             self._committed = batch.generation
             static = self._static
             for job_id, job in batch.jobs.items():
-                if job.status._terminal and job_id not in self._dirty:
+                if job.status.is_terminal and job_id not in self._dirty:
                     static.pop(job_id, None)  # a terminal row is never written again
             if batch.finished:
                 self.kernel.release_committed(batch.finished)

@@ -38,13 +38,20 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .._codec import JobCodec, encode_result, wall_offset
+from .._codec import JobCodec, wall_offset
 from .._errors import SchedulerError
 from .._job import Job
 from .._jobtypes import retry_policy_data
 from .._recurring import build_trigger
 from .._status import JobStatus
-from ..store import Outcome, SharedJobRow, SharedScheduleRow, SharedStore, StoreContext
+from ..store import (
+    Outcome,
+    SharedJobRow,
+    SharedScheduleRow,
+    SharedStore,
+    StoreContext,
+    encode_result,
+)
 from .local import LocalBackend
 
 if TYPE_CHECKING:

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import JobStatus, PluginManager
-from .._codec import decode_result
-from ..store import JobRow, ScheduleRow, Snapshot, StoreError, read_store
+from ..store import JobRow, ScheduleRow, Snapshot, StoreError, decode_result, read_store
 from ._common import BadInput, make_console, print_json
 
 

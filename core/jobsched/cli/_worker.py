@@ -219,9 +219,8 @@ def run_shared(
 async def _follow(jobfile: Any, plugins: PluginManager, client: Any) -> Any:
     from pathlib import Path
 
-    from .. import JobInfo, Submission
-    from .._jobtypes import build_job
-    from ..jobfile._run import JobOutcome, RunResult
+    from .. import JobInfo, Submission, build_job
+    from ..jobfile import JobOutcome, RunResult
 
     source = str(Path(jobfile.source).resolve())
     start = time.monotonic()

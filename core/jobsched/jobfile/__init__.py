@@ -8,7 +8,7 @@ from Python too::
     print(result.to_json())
 """
 
-from .._options import MAX_RETRIES, MAX_WORKERS
+from .. import MAX_RETRIES, MAX_WORKERS
 from ._load import MAX_JOBFILE_BYTES, JobFileError, load_jobfile, parse_jobfile
 from ._model import (
     MAX_DURATION,

@@ -13,10 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import PluginError, SchedulerError
-from .._jobtypes import JobSpecError, build_job
-from .._limits import unknown_limit_name
-from .._recurring import build_trigger
+from .. import JobSpecError, Limits, PluginError, SchedulerError, build_job, build_trigger
 from ._model import (
     TABLES,
     JobEntry,
@@ -34,7 +31,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 if TYPE_CHECKING:
-    from .._plugins import PluginManager
+    from .. import PluginManager
 
 
 class JobFileError(SchedulerError, ValueError):
@@ -358,7 +355,7 @@ def _check_limit_names(
         ("rates", limits.rates),
     ):
         for name in names:
-            problem = unknown_limit_name(kind, name, known[kind])
+            problem = Limits.unknown_name(kind, name, known[kind])
             if problem is not None:
                 raise fail(f"[limits]: {kind}: {problem}", lines.key(limits.line, kind))
 

@@ -17,9 +17,7 @@ from typing import Any
 
 import attrs
 
-from .._limits import Limits, Rate
-from .._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
-from .._recurring import COALESCE_POLICIES, MIN_INTERVAL
+from .. import COALESCE_POLICIES, MAX_DELAY, MAX_RETRIES, MAX_WORKERS, MIN_INTERVAL, Limits, Rate
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"

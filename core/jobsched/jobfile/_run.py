@@ -14,17 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._codec import result_as_json
-from .._errors import UnknownJobError
-from .._job import Job
-from .._jobtypes import build_job
-from .._scheduler import JobScheduler
-from .._status import JobStatus
+from .. import Job, JobScheduler, JobStatus, UnknownJobError, build_job
 from ..backends import JournalBackend
+from ..store import result_as_json
 from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
-    from .._plugins import PluginManager
+    from .. import PluginManager
 
 #: Exit codes of ``jobsched run`` (see docs/cli.md).
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
