@@ -158,16 +158,18 @@ def plugins_with_triggers() -> PluginManager:
         ({"every": 5, "times": 0}, ValueError, "times must be an integer >= 1"),
         ({"every": 5, "start_in": -1}, ValueError, "start_in must be >= 0"),
         ({"trigger": object()}, TypeError, "pass the trigger as a mapping"),
-        ({"trigger": {"cron": "0 2 30 2 *"}}, ValueError, "never fires"),
+        ({"trigger": {"date": "2000-01-01T00:00:00+00:00"}}, ValueError, "never fires"),
         ({"trigger": CRON_BERLIN, "start_in": 5}, TypeError, "start_in is for interval"),
-        ({}, TypeError, "every= .* or trigger="),
+        ({}, TypeError, r"an interval \(every=\) or a trigger=: exactly one"),
+        ({"every": 5, "trigger": CRON_BERLIN}, TypeError, "exactly one"),
     ],
 )
 def test_bad_schedules_are_refused_with_one_clear_error(
     options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        schedule_row(JobCodec(PluginManager([pg_jobs])), tick(), now=0.0, offset=0.0, **options)
+        codec = JobCodec(PluginManager([pg_jobs]))
+        schedule_row(codec, tick(), now=time.time(), offset=0.0, **options)
 
 
 def test_a_schedule_row_is_what_the_store_keeps() -> None:
