@@ -513,8 +513,9 @@ class Client:
         ``{"cron": "0 2 * * *", "tz": "Europe/Berlin"}``); returns its id.
 
         A schedule fires once per period however many processes serve it; the
-        same job, trigger and `key` give the same id, so registering it again
-        (a rerun) resumes it. `times` ends it after that many runs. This client
+        same job, trigger and `key` give the same id (a worker's
+        ``schedule_recurring`` of the same job and trigger too), so registering
+        it again (a rerun) resumes it. `times` ends it after that many runs. This client
         fires the schedule's periods while it is open (a client runs no job:
         firing a period only submits one); missed periods coalesce into one.
         """
