@@ -212,7 +212,7 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
     assert all(p == int(p) for p in periods)  # on the cron grid (whole seconds)
     with pytest.raises(SchedulerError, match="does not support misfire_grace_time"):
         sched(target).schedule_recurring(lambda: rec(target, "x"), 5, jitter=1.0)
-    with pytest.raises(SchedulerError, match="pass the trigger as a mapping"):
+    with pytest.raises(TypeError, match="pass the trigger as a mapping"):
         sched(target).schedule_recurring(
             lambda: rec(target, "x"),
             trigger=object(),  # type: ignore[arg-type]

@@ -17,13 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import hashlib
-import json
-import math
 import secrets
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -33,16 +30,15 @@ import structlog
 from ._codec import JobCodec, sort_key
 from ._errors import SchedulerError, UnknownJobError
 from ._job import FunctionJob, Job, new_job_id
-from ._jobtypes import build_job, build_retry_policy
+from ._jobtypes import build_retry_policy
 from ._limits import Limits
 from ._options import check_delay, to_priority, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
-from ._recurring import build_trigger
 from ._status import JobPriority, JobStatus
+from .backends.schedules import ended, schedule_row, serve
 from .store import (
     NewJob,
     SharedJobRow,
-    SharedScheduleRow,
     StoreContext,
     new_worker_id,
     resolve_store,
@@ -517,56 +513,41 @@ class Client:
         ``{"cron": "0 2 * * *", "tz": "Europe/Berlin"}``); returns its id.
 
         A schedule fires once per period however many processes serve it; the
-        same job, trigger and `key` give the same id, so registering it again
-        (a rerun) resumes it. `times` ends it after that many runs. This client
+        same job, trigger and `key` give the same id (a worker's
+        ``schedule_recurring`` of the same job and trigger too), so registering
+        it again (a rerun) resumes it. `times` ends it after that many runs. This client
         fires the schedule's periods while it is open (a client runs no job:
         firing a period only submits one); missed periods coalesce into one.
         """
         self._check_open()
-        if times is not None and (
-            isinstance(times, bool) or not isinstance(times, int) or times < 1
-        ):
-            raise ValueError(f"times must be an integer >= 1, got {times!r}")
-        if (every is None) == (trigger is None):
-            raise ValueError("give a schedule either every= (seconds) or trigger= (a mapping)")
-        if trigger is not None:
-            if not isinstance(trigger, Mapping):
-                raise TypeError(
-                    "a shared store keeps triggers as data: pass the trigger as a mapping "
-                    '(e.g. {"cron": "0 2 * * *"}), not a trigger object'
-                )
-            spec: dict[str, Any] = dict(trigger)
-            first = self._advance(spec)(None, time.time())
-            if first is None:
-                raise ValueError(f"trigger {dict(trigger)!r} never fires")
-        else:
-            if isinstance(every, bool) or not isinstance(every, int | float) or not every > 0:
-                raise ValueError(f"every must be a positive number of seconds, got {every!r}")
-            spec = {"interval": every}
-            first = time.time() + check_delay(start_in, "start_in")
-        if times is not None:
-            spec["times"] = times
-        if key is not None:
-            spec["key"] = key
         _refuse_functions(job)
-        type_name, args, options = self.codec.describe_data(job, time.time() - time.monotonic())
-        # The same identity as a worker's shared schedule (backends keep the
-        # executor out of it), so both serve one schedule.
-        same = {k: v for k, v in options.items() if k != "executor"}
-        ident = json.dumps([type_name, args, same, spec, allow_overlap], sort_keys=True)
-        schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
-        row = SharedScheduleRow(
-            schedule_id=schedule_id,
-            type=type_name,
-            args=args,
-            options=options,
-            trigger=spec,
-            next_run=first,
+        now = time.time()
+        row = schedule_row(
+            self.codec,
+            job,
+            every=every,
+            trigger=trigger,
+            start_in=start_in,
+            times=times,
+            key=key,
             allow_overlap=allow_overlap,
+            now=now,
+            offset=now - time.monotonic(),
         )
         stored = await self.store.add_schedule(row)
-        self._spawn(self._serve_schedule(stored), f"jobsched-schedule-{schedule_id}")
-        return schedule_id
+        self._spawn(
+            serve(
+                self.store,
+                stored,
+                codec=self.codec,
+                strategy_key=self.strategy.key,
+                submitted_by=self.identity,
+                job_id_suffix=self._id_suffix,
+                retry_pause=_SAFETY_POLL,
+            ),
+            f"jobsched-schedule-{row.schedule_id}",
+        )
+        return row.schedule_id
 
     async def cancel_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule for every process; False if it had already ended."""
@@ -580,79 +561,13 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             seen = self._finished
-            row = await self.store.get_schedule(schedule_id)
-            if not row.active or not math.isfinite(row.next_run):
+            if ended(await self.store.get_schedule(schedule_id)):
                 return
             left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"schedule {schedule_id} did not end within {timeout} s")
             # Its last run ends it: a finished job is the moment to look again.
             await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
-
-    def _advance(self, spec: Mapping[str, Any]) -> Callable[[float | None, float], float | None]:
-        """``advance(previous, now)``: the first fire time after `now` on the
-        schedule's grid (missed periods coalesce), or None once exhausted.
-        The same rule as the shared backend's, in wall-clock seconds."""
-        spec = {k: v for k, v in spec.items() if k not in ("times", "key")}
-        if "interval" in spec:
-            interval = float(spec["interval"])
-
-            def every(previous: float | None, now: float) -> float | None:
-                if previous is None:
-                    return now
-                missed = math.floor((now - previous) / interval) + 1
-                return previous + max(missed, 1) * interval
-
-            return every
-        trig = build_trigger(spec, lambda n: self.plugins.resolve("triggers", n))
-        if trig.timebase != "wall":
-            raise ValueError(f"trigger {spec!r} is not a wall-clock trigger")
-
-        def wall(previous: float | None, now: float) -> float | None:
-            nxt = trig.first_fire(now) if previous is None else trig.next_fire(previous)
-            while nxt is not None and nxt <= now:
-                nxt = trig.next_fire(nxt)
-            return nxt
-
-        return wall
-
-    async def _serve_schedule(self, stored: SharedScheduleRow) -> None:
-        """Fire the schedule's periods (compare-and-set in the store) until it ends."""
-        advance = self._advance(stored.trigger)
-        while stored.active and math.isfinite(stored.next_run):
-            wait = stored.next_run - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            now = time.time()
-            new_next = advance(stored.next_run, now)
-            job = build_job(stored.type, stored.args, plugins=self.plugins)
-            encoded = self._encode(Submission(job), now)
-            fired = NewJob(
-                job_id=f"{new_job_id()}-{self._id_suffix}",
-                type=stored.type,
-                args=stored.args,
-                options={**stored.options, "scheduled_for": stored.next_run},
-                run_at=now,
-                submitted_at=now,
-                sort_key=encoded.sort_key,
-                schedule_id=stored.schedule_id,
-                submitted_by=self.identity,
-            )
-            try:
-                # An exhausted trigger fires this last period, then stops for everyone.
-                await self.store.fire_schedule(
-                    stored.schedule_id,
-                    stored.next_run,
-                    math.inf if new_next is None else new_next,
-                    fired,
-                )
-                stored = await self.store.get_schedule(stored.schedule_id)
-            except Exception as exc:
-                # The store reconnects; the period is fired on the next try.
-                logger.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
-                await asyncio.sleep(_SAFETY_POLL)
-        if stored.active:
-            await self.store.deactivate_schedule(stored.schedule_id)
 
 
 def _statuses(

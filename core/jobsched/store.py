@@ -333,7 +333,8 @@ class SharedScheduleRow:
     #: When it fires: ``{"interval": seconds}`` or a wall-clock trigger mapping
     #: (``{"cron": "0 2 * * *", "tz": "UTC"}``); ``"times": N`` ends it after N
     #: fires (the store counts them in `SharedStore.fire_schedule`), ``"key"``
-    #: only tells schedules apart.
+    #: only tells schedules apart, ``"origin"`` is an interval's first fire
+    #: (fire k is at ``origin + k * interval``).
     trigger: dict[str, Any]
     #: The next period's fire time, wall clock; ``inf`` once it has ended.
     next_run: float

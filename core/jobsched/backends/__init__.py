@@ -4,7 +4,8 @@
 - `JournalBackend` (`journal.py`): a durable store one process owns (SQLite):
   every state change is journaled in batches, and ``start()`` restores.
 - `SharedBackend` (`shared.py`): a store several processes share (PostgreSQL):
-  jobs are submitted to the store and claimed back with a lease.
+  jobs are submitted to the store and claimed back with a lease. Its
+  recurring schedules are `schedules.py`'s, which `jobsched.Client` uses too.
 
 `JobScheduler` picks one, once, when it is composed (docs/architecture.md).
 """

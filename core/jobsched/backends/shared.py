@@ -15,7 +15,8 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   outcomes of one loop iteration are written in one transaction, which also
   releases or cancels dependents in the database;
 * recurring schedules fire through a compare-and-set on the schedule row, so
-  each period fires exactly once however many processes run it.
+  each period fires exactly once however many processes run it (`schedules`,
+  which `jobsched.Client` uses too).
 
 Times written to the store are wall-clock epoch seconds: monotonic times mean
 nothing on another host. Crash semantics are at-least-once.
@@ -25,10 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
-import json
-import math
 import os
 import secrets
 import socket
@@ -41,8 +39,6 @@ import structlog
 from .._codec import JobCodec, wall_offset
 from .._errors import SchedulerError
 from .._job import Job
-from .._jobtypes import retry_policy_data
-from .._recurring import build_trigger
 from .._status import JobStatus
 from ..store import (
     Outcome,
@@ -53,6 +49,7 @@ from ..store import (
     encode_result,
 )
 from .local import LocalBackend
+from .schedules import schedule_row, serve
 
 if TYPE_CHECKING:
     from .._kernel import Kernel
@@ -118,7 +115,7 @@ class SharedBackend(LocalBackend):
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
-        self._schedules: list[tuple[str, Any]] = []  # (schedule id, SharedScheduleRow)
+        self._schedules: list[SharedScheduleRow] = []
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
@@ -149,8 +146,8 @@ class SharedBackend(LocalBackend):
             asyncio.create_task(self._feed(), name="jobsched-feeder"),
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
         ]
-        for schedule_id, row in self._schedules:
-            self._start_schedule(schedule_id, row)
+        for row in self._schedules:
+            self._start_schedule(row)
         self._log.info("shared scheduler started", store=repr(self.store))
 
     async def _sync_limits(self) -> None:
@@ -447,7 +444,8 @@ class SharedBackend(LocalBackend):
         trigger: Trigger | dict[str, Any] | None,
         options: dict[str, Any],
     ) -> str:
-        """`JobScheduler.schedule_recurring` on a shared store (see `add_schedule`)."""
+        """`JobScheduler.schedule_recurring` on a shared store: a schedule shared
+        by every process that registers the same one (see `schedules`)."""
         unsupported = [
             name
             for name, used in (
@@ -463,196 +461,51 @@ class SharedBackend(LocalBackend):
                 "a shared store does not support misfire_grace_time, coalesce, jitter "
                 "or key on recurring schedules yet (missed periods coalesce into one)"
             )
-        return self.add_schedule(
-            factory,
-            interval,
+        row = schedule_row(
+            self._codec,
+            factory(),
+            every=interval,
+            trigger=trigger,
             start_in=options["start_in"],
             allow_overlap=options["allow_overlap"],
-            trigger=trigger,  # type: ignore[arg-type]
+            now=time.time(),
+            offset=wall_offset(self.kernel.clock),
         )
-
-    def add_schedule(
-        self,
-        factory: Callable[[], Job],
-        interval: float | None,
-        *,
-        start_in: float = 0.0,
-        allow_overlap: bool = False,
-        trigger: dict[str, Any] | None = None,
-        times: int | None = None,
-        key: str | None = None,
-    ) -> str:
-        """A schedule shared by every process that registers the same one.
-
-        Its id is derived from the job template and the trigger (an interval,
-        or a wall-clock trigger given as a mapping such as ``{"cron": "0 2 * *
-        *", "tz": "Europe/Berlin"}``), so N processes registering it serve ONE
-        schedule that fires once per period. `times` ends it for everyone
-        after that many runs (counted by the store, in the firing
-        transaction); `key` (e.g. ``FILE#ID``) makes it a different schedule
-        from others with the same job and trigger.
-        """
-        if times is not None and (isinstance(times, bool) or times < 1):
-            raise ValueError(f"times must be an integer >= 1, got {times!r}")
-
-        if trigger is not None:
-            if not isinstance(trigger, dict):
-                raise SchedulerError(
-                    "a shared store keeps triggers as data: pass the trigger as a mapping "
-                    '(e.g. {"cron": "0 2 * * *"}), not a trigger object'
-                )
-            spec: dict[str, Any] = dict(trigger)
-            first = self._advance(spec)(None, time.time())
-            if first is None:
-                raise SchedulerError(f"trigger {trigger!r} never fires")
-        else:
-            if interval is None or not interval > 0:
-                raise ValueError(f"interval must be positive, got {interval!r}")
-            spec = {"interval": interval}
-            first = time.time() + start_in
-        if times is not None:
-            spec["times"] = times
-        if key is not None:
-            spec["key"] = key
-        job = factory()
-        offset = wall_offset(self.kernel.clock)
-        type_name, args, options = self._codec.describe_data(job, offset)
-        ident = json.dumps(
-            [type_name, args, self._identity_options(job, offset), spec, allow_overlap],
-            sort_keys=True,
-        )
-        schedule_id = "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
-        row = SharedScheduleRow(
-            schedule_id=schedule_id,
-            type=type_name,
-            args=args,
-            options=options,
-            trigger=spec,
-            next_run=first,
-            allow_overlap=allow_overlap,
-        )
-        self._schedules.append((schedule_id, row))
+        self._schedules.append(row)
         if self._opened:
-            self._start_schedule(schedule_id, row)
-        return schedule_id
+            self._start_schedule(row)
+        return row.schedule_id
 
-    def _identity_options(self, job: Job, offset: float) -> dict[str, Any]:
-        """The job's options as a schedule id hashes them.
-
-        Spelled as shared mode stored options before the codec (priority as a
-        number, every option present): a schedule keeps the id it has in
-        existing stores, so processes of either version serve the same one.
-        """
-        return {
-            "name": job.name,
-            "priority": int(job.priority),
-            "timeout": job.timeout,
-            "retry": retry_policy_data(job.retry, self.kernel.plugins),
-            "deadline": None if job.deadline is None else job.deadline + offset,
-        }
-
-    def _advance(self, spec: dict[str, Any]) -> Callable[[float | None, float], float | None]:
-        """``advance(previous, now)``: the first fire time after `now` on the
-        schedule's grid (missed periods coalesce into the one firing now), or
-        None when the trigger is exhausted. Wall-clock seconds throughout."""
-        # "times" and "key" are the schedule's, not the trigger's.
-        spec = {k: v for k, v in spec.items() if k not in ("times", "key")}
-        if "interval" in spec:
-            interval = float(spec["interval"])
-
-            def every(previous: float | None, now: float) -> float | None:
-                if previous is None:
-                    return now
-                missed = math.floor((now - previous) / interval) + 1
-                return previous + max(missed, 1) * interval
-
-            return every
-        trig = build_trigger(spec, lambda n: self.kernel.plugins.resolve("triggers", n))
-        if trig.timebase != "wall":
-            raise SchedulerError(f"trigger {spec!r} is not a wall-clock trigger")
-
-        def wall(previous: float | None, now: float) -> float | None:
-            nxt = trig.first_fire(now) if previous is None else trig.next_fire(previous)
-            while nxt is not None and nxt <= now:
-                nxt = trig.next_fire(nxt)
-            return nxt
-
-        return wall
-
-    def _start_schedule(self, schedule_id: str, row: Any) -> None:
+    def _start_schedule(self, row: SharedScheduleRow) -> None:
         task = asyncio.get_running_loop().create_task(
-            self._run_schedule(row), name=f"jobsched-schedule-{schedule_id}"
+            self._serve_schedule(row), name=f"jobsched-schedule-{row.schedule_id}"
         )
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
 
-    async def _run_schedule(self, row: Any) -> None:
-        s = self.kernel
+    async def _serve_schedule(self, row: SharedScheduleRow) -> None:
         try:
             stored = await self.store.add_schedule(row)
-            advance = self._advance(dict(stored.trigger))
-            if not math.isfinite(stored.next_run):  # it had ended (its `times` were run)
-                await self.store.deactivate_schedule(stored.schedule_id)
-                return
         except Exception as exc:
             self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
             return
-        while not s.stopping:
-            if not stored.active:
-                return
-            wait = stored.next_run - time.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            now = time.time()
-            new_next = advance(stored.next_run, now)
-            offset = wall_offset(s.clock)
-            label = f"job of schedule {stored.schedule_id}"
-            job = self._codec.build(stored.type, stored.args, stored.options, offset, label)
-            new = self._codec.new_job(
-                job,
-                job_id=f"{job.job_id}-{self._id_suffix}",
-                strategy_key=s.sort_key,
-                now=now,
-                offset=offset,
-                schedule_id=stored.schedule_id,
-                scheduled_for=stored.next_run,
-                submitted_by=self.identity,
-            )
-            try:
-                # An exhausted trigger fires this last period, then stops for everyone.
-                await self.store.fire_schedule(
-                    stored.schedule_id,
-                    stored.next_run,
-                    math.inf if new_next is None else new_next,
-                    new,
-                )
-                stored = await self.store.get_schedule(stored.schedule_id)
-                if not math.isfinite(stored.next_run):
-                    await self.store.deactivate_schedule(stored.schedule_id)
-                    return
-            except Exception as exc:
-                self._log.error("schedule fire failed", schedule=stored.schedule_id, error=str(exc))
-                await asyncio.sleep(self.poll_interval)
-
-    async def wait_schedule(self, schedule_id: str) -> Any:
-        """Wait until the schedule is no longer active (ended or cancelled); returns its row."""
-        for task in list(self._side_tasks):
-            if task.get_name() == f"jobsched-schedule-{schedule_id}":
-                await asyncio.wait({task})  # it stored the schedule, and served it to its end
-        while True:
-            row = await self.store.get_schedule(schedule_id)
-            if not row.active:
-                return row
-            # Woken early by any finished job; the schedule's end is in the store.
-            await self.store.wait_finished(min(self.poll_interval, 0.25))
+        await serve(
+            self.store,
+            stored,
+            codec=self._codec,
+            strategy_key=self.kernel.sort_key,
+            submitted_by=self.identity,
+            job_id_suffix=self._id_suffix,
+            retry_pause=self.poll_interval,
+        )
 
     def cancel_recurring(self, schedule_id: str) -> bool:
         """Stop a shared schedule for every process."""
-        known = any(sid == schedule_id for sid, _ in self._schedules)
+        known = any(row.schedule_id == schedule_id for row in self._schedules)
         for task in list(self._side_tasks):
             if task.get_name() == f"jobsched-schedule-{schedule_id}":
                 task.cancel()
-        self._schedules = [t for t in self._schedules if t[0] != schedule_id]
+        self._schedules = [row for row in self._schedules if row.schedule_id != schedule_id]
         if self._opened:
             task = asyncio.get_running_loop().create_task(
                 self.store.deactivate_schedule(schedule_id)

@@ -1,0 +1,280 @@
+"""Recurring schedules on a shared store, for every process that serves one.
+
+A worker's ``JobScheduler.schedule_recurring`` (through `SharedBackend`) and
+``Client.add_schedule`` both go through here, so the same job and trigger are
+ONE schedule wherever they are registered:
+
+* `schedule_row` checks the trigger, computes the first fire and the id, and
+  returns the `SharedScheduleRow` to store;
+* `schedule_id` derives the id from the job and the trigger (never from when
+  or where the schedule was registered), spelled as stores already hold it;
+* `next_fire` steps a schedule along its grid: interval fire k is at
+  ``origin + k * interval`` (computed, never summed, so it does not drift), a
+  wall-clock trigger (cron, date) steps by its own rule, and periods missed
+  while nobody served the schedule coalesce into the one firing now;
+* `serve` fires each period through the store's compare-and-set
+  (`SharedStore.fire_schedule`): once per period however many processes
+  serve the schedule.
+
+Times are wall-clock epoch seconds: a schedule's row is read on other hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from .._jobtypes import JobSpecError, retry_policy_data
+from .._options import check_delay
+from .._recurring import IntervalTrigger, Trigger, build_trigger
+from ..store import SharedScheduleRow, SharedStore
+
+if TYPE_CHECKING:
+    from .._codec import JobCodec
+    from .._job import Job
+    from .._plugins import PluginManager
+    from .._strategy import SortKey
+    from ..store import NewJob
+
+logger = structlog.get_logger("jobsched.schedules")
+
+#: ``resolve(name)``: the factory of the trigger plugin registered as `name`.
+ResolveTrigger = Callable[[str], Any]
+
+#: Keys of a stored trigger that belong to the schedule, not to the trigger's
+#: rule: ``times`` ends it after N fires, ``key`` tells schedules apart, and
+#: ``origin`` is an interval schedule's first fire (the start of its grid).
+SCHEDULE_KEYS = ("times", "key", "origin")
+
+
+def schedule_row(
+    codec: JobCodec,
+    job: Job,
+    *,
+    every: float | None = None,
+    trigger: Mapping[str, Any] | Trigger | None = None,
+    start_in: float = 0.0,
+    times: int | None = None,
+    key: str | None = None,
+    allow_overlap: bool = False,
+    now: float,
+    offset: float,
+) -> SharedScheduleRow:
+    """The row of a schedule submitting `job` every `every` seconds (first
+    after `start_in`) or whenever `trigger` fires (a mapping such as ``{"cron":
+    "0 2 * * *", "tz": "Europe/Berlin"}``: other hosts rebuild it from data, so
+    a trigger object is refused).
+
+    `times` ends the schedule after that many fires; `key` makes it another
+    schedule than the same job and trigger without it. `now` is the wall
+    clock; `offset` turns the job's monotonic deadline into wall-clock time.
+    Bad input is a `ValueError` or `TypeError` naming it; a job that cannot be
+    stored is a `JobSpecError`.
+    """
+    if (every is None) == (trigger is None):
+        raise TypeError("a schedule takes an interval (every=) or a trigger=: exactly one of them")
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
+        raise ValueError(f"times must be an integer >= 1, got {times!r}")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise ValueError(f"key must be a non-empty string, got {key!r}")
+    start_in = check_delay(start_in, "start_in")
+    if trigger is None:
+        rule: dict[str, Any] = {"interval": every}
+    elif isinstance(trigger, Mapping):
+        rule = dict(trigger)
+    else:
+        raise TypeError(
+            "a shared store keeps triggers as data: pass the trigger as a mapping "
+            '(e.g. {"cron": "0 2 * * *"}), not a trigger object'
+        )
+    first: float | None
+    if "interval" in rule:
+        IntervalTrigger(rule["interval"])  # the kernel's checks and bounds
+        first = now + start_in
+    else:
+        if start_in:
+            raise TypeError(
+                "start_in is for interval schedules; a trigger says when it first fires"
+            )
+        wall = _wall_trigger(rule, _resolver(codec.plugins))
+        first = _after(wall, wall.first_fire(now), now)
+        if first is None:
+            raise ValueError(f"trigger {rule!r} never fires")
+    spec = dict(rule)
+    if times is not None:
+        spec["times"] = times
+    if key is not None:
+        spec["key"] = key
+    if "interval" in rule:
+        spec["origin"] = first
+    type_name, args, options = codec.describe_data(job, offset)
+    identity = identity_options(job, offset, codec.plugins)
+    return SharedScheduleRow(
+        schedule_id=schedule_id(type_name, args, identity, spec, allow_overlap),
+        type=type_name,
+        args=args,
+        options=options,
+        trigger=spec,
+        next_run=first,
+        allow_overlap=allow_overlap,
+    )
+
+
+def schedule_id(
+    type_name: str,
+    args: Mapping[str, Any],
+    identity: Mapping[str, Any],
+    trigger: Mapping[str, Any],
+    allow_overlap: bool,
+) -> str:
+    """``sched-<hash>`` of the job (type, args, `identity_options`), the
+    trigger (with ``times`` and ``key``, without ``origin``) and `allow_overlap`."""
+    spec = {k: v for k, v in trigger.items() if k != "origin"}
+    ident = json.dumps([type_name, args, identity, spec, allow_overlap], sort_keys=True)
+    return "sched-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def identity_options(job: Job, offset: float, plugins: PluginManager) -> dict[str, Any]:
+    """The job's options as a schedule id hashes them.
+
+    Spelled as shared mode stored options before the codec (priority as a
+    number, every option present, no executor): a schedule keeps the id it
+    has in existing stores, so processes of either version serve the same one.
+    """
+    return {
+        "name": job.name,
+        "priority": int(job.priority),
+        "timeout": job.timeout,
+        "retry": retry_policy_data(job.retry, plugins),
+        "deadline": None if job.deadline is None else job.deadline + offset,
+    }
+
+
+def next_fire(
+    trigger: Mapping[str, Any], previous: float, now: float, resolve_trigger: ResolveTrigger
+) -> float | None:
+    """The fire after the period due at `previous` that is also after `now`,
+    on the schedule's grid (the periods in between coalesce into the one
+    firing now); None once the trigger is exhausted.
+
+    `trigger` is the stored mapping; `resolve_trigger` finds the trigger
+    plugins a wall-clock trigger names. An interval stored without an
+    ``origin`` (by an earlier version) runs its grid from `previous`.
+    """
+    if "interval" in trigger:
+        grid = IntervalTrigger(float(trigger["interval"]))
+        origin = float(trigger.get("origin", previous))
+        return grid.fire_time(origin, grid.last_index(origin, max(previous, now)) + 1)
+    wall = _wall_trigger(
+        {k: v for k, v in trigger.items() if k not in SCHEDULE_KEYS}, resolve_trigger
+    )
+    return _after(wall, wall.next_fire(previous), now)
+
+
+def ended(schedule: SharedScheduleRow) -> bool:
+    """Whether the schedule fires no more (cancelled, or its last period fired)."""
+    return not schedule.active or not math.isfinite(schedule.next_run)
+
+
+async def serve(
+    store: SharedStore,
+    schedule: SharedScheduleRow,
+    *,
+    codec: JobCodec,
+    strategy_key: Callable[[Job], SortKey],
+    submitted_by: str,
+    job_id_suffix: str,
+    retry_pause: float,
+) -> None:
+    """Fire the stored `schedule`'s periods until it ends, then mark it inactive.
+
+    Each period is a compare-and-set in the store, so any number of
+    processes may serve one schedule: the first to move its ``next_run`` on
+    submits the period's job, the others see the schedule's new state. The
+    jobs are submitted with `strategy_key`'s sort key as `submitted_by`, with
+    ids ending in `job_id_suffix`. After a store error the period is tried
+    again `retry_pause` seconds later. Cancel the task to stop serving.
+    """
+    log = logger.bind(schedule=schedule.schedule_id, process=submitted_by)
+    resolve = _resolver(codec.plugins)
+    label = f"job of schedule {schedule.schedule_id}"
+    while not ended(schedule):
+        wait = schedule.next_run - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        now = time.time()
+        try:
+            following = next_fire(schedule.trigger, schedule.next_run, now, resolve)
+            job = _fired_job(codec, schedule, label, now, strategy_key, submitted_by, job_id_suffix)
+        except (JobSpecError, ValueError) as exc:
+            # A job type or trigger this process lacks: processes that have it serve it.
+            log.error("cannot serve schedule", error=str(exc))
+            return
+        try:
+            # An exhausted trigger fires this last period, then stops for everyone.
+            await store.fire_schedule(
+                schedule.schedule_id,
+                schedule.next_run,
+                math.inf if following is None else following,
+                job,
+            )
+            schedule = await store.get_schedule(schedule.schedule_id)
+        except Exception as exc:
+            # The store reconnects; the period is fired on the next try.
+            log.error("schedule fire failed", error=str(exc))
+            await asyncio.sleep(retry_pause)
+    if schedule.active:
+        try:
+            await store.deactivate_schedule(schedule.schedule_id)
+        except Exception as exc:
+            log.error("cannot mark an ended schedule inactive", error=str(exc))
+
+
+def _fired_job(
+    codec: JobCodec,
+    schedule: SharedScheduleRow,
+    label: str,
+    now: float,
+    strategy_key: Callable[[Job], SortKey],
+    submitted_by: str,
+    job_id_suffix: str,
+) -> NewJob:
+    """The job one period of `schedule` submits (built from its stored data)."""
+    # The job's deadline goes from data to a job and back to data: any offset
+    # cancels out, and 0 keeps it in wall-clock time for the sort key.
+    job = codec.build(schedule.type, schedule.args, schedule.options, 0.0, label)
+    return codec.new_job(
+        job,
+        job_id=f"{job.job_id}-{job_id_suffix}",
+        strategy_key=strategy_key,
+        now=now,
+        offset=0.0,
+        schedule_id=schedule.schedule_id,
+        scheduled_for=schedule.next_run,
+        submitted_by=submitted_by,
+    )
+
+
+def _resolver(plugins: PluginManager) -> ResolveTrigger:
+    return lambda name: plugins.resolve("triggers", name)
+
+
+def _wall_trigger(rule: Mapping[str, Any], resolve: ResolveTrigger) -> Trigger:
+    trigger = build_trigger(dict(rule), resolve)
+    if trigger.timebase != "wall":
+        raise ValueError(f"trigger {dict(rule)!r} is not a wall-clock trigger")
+    return trigger
+
+
+def _after(trigger: Trigger, fire: float | None, now: float) -> float | None:
+    """`fire`, or the trigger's first fire after it that is after `now`."""
+    while fire is not None and fire <= now:
+        fire = trigger.next_fire(fire)
+    return fire
