@@ -743,7 +743,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"where to write the Markdown report (default: {DEFAULT_OUTPUT} for a full "
         "run, nowhere for --quick)",
     )
+    parser.add_argument(
+        "--otel-sdk",
+        action="store_true",
+        help="configure the OpenTelemetry SDK (spans recorded, not exported) so the otel "
+        "plugin traces every attempt; switch plugins off with JOBSCHED_DISABLE_PLUGINS "
+        "(docs/observability.md)",
+    )
     args = parser.parse_args(argv)
+    if args.otel_sdk:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
     sizes = QUICK if args.quick else FULL
     output: Path | None = args.output or (None if args.quick else DEFAULT_OUTPUT)
 

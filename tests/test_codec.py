@@ -73,6 +73,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         retry=FixedRetryPolicy(max_retries=4, seconds=2.0),
         deadline=50.0,
     )
+    job.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     type_name, args, options = described(codec, job)
     assert (type_name, args) == ("noop", {"label": "x"})
     assert options == {
@@ -82,6 +83,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         "timeout": 5,
         "retry": {"policy": "fixed", "max_retries": 4, "seconds": 2.0},
         "deadline": 50.0 + OFFSET,
+        "traceparent": job.traceparent,
     }
     assert list(options) == list(OPTIONS)  # written in one order
     # Another process, whose monotonic clock started elsewhere.
@@ -90,6 +92,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
     assert (again.name, again.priority, again.timeout) == ("nightly", JobPriority.CRITICAL, 5.0)
     assert again.retry == FixedRetryPolicy(max_retries=4, seconds=2.0)
     assert again.deadline == pytest.approx(50.0 + OFFSET - 2_000_000.0)
+    assert again.traceparent == job.traceparent
     assert described(codec, again, 2_000_000.0)[2] == options  # stable
 
 

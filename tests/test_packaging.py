@@ -140,8 +140,14 @@ def test_wheel_installs_into_a_fresh_venv_and_finds_the_builtins(
     assert all(f.startswith(site) for f in report["files"]), report["files"]
     builtins = {r["name"]: r for r in report["records"] if r["builtin"]}
     assert set(builtins) == set(pyproject_entry_points())
+    assert all(r["distribution"] == "jobsched" for r in builtins.values())
+    # Without their extras the observability plugins are failed rows that say
+    # how to install them; every other built-in loads.
+    for name, extra in (("prometheus", "jobsched[prometheus]"), ("otel", "jobsched[otel]")):
+        assert builtins[name]["status"] == "failed"
+        assert f"pip install '{extra}'" in builtins[name]["error"]
     assert all(
-        r["status"] == "loaded" and r["distribution"] == "jobsched" for r in builtins.values()
+        r["status"] == "loaded" for n, r in builtins.items() if n not in {"prometheus", "otel"}
     )
     assert {"aging", "edf", "fifo", "priority"} <= set(report["strategies"])
     assert {"async", "process", "thread"} <= set(report["executors"])

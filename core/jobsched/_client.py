@@ -197,6 +197,7 @@ class Client:
             raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
         self.strategy = strategy
         self.codec = JobCodec(self.plugins)
+        self._submit_hooks = self.plugins.submit_hooks()
         built = resolve_store(store, self.plugins)
         missing = [name for name in _CLIENT_CALLS if not hasattr(built, name)]
         if built is None or missing:
@@ -388,6 +389,8 @@ class Client:
             if not isinstance(item.name, str) or not item.name:
                 raise ValueError(f"name must be a non-empty string, got {item.name!r}")
             probe.name = item.name
+        for hook in self._submit_hooks:
+            hook(probe)
         offset = time.time() - time.monotonic()
         type_name, args, options = self.codec.describe_data(probe, offset)
         key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)

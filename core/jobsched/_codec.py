@@ -9,17 +9,21 @@ beside the row types whose ``result`` it fills: stores and their readers use it 
 
 The stored options (`NewJob.options` documents them for store authors):
 
-======== ==================================================================
-name     always: the job's name
-executor always: the executor that runs the job (``"async"``, ``"thread"``,
-         ...); stores count executor limits by it. Informational when
-         read back: the job type decides where its jobs run.
-priority ``"low"``, ``"high"`` or ``"critical"``; left out when medium
-timeout seconds per attempt, or null for none; left out when 30.0
-retry    ``{"policy": NAME, ...the policy's fields}``; left out for the
-         default policy
-deadline wall-clock epoch seconds; left out when there is none
-======== ==================================================================
+=========== ===============================================================
+name        always: the job's name
+executor    always: the executor that runs the job (``"async"``,
+            ``"thread"``, ...); stores count executor limits by it.
+            Informational when read back: the job type decides where its
+            jobs run.
+priority    ``"low"``, ``"high"`` or ``"critical"``; left out when medium
+timeout     seconds per attempt, or null for none; left out when 30.0
+retry       ``{"policy": NAME, ...the policy's fields}``; left out for the
+            default policy
+deadline    wall-clock epoch seconds; left out when there is none
+traceparent the W3C trace context of the submit (``00-<trace id>-<span
+            id>-<flags>``), set by a tracing plugin (``otel``) through the
+            ``jobsched_job_submitted`` hook; left out when there is none
+=========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
 job type whose constructor has other defaults is rebuilt as it was stored.
@@ -57,7 +61,7 @@ if TYPE_CHECKING:
     from ._strategy import SortKey
 
 #: The options a stored job has, in the order they are written.
-OPTIONS = ("name", "executor", "priority", "timeout", "retry", "deadline")
+OPTIONS = ("name", "executor", "priority", "timeout", "retry", "deadline", "traceparent")
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
 _KNOWN_KEYS = frozenset(OPTIONS + STORE_KEYS)
@@ -124,7 +128,7 @@ class JobCodec:
         # attrs job types, whose arguments are read straight off the fields;
         # None sends the class through job_spec().
         self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
-        # Options without a deadline -> (retry policy, options dict, its JSON text).
+        # Options without a deadline or trace -> (retry policy, options dict, its JSON text).
         self._options: dict[tuple[Any, ...], tuple[Any, dict[str, Any], str]] = {}
 
     # ── describing ─────────────────────────────────────────────────────
@@ -193,7 +197,7 @@ class JobCodec:
         retry = job.retry
         model = job.model
         cache_key = None
-        if job.deadline is None:
+        if job.deadline is None and job.traceparent is None:
             cache_key = (job.name, job.priority, job.timeout, id(retry), model)
             cached = self._options.get(cache_key)
             if cached is not None and cached[0] is retry:
@@ -210,6 +214,8 @@ class JobCodec:
             options["retry"] = self._retry_data(job)
         if job.deadline is not None:
             options["deadline"] = job.deadline + offset
+        if job.traceparent is not None:
+            options["traceparent"] = job.traceparent
         try:
             options_json = _encode(options)
         except (TypeError, ValueError) as exc:
@@ -319,6 +325,10 @@ class JobCodec:
             raise JobSpecError(f"deadline must be a number, got {describe_value(deadline)}")
         else:
             job.deadline = deadline - offset
+        traceparent = options.get("traceparent")
+        if traceparent is not None and not isinstance(traceparent, str):
+            raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
+        job.traceparent = traceparent
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

@@ -72,6 +72,7 @@ class Job(ABC):
         "status",
         "submitted_at",
         "timeout",
+        "traceparent",
     )
     _spec: object  # set only by record_spec; reading it unset raises AttributeError
 
@@ -109,6 +110,9 @@ class Job(ABC):
         self.seq = 0  # submit order, the universal tie-breaker
         self.started_at: float | None = None
         self.finished_at: float | None = None
+        # The W3C trace context of the submit (set by a tracing plugin, kept by
+        # stores as the ``traceparent`` option): the attempts join that trace.
+        self.traceparent: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

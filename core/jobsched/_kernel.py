@@ -396,6 +396,7 @@ class Kernel:
             self._plugin_listeners = (backend.listener, *self._plugin_listeners)
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._submit_hooks = plugins.submit_hooks()
         self._seq = 0
         self._unfinished = 0
         self._running_count = 0
@@ -488,6 +489,9 @@ class Kernel:
             raise SchedulerError(f"{job.job_id} was already submitted")
         if job.model not in self._executors.registry:
             raise PluginError(f"{job!r}: {self._unknown_executor(job.model)}")
+        if self._submit_hooks:
+            for hook in self._submit_hooks:
+                hook(job)
         admit = self._admit
         if admit is not None:
             # The backend may take the job (a shared queue, a submit before
@@ -783,6 +787,33 @@ class Kernel:
         """
         self.get(job_id)  # an unknown id is an error, not "waits for nothing"
         return frozenset(self._blocked.get(job_id, ()))
+
+    def job_counts(self) -> dict[str, int]:
+        """Unfinished jobs this scheduler holds, by where they wait.
+
+        ``pending`` (runnable now, or parked by a limit), ``delayed`` (a first
+        run not due yet), ``blocked`` (on dependencies), ``retry_wait`` and
+        ``running``. Cheap and safe to call from another thread (a metrics
+        scrape): it reads sizes and one copy of the delayed heap, so the
+        figures may be a moment apart from each other.
+        """
+        running = self._running_count
+        blocked = len(self._blocked)
+        delayed = retry_wait = 0
+        for _, _, job in list(self._delayed):
+            status = job.status
+            if status is RETRY_WAIT:
+                retry_wait += 1
+            elif status is PENDING:
+                delayed += 1
+        pending = self._unfinished - running - blocked - delayed - retry_wait
+        return {
+            "pending": max(pending, 0),
+            "delayed": delayed,
+            "blocked": blocked,
+            "retry_wait": retry_wait,
+            "running": running,
+        }
 
     @property
     def running(self) -> int:

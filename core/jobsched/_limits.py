@@ -257,10 +257,11 @@ def job_type_of(job: Job, registered: Mapping[type, str] | None = None) -> str:
 class _Counter:
     """One concurrency limit: attempts running, and the jobs parked waiting for room."""
 
-    __slots__ = ("inflight", "limit", "name", "parked", "running")
+    __slots__ = ("inflight", "label", "limit", "name", "parked", "running")
 
-    def __init__(self, name: str, limit: int) -> None:
+    def __init__(self, name: str, limit: int, label: str) -> None:
         self.name = name
+        self.label = label  # its key in Limiter.held_back
         self.limit = limit
         self.running = 0
         self.inflight = 0  # un-parked jobs on their way back through the ready heap
@@ -303,14 +304,16 @@ class Limiter:
         # exists: a str-Enum member hashes differently from its value.
         self._executors: dict[Any, _Counter] = {}
         for name, limit in limits.executors.items():
-            counter = _Counter(f"executor {name!r}", limit)
+            counter = _Counter(f"executor {name!r}", limit, f"executor:{name}")
             self._executors[name] = counter
             with contextlib.suppress(ValueError):
                 self._executors[ConcurrencyModel(name)] = counter
         # A linear scan comparing by identity first: hashing a str-Enum member
         # runs Python code, and there are only a few executors.
         self._executor_scan = tuple(self._executors.items())
-        self._types = {n: _Counter(f"job type {n!r}", v) for n, v in limits.job_types.items()}
+        self._types = {
+            n: _Counter(f"job type {n!r}", v, f"job_type:{n}") for n, v in limits.job_types.items()
+        }
         self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
         self._need_type = bool(self._types or self._buckets)
         self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
@@ -318,6 +321,10 @@ class Limiter:
         # job class, or a function job's function -> its type's (concurrency, rate) limits
         self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
+        #: Times a limit held a job back (parked it, or delayed it for a rate
+        #: token), by limit: ``"executor:NAME"``, ``"job_type:NAME"``,
+        #: ``"rate:NAME"``. Only counted off the common path (when holding back).
+        self.held_back: dict[str, int] = {}
 
     @property
     def parked(self) -> int:
@@ -353,6 +360,7 @@ class Limiter:
                     break
             if exe is not None and exe.running >= exe.limit:
                 exe.parked.append(job)
+                self._held_back(exe.label)
                 if origin is not None and origin is not exe:
                     self._kick(origin)  # it did not use the room it was woken for
                 return -1.0
@@ -366,6 +374,7 @@ class Limiter:
                 kind, bucket = self._lookup_type(job, key)
             if kind is not None and kind.running >= kind.limit:
                 kind.parked.append(job)
+                self._held_back(kind.label)
                 if origin is not None and origin is not kind:
                     self._kick(origin)
                 return -1.0
@@ -382,6 +391,7 @@ class Limiter:
                     at = tat - bucket.tolerance
                     if at > now + 1e-9:
                         self._reserved.add(job)
+                        self._held_back(f"rate:{job_type_of(job, self._registered)}")
                         if origin is not None:
                             self._kick(origin)
                         return at
@@ -392,6 +402,9 @@ class Limiter:
         if exe is not None or kind is not None:
             self._held[job] = (exe, kind)
         return 0.0
+
+    def _held_back(self, label: str) -> None:
+        self.held_back[label] = self.held_back.get(label, 0) + 1
 
     def _lookup_type(self, job: Job, key: Any) -> tuple[_Counter | None, _Bucket | None]:
         name = job_type_of(job, self._registered)

@@ -489,6 +489,19 @@ class PluginManager:
             listeners.append(_adapt_listener(impl.function, tuple(impl.argnames)))
         return tuple(listeners)
 
+    def submit_hooks(self) -> tuple[Callable[[Any], None], ...]:
+        """``jobsched_job_submitted`` implementations as plain ``(job)`` callables."""
+        impls = reversed(self._pm.hook.jobsched_job_submitted.get_hookimpls())
+        hooks: list[Callable[[Any], None]] = [impl.function for impl in impls]  # type: ignore[misc]
+        return tuple(hooks)
+
+    def loaded_plugin(self, name: str) -> object | None:
+        """The plugin object (module) loaded under `name`, or None if it did not load."""
+        record = self._records.get(name)
+        if record is None or record.status != "loaded":
+            return None
+        return self._pm.get_plugin(name)
+
     def scheduler_started(self, scheduler: object) -> None:
         self._pm.hook.jobsched_scheduler_started(scheduler=scheduler)
 

@@ -10,9 +10,10 @@ group, naming the module::
 Registration hooks are called once when a scheduler is composed, never per
 job. Each receives a ``register(name, factory)`` callable: call it once for each
 thing the plugin adds. Two plugins registering the same name in the same kind
-is an error that names both. Listener hooks are compiled into plain callables
-when a scheduler starts. `jobsched_register_commands` adds subcommands to the
-``jobsched`` command line.
+is an error that names both. Listener hooks (and `jobsched_job_submitted`)
+are compiled into plain callables when a scheduler is composed: a hook no
+plugin implements costs the per-job path nothing. `jobsched_register_commands`
+adds subcommands to the ``jobsched`` command line.
 """
 
 from __future__ import annotations
@@ -288,6 +289,27 @@ def jobsched_job_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
         def jobsched_job_transition(job, new):
             if new is JobStatus.FAILED:
                 alerts.send(f"{job.name} failed: {job.last_error}")
+    """
+
+
+@hookspec
+def jobsched_job_submitted(job: Job) -> None:
+    """Called by ``submit`` for each job it accepts, before the job is queued or stored.
+
+    On the submit path of a `JobScheduler` (on its loop thread) and of a
+    `jobsched.Client` (whose `job` is the copy that will be stored). The hook
+    may set what a store keeps of the job: ``job.traceparent``, the W3C trace
+    context the job's attempts join (a string; the ``otel`` plugin sets it
+    when the submit runs inside a span). It must not change the job's
+    arguments or execution state, and must be fast: it is compiled into a
+    plain call per submit, and skipped entirely when no plugin implements it.
+    An exception refuses the submit (it reaches the caller).
+
+    Example::
+
+        @hookimpl
+        def jobsched_job_submitted(job):
+            job.traceparent = current_traceparent()
     """
 
 

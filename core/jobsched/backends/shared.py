@@ -124,6 +124,11 @@ class SharedBackend(LocalBackend):
         self.codec = JobCodec(kernel.plugins)
 
     @property
+    def leases_held(self) -> int:
+        """Jobs this process has claimed (holds a lease on) and not yet written back."""
+        return len(self._held)
+
+    @property
     def _codec(self) -> JobCodec:
         assert self.codec is not None, "the backend is not bound to a kernel yet"
         return self.codec

@@ -20,6 +20,7 @@ from ..jobfile import (
     run_jobfile,
 )
 from ._common import add_logging_options, configure_logging, make_console, print_json
+from ._metrics import add_metrics_options, start_metrics
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -57,6 +58,7 @@ def add_parser(subparsers: Any) -> None:
         "follows them to the end (docs/postgres.md)",
     )
     add_run_options(parser)
+    add_metrics_options(parser)
     parser.set_defaults(handler=run_command)
 
 
@@ -80,6 +82,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
     jobfile = load_jobfile(args.file, plugins=plugins)
+    start_metrics(args, plugins)
     if args.store:
         from ._worker import is_shared, run_shared
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -30,12 +31,20 @@ def add_parser(subparsers: Any) -> None:
         "--store", metavar="URL", required=True, help="the store, e.g. sqlite:///jobs.db"
     )
     parser.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="print the store's jobs per status as Prometheus text "
+        "(jobsched_store_jobs{status}; the prometheus plugin, docs/observability.md)",
+    )
     parser.set_defaults(handler=status_command)
 
 
 def status_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     from ._worker import is_shared, shared_status
 
+    if args.metrics:
+        return _print_metrics(args.store, plugins, shared=is_shared(args.store, plugins))
     if is_shared(args.store, plugins):  # postgresql://: several processes
         return shared_status(args.store, plugins, as_json=args.json)
     snapshot = asyncio.run(read_store(args.store, plugins))
@@ -45,6 +54,23 @@ def status_command(args: argparse.Namespace, plugins: PluginManager) -> int:
         print_json(status_json(args.store, snapshot))
         return 0
     print_status(args.store, snapshot)
+    return 0
+
+
+def _print_metrics(url: str, plugins: PluginManager, *, shared: bool) -> int:
+    from ._metrics import prometheus_plugin
+
+    plugin = prometheus_plugin(plugins, "--metrics")
+    if shared:
+        from ._worker import store_counts
+
+        counts = store_counts(url, plugins)
+    else:
+        snapshot = asyncio.run(read_store(url, plugins))
+        if snapshot is None:
+            raise BadInput(f"store {url!r} is not durable: it holds no jobs to count")
+        counts = _counts(snapshot)
+    sys.stdout.write(plugin.store_metrics_text(counts))
     return 0
 
 

@@ -30,6 +30,7 @@ from ._common import (
     make_console,
     print_json,
 )
+from ._metrics import add_metrics_options, start_metrics
 
 
 def add_parser(subparsers: Any) -> None:
@@ -61,6 +62,7 @@ def add_parser(subparsers: Any) -> None:
         help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
         "interrupted and handed back to the queue (default: 30)",
     )
+    add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
     worker.set_defaults(handler=worker_command)
 
@@ -83,6 +85,7 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     if args.workers < 1:
         raise BadInput(f"--workers must be at least 1, got {args.workers}")
     store = _shared_store(args.store, plugins)
+    start_metrics(args, plugins)
     asyncio.run(
         run_worker(
             store,
@@ -156,6 +159,21 @@ def shared_status(url: str, plugins: PluginManager, *, as_json: bool) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs"
     console.print(f"{len(rows)} jobs in {store.url}: {summary}", markup=False)
     return 0
+
+
+def store_counts(url: str, plugins: PluginManager) -> dict[str, int]:
+    """A shared store's jobs per status, read from the store itself."""
+    configure_logging("console", "warning")
+    store = _shared_store(url, plugins)
+
+    async def count() -> dict[str, int]:
+        await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
+        try:
+            return await store.counts()
+        finally:
+            await store.close()
+
+    return asyncio.run(count())
 
 
 async def _read(store: SharedStore) -> list[SharedJobRow]:

@@ -1,0 +1,358 @@
+"""The ``prometheus`` plugin: Prometheus metrics for every scheduler in the process.
+
+Installed with ``pip install 'jobsched[prometheus]'``. Without prometheus-client
+the plugin does not load, and ``jobsched plugins list`` shows it as failed with
+the install line; everything else works. prometheus-client is imported only
+when a scheduler starts or metrics are exposed, so loading the plugin costs
+every ``jobsched`` command nothing.
+
+Each scheduler gets its own counters when it starts (a listener added with
+``scheduler.add_listener``: plain dict increments on the loop thread, no
+prometheus-client call per job). One collector, registered once in
+prometheus-client's default registry, reports every live scheduler with a
+``scheduler`` label: ``"1"`` for the first scheduler started in the process,
+``"2"`` for the next, so several schedulers in one process never collide.
+The metric names are API (docs/observability.md):
+
+==================================== ========= ===============================
+``jobsched_jobs_total``              counter   terminal outcomes {type, status}
+``jobsched_attempts_total``          counter   ended attempts {type, outcome}
+``jobsched_job_duration_seconds``    histogram attempt run time {type}
+``jobsched_queue_wait_seconds``      histogram due -> start {type}
+``jobsched_unfinished_jobs``         gauge     unfinished jobs held {status}
+``jobsched_workers_busy``            gauge     attempts running
+``jobsched_workers_total``           gauge     worker slots
+``jobsched_leases_held``             gauge     claimed jobs (shared stores)
+``jobsched_schedule_misfires_total`` counter   skipped fires {schedule}
+``jobsched_limit_held_back_total``   counter   jobs a limit held back {limit}
+==================================== ========= ===============================
+
+Expose them with `start_http_server` (what ``jobsched worker --metrics-port``
+does), `make_asgi_app` (mount it in an ASGI app), or read `REGISTRY` with any
+prometheus-client exporter. `store_metrics_text` renders a store's own counts
+(``jobsched status --store URL --metrics``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import threading
+import weakref
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobsched import (
+    FunctionJob,
+    Job,
+    JobScheduler,
+    JobStatus,
+    RecurringSchedule,
+    hookimpl,
+    job_type_of,
+)
+
+if importlib.util.find_spec("prometheus_client") is None:
+    # Reported by `jobsched plugins list` as this plugin's error.
+    raise ImportError(
+        "the prometheus plugin needs prometheus-client: pip install 'jobsched[prometheus]' "
+        "(or disable it: JOBSCHED_DISABLE_PLUGINS=prometheus)"
+    )
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+__all__ = [
+    "BUCKETS",
+    "SchedulerMetrics",
+    "make_asgi_app",
+    "metrics_for",
+    "start_http_server",
+    "store_metrics_text",
+]
+
+#: Histogram buckets (seconds) of the duration and queue-wait histograms.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+_BOUNDS = (*BUCKETS, float("inf"))
+#: The kernel's error text for an attempt it timed out (an attempt retried
+#: after a timeout is counted with outcome ``timed_out``).
+TIMEOUT_ERROR_PREFIX = "timed out after "
+#: The statuses of the ``jobsched_unfinished_jobs`` gauge (`JobScheduler.job_counts`).
+GAUGE_STATUSES = ("pending", "delayed", "blocked", "retry_wait", "running")
+
+RUNNING = JobStatus.RUNNING
+RETRY_WAIT = JobStatus.RETRY_WAIT
+PENDING = JobStatus.PENDING
+
+_labels = itertools.count(1)
+_metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
+_registered_lock = threading.Lock()
+_registered: set[int] = set()  # ids of registries the collector is in
+
+
+class _Histogram:
+    """Bucket counts and a sum: one bisect and two adds per observation."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * len(_BOUNDS)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(_BOUNDS, value)] += 1
+        self.total += value
+
+
+class SchedulerMetrics:
+    """One scheduler's counters, written by its listener on the loop thread.
+
+    A scrape (another thread) copies each dict in one C call, so it never
+    sees a dict change size under it.
+    """
+
+    def __init__(self, scheduler: JobScheduler, label: str) -> None:
+        self.label = label
+        self._scheduler = weakref.ref(scheduler)  # the collector must not keep it alive
+        self._now = scheduler.clock.now
+        registered = scheduler.plugins.registry["job_types"].values()
+        self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
+        self._type_names: dict[Any, str] = {}
+        self.jobs: dict[tuple[str, str], int] = {}
+        self.attempts: dict[tuple[str, str], int] = {}
+        self.durations: dict[str, _Histogram] = {}
+        self.waits: dict[str, _Histogram] = {}
+        self.misfires: dict[str, int] = {}
+
+    @property
+    def scheduler(self) -> JobScheduler | None:
+        return self._scheduler()
+
+    def type_of(self, job: Job) -> str:
+        cls = type(job)
+        key = job.fn if cls is FunctionJob else cls  # type: ignore[attr-defined]
+        try:
+            return self._type_names[key]
+        except KeyError:
+            name = job_type_of(job, self._registered)
+        except TypeError:  # an unhashable callable: looked up each time
+            return job_type_of(job, self._registered)
+        self._type_names[key] = name
+        return name
+
+    def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        """The listener: count one transition (identity checks only: enums hash slowly)."""
+        if new is RUNNING:
+            kind = self.type_of(job)
+            hist = self.waits.get(kind) or self.waits.setdefault(kind, _Histogram())
+            hist.observe(max(0.0, self._now() - job.run_at))
+            return
+        if new is PENDING:
+            return
+        kind = self.type_of(job)
+        if old is RUNNING:
+            if new is RETRY_WAIT:
+                error = job.last_error or ""
+                outcome = "timed_out" if error.startswith(TIMEOUT_ERROR_PREFIX) else "failed"
+            else:
+                outcome = new.value
+            key = (kind, outcome)
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            started = job.started_at
+            if started is not None:
+                hist = self.durations.get(kind) or self.durations.setdefault(kind, _Histogram())
+                hist.observe(max(0.0, self._now() - started))
+        if new is not RETRY_WAIT:
+            key = (kind, new.value)
+            self.jobs[key] = self.jobs.get(key, 0) + 1
+
+    def misfired(self, schedule: RecurringSchedule, fires: int) -> None:
+        name = schedule.name or schedule.schedule_id
+        self.misfires[name] = self.misfires.get(name, 0) + fires
+
+
+def metrics_for(scheduler: JobScheduler) -> SchedulerMetrics | None:
+    """The metrics of a started scheduler (None before it started, or with the plugin off)."""
+    return _metrics.get(scheduler)
+
+
+@hookimpl
+def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
+    if scheduler in _metrics:
+        return
+    _ensure_registered(None)
+    metrics = SchedulerMetrics(scheduler, str(next(_labels)))
+    _metrics[scheduler] = metrics
+    scheduler.add_listener(metrics.on_transition)
+
+
+@hookimpl
+def jobsched_schedule_misfired(
+    scheduler: JobScheduler, schedule: RecurringSchedule, fires: int
+) -> None:
+    metrics = _metrics.get(scheduler)
+    if metrics is not None:
+        metrics.misfired(schedule, fires)
+
+
+# ── the collector ──────────────────────────────────────────────────────
+class _Collector:
+    """Reports every live scheduler's metrics when prometheus-client collects."""
+
+    def describe(self) -> list[Any]:
+        return []  # no fixed names to check at registration: all are ours
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        jobs = CounterMetricFamily(
+            "jobsched_jobs",
+            "Jobs that reached a terminal status",
+            labels=["scheduler", "type", "status"],
+        )
+        attempts = CounterMetricFamily(
+            "jobsched_attempts",
+            "Attempts that ended, by outcome (completed, failed, timed_out, cancelled)",
+            labels=["scheduler", "type", "outcome"],
+        )
+        duration = HistogramMetricFamily(
+            "jobsched_job_duration_seconds",
+            "How long attempts ran",
+            labels=["scheduler", "type"],
+        )
+        wait = HistogramMetricFamily(
+            "jobsched_queue_wait_seconds",
+            "From when a job was due (submitted, delay or backoff over, or claimed) to its start",
+            labels=["scheduler", "type"],
+        )
+        # Not "jobsched_jobs": that is the family of the jobsched_jobs_total
+        # counter, and a second TYPE line for one name fails the scrape.
+        depth = GaugeMetricFamily(
+            "jobsched_unfinished_jobs",
+            "Unfinished jobs this scheduler holds, by status",
+            labels=["scheduler", "status"],
+        )
+        busy = GaugeMetricFamily(
+            "jobsched_workers_busy", "Attempts running now", labels=["scheduler"]
+        )
+        total = GaugeMetricFamily("jobsched_workers_total", "Worker slots", labels=["scheduler"])
+        leases = GaugeMetricFamily(
+            "jobsched_leases_held",
+            "Jobs claimed from a shared store and not yet written back",
+            labels=["scheduler"],
+        )
+        misfires = CounterMetricFamily(
+            "jobsched_schedule_misfires",
+            "Recurring-schedule fires skipped as too late",
+            labels=["scheduler", "schedule"],
+        )
+        held = CounterMetricFamily(
+            "jobsched_limit_held_back",
+            "Times a limit held a job back (parked, or delayed for a rate token)",
+            labels=["scheduler", "limit"],
+        )
+        for metrics in sorted(_metrics.values(), key=lambda m: int(m.label)):
+            label = metrics.label
+            for (kind, status), n in sorted(metrics.jobs.copy().items()):
+                jobs.add_metric([label, kind, status], n)
+            for (kind, outcome), n in sorted(metrics.attempts.copy().items()):
+                attempts.add_metric([label, kind, outcome], n)
+            for family, hists in ((duration, metrics.durations), (wait, metrics.waits)):
+                for kind, hist in sorted(hists.copy().items()):
+                    cumulative, buckets = 0, []
+                    for bound, n in zip(_BOUNDS, list(hist.counts), strict=True):
+                        cumulative += n
+                        buckets.append((_le(bound), cumulative))
+                    family.add_metric([label, kind], buckets, hist.total)
+            for name, n in sorted(metrics.misfires.copy().items()):
+                misfires.add_metric([label, name], n)
+            scheduler = metrics.scheduler
+            if scheduler is None:
+                continue
+            counts = scheduler.job_counts()
+            for status in GAUGE_STATUSES:
+                depth.add_metric([label, status], counts[status])
+            busy.add_metric([label], counts["running"])
+            total.add_metric([label], scheduler.num_workers)
+            held_leases = getattr(scheduler.backend, "leases_held", None)
+            if held_leases is not None:
+                leases.add_metric([label], held_leases)
+            if scheduler.limiter is not None:
+                for limit, n in sorted(scheduler.limiter.held_back.copy().items()):
+                    held.add_metric([label, limit], n)
+        yield from (jobs, attempts, duration, wait, depth, busy, total, leases, misfires, held)
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+_collector = _Collector()
+
+
+def _ensure_registered(registry: CollectorRegistry | None) -> CollectorRegistry:
+    """Put the collector into `registry` (default: prometheus-client's) once."""
+    if registry is None:
+        import prometheus_client
+
+        registry = prometheus_client.REGISTRY
+    with _registered_lock:
+        if id(registry) not in _registered:
+            registry.register(_collector)
+            _registered.add(id(registry))
+    return registry
+
+
+# ── exposing ───────────────────────────────────────────────────────────
+def start_http_server(
+    port: int, host: str = "127.0.0.1", *, registry: CollectorRegistry | None = None
+) -> tuple[Any, threading.Thread]:
+    """Serve ``/metrics`` on `host`:`port` from a daemon thread; returns (server, thread).
+
+    `registry` defaults to prometheus-client's default registry (the
+    scheduler metrics are added to it). Port 0 picks a free port:
+    ``server.server_port`` is the one it got. Stop it with
+    ``server.shutdown()``.
+    """
+    import prometheus_client
+
+    registry = _ensure_registered(registry)
+    server, thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
+    return server, thread
+
+
+def make_asgi_app(registry: CollectorRegistry | None = None) -> Any:
+    """An ASGI app serving the metrics: ``app.mount("/metrics", make_asgi_app())``."""
+    import prometheus_client
+
+    return prometheus_client.make_asgi_app(registry=_ensure_registered(registry))
+
+
+def store_metrics_text(counts: Mapping[str, int]) -> str:
+    """Prometheus text of a store's jobs per status: ``jobsched_store_jobs{status}``.
+
+    Every status is reported (0 when the store has none), so a dashboard's
+    series never disappear. The store's URL is not a label: it may hold a
+    password.
+    """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(
+        "jobsched_store_jobs", "Jobs the store holds, by status", labels=["status"]
+    )
+    for status in JobStatus:
+        family.add_metric([status.value], counts.get(status.value, 0))
+
+    class _Once:
+        def collect(self) -> Iterator[Any]:
+            yield family
+
+    registry = CollectorRegistry()
+    registry.register(_Once())
+    return generate_latest(registry).decode()

@@ -1,0 +1,292 @@
+"""The ``prometheus`` plugin: metric names and counts, several schedulers, the CLI.
+
+The end-to-end test scrapes ``/metrics`` from a real ``jobsched worker``
+process (SQLite shared mode and PostgreSQL) after 1,000 jobs with failures,
+retries and timeouts, and parses it with prometheus-client's own parser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+
+import obs_support
+from jobsched import Client, JobScheduler, Limits, Submission, build_job
+from jobsched_plugins import prometheus
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def samples(text: str) -> Samples:
+    """Every sample of a scrape: (sample name, labels) -> value."""
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def total(found: Samples, name: str, **labels: str) -> float:
+    """The sum of the samples called `name` whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in found.items() if n == name and wanted <= ls)
+
+
+def private_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    prometheus.make_asgi_app(registry)  # puts the jobsched collector in it
+    return registry
+
+
+async def ok() -> int:
+    return 1
+
+
+async def bad() -> None:
+    raise ValueError("no")
+
+
+async def yield_once() -> None:
+    await asyncio.sleep(0)
+
+
+async def hang() -> None:
+    await asyncio.sleep(3600)
+
+
+# ── in one process ─────────────────────────────────────────────────────
+async def test_counts_per_outcome_and_attempt_in_one_scheduler() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=4)
+    await scheduler.start()
+    try:
+        for _ in range(5):
+            scheduler.submit(ok)
+        for _ in range(3):
+            scheduler.submit(bad, retry={"policy": "fixed", "seconds": 0, "max_retries": 1})
+        scheduler.submit(
+            hang, timeout=0.01, retry={"policy": "fixed", "seconds": 0, "max_retries": 1}
+        )
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await scheduler.stop()
+    mine = {"scheduler": metrics.label}
+    assert total(found, "jobsched_jobs_total", **mine, type="ok", status="completed") == 5
+    assert total(found, "jobsched_jobs_total", **mine, type="bad", status="failed") == 3
+    assert total(found, "jobsched_jobs_total", **mine, type="hang", status="timed_out") == 1
+    assert total(found, "jobsched_attempts_total", **mine, type="bad", outcome="failed") == 6
+    # A timed-out attempt that is retried still counts as timed out.
+    assert total(found, "jobsched_attempts_total", **mine, type="hang", outcome="timed_out") == 2
+    assert total(found, "jobsched_job_duration_seconds_count", **mine) == 5 + 6 + 2
+    assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 5 + 6 + 2
+    assert total(found, "jobsched_workers_total", **mine) == 4
+    assert total(found, "jobsched_unfinished_jobs", **mine) == 0
+    # Histograms are cumulative: +Inf holds every observation.
+    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, le="+Inf") == 13
+
+
+async def test_unfinished_jobs_gauge_by_status() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=1)
+    await scheduler.start()
+    try:
+        first = scheduler.submit(hang, timeout=None)
+        scheduler.submit(ok)
+        scheduler.submit(ok, delay=3600)
+        scheduler.submit(ok, depends_on=[first])
+        while scheduler.running == 0:
+            await asyncio.sleep(0)
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+        label = metrics.label
+        by_status = {
+            status: total(found, "jobsched_unfinished_jobs", scheduler=label, status=status)
+            for status in prometheus.GAUGE_STATUSES
+        }
+        assert by_status == {
+            "pending": 1,
+            "delayed": 1,
+            "blocked": 1,
+            "retry_wait": 0,
+            "running": 1,
+        }
+        assert total(found, "jobsched_workers_busy", scheduler=label) == 1
+    finally:
+        await scheduler.stop(cancel_running=True)
+
+
+async def test_two_schedulers_in_one_process_have_their_own_series() -> None:
+    registry = private_registry()
+    one, two = JobScheduler(num_workers=1), JobScheduler(num_workers=2)
+    await one.start()
+    await two.start()
+    try:
+        one.submit(ok)
+        for _ in range(3):
+            two.submit(ok)
+        await one.join()
+        await two.join()
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await one.stop()
+        await two.stop()
+    first, second = prometheus.metrics_for(one), prometheus.metrics_for(two)
+    assert first is not None and second is not None and first.label != second.label
+    assert total(found, "jobsched_jobs_total", scheduler=first.label) == 1
+    assert total(found, "jobsched_jobs_total", scheduler=second.label) == 3
+    assert total(found, "jobsched_workers_total", scheduler=second.label) == 2
+
+
+async def test_limits_held_back_are_counted_by_limit() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=4, limits=Limits(executors={"async": 1}))
+    await scheduler.start()
+    try:
+        for _ in range(3):
+            scheduler.submit(yield_once)  # the first holds the one slot while the others come
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await scheduler.stop()
+    held = total(
+        found, "jobsched_limit_held_back_total", scheduler=metrics.label, limit="executor:async"
+    )
+    assert held >= 1
+
+
+def test_store_metrics_text_reports_every_status() -> None:
+    found = samples(prometheus.store_metrics_text({"pending": 3, "completed": 2}))
+    assert total(found, "jobsched_store_jobs", status="pending") == 3
+    assert total(found, "jobsched_store_jobs", status="completed") == 2
+    assert total(found, "jobsched_store_jobs", status="failed") == 0
+
+
+# ── without the extra, and switched off ────────────────────────────────
+def jobsched(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobsched", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_without_prometheus_client_the_plugin_is_a_failed_row_and_nothing_breaks() -> None:
+    # prometheus_client made unimportable, as if the extra were not installed.
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "from jobsched.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, "plugins", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    rows = {row["name"]: row for row in json.loads(run.stdout)}
+    assert rows["prometheus"]["status"] == "failed"
+    assert "pip install 'jobsched[prometheus]'" in rows["prometheus"]["error"]
+    assert all(r["status"] == "loaded" for n, r in rows.items() if n != "prometheus")
+
+
+def test_metrics_port_without_the_plugin_is_one_clear_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    run = jobsched(
+        "worker", "--store", url, "--metrics-port", "0",
+        env={"JOBSCHED_DISABLE_PLUGINS": "prometheus"},
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.startswith("jobsched: error: --metrics-port needs the prometheus plugin")
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_metrics_port_out_of_range_is_refused(tmp_path: Path) -> None:
+    run = jobsched("worker", "--store", f"sqlite:///{tmp_path}/j.db", "--metrics-port", "70000")
+    assert run.returncode == 2
+    assert "--metrics-port must be 0 to 65535, got 70000" in run.stderr
+
+
+# ── a real worker process, scraped ─────────────────────────────────────
+JOBS = 1000
+
+
+def workload() -> Iterator[Submission]:
+    """1,000 jobs: 700 complete, 100 fail once then complete, 100 fail, 100 time out."""
+    for i in range(JOBS):
+        kind = i % 10
+        if kind == 0:  # one failure, then a retry that completes
+            job = build_job("flaky-upload", {"path": f"f{i}", "failures": 1})
+            yield Submission(job, retry={"policy": "fixed", "seconds": 0, "max_retries": 1})
+        elif kind == 1:  # fails, never retried
+            job = build_job("flaky-upload", {"path": f"f{i}", "failures": 9})
+            yield Submission(job, retry="none")
+        elif kind == 2:  # times out
+            job = build_job("sleep", {"name": f"s{i}", "seconds": 3600})
+            yield Submission(job, timeout=0.05, retry="none")
+        else:
+            yield Submission(build_job("sleep", {"name": f"s{i}", "seconds": 0}), retry="none")
+
+
+@pytest.fixture(params=obs_support.STORES)
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return obs_support.store_url(request, tmp_path)
+
+
+@pytest.mark.slow
+async def test_scraped_worker_counts_equal_the_jobs_run(shared_url: str) -> None:
+    async with Client(shared_url) as client:
+        with obs_support.worker_process(shared_url, "--metrics-port", "0") as (_, port):
+            assert port is not None
+            ids = await client.submit_many(workload())
+            infos = await client.wait_many(ids, timeout=300)
+            # Every outcome is in the store, so the worker counted it already.
+            text = await asyncio.to_thread(obs_support.scrape, port)
+        # The cluster view, from the store alone (no worker needed).
+        run = await asyncio.to_thread(jobsched, "status", "--store", shared_url, "--metrics")
+    statuses: dict[str, int] = {}
+    for info in infos:
+        statuses[info.status.value] = statuses.get(info.status.value, 0) + 1
+    assert statuses == {"completed": 800, "failed": 100, "timed_out": 100}
+
+    found = samples(text)
+    jobs_total = "jobsched_jobs_total"
+    assert total(found, jobs_total) == JOBS
+    assert total(found, jobs_total, type="sleep", status="completed") == 700
+    assert total(found, jobs_total, type="flaky-upload", status="completed") == 100
+    assert total(found, jobs_total, type="flaky-upload", status="failed") == 100
+    assert total(found, jobs_total, type="sleep", status="timed_out") == 100
+    attempts = "jobsched_attempts_total"
+    assert total(found, attempts) == JOBS + 100  # the 100 retries
+    assert total(found, attempts, type="flaky-upload", outcome="failed") == 200
+    assert total(found, attempts, type="sleep", outcome="timed_out") == 100
+    assert total(found, "jobsched_job_duration_seconds_count") == JOBS + 100
+    assert total(found, "jobsched_queue_wait_seconds_count") == JOBS + 100
+    assert total(found, "jobsched_workers_total") == 8
+    assert total(found, "jobsched_leases_held") == 0
+    assert total(found, "jobsched_unfinished_jobs") == 0
+
+    assert run.returncode == 0, run.stderr
+    store = samples(run.stdout)
+    assert total(store, "jobsched_store_jobs", status="completed") == 800
+    assert total(store, "jobsched_store_jobs", status="failed") == 100
+    assert total(store, "jobsched_store_jobs", status="timed_out") == 100
+    assert total(store, "jobsched_store_jobs", status="pending") == 0
