@@ -44,8 +44,15 @@ def total(found: Samples, name: str, **labels: str) -> float:
 
 def private_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
-    prometheus.make_asgi_app(registry)  # puts the jobsched collector in it
+    prometheus.make_asgi_app(registry)  # enables the metrics, with the collector in it
     return registry
+
+
+@pytest.fixture(autouse=True)
+def metrics_off_afterwards() -> Iterator[None]:
+    """Schedulers of later tests in this process are not counted."""
+    yield
+    prometheus.disable()
 
 
 async def ok() -> int:
@@ -175,6 +182,93 @@ def test_store_metrics_text_reports_every_status() -> None:
     assert total(found, "jobsched_store_jobs", status="pending") == 3
     assert total(found, "jobsched_store_jobs", status="completed") == 2
     assert total(found, "jobsched_store_jobs", status="failed") == 0
+
+
+# ── opt-in: installed is not enabled ─────────────────────────────────
+NOT_ENABLED = """
+import asyncio, json, sys
+from jobsched import JobScheduler
+from jobsched_plugins import prometheus
+
+async def main():
+    scheduler = JobScheduler()
+    await scheduler.start()
+    scheduler.submit(print, "job ran", file=sys.stderr)
+    await scheduler.join()
+    await scheduler.stop()
+    print(json.dumps({
+        "loaded": scheduler.plugins.loaded_plugin("prometheus") is prometheus,
+        "imported": "prometheus_client" in sys.modules,
+        "counted": prometheus.metrics_for(scheduler) is not None,
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_installed_but_not_enabled_imports_nothing_and_counts_nothing() -> None:
+    # A fresh process: this one imported prometheus_client for the other tests.
+    run = subprocess.run(
+        [sys.executable, "-c", NOT_ENABLED], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert "job ran" in run.stderr
+    assert json.loads(run.stdout) == {"loaded": True, "imported": False, "counted": False}
+
+
+async def test_not_enabled_then_enabled_counts_running_and_later_schedulers() -> None:
+    early = JobScheduler()
+    await early.start()
+    try:
+        early.submit(ok)
+        await early.join()
+        assert prometheus.metrics_for(early) is None  # not enabled: no listener
+        registry = CollectorRegistry()
+        assert prometheus.enable(registry) is registry
+        # Enabled on this loop's thread: the running scheduler is counted at once.
+        metrics = prometheus.metrics_for(early)
+        assert metrics is not None
+        early.submit(ok)
+        await early.join()
+        late = JobScheduler()
+        await late.start()
+        try:
+            late.submit(ok)
+            late.submit(ok)
+            await late.join()
+        finally:
+            await late.stop()
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await early.stop()
+    late_metrics = prometheus.metrics_for(late)
+    assert late_metrics is not None
+    # Jobs before enable() are not counted; jobs after it are.
+    assert total(found, "jobsched_jobs_total", scheduler=metrics.label) == 1
+    assert total(found, "jobsched_jobs_total", scheduler=late_metrics.label) == 2
+
+
+async def test_enable_from_another_thread_attaches_on_the_scheduler_loop() -> None:
+    scheduler = JobScheduler()
+    await scheduler.start()
+    try:
+        await asyncio.to_thread(prometheus.enable, CollectorRegistry())
+        await asyncio.sleep(0)  # the attach was queued onto this loop
+        assert prometheus.metrics_for(scheduler) is not None
+    finally:
+        await scheduler.stop()
+
+
+def test_disabled_again_new_schedulers_are_not_counted() -> None:
+    async def run() -> JobScheduler:
+        scheduler = JobScheduler()
+        await scheduler.start()
+        await scheduler.stop()
+        return scheduler
+
+    prometheus.enable(CollectorRegistry())
+    prometheus.disable()
+    assert prometheus.metrics_for(asyncio.run(run())) is None
 
 
 # ── without the extra, and switched off ────────────────────────────────

@@ -2,17 +2,23 @@
 
 Installed with ``pip install 'jobsched[prometheus]'``. Without prometheus-client
 the plugin does not load, and ``jobsched plugins list`` shows it as failed with
-the install line; everything else works. prometheus-client is imported only
-when a scheduler starts or metrics are exposed, so loading the plugin costs
-every ``jobsched`` command nothing.
+the install line; everything else works.
 
-Each scheduler gets its own counters when it starts (a listener added with
-``scheduler.add_listener``: plain dict increments on the loop thread, no
-prometheus-client call per job). One collector, registered once in
-prometheus-client's default registry, reports every live scheduler with a
-``scheduler`` label: ``"1"`` for the first scheduler started in the process,
-``"2"`` for the next, so several schedulers in one process never collide.
-The metric names are API (docs/observability.md):
+Counting is opt-in: installed, the plugin does nothing until metrics are asked
+for, by `enable`, `start_http_server` or `make_asgi_app` (``jobsched worker
+--metrics-port`` calls `start_http_server`). Until then a scheduler start
+imports nothing and adds no listener, so the extra costs nothing where it is
+merely installed. Once enabled, every running scheduler and every scheduler
+started later is counted.
+
+A counted scheduler gets its own counters (a listener added with
+``scheduler.add_listener``: plain int increments on the loop thread, no
+prometheus-client call per job). One collector, registered in the registry
+metrics were enabled for (prometheus-client's default one unless told
+otherwise), reports every counted scheduler with a ``scheduler`` label:
+``"1"`` for the first scheduler counted in the process, ``"2"`` for the next,
+so several schedulers in one process never collide. The metric names are API
+(docs/observability.md):
 
 ==================================== ========= ===============================
 ``jobsched_jobs_total``              counter   terminal outcomes {type, status}
@@ -28,13 +34,14 @@ The metric names are API (docs/observability.md):
 ==================================== ========= ===============================
 
 Expose them with `start_http_server` (what ``jobsched worker --metrics-port``
-does), `make_asgi_app` (mount it in an ASGI app), or read `REGISTRY` with any
-prometheus-client exporter. `store_metrics_text` renders a store's own counts
-(``jobsched status --store URL --metrics``).
+does), `make_asgi_app` (mount it in an ASGI app), or call `enable` and read
+prometheus-client's ``REGISTRY`` with any exporter. `store_metrics_text`
+renders a store's own counts (``jobsched status --store URL --metrics``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
 import threading
@@ -66,6 +73,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUCKETS",
     "SchedulerMetrics",
+    "disable",
+    "enable",
     "make_asgi_app",
     "metrics_for",
     "start_http_server",
@@ -89,6 +98,16 @@ _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
 _registered_lock = threading.Lock()
 _registered: set[int] = set()  # ids of registries the collector is in
+# `enable` and the scheduler hooks run on different threads: this lock makes
+# "not enabled yet, remember the scheduler" and "enable, take the remembered
+# ones" exclusive, so no scheduler is missed or counted twice.
+_state_lock = threading.Lock()
+_enabled = False
+# Running schedulers not counted (metrics not enabled yet), with their loop:
+# `enable` attaches to them there. Weak: the plugin keeps no scheduler alive.
+_uncounted: weakref.WeakKeyDictionary[JobScheduler, asyncio.AbstractEventLoop] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class _Histogram:
@@ -173,18 +192,74 @@ class SchedulerMetrics:
 
 
 def metrics_for(scheduler: JobScheduler) -> SchedulerMetrics | None:
-    """The metrics of a started scheduler (None before it started, or with the plugin off)."""
+    """A scheduler's metrics, or None while it is not counted (`enable` not called yet)."""
     return _metrics.get(scheduler)
+
+
+def enable(registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    """Count every scheduler from now on; returns the registry the metrics are in.
+
+    Schedulers running now are counted from their next transition (attached
+    on their own event loop), and schedulers started later from their start.
+    `registry` defaults to prometheus-client's default registry. Calling it
+    again, from any thread, is harmless; `start_http_server` and
+    `make_asgi_app` call it.
+    """
+    global _enabled
+    registry = _ensure_registered(registry)
+    with _state_lock:
+        _enabled = True
+        running = list(_uncounted.items())
+        _uncounted.clear()
+    for scheduler, loop in running:
+        _attach_on(loop, scheduler)
+    return registry
+
+
+def disable() -> None:
+    """Stop counting schedulers started from now on (those counted go on counting).
+
+    For tests, and for an application that wants a scheduler left out.
+    """
+    global _enabled
+    with _state_lock:
+        _enabled = False
+
+
+def _attach_on(loop: asyncio.AbstractEventLoop, scheduler: JobScheduler) -> None:
+    """Start counting `scheduler` on its loop's thread, where its listeners run."""
+    try:
+        current = asyncio.get_running_loop()
+    except RuntimeError:
+        current = None
+    if current is loop:
+        _attach(scheduler)
+    elif not loop.is_closed():
+        loop.call_soon_threadsafe(_attach, scheduler)
+
+
+def _attach(scheduler: JobScheduler) -> None:
+    if scheduler in _metrics:
+        return
+    metrics = SchedulerMetrics(scheduler, str(next(_labels)))
+    _metrics[scheduler] = metrics
+    scheduler.add_listener(metrics.on_transition)
 
 
 @hookimpl
 def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
-    if scheduler in _metrics:
-        return
-    _ensure_registered(None)
-    metrics = SchedulerMetrics(scheduler, str(next(_labels)))
-    _metrics[scheduler] = metrics
-    scheduler.add_listener(metrics.on_transition)
+    with _state_lock:
+        if not _enabled:
+            # Nothing imported, no listener: remembered in case `enable` comes.
+            _uncounted[scheduler] = asyncio.get_running_loop()
+            return
+    _attach(scheduler)
+
+
+@hookimpl
+def jobsched_scheduler_stopped(scheduler: JobScheduler) -> None:
+    with _state_lock:
+        _uncounted.pop(scheduler, None)
 
 
 @hookimpl
@@ -314,23 +389,27 @@ def start_http_server(
 ) -> tuple[Any, threading.Thread]:
     """Serve ``/metrics`` on `host`:`port` from a daemon thread; returns (server, thread).
 
-    `registry` defaults to prometheus-client's default registry (the
-    scheduler metrics are added to it). Port 0 picks a free port:
+    Enables the metrics (`enable`) in `registry`, by default
+    prometheus-client's default registry. Port 0 picks a free port:
     ``server.server_port`` is the one it got. Stop it with
     ``server.shutdown()``.
     """
     import prometheus_client
 
-    registry = _ensure_registered(registry)
+    registry = enable(registry)
     server, thread = prometheus_client.start_http_server(port, addr=host, registry=registry)
     return server, thread
 
 
 def make_asgi_app(registry: CollectorRegistry | None = None) -> Any:
-    """An ASGI app serving the metrics: ``app.mount("/metrics", make_asgi_app())``."""
+    """An ASGI app serving the metrics: ``app.mount("/metrics", make_asgi_app())``.
+
+    Enables the metrics (`enable`) in `registry`, by default
+    prometheus-client's default registry.
+    """
     import prometheus_client
 
-    return prometheus_client.make_asgi_app(registry=_ensure_registered(registry))
+    return prometheus_client.make_asgi_app(registry=enable(registry))
 
 
 def store_metrics_text(counts: Mapping[str, int]) -> str:
