@@ -677,8 +677,11 @@ How each figure is measured (`benchmarks/suite.py`):
 
 - **Async jobs.** `JobScheduler(num_workers=8)` as composed by default (installed
   plugins, `priority` strategy, default 30 s timeout, no listeners). The
-  baseline is 8 coroutines draining a `deque` of the same job objects and
-  awaiting `job.run()` inline. "Pre-submitted" times `start()` + `join()` with
+  observability plugins are off unless `--plugin prometheus` (calls
+  `prometheus.enable()`) or `--plugin otel` (sets an OpenTelemetry SDK tracer
+  provider recording every span, exporting none) switches them on as an
+  application would. The baseline is 8 coroutines draining a `deque` of the
+  same job objects and awaiting `job.run()` inline. "Pre-submitted" times `start()` + `join()` with
   the jobs already queued; the second row also times the `submit` calls.
   Median of the repeats; job construction is never timed.
 - **Thread and process jobs.** The scheduler's own executors against raw
@@ -715,6 +718,7 @@ def render(rows: Sequence[Row], info: dict[str, str], sizes: Sizes) -> str:
         f"- python: {info['python']}; jobsched {info['jobsched']}",
         f"- load average (1 / 5 / 15 min) when the run started: {info['load']}",
         f"- mode: {mode}; throughput figures are the median of {sizes.repeats} run(s)",
+        f"- plugins switched on (`--plugin`): {info.get('plugins') or 'none'}",
         "",
         table(rows),
         "",
@@ -726,6 +730,22 @@ def render(rows: Sequence[Row], info: dict[str, str], sizes: Sizes) -> str:
         lines.append("")
     lines += ["## Method", "", METHOD]
     return "\n".join(lines)
+
+
+PLUGINS = ("prometheus", "otel")
+
+
+def enable_plugin(name: str) -> None:
+    """Switch on an installed plugin that is off until asked for, as users do."""
+    if name == "prometheus":
+        from jobsched_plugins import prometheus
+
+        prometheus.enable()
+    else:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -744,18 +764,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run, nowhere for --quick)",
     )
     parser.add_argument(
-        "--otel-sdk",
-        action="store_true",
-        help="configure the OpenTelemetry SDK (spans recorded, not exported) so the otel "
-        "plugin traces every attempt; switch plugins off with JOBSCHED_DISABLE_PLUGINS "
-        "(docs/observability.md)",
+        "--plugin",
+        action="append",
+        choices=PLUGINS,
+        default=[],
+        help="switch an observability plugin on the way an application does: prometheus "
+        "(prometheus.enable()), otel (an OpenTelemetry SDK tracer provider that records "
+        "every span, exporting none); repeat for both (docs/observability.md)",
     )
     args = parser.parse_args(argv)
-    if args.otel_sdk:
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-
-        trace.set_tracer_provider(TracerProvider())
+    for plugin in args.plugin:
+        enable_plugin(plugin)
     sizes = QUICK if args.quick else FULL
     output: Path | None = args.output or (None if args.quick else DEFAULT_OUTPUT)
 
@@ -763,6 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"... {what}", file=sys.stderr, flush=True)
 
     info = machine_info()
+    info["plugins"] = ", ".join(args.plugin)
     rows = asyncio.run(run_all(sizes, progress))
     report = render(rows, info, sizes)
     print(report)

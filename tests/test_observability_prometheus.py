@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -21,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 import obs_support
-from jobsched import Client, JobScheduler, Limits, Submission, build_job
+from jobsched import Client, Job, JobScheduler, JobStatus, Limits, Submission, build_job
+from jobsched.testing import VirtualClock
 from jobsched_plugins import prometheus
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -103,6 +105,68 @@ async def test_counts_per_outcome_and_attempt_in_one_scheduler() -> None:
     assert total(found, "jobsched_unfinished_jobs", **mine) == 0
     # Histograms are cumulative: +Inf holds every observation.
     assert total(found, "jobsched_job_duration_seconds_bucket", **mine, le="+Inf") == 13
+
+
+async def raises_timeout_error() -> None:
+    raise TimeoutError("timed out after 5s")  # its own error, not the scheduler's timeout
+
+
+async def test_the_attempt_outcome_comes_from_the_kernel_flag_not_the_error_text(
+    virtual_clock: VirtualClock, virtual_scheduler: Any
+) -> None:
+    registry = private_registry()
+    flags: list[tuple[str, str, bool]] = []
+
+    def record(job: Job, old: JobStatus, new: JobStatus) -> None:
+        if old is JobStatus.RUNNING and new is not JobStatus.COMPLETED:
+            flags.append((job.name, new.value, job.last_failure_timed_out))
+
+    retry_once = {"policy": "fixed", "seconds": 0, "max_retries": 1}
+    scheduler = virtual_scheduler(num_workers=2)
+    scheduler.add_listener(record)
+    async with scheduler:
+        scheduler.submit(hang, timeout=5, retry=retry_once)
+        scheduler.submit(raises_timeout_error, timeout=5, retry=retry_once)
+        await virtual_clock.advance(5)
+        await virtual_clock.advance(5)
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    assert sorted(flags) == [
+        ("hang", "retry_wait", True),
+        ("hang", "timed_out", True),
+        ("raises_timeout_error", "failed", False),
+        ("raises_timeout_error", "retry_wait", False),
+    ]
+    mine = {"scheduler": metrics.label}
+    hang_attempts = {"type": "hang", "outcome": "timed_out"}
+    assert total(found, "jobsched_attempts_total", **mine, **hang_attempts) == 2
+    raised = {"type": "raises_timeout_error", "outcome": "failed"}
+    assert total(found, "jobsched_attempts_total", **mine, **raised) == 2
+    assert total(found, "jobsched_attempts_total", **mine, outcome="timed_out") == 2
+    # Virtual time: each timed-out attempt ran exactly its 5 s timeout.
+    hang_runs = {"type": "hang"}
+    assert total(found, "jobsched_job_duration_seconds_sum", **mine, **hang_runs) == 10
+    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, **hang_runs, le="2.5") == 0
+    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, **hang_runs, le="5.0") == 2
+
+
+async def test_a_job_cancelled_while_waiting_is_a_job_not_an_attempt() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=1)
+    await scheduler.start()
+    try:
+        scheduler.cancel(scheduler.submit(ok, delay=3600))
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await scheduler.stop()
+    mine = {"scheduler": metrics.label, "type": "ok"}
+    assert total(found, "jobsched_jobs_total", **mine, status="cancelled") == 1
+    assert total(found, "jobsched_attempts_total", **mine) == 0
+    assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 0
 
 
 async def test_unfinished_jobs_gauge_by_status() -> None:

@@ -62,6 +62,7 @@ class Job(ABC):
         "finished_at",
         "job_id",
         "last_error",
+        "last_failure_timed_out",
         "name",
         "priority",
         "result",
@@ -105,6 +106,11 @@ class Job(ABC):
         self.attempts = 0
         self.result: Any = None
         self.last_error: str | None = None
+        # Whether the latest failed attempt was ended by `timeout` (its
+        # last_error then reads "timed out after ..."): set with the failure,
+        # before the job moves to RETRY_WAIT, TIMED_OUT or FAILED, so a
+        # listener can tell a retried timeout from a retried error.
+        self.last_failure_timed_out = False
         self.submitted_at = 0.0  # monotonic, set on submit
         self.run_at = 0.0  # earliest monotonic time it may start
         self.seq = 0  # submit order, the universal tie-breaker

@@ -1291,6 +1291,7 @@ class Kernel:
         self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
     ) -> None:
         job.last_error = error
+        job.last_failure_timed_out = timed_out
         wait = None
         if retryable and not self._stopping:
             wait, error = self._retry_wait(job, error)

@@ -72,7 +72,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUCKETS",
+    "OUTCOMES",
     "SchedulerMetrics",
+    "TypeCounts",
     "disable",
     "enable",
     "make_asgi_app",
@@ -84,15 +86,17 @@ __all__ = [
 #: Histogram buckets (seconds) of the duration and queue-wait histograms.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _BOUNDS = (*BUCKETS, float("inf"))
-#: The kernel's error text for an attempt it timed out (an attempt retried
-#: after a timeout is counted with outcome ``timed_out``).
-TIMEOUT_ERROR_PREFIX = "timed out after "
+_FIRST_BOUND = BUCKETS[0]
 #: The statuses of the ``jobsched_unfinished_jobs`` gauge (`JobScheduler.job_counts`).
 GAUGE_STATUSES = ("pending", "delayed", "blocked", "retry_wait", "running")
+#: Terminal statuses (``jobsched_jobs_total``) and attempt outcomes
+#: (``jobsched_attempts_total``), in the order of `TypeCounts.ended`.
+OUTCOMES = ("completed", "failed", "timed_out", "cancelled")
+_FAILED, _TIMED_OUT, _CANCELLED = 1, 2, 3  # indexes into OUTCOMES
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
-PENDING = JobStatus.PENDING
+COMPLETED = JobStatus.COMPLETED
 
 _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
@@ -110,25 +114,57 @@ _uncounted: weakref.WeakKeyDictionary[JobScheduler, asyncio.AbstractEventLoop] =
 )
 
 
-class _Histogram:
-    """Bucket counts and a sum: one bisect and two adds per observation."""
+class TypeCounts:
+    """One job type's counters in one scheduler: list slots and floats, nothing else.
 
-    __slots__ = ("counts", "total")
+    Counters a scrape can add up are not kept twice, so an attempt's end
+    costs one increment: ``ended[i]`` counts attempts that ended the job with
+    `OUTCOMES` status i (one attempt and one job each), ``retried[i]``
+    attempts that failed or timed out and were retried, ``cancelled_waiting``
+    jobs cancelled with no attempt running. The histograms are per-bucket
+    counts over `BUCKETS` and +Inf plus the sum of the observations; the scrape
+    makes them cumulative. An observation is one comparison (most fall in the
+    first bucket), at worst one bisect, and two adds.
+    """
 
-    def __init__(self) -> None:
-        self.counts = [0] * len(_BOUNDS)
-        self.total = 0.0
+    __slots__ = (
+        "cancelled_waiting",
+        "duration_buckets",
+        "duration_sum",
+        "ended",
+        "name",
+        "retried",
+        "wait_buckets",
+        "wait_sum",
+    )
 
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(_BOUNDS, value)] += 1
-        self.total += value
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ended = [0] * len(OUTCOMES)
+        self.retried = [0] * len(OUTCOMES)
+        self.cancelled_waiting = 0
+        self.duration_buckets = [0] * len(_BOUNDS)
+        self.duration_sum = 0.0
+        self.wait_buckets = [0] * len(_BOUNDS)
+        self.wait_sum = 0.0
+
+    def jobs(self) -> list[int]:
+        """Jobs that reached each `OUTCOMES` status."""
+        jobs = list(self.ended)
+        jobs[_CANCELLED] += self.cancelled_waiting
+        return jobs
+
+    def attempts(self) -> list[int]:
+        """Attempts that ended with each `OUTCOMES` outcome."""
+        return [a + b for a, b in zip(self.ended, list(self.retried), strict=True)]
 
 
 class SchedulerMetrics:
-    """One scheduler's counters, written by its listener on the loop thread.
+    """One counted scheduler's metrics, written by its listener on the loop thread.
 
-    A scrape (another thread) copies each dict in one C call, so it never
-    sees a dict change size under it.
+    A job's counters are found by its class (a function job: its function),
+    the type name worked out once per class. A scrape (another thread) copies
+    each list and dict in one C call, so it never sees one change size under it.
     """
 
     def __init__(self, scheduler: JobScheduler, label: str) -> None:
@@ -137,54 +173,71 @@ class SchedulerMetrics:
         self._now = scheduler.clock.now
         registered = scheduler.plugins.registry["job_types"].values()
         self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
-        self._type_names: dict[Any, str] = {}
-        self.jobs: dict[tuple[str, str], int] = {}
-        self.attempts: dict[tuple[str, str], int] = {}
-        self.durations: dict[str, _Histogram] = {}
-        self.waits: dict[str, _Histogram] = {}
+        self._by_key: dict[Any, TypeCounts] = {}  # job class or function -> its counters
+        self._by_name: dict[str, TypeCounts] = {}
         self.misfires: dict[str, int] = {}
 
     @property
     def scheduler(self) -> JobScheduler | None:
         return self._scheduler()
 
-    def type_of(self, job: Job) -> str:
-        cls = type(job)
-        key = job.fn if cls is FunctionJob else cls  # type: ignore[attr-defined]
-        try:
-            return self._type_names[key]
-        except KeyError:
-            name = job_type_of(job, self._registered)
-        except TypeError:  # an unhashable callable: looked up each time
-            return job_type_of(job, self._registered)
-        self._type_names[key] = name
-        return name
+    def types(self) -> list[TypeCounts]:
+        """Every job type counted so far (safe from any thread)."""
+        return list(self._by_name.copy().values())
 
     def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
-        """The listener: count one transition (identity checks only: enums hash slowly)."""
-        if new is RUNNING:
-            kind = self.type_of(job)
-            hist = self.waits.get(kind) or self.waits.setdefault(kind, _Histogram())
-            hist.observe(max(0.0, self._now() - job.run_at))
-            return
-        if new is PENDING:
-            return
-        kind = self.type_of(job)
-        if old is RUNNING:
-            if new is RETRY_WAIT:
-                error = job.last_error or ""
-                outcome = "timed_out" if error.startswith(TIMEOUT_ERROR_PREFIX) else "failed"
+        """The listener: identity checks, list slots and float adds (an enum hashes slowly)."""
+        key = job.__class__
+        if key is FunctionJob:
+            key = job.fn  # type: ignore[attr-defined]
+        try:
+            counts = self._by_key[key]
+        except KeyError:
+            counts = self._add_key(job, key)
+        except TypeError:  # an unhashable callable: its name is worked out each time
+            counts = self._counts_named(job_type_of(job, self._registered))
+        if new is RUNNING:  # an attempt starts: how long it waited since it was due
+            wait = self._now() - job.run_at
+            if wait <= _FIRST_BOUND:
+                counts.wait_buckets[0] += 1
+                if wait > 0.0:  # a clock read just before run_at is no wait
+                    counts.wait_sum += wait
             else:
-                outcome = new.value
-            key = (kind, outcome)
-            self.attempts[key] = self.attempts.get(key, 0) + 1
-            started = job.started_at
-            if started is not None:
-                hist = self.durations.get(kind) or self.durations.setdefault(kind, _Histogram())
-                hist.observe(max(0.0, self._now() - started))
-        if new is not RETRY_WAIT:
-            key = (kind, new.value)
-            self.jobs[key] = self.jobs.get(key, 0) + 1
+                counts.wait_buckets[bisect_left(_BOUNDS, wait)] += 1
+                counts.wait_sum += wait
+            return
+        if old is not RUNNING:  # cancelled while it waited: no attempt ended
+            counts.cancelled_waiting += 1
+            return
+        if new is COMPLETED:
+            counts.ended[0] += 1
+            ended_at = job.finished_at  # set just before a terminal transition: no clock read
+        elif new is RETRY_WAIT:
+            counts.retried[_TIMED_OUT if job.last_failure_timed_out else _FAILED] += 1
+            ended_at = self._now()
+        else:  # failed, timed out or cancelled: the attempt's outcome is the job's
+            counts.ended[OUTCOMES.index(new.value)] += 1
+            ended_at = job.finished_at
+        started = job.started_at
+        if started is None or ended_at is None:
+            return  # cancelled after it was taken, before its attempt started
+        ran = ended_at - started
+        if ran <= _FIRST_BOUND:
+            counts.duration_buckets[0] += 1
+        else:
+            counts.duration_buckets[bisect_left(_BOUNDS, ran)] += 1
+        counts.duration_sum += ran
+
+    def _add_key(self, job: Job, key: Any) -> TypeCounts:
+        counts = self._counts_named(job_type_of(job, self._registered))
+        self._by_key[key] = counts
+        return counts
+
+    def _counts_named(self, name: str) -> TypeCounts:
+        counts = self._by_name.get(name)
+        if counts is None:  # two classes or functions may share a name: one series
+            counts = self._by_name[name] = TypeCounts(name)
+        return counts
 
     def misfired(self, schedule: RecurringSchedule, fires: int) -> None:
         name = schedule.name or schedule.schedule_id
@@ -333,26 +386,29 @@ class _Collector:
         )
         for metrics in sorted(_metrics.values(), key=lambda m: int(m.label)):
             label = metrics.label
-            for (kind, status), n in sorted(metrics.jobs.copy().items()):
-                jobs.add_metric([label, kind, status], n)
-            for (kind, outcome), n in sorted(metrics.attempts.copy().items()):
-                attempts.add_metric([label, kind, outcome], n)
-            for family, hists in ((duration, metrics.durations), (wait, metrics.waits)):
-                for kind, hist in sorted(hists.copy().items()):
-                    cumulative, buckets = 0, []
-                    for bound, n in zip(_BOUNDS, list(hist.counts), strict=True):
-                        cumulative += n
-                        buckets.append((_le(bound), cumulative))
-                    family.add_metric([label, kind], buckets, hist.total)
+            for counts in sorted(metrics.types(), key=lambda c: c.name):
+                kind = counts.name
+                for outcome, n in zip(OUTCOMES, counts.jobs(), strict=True):
+                    if n:
+                        jobs.add_metric([label, kind, outcome], n)
+                for outcome, n in zip(OUTCOMES, counts.attempts(), strict=True):
+                    if n:
+                        attempts.add_metric([label, kind, outcome], n)
+                for family, buckets, summed in (
+                    (duration, list(counts.duration_buckets), counts.duration_sum),
+                    (wait, list(counts.wait_buckets), counts.wait_sum),
+                ):
+                    if any(buckets):
+                        family.add_metric([label, kind], _cumulative(buckets), summed)
             for name, n in sorted(metrics.misfires.copy().items()):
                 misfires.add_metric([label, name], n)
             scheduler = metrics.scheduler
             if scheduler is None:
                 continue
-            counts = scheduler.job_counts()
+            held_now = scheduler.job_counts()
             for status in GAUGE_STATUSES:
-                depth.add_metric([label, status], counts[status])
-            busy.add_metric([label], counts["running"])
+                depth.add_metric([label, status], held_now[status])
+            busy.add_metric([label], held_now["running"])
             total.add_metric([label], scheduler.num_workers)
             held_leases = getattr(scheduler.backend, "leases_held", None)
             if held_leases is not None:
@@ -361,6 +417,13 @@ class _Collector:
                 for limit, n in sorted(scheduler.limiter.held_back.copy().items()):
                     held.add_metric([label, limit], n)
         yield from (jobs, attempts, duration, wait, depth, busy, total, leases, misfires, held)
+
+
+def _cumulative(buckets: list[int]) -> list[tuple[str, int]]:
+    """Per-bucket counts as Prometheus wants them: (le, observations <= le)."""
+    return [
+        (_le(bound), n) for bound, n in zip(_BOUNDS, itertools.accumulate(buckets), strict=True)
+    ]
 
 
 def _le(bound: float) -> str:
