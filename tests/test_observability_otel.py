@@ -117,3 +117,34 @@ async def test_outside_a_span_submit_sets_no_traceparent() -> None:
     await scheduler.start()
     await scheduler.join()
     await scheduler.stop()
+
+
+NOT_CONFIGURED = """
+import asyncio, json, sys
+from jobsched import JobScheduler
+from jobsched_plugins import otel
+
+async def main():
+    scheduler = JobScheduler()
+    await scheduler.start()
+    job_id = scheduler.submit(print, "job ran", file=sys.stderr)
+    await scheduler.join()
+    await scheduler.stop()
+    print(json.dumps({
+        "loaded": scheduler.plugins.loaded_plugin("otel") is otel,
+        "imported": sorted(m for m in sys.modules if m.startswith("opentelemetry")),
+        "traceparent": scheduler.get(job_id).traceparent,
+    }))
+
+asyncio.run(main())
+"""
+
+
+def test_without_opentelemetry_in_use_the_plugin_imports_nothing() -> None:
+    # A fresh process: nothing imported opentelemetry, so nothing can be configured.
+    run = subprocess.run(
+        [sys.executable, "-c", NOT_CONFIGURED], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert "job ran" in run.stderr
+    assert json.loads(run.stdout) == {"loaded": True, "imported": [], "traceparent": None}

@@ -25,13 +25,17 @@ Following the OpenTelemetry messaging conventions:
 
 Attempt spans are recorded by schedulers started after a tracer provider was
 set (``trace.set_tracer_provider``); with none, the plugin adds no listener
-and costs the per-job path nothing.
+and costs the per-job path nothing. Until the application imports
+``opentelemetry.trace`` (it must, to configure anything), the plugin does not
+import it either: a scheduler start and a submit cost one ``sys.modules``
+lookup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sys
 from typing import Any
 
 from jobsched import Job, JobScheduler, JobStatus, hookimpl, job_type_of
@@ -47,8 +51,6 @@ __all__ = ["TRACER_NAME", "format_traceparent", "parse_traceparent"]
 
 #: The instrumentation scope of every span this plugin records.
 TRACER_NAME = "jobsched"
-#: The kernel's error text for an attempt it timed out.
-TIMEOUT_ERROR_PREFIX = "timed out after "
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
@@ -94,8 +96,20 @@ def parse_traceparent(value: str) -> Any:
     return context if context.is_valid else None
 
 
+def _configurable() -> bool:
+    """Whether OpenTelemetry can be in use: the application imported its trace API.
+
+    Nothing can set a tracer provider or open a span without importing
+    ``opentelemetry.trace``, so until then the plugin imports nothing (the
+    API alone takes tens of milliseconds to import) and does nothing.
+    """
+    return _api is not None or "opentelemetry.trace" in sys.modules
+
+
 @hookimpl
 def jobsched_job_submitted(job: Job) -> None:
+    if not _configurable():
+        return  # no span can be active: nothing to join
     trace = (_api or _otel()).trace
     if not trace.get_current_span().get_span_context().is_valid:
         return  # not inside a span: nothing to join
@@ -109,6 +123,8 @@ def jobsched_job_submitted(job: Job) -> None:
 
 @hookimpl
 def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
+    if not _configurable():
+        return  # OpenTelemetry is not in use: no import, no listener
     trace = _otel().trace
     if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return  # OpenTelemetry is not configured: no listener, no cost
@@ -164,9 +180,7 @@ class _AttemptSpans:
         span, token, task = entry
         trace = self._trace
         error = job.last_error or ""
-        timed_out = new is TIMED_OUT or (
-            new is RETRY_WAIT and error.startswith(TIMEOUT_ERROR_PREFIX)
-        )
+        timed_out = new is TIMED_OUT or (new is RETRY_WAIT and job.last_failure_timed_out)
         if new is COMPLETED:
             outcome = "completed"
         elif new is CANCELLED:
