@@ -22,7 +22,7 @@ retry       ``{"policy": NAME, ...the policy's fields}``; left out for the
 deadline    wall-clock epoch seconds; left out when there is none
 traceparent the W3C trace context of the submit (``00-<trace id>-<span
             id>-<flags>``), set by a tracing plugin (``otel``) through the
-            ``jobsched_job_submitted`` hook; left out when there is none
+            ``jobsched_submit_hook``; left out when there is none
 =========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a

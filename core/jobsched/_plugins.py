@@ -490,10 +490,9 @@ class PluginManager:
         return tuple(listeners)
 
     def submit_hooks(self) -> tuple[Callable[[Any], None], ...]:
-        """``jobsched_job_submitted`` implementations as plain ``(job)`` callables."""
-        impls = reversed(self._pm.hook.jobsched_job_submitted.get_hookimpls())
-        hooks: list[Callable[[Any], None]] = [impl.function for impl in impls]  # type: ignore[misc]
-        return tuple(hooks)
+        """What the ``jobsched_submit_hook`` implementations return: plain ``(job)`` callables."""
+        returned = reversed(self._pm.hook.jobsched_submit_hook())
+        return tuple(hook for hook in returned if hook is not None)
 
     def loaded_plugin(self, name: str) -> object | None:
         """The plugin object (module) loaded under `name`, or None if it did not load."""

@@ -10,7 +10,7 @@ group, naming the module::
 Registration hooks are called once when a scheduler is composed, never per
 job. Each receives a ``register(name, factory)`` callable: call it once for each
 thing the plugin adds. Two plugins registering the same name in the same kind
-is an error that names both. Listener hooks (and `jobsched_job_submitted`)
+is an error that names both. Listener hooks (and what `jobsched_submit_hook` returns)
 are compiled into plain callables when a scheduler is composed: a hook no
 plugin implements costs the per-job path nothing. `jobsched_register_commands`
 adds subcommands to the ``jobsched`` command line.
@@ -293,23 +293,31 @@ def jobsched_job_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
 
 
 @hookspec
-def jobsched_job_submitted(job: Job) -> None:
-    """Called by ``submit`` for each job it accepts, before the job is queued or stored.
+def jobsched_submit_hook() -> Callable[[Job], None] | None:
+    """Return what ``submit`` should call for each job it accepts, or None.
 
-    On the submit path of a `JobScheduler` (on its loop thread) and of a
-    `jobsched.Client` (whose `job` is the copy that will be stored). The hook
-    may set what a store keeps of the job: ``job.traceparent``, the W3C trace
-    context the job's attempts join (a string; the ``otel`` plugin sets it
-    when the submit runs inside a span). It must not change the job's
-    arguments or execution state, and must be fast: it is compiled into a
-    plain call per submit, and skipped entirely when no plugin implements it.
-    An exception refuses the submit (it reaches the caller).
+    Called once when a `JobScheduler` or a `jobsched.Client` is composed; the
+    callables returned are then called, as plain calls, for each job its
+    ``submit`` accepts, before the job is queued or stored (on the
+    scheduler's loop thread; for a `Client`, with the copy that will be
+    stored). A plugin with nothing to do in this process returns None, and
+    the submit path pays nothing for it. The callable may set what a store
+    keeps of the job: ``job.traceparent``, the W3C trace context the job's
+    attempts join (the ``otel`` plugin sets it when the submit runs inside a
+    span). It must not change the job's arguments or execution state, and
+    must be fast. An exception refuses the submit (it reaches the caller).
 
     Example::
 
         @hookimpl
-        def jobsched_job_submitted(job):
-            job.traceparent = current_traceparent()
+        def jobsched_submit_hook():
+            if not tracing_configured():
+                return None
+
+            def join_trace(job):
+                job.traceparent = current_traceparent()
+
+            return join_trace
     """
 
 

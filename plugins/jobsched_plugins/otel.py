@@ -27,8 +27,9 @@ Attempt spans are recorded by schedulers started after a tracer provider was
 set (``trace.set_tracer_provider``); with none, the plugin adds no listener
 and costs the per-job path nothing. Until the application imports
 ``opentelemetry.trace`` (it must, to configure anything), the plugin does not
-import it either: a scheduler start and a submit cost one ``sys.modules``
-lookup.
+import it either, and gives no submit hook: a scheduler or client composed
+before OpenTelemetry is configured pays nothing per submit (and joins no
+trace), so configure OpenTelemetry first.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from jobsched import Job, JobScheduler, JobStatus, hookimpl, job_type_of
@@ -107,9 +109,13 @@ def _configurable() -> bool:
 
 
 @hookimpl
-def jobsched_job_submitted(job: Job) -> None:
-    if not _configurable():
-        return  # no span can be active: nothing to join
+def jobsched_submit_hook() -> Callable[[Job], None] | None:
+    # Asked once per scheduler or client: without OpenTelemetry in use, submit pays nothing.
+    return _join_trace if _configurable() else None
+
+
+def _join_trace(job: Job) -> None:
+    """Record a ``jobsched.submit`` span and keep its trace context on the job."""
     trace = (_api or _otel()).trace
     if not trace.get_current_span().get_span_context().is_valid:
         return  # not inside a span: nothing to join
