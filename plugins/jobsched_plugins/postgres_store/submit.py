@@ -17,6 +17,7 @@ insert makes it fail the same way, and it is planned again.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,27 +39,30 @@ _UNFINISHED = ("pending", "running", "retry_wait")
 # almost always enough).
 _ATTEMPTS = 5
 
+# The batch travels as one JSON document (json.dumps is far cheaper than
+# adapting fifteen arrays); `waits_for` lists the dependencies it inserts.
 _INSERT = (
     """
-WITH new AS (
+WITH batch AS MATERIALIZED (
+    SELECT * FROM json_to_recordset(%s::json)
+        AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
+            run_at float8, submitted_at float8, sort_key float8[], waits_for text[],
+            last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint)
+), new AS (
     INSERT INTO {s}.jobs (job_id, key, type, args, options, status, run_at,
         submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by,
         unique_key, finished_at)
-    SELECT job_id, key, type, args::jsonb, options::jsonb, status, run_at,
-        submitted_at, sort_key::float8[], unmet, last_error, schedule_id,
-        submitted_by, unique_key, CASE WHEN status = 'cancelled' THEN """
+    SELECT job_id, key, type, args, options, status, run_at, submitted_at, sort_key,
+        cardinality(waits_for), last_error, schedule_id, submitted_by, unique_key,
+        CASE WHEN status = 'cancelled' THEN """
     + NOW
     + """ END
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-        %s::text[], %s::float8[], %s::float8[], %s::text[], %s::int4[],
-        %s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY
-        AS t(job_id, key, type, args, options, status, run_at, submitted_at,
-            sort_key, unmet, last_error, schedule_id, submitted_by, unique_key, ord)
+    FROM batch
     ORDER BY ord  -- seq follows the batch order
     RETURNING 1
 ), dependencies AS (
     INSERT INTO {s}.dependencies (job_id, upstream)
-    SELECT * FROM unnest(%s::text[], %s::text[])
+    SELECT job_id, unnest(waits_for) FROM batch
 )
 SELECT pg_notify(%s, %s) WHERE %s"""
 )
@@ -87,8 +91,8 @@ class _Plan:
     """The rows one batch inserts, and the id each of its jobs answers with."""
 
     ids: list[str] = attrs.field(factory=list)
-    rows: list[tuple[NewJob, str, int, str | None]] = attrs.field(factory=list)
-    dependencies: list[tuple[str, str]] = attrs.field(factory=list)
+    #: (job, its status, the jobs it waits for, its error if cancelled at once)
+    rows: list[tuple[NewJob, str, list[str], str | None]] = attrs.field(factory=list)
     ready: bool = False
 
 
@@ -193,53 +197,61 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
             continue
         error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
         plan.ids.append(job.job_id)
-        plan.rows.append((job, status, 0 if broken else len(unmet), error))
+        plan.rows.append((job, status, [] if broken else unmet, error))
         statuses[job.job_id] = status
         if job.key is not None:
             by_key[job.key] = job.job_id
         if job.unique_key is not None and status == "pending":
             by_unique_key[job.unique_key] = job.job_id
-        if broken:
-            continue
-        plan.dependencies.extend((job.job_id, d) for d in unmet)
-        if not unmet:
+        if not broken and not unmet:
             plan.ready = True
     return plan
 
 
 async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) -> None:
     """One statement: the planned jobs, their dependencies and the workers' wake-up."""
-    rows = plan.rows
-    await conn.execute(
-        db.q(_INSERT),
-        [
-            [job.job_id for job, *_ in rows],
-            [job.key for job, *_ in rows],
-            [job.type for job, *_ in rows],
-            [to_json(job.args) for job, *_ in rows],
-            [to_json(job.options) for job, *_ in rows],
-            [status for _, status, _, _ in rows],
-            [float(job.run_at) for job, *_ in rows],
-            [float(job.submitted_at) for job, *_ in rows],
-            [_float_array(job.sort_key) for job, *_ in rows],
-            [unmet for _, _, unmet, _ in rows],
-            [error for *_, error in rows],
-            [job.schedule_id for job, *_ in rows],
-            [job.submitted_by for job, *_ in rows],
-            [job.unique_key for job, *_ in rows],
-            [job_id for job_id, _ in plan.dependencies],
-            [upstream for _, upstream in plan.dependencies],
-            db.channel,
-            WORK,
-            plan.ready,
-        ],
-    )
+    await conn.execute(db.q(_INSERT), [_batch_json(plan), db.channel, WORK, plan.ready])
 
 
-def _float_array(values: Sequence[float]) -> str:
-    """A sort key as a PostgreSQL array literal: the keys differ in length, and
-    unnest would flatten a two-dimensional array."""
-    return "{" + ",".join(_float_text(float(x)) for x in values) + "}"
+def _batch_json(plan: _Plan) -> str:
+    records = [
+        {
+            "job_id": job.job_id,
+            "key": job.key,
+            "type": job.type,
+            "args": job.args,
+            "options": job.options,
+            "status": status,
+            "run_at": job.run_at,
+            "submitted_at": job.submitted_at,
+            "sort_key": _sort_key(job.sort_key),
+            "waits_for": waits_for,
+            "last_error": error,
+            "schedule_id": job.schedule_id,
+            "submitted_by": job.submitted_by,
+            "unique_key": job.unique_key,
+            "ord": ord,
+        }
+        for ord, (job, status, waits_for, error) in enumerate(plan.rows)
+    ]
+    try:
+        return json.dumps(records, allow_nan=False)
+    except (TypeError, ValueError):
+        # Name what cannot be stored (to_json raises StoreError saying so).
+        for job, *_ in plan.rows:
+            to_json(job.args)
+            to_json(job.options)
+            to_json([job.run_at, job.submitted_at])
+        raise
+
+
+def _sort_key(values: Sequence[float]) -> list[float] | str:
+    """A sort key for JSON: a list, or (with an infinity, which JSON cannot
+    hold) a PostgreSQL array literal, which PostgreSQL reads as well."""
+    numbers = [float(x) for x in values]
+    if all(math.isfinite(x) for x in numbers):
+        return numbers
+    return "{" + ",".join(_float_text(x) for x in numbers) + "}"
 
 
 def _float_text(x: float) -> str:
