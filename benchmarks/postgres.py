@@ -1,6 +1,6 @@
 """jobsched's postgres store against procrastinate and PgQueuer: running and enqueueing.
 
-    pip install -e '.[postgres]' procrastinate pgqueuer   # both: for this benchmark only
+    pip install -e '.[postgres]' procrastinate pgqueuer asyncpg   # for this benchmark only
     python benchmarks/postgres.py [--dsn postgresql://postgres@127.0.0.1:5432/test]
                                   [--jobs 5000] [--concurrency 8] [--runs 3]
                                   [--enqueue-jobs 20000] [--batch 1000]
@@ -10,13 +10,16 @@ dropped and re-created), in the same run, each measurement repeated
 ``--runs`` times (the median is reported, the range beside it).
 
 **Running** no-op jobs, with 1 and 4 worker processes: N jobs are queued
-first, held back (due in ten years; not timed), the worker processes are
-started and connected (not timed), then the jobs are released at once (one
-UPDATE making them due; procrastinate, which has no such field we can move,
-starts its workers' loops instead) and the clock runs until the database
-says all N are done (polling a count every 5 ms). Each worker process runs
-``--concurrency`` jobs at a time (jobsched ``--workers``, procrastinate
-``concurrency``, PgQueuer ``max_concurrent_tasks`` with batches of half that).
+first, the worker processes are started and connected (not timed), then the jobs
+are released at once and the clock runs until the database says all N are
+done (polling a count every 5 ms). jobsched's jobs wait due in ten years and
+one UPDATE makes them due; procrastinate's and PgQueuer's workers are
+connected and wait for a line on stdin to start their loops (moving
+PgQueuer's ``execute_after`` instead leaves it scanning dead rows, 3x
+slower). Each worker process runs ``--concurrency`` jobs at a time (jobsched
+``--workers``, procrastinate ``concurrency``, PgQueuer batches of that many,
+at most twice that picked, as jobsched claims one job ahead per worker).
+PgQueuer uses its asyncpg driver (``pip install asyncpg``).
 
 **Enqueueing** from one client connected before the clock starts, into an
 emptied queue: jobsched through the public ``Client.submit_many`` in batches
@@ -50,7 +53,7 @@ from jobsched import AsyncJob, Client, Job, PluginManager, hookimpl
 from jobsched.hookspecs import Register
 
 BENCH_DB = "jobsched_bench"
-FAR = timedelta(days=3650)  # due in ten years: held back until the clock starts
+FAR = 10 * 365 * 86400.0  # due in ten years: held back until the clock starts
 
 
 # ── the job, for every system ──────────────────────────────────────────
@@ -87,10 +90,12 @@ def procrastinate_app(dsn: str) -> Any:
 
 
 async def pgqueuer_queries(dsn: str) -> Any:
-    from pgqueuer import PsycopgDriver, Queries
+    # asyncpg, PgQueuer's own driver (its psycopg driver shares one
+    # connection between LISTEN and queries and runs several times slower here).
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Queries
 
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    return Queries(PsycopgDriver(conn))
+    return Queries(AsyncpgDriver(await asyncpg.connect(dsn)))
 
 
 # ── worker processes ───────────────────────────────────────────────────
@@ -147,9 +152,13 @@ def pgqueuer_worker(dsn: str, concurrency: int) -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, qm.shutdown.set)
         print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
         await qm.run(
-            batch_size=max(1, concurrency // 2),
-            max_concurrent_tasks=concurrency,
+            # Batches of `concurrency`, at most twice that picked: as a jobsched
+            # worker, which claims one job ahead per worker (with batches of half
+            # and a cap of `concurrency` PgQueuer runs about 3x slower here).
+            batch_size=concurrency,
+            max_concurrent_tasks=2 * concurrency,
             dequeue_timeout=timedelta(seconds=5),
         )
 
@@ -213,7 +222,7 @@ def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) ->
     async def load() -> None:
         store = PostgresStore(url)
         await store.open()
-        far = time.time() + FAR.total_seconds()
+        far = time.time() + FAR
         rows = [
             NewJob(
                 job_id=f"n{i}",
@@ -280,17 +289,18 @@ def run_pgqueuer(dsn: str, jobs: int, procs: int, concurrency: int, run: int) ->
         await queries.clear_queue()
         for i in range(0, jobs, 1000):
             n = min(1000, jobs - i)
-            await queries.enqueue(["noop"] * n, [None] * n, [0] * n, [FAR] * n)
+            await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
 
     asyncio.run(load())
     workers = spawn("pgqueuer", dsn, concurrency, procs)
-    # Its workers say nothing once they listen: give `run` a moment to set up.
-    time.sleep(1.0)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             start = time.perf_counter()
-            # A finished job leaves the queue table (its trigger notifies the workers).
-            conn.execute("UPDATE pgqueuer SET execute_after = now()")
+            for proc in workers:  # as for procrastinate: start the connected workers
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            # A finished job leaves the queue table.
             end = wait_count(conn, f"SELECT {jobs} - count(*) FROM pgqueuer", jobs)
     finally:
         stop(workers)
@@ -395,12 +405,13 @@ def main() -> None:
         WORKERS[kind](target, int(concurrency))
         return
     try:
+        import asyncpg  # noqa: F401  (PgQueuer's driver)
         import pgqueuer
         import procrastinate
     except ImportError:
         raise SystemExit(
             "this benchmark compares with procrastinate and PgQueuer: "
-            "pip install procrastinate pgqueuer"
+            "pip install procrastinate pgqueuer asyncpg"
         ) from None
     quiet_logs()
     dsn = fresh_database(args.dsn)
