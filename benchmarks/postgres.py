@@ -1,17 +1,33 @@
-"""No-op jobs per second through PostgreSQL: jobsched's postgres store vs procrastinate.
+"""jobsched's postgres store against procrastinate and PgQueuer: running and enqueueing.
 
-    pip install -e '.[postgres]' procrastinate   # procrastinate: for this benchmark only
+    pip install -e '.[postgres]' procrastinate pgqueuer asyncpg   # for this benchmark only
     python benchmarks/postgres.py [--dsn postgresql://postgres@127.0.0.1:5432/test]
-                                  [--jobs 5000] [--concurrency 8]
+                                  [--jobs 5000] [--concurrency 8] [--runs 3]
+                                  [--enqueue-jobs 20000] [--batch 1000]
 
-Both run on the same server, in one fresh database (``jobsched_bench``,
-dropped and re-created), in the same run. For each system and for 1 and 4
-worker processes: N no-op jobs are queued first (not timed), the worker
-processes are started and connected (not timed), then the jobs are released
-at once and the clock runs until the database says all N succeeded (both
-measured the same way: polling a count every 5 ms). Each worker process runs
-`--concurrency` jobs at a time (jobsched ``--workers``, procrastinate
-``concurrency``).
+All three run on the same server, in one fresh database (``jobsched_bench``,
+dropped and re-created), in the same run, each measurement repeated
+``--runs`` times (the median is reported, the range beside it).
+
+**Running** no-op jobs, with 1 and 4 worker processes: N jobs are queued
+first, the worker processes are started and connected (not timed), then the jobs
+are released at once and the clock runs until the database says all N are
+done (polling a count every 5 ms). jobsched's jobs wait due in ten years and
+one UPDATE makes them due; procrastinate's and PgQueuer's workers are
+connected and wait for a line on stdin to start their loops (moving
+PgQueuer's ``execute_after`` instead leaves it scanning dead rows, 3x
+slower). Each worker process runs ``--concurrency`` jobs at a time (jobsched
+``--workers``, procrastinate ``concurrency``, PgQueuer batches of that many,
+at most twice that picked, as jobsched claims one job ahead per worker).
+PgQueuer uses its asyncpg driver (``pip install asyncpg``).
+
+**Enqueueing** from one client connected before the clock starts, into an
+emptied queue: jobsched through the public ``Client.submit_many`` in batches
+of ``--batch``, through ``Client.submit`` awaited one at a time, and through
+``Client.submit`` called concurrently (``asyncio.gather`` of ``--batch``
+submits at a time, which the client coalesces); procrastinate's
+``batch_defer_async`` and PgQueuer's ``Queries.enqueue`` with lists, in
+batches of ``--batch``.
 """
 
 from __future__ import annotations
@@ -19,23 +35,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import psycopg
 
-from jobsched import AsyncJob, Job, PluginManager, hookimpl
+from jobsched import AsyncJob, Client, Job, PluginManager, hookimpl
 from jobsched.hookspecs import Register
 
 BENCH_DB = "jobsched_bench"
+FAR = 10 * 365 * 86400.0  # due in ten years: held back until the clock starts
 
 
-# ── the job, for both systems ──────────────────────────────────────────
+# ── the job, for every system ──────────────────────────────────────────
 @attrs.define(eq=False)
 class NoOp(AsyncJob):
     """Does nothing: what is measured is the queue."""
@@ -52,6 +73,10 @@ def jobsched_register_job_types(register: Register) -> None:
     register("noop", NoOp)
 
 
+def bench_plugins() -> PluginManager:
+    return PluginManager([sys.modules[__name__]], autoload=False)
+
+
 def procrastinate_app(dsn: str) -> Any:
     import procrastinate
 
@@ -64,35 +89,44 @@ def procrastinate_app(dsn: str) -> Any:
     return app
 
 
+async def pgqueuer_queries(dsn: str) -> Any:
+    # asyncpg, PgQueuer's own driver (its psycopg driver shares one
+    # connection between LISTEN and queries and runs several times slower here).
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Queries
+
+    return Queries(AsyncpgDriver(await asyncpg.connect(dsn)))
+
+
 # ── worker processes ───────────────────────────────────────────────────
-def jobsched_worker(url: str, concurrency: int) -> None:
+def quiet_logs() -> None:
+    # WARNING for every system: logging every transition at INFO would
+    # measure the logger, not the queue.
     import logging
 
     import structlog
 
-    from jobsched.worker import run_worker
-
-    # WARNING, as for procrastinate's workers: logging every transition at
-    # INFO would measure the logger, not the queue.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
+
+
+def jobsched_worker(url: str, concurrency: int) -> None:
+    from jobsched.worker import run_worker
+
     asyncio.run(
         run_worker(
             url,
             workers=concurrency,
-            plugins=PluginManager([sys.modules[__name__]], autoload=False),
+            plugins=bench_plugins(),
             on_started=lambda s: print("ready", flush=True),
         )
     )
 
 
 def procrastinate_worker(dsn: str, concurrency: int) -> None:
-    import logging
-
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-
     async def main() -> None:
         app = procrastinate_app(dsn)
         async with app.open_async():
@@ -103,6 +137,39 @@ def procrastinate_worker(dsn: str, concurrency: int) -> None:
             )
 
     asyncio.run(main())
+
+
+def pgqueuer_worker(dsn: str, concurrency: int) -> None:
+    from pgqueuer import QueueManager
+
+    async def main() -> None:
+        qm = QueueManager(await pgqueuer_queries(dsn))
+
+        @qm.entrypoint("noop")
+        async def noop(job: Any) -> None:
+            return None
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, qm.shutdown.set)
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+        await qm.run(
+            # Batches of `concurrency`, at most twice that picked: as a jobsched
+            # worker, which claims one job ahead per worker (with batches of half
+            # and a cap of `concurrency` PgQueuer runs about 3x slower here).
+            batch_size=concurrency,
+            max_concurrent_tasks=2 * concurrency,
+            dequeue_timeout=timedelta(seconds=5),
+        )
+
+    asyncio.run(main())
+
+
+WORKERS: dict[str, Callable[[str, int], None]] = {
+    "jobsched": jobsched_worker,
+    "procrastinate": procrastinate_worker,
+    "pgqueuer": pgqueuer_worker,
+}
 
 
 def spawn(kind: str, target: str, concurrency: int, n: int) -> list[subprocess.Popen[str]]:
@@ -128,10 +195,15 @@ def stop(procs: list[subprocess.Popen[str]]) -> None:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     for proc in procs:
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_count(conn: psycopg.Connection[Any], query: str, n: int) -> float:
+    """The moment the database says `query` (a count of finished jobs) reached `n`."""
     while True:
         row = conn.execute(query).fetchone()
         if row is not None and row[0] >= n:
@@ -139,18 +211,18 @@ def wait_count(conn: psycopg.Connection[Any], query: str, n: int) -> float:
         time.sleep(0.005)
 
 
-# ── one measurement each ───────────────────────────────────────────────
-def bench_jobsched(dsn: str, jobs: int, procs: int, concurrency: int) -> float:
+# ── running: one measurement each ──────────────────────────────────────
+def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
     from jobsched import NewJob
     from jobsched_plugins.postgres_store import PostgresStore
 
-    schema = f"bench_{procs}"
+    schema = f"bench_{procs}_{run}"
     url = f"{dsn}?schema={schema}"
 
     async def load() -> None:
         store = PostgresStore(url)
         await store.open()
-        far = time.time() + 10 * 365 * 86400  # held back until the clock starts
+        far = time.time() + FAR
         rows = [
             NewJob(
                 job_id=f"n{i}",
@@ -182,7 +254,7 @@ def bench_jobsched(dsn: str, jobs: int, procs: int, concurrency: int) -> float:
     return jobs / (end - start)
 
 
-def bench_procrastinate(dsn: str, jobs: int, procs: int, concurrency: int) -> float:
+def run_procrastinate(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
     async def load() -> None:
         app = procrastinate_app(dsn)
         async with app.open_async():
@@ -211,12 +283,101 @@ def bench_procrastinate(dsn: str, jobs: int, procs: int, concurrency: int) -> fl
     return jobs / (end - start)
 
 
+def run_pgqueuer(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
+    async def load() -> None:
+        queries = await pgqueuer_queries(dsn)
+        await queries.clear_queue()
+        for i in range(0, jobs, 1000):
+            n = min(1000, jobs - i)
+            await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+
+    asyncio.run(load())
+    workers = spawn("pgqueuer", dsn, concurrency, procs)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            start = time.perf_counter()
+            for proc in workers:  # as for procrastinate: start the connected workers
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            # A finished job leaves the queue table.
+            end = wait_count(conn, f"SELECT {jobs} - count(*) FROM pgqueuer", jobs)
+    finally:
+        stop(workers)
+    return jobs / (end - start)
+
+
+# ── enqueueing: one measurement each ───────────────────────────────────
+async def enqueue_jobsched(dsn: str, jobs: int, batch: int, how: str) -> float:
+    from jobsched import Submission
+
+    url = f"{dsn}?schema=bench_enqueue"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS bench_enqueue CASCADE")
+    async with Client(url, plugins=bench_plugins()) as client:
+        # No worker runs during these measurements: the jobs are due at once.
+        held = [Submission(NoOp()) for _ in range(jobs)]
+        start = time.perf_counter()
+        if how == "submit_many":
+            for i in range(0, jobs, batch):
+                await client.submit_many(held[i : i + batch])
+        elif how == "submit loop":
+            for item in held:
+                await client.submit(item.job)
+        else:  # concurrent submits
+            for i in range(0, jobs, batch):
+                await asyncio.gather(*(client.submit(item.job) for item in held[i : i + batch]))
+        end = time.perf_counter()
+    return jobs / (end - start)
+
+
+async def enqueue_procrastinate(dsn: str, jobs: int, batch: int) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM procrastinate_jobs")
+    app = procrastinate_app(dsn)
+    async with app.open_async():
+        noop = app.tasks["noop"]
+        start = time.perf_counter()
+        for i in range(0, jobs, batch):
+            await noop.batch_defer_async(*[{} for _ in range(min(batch, jobs - i))])
+        end = time.perf_counter()
+    return jobs / (end - start)
+
+
+async def enqueue_pgqueuer(dsn: str, jobs: int, batch: int) -> float:
+    queries = await pgqueuer_queries(dsn)
+    await queries.clear_queue()
+    start = time.perf_counter()
+    for i in range(0, jobs, batch):
+        n = min(batch, jobs - i)
+        await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+    end = time.perf_counter()
+    return jobs / (end - start)
+
+
+# ── the whole run ──────────────────────────────────────────────────────
 def fresh_database(dsn: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
     parts = urlsplit(dsn)
     return urlunsplit(parts._replace(path=f"/{BENCH_DB}", query=""))
+
+
+def install_others(dsn: str) -> None:
+    app = procrastinate_app(dsn)
+
+    async def install() -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+        await (await pgqueuer_queries(dsn)).install()
+
+    asyncio.run(install())
+
+
+def median(values: list[float]) -> str:
+    """The median, and the range of the runs."""
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def main() -> None:
@@ -227,47 +388,90 @@ def main() -> None:
             "JOBSCHED_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
         ),
     )
-    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per run measurement")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--enqueue-jobs", type=int, default=20000)
+    parser.add_argument(
+        "--loop-jobs", type=int, default=2000, help="jobs for the awaited submit loop"
+    )
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--skip-run", action="store_true", help="measure enqueueing only")
     parser.add_argument("--worker", nargs=3, metavar=("KIND", "TARGET", "CONCURRENCY"))
     args = parser.parse_args()
     if args.worker:
         kind, target, concurrency = args.worker
-        {"jobsched": jobsched_worker, "procrastinate": procrastinate_worker}[kind](
-            target, int(concurrency)
-        )
+        quiet_logs()
+        WORKERS[kind](target, int(concurrency))
         return
     try:
+        import asyncpg  # noqa: F401  (PgQueuer's driver)
+        import pgqueuer
         import procrastinate
     except ImportError:
         raise SystemExit(
-            "this benchmark compares with procrastinate: pip install procrastinate"
+            "this benchmark compares with procrastinate and PgQueuer: "
+            "pip install procrastinate pgqueuer asyncpg"
         ) from None
+    quiet_logs()
     dsn = fresh_database(args.dsn)
-    app = procrastinate_app(dsn)
-
-    async def schema() -> None:
-        async with app.open_async():
-            await app.schema_manager.apply_schema_async()
-
-    asyncio.run(schema())
+    install_others(dsn)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"{args.jobs} no-op jobs, {args.concurrency} concurrent per process, "
-        f"PostgreSQL at {urlsplit(dsn).hostname}, procrastinate {procrastinate.__version__}"
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({platform.machine()}), "
+        f"load average {load}; PostgreSQL at {urlsplit(dsn).hostname}; "
+        f"procrastinate {procrastinate.__version__}, PgQueuer {pgqueuer.__version__}; "
+        f"median of {args.runs} runs (range)"
     )
-    results: dict[tuple[str, int], float] = {}
-    for procs in (1, 4):
-        results["jobsched", procs] = bench_jobsched(dsn, args.jobs, procs, args.concurrency)
-        results["procrastinate", procs] = bench_procrastinate(
-            dsn, args.jobs, procs, args.concurrency
-        )
-    print(f"{'system':<14} {'1 process':>12} {'4 processes':>12} {'scaling':>8}")
-    for system in ("jobsched", "procrastinate"):
-        one, four = results[system, 1], results[system, 4]
-        print(f"{system:<14} {one:>10.0f}/s {four:>10.0f}/s {four / one:>7.2f}x")
-    for procs in (1, 4):
-        ratio = results["jobsched", procs] / results["procrastinate", procs]
-        print(f"jobsched / procrastinate with {procs} process(es): {ratio:.1f}x")
+    results: dict[tuple[str, str], list[float]] = {}
+    runners = {"jobsched": run_jobsched, "procrastinate": run_procrastinate}
+    runners["pgqueuer"] = run_pgqueuer
+    n, batch = args.enqueue_jobs, args.batch
+    for run in range(args.runs):
+        if not args.skip_run:
+            for procs in (1, 4):
+                for system, runner in runners.items():
+                    results.setdefault((system, f"run, {procs} proc"), []).append(
+                        runner(dsn, args.jobs, procs, args.concurrency, run)
+                    )
+        enqueues: dict[tuple[str, str], Callable[[], Any]] = {
+            ("jobsched", "enqueue, batches"): lambda: enqueue_jobsched(
+                dsn, n, batch, "submit_many"
+            ),
+            ("jobsched", "enqueue, concurrent submit"): lambda: enqueue_jobsched(
+                dsn, n, batch, "concurrent"
+            ),
+            ("jobsched", "enqueue, submit loop"): lambda: enqueue_jobsched(
+                dsn, args.loop_jobs, batch, "submit loop"
+            ),
+            ("procrastinate", "enqueue, batches"): lambda: enqueue_procrastinate(dsn, n, batch),
+            ("pgqueuer", "enqueue, batches"): lambda: enqueue_pgqueuer(dsn, n, batch),
+        }
+        for key, measure in enqueues.items():
+            results.setdefault(key, []).append(asyncio.run(measure()))
+    report(results, args)
+
+
+def report(results: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> None:
+    systems = ("jobsched", "procrastinate", "pgqueuer")
+    rows = list(dict.fromkeys(what for _, what in results))
+    print()
+    print(f"| jobs/s | {' | '.join(systems)} | jobsched / PgQueuer |")
+    print(f"|---|{'---|' * len(systems)}---|")
+    for what in rows:
+        cells = [median(results[s, what]) if (s, what) in results else "" for s in systems]
+        base = what if what.startswith("run") else "enqueue, batches"
+        ratio = ""
+        if ("jobsched", what) in results and ("pgqueuer", base) in results:
+            ours = statistics.median(results["jobsched", what])
+            ratio = f"{ours / statistics.median(results['pgqueuer', base]):.2f}x"
+        print(f"| {what} | {' | '.join(cells)} | {ratio} |")
+    print(
+        f"\nrun: {args.jobs} no-op jobs, {args.concurrency} at a time per process; "
+        f"enqueue: {args.enqueue_jobs} jobs in batches of {args.batch} "
+        f"({args.loop_jobs} for the awaited submit loop); every enqueue row of jobsched "
+        "is compared with PgQueuer's batch enqueue."
+    )
 
 
 if __name__ == "__main__":

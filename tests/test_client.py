@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,6 +187,52 @@ async def test_keys_unique_keys_and_cancel_of_a_waiting_job(client: Client) -> N
     assert [j.job_id for j in await client.jobs(status=["pending"], type="sleep")] == [fresh]
     assert [j.job_id for j in await client.jobs(limit=1)] == [keyed]
     assert [j.job_id for j in await client.jobs(status=JobStatus.CANCELLED)] == [waiting]
+
+
+async def test_concurrent_submits_are_stored_in_one_insert(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[int] = []
+    insert = client.store.insert
+
+    async def counting(rows: Any) -> Any:
+        batches.append(len(rows))
+        return await insert(rows)
+
+    monkeypatch.setattr(client.store, "insert", counting)
+    ids = await asyncio.gather(
+        *(client.submit(email(f"{n}@example.com"), delay=3600) for n in range(50)),
+        client.submit(email("same@example.com"), delay=3600, unique_key="once"),
+        client.submit(email("same@example.com"), delay=3600, unique_key="once"),
+    )
+    assert batches == [52]
+    assert len(set(ids)) == 51 and ids[50] == ids[51]  # the unique key still deduplicates
+    stored = [j.job_id for j in await client.jobs()]
+    assert stored == list(dict.fromkeys(ids))  # in the order submit was called
+    assert [j.args["to"] for j in await client.jobs()][:3] == [f"{n}@example.com" for n in range(3)]
+
+
+async def test_one_failing_submit_does_not_fail_the_others_stored_with_it(client: Client) -> None:
+    good = await client.submit(email("first@example.com"), delay=3600)
+    results = await asyncio.gather(
+        client.submit(email("a@example.com"), delay=3600, depends_on=[good]),
+        client.submit(email("b@example.com"), depends_on=["no-such-job"]),
+        client.submit(email("c@example.com"), delay=3600),
+        return_exceptions=True,
+    )
+    assert isinstance(results[1], UnknownJobError) and "no-such-job" in str(results[1])
+    assert all(isinstance(r, str) for r in (results[0], results[2]))
+    assert {j.args["to"] for j in await client.jobs()} == {
+        "first@example.com",
+        "a@example.com",
+        "c@example.com",
+    }
+
+
+async def test_a_bad_option_is_refused_at_the_submit_call(client: Client) -> None:
+    with pytest.raises(ValueError, match="unique_key"):
+        await client.submit(email("x@example.com"), unique_key="")
+    assert await client.jobs() == []
 
 
 async def test_wait_raises_timeout_error_for_a_job_that_does_not_finish(

@@ -217,6 +217,9 @@ class Client:
         self._finished = 0  # "some job finished" notifications seen
         self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        # `submit` calls waiting to be stored together (see `_flush_submits`).
+        self._queued: list[tuple[list[NewJob], set[str], asyncio.Future[str]]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"Client({self.store.url!r})"
@@ -244,6 +247,9 @@ class Client:
             self._state = "closed"
             return
         self._state = "closed"
+        if self._flusher is not None:
+            # Submits already accepted are stored before the store closes.
+            await asyncio.gather(self._flusher, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -299,6 +305,10 @@ class Client:
         `timeout` (False: the job's own, None: none), `retry` and `name`
         override the job's own, spelled as in `JobScheduler.submit` (``"low"``,
         ``retry="none"`` or ``{"policy": "fixed", "seconds": 2}``).
+
+        Concurrent calls (many coroutines submitting at once) are stored
+        together, one insert for all the calls waiting at that moment; each
+        call still gets its own id, or its own error.
         """
         submission = Submission(
             job,
@@ -311,8 +321,52 @@ class Client:
             retry=retry,
             name=name,
         )
-        (job_id,) = await self.submit_many([submission])
-        return job_id
+        self._check_open()
+        # Checked and encoded now: a bad job is refused at the call.
+        rows, outside = self._rows([submission])
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._queued.append((rows, outside, future))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(
+                self._flush_submits(), name="jobsched-client-submits"
+            )
+        return await future
+
+    async def _flush_submits(self) -> None:
+        # Runs one loop iteration after the first queued submit, so every
+        # submit made in that iteration is in its first batch; the ones made
+        # while a batch is written form the next.
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                await self._store_queued(batch)
+        finally:
+            self._flusher = None
+
+    async def _store_queued(
+        self, batch: list[tuple[list[NewJob], set[str], asyncio.Future[str]]]
+    ) -> None:
+        try:
+            ids = await self._store(
+                [row for rows, _, _ in batch for row in rows],
+                set().union(*(outside for _, outside, _ in batch)),
+            )
+        except Exception as exc:
+            if len(batch) == 1:
+                _settle(batch[0][2], exc=exc)
+                return
+            # One bad job (an unknown dependency) must not fail the others:
+            # store them one by one, each caller getting its own answer.
+            for rows, outside, future in batch:
+                try:
+                    (job_id,) = await self._store(rows, outside)
+                except Exception as one:
+                    _settle(future, exc=one)
+                else:
+                    _settle(future, result=job_id)
+            return
+        for (_, _, future), job_id in zip(batch, ids, strict=True):
+            _settle(future, result=job_id)
 
     async def submit_many(self, jobs: Iterable[Job | Submission]) -> list[str]:
         """Store several jobs in one transaction (one round trip); returns their ids.
@@ -324,6 +378,11 @@ class Client:
         """
         self._check_open()
         items = [item if isinstance(item, Submission) else Submission(item) for item in jobs]
+        rows, outside = self._rows(items)
+        return await self._store(rows, outside)
+
+    def _rows(self, items: Sequence[Submission]) -> tuple[list[NewJob], set[str]]:
+        """The store rows for `items` (each checked), and the stored ids they depend on."""
         now = time.time()
         rows: list[NewJob] = []
         ids_in_batch: dict[int, str] = {}
@@ -361,6 +420,10 @@ class Client:
                     unique_key=item.unique_key,
                 )
             )
+        return rows, outside
+
+    async def _store(self, rows: list[NewJob], outside: set[str]) -> list[str]:
+        """Insert `rows` (`outside`: the stored jobs they depend on, which must exist)."""
         if outside:
             known = {row.job_id for row in await self.store.jobs(sorted(outside))}
             unknown = sorted(outside - known)
@@ -571,6 +634,18 @@ class Client:
                 raise TimeoutError(f"schedule {schedule_id} did not end within {timeout} s")
             # Its last run ends it: a finished job is the moment to look again.
             await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
+
+
+def _settle(
+    future: asyncio.Future[str], *, result: str = "", exc: BaseException | None = None
+) -> None:
+    """Answer a queued `submit` (unless its caller stopped waiting)."""
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _statuses(

@@ -35,7 +35,7 @@ TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 # NOTIFY payloads on the store's channel.
-_WORK = "w"  # new work may be due
+WORK = "w"  # new work may be due
 _FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
 
@@ -122,6 +122,20 @@ class Database:
         Every write is idempotent or guarded by the lease owner, so a retry
         after a commit whose answer was lost does no harm.
         """
+        return await self._run(body, atomic=True)
+
+    async def statement(self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run `body`, which sends exactly one statement, without BEGIN and COMMIT.
+
+        The connection is in autocommit mode, so that statement is a
+        transaction of its own: one round trip instead of three. Reconnects
+        and retries as `transaction` does.
+        """
+        return await self._run(body, atomic=False)
+
+    async def _run(
+        self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, atomic: bool
+    ) -> T:
         delay = 0.05
         for attempt in range(30):
             if self._closed:
@@ -129,9 +143,13 @@ class Database:
             async with self._conn_lock:
                 try:
                     if self._conn is None or self._conn.closed:
+                        # Autocommit: `transaction` sends BEGIN/COMMIT itself,
+                        # and `statement` needs neither.
                         self._conn = await psycopg.AsyncConnection.connect(
-                            self.dsn, row_factory=dict_row
+                            self.dsn, row_factory=dict_row, autocommit=True
                         )
+                    if not atomic:
+                        return await body(self._conn)
                     async with self._conn.transaction():
                         return await body(self._conn)
                 except psycopg.OperationalError as exc:
@@ -153,7 +171,7 @@ class Database:
         """A transaction on the shared connection, without retries (for tools and tests)."""
         async with self._conn_lock:
             if self._conn is None or self._conn.closed:
-                self._conn = await self.connect()
+                self._conn = await self.connect(autocommit=True)
             async with self._conn.transaction():
                 yield self._conn
 
@@ -169,7 +187,7 @@ class Database:
     # delivers them only if it commits.
     async def notify_work(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell every process that new work may be due."""
-        await self._notify(conn, _WORK)
+        await self._notify(conn, WORK)
 
     async def notify_finished(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell every process that some job may have finished."""
@@ -250,7 +268,7 @@ class Wakeups:
                         await conn.close()
 
     def _dispatch(self, payload: str) -> None:
-        if payload == _WORK:
+        if payload == WORK:
             self._work.set()
             if self.on_work is not None:
                 self.on_work()

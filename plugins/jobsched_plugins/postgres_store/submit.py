@@ -1,112 +1,262 @@
-"""Submitting: inserting jobs and their dependencies."""
+"""Submitting: inserting jobs and their dependencies, a batch in one statement.
+
+The batch is planned in Python (which job resumes a stored one through its
+key, which one is deduplicated by its unique key, which ones wait or are
+cancelled by their dependencies) and written by one ``INSERT ... SELECT FROM
+unnest(...)`` that also inserts the dependencies and notifies the workers.
+
+A batch that depends on no stored job is first tried without reading
+anything: on the autocommit connection that statement is the whole
+transaction, one round trip. If a stored job holds one of its ids, keys or
+unique keys, the plain INSERT fails with a unique violation and nothing is
+written; the batch is then planned again from a read of those jobs, in one
+transaction with the insert (also the path of a batch with stored
+dependencies). A job another process inserts between that read and the
+insert makes it fail the same way, and it is planned again.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from jobsched.store import NewJob, StoreError
 
-from .connection import NOW, TERMINAL, Database, to_json
+from .connection import NOW, TERMINAL, WORK, Database, to_json
 
 if TYPE_CHECKING:
     import psycopg
+
+#: Statuses of an unfinished job: the ones a unique key is held in.
+_UNFINISHED = ("pending", "running", "retry_wait")
+
+# How often a batch is planned again because another process inserted a job
+# it collides with in the meantime (each retry sees that job, so one is
+# almost always enough).
+_ATTEMPTS = 5
+
+# The batch travels as one JSON document (json.dumps is far cheaper than
+# adapting fifteen arrays); `waits_for` lists the dependencies it inserts.
+_INSERT = (
+    """
+WITH batch AS MATERIALIZED (
+    SELECT * FROM json_to_recordset(%s::json)
+        AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
+            run_at float8, submitted_at float8, sort_key float8[], waits_for text[],
+            last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint)
+), new AS (
+    INSERT INTO {s}.jobs (job_id, key, type, args, options, status, run_at,
+        submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by,
+        unique_key, finished_at)
+    SELECT job_id, key, type, args, options, status, run_at, submitted_at, sort_key,
+        cardinality(waits_for), last_error, schedule_id, submitted_by, unique_key,
+        CASE WHEN status = 'cancelled' THEN """
+    + NOW
+    + """ END
+    FROM batch
+    ORDER BY ord  -- seq follows the batch order
+    RETURNING 1
+), dependencies AS (
+    INSERT INTO {s}.dependencies (job_id, upstream)
+    SELECT job_id, unnest(waits_for) FROM batch
+)
+SELECT pg_notify(%s, %s) WHERE %s"""
+)
+
+_LOOKUP = """
+SELECT job_id, key, unique_key, status FROM {s}.jobs
+WHERE job_id = ANY(%s) OR key = ANY(%s)
+    OR (unique_key = ANY(%s) AND status IN ('pending', 'running', 'retry_wait'))
+"""
+
+
+@attrs.define
+class _Stored:
+    """What the database holds that bears on a batch (from `_LOOKUP`)."""
+
+    #: job id -> status, for the batch's stored dependencies and every stored
+    #: job one of the batch's ids, keys or unique keys names.
+    status: dict[str, str] = attrs.field(factory=dict)
+    by_key: dict[str, str] = attrs.field(factory=dict)
+    #: unique key -> the unfinished job holding it.
+    by_unique_key: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define
+class _Plan:
+    """The rows one batch inserts, and the id each of its jobs answers with."""
+
+    ids: list[str] = attrs.field(factory=list)
+    #: (job, its status, the jobs it waits for, its error if cancelled at once)
+    rows: list[tuple[NewJob, str, list[str], str | None]] = attrs.field(factory=list)
+    ready: bool = False
 
 
 async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
     """Insert jobs and their dependencies in one transaction; returns their ids.
 
-    A job whose `key` already exists is not inserted again: the existing
-    job's id is returned in its place (that is how a job file resumes).
-    A dependency on a job that failed or was cancelled cancels the new job.
+    A job whose `key` (or id) already exists, or whose `unique_key` an
+    unfinished job holds, is not inserted: the existing job's id is returned
+    in its place (that is how a job file resumes). A dependency on a job that
+    failed or was cancelled cancels the new job. An unknown dependency
+    refuses the whole batch (`StoreError`).
     """
     if not jobs:
         return []
-    known = {job.job_id for job in jobs}
+    in_batch = {job.job_id for job in jobs}
+    upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
+    if not upstreams:
+        plan = _plan(jobs, _Stored())
 
-    async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        upstreams = sorted({d for job in jobs for d in job.depends_on} - known)
-        done: dict[str, str] = {}
-        if upstreams:
-            cur = await conn.execute(
-                db.q("SELECT job_id, status FROM {s}.jobs WHERE job_id = ANY(%s)"),
-                [upstreams],
-            )
-            done = {r["job_id"]: r["status"] for r in await cur.fetchall()}
-            missing = [d for d in upstreams if d not in done]
-            if missing:
-                raise StoreError(f"unknown dependencies: {missing}")
-        ids: list[str] = []
-        ready = False
-        statuses = dict(done)
-        alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
-        for job in jobs:
-            depends_on = [alias.get(d, d) for d in job.depends_on]
-            unmet = [d for d in depends_on if statuses.get(d) != "completed"]
-            broken = [d for d in depends_on if statuses.get(d) in TERMINAL and d in unmet]
-            status = "cancelled" if broken else "pending"
-            error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
-            cur = await conn.execute(
-                db.q(
-                    """INSERT INTO {s}.jobs (job_id, key, type, args, options, status,
-                        run_at, submitted_at, sort_key, unmet, last_error, schedule_id,
-                        submitted_by, unique_key, finished_at)
-                    VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, %s, %s,
-                        %s, %s, %s, CASE WHEN %s = 'cancelled' THEN """
-                    + NOW
-                    + """ END)
-                    ON CONFLICT DO NOTHING RETURNING job_id"""
-                ),
-                [
-                    job.job_id,
-                    job.key,
-                    job.type,
-                    to_json(job.args),
-                    to_json(job.options),
-                    status,
-                    job.run_at,
-                    job.submitted_at,
-                    [float(x) for x in job.sort_key],
-                    0 if broken else len(unmet),
-                    error,
-                    job.schedule_id,
-                    job.submitted_by,
-                    job.unique_key,
-                    status,
-                ],
-            )
-            inserted = await cur.fetchone()
-            if inserted is None:
-                # Its key or id exists (resume, don't duplicate), or an
-                # unfinished job has its unique_key (deduplicate).
-                cur = await conn.execute(
-                    db.q(
-                        "SELECT job_id, status FROM {s}.jobs WHERE key = %s OR job_id = %s "
-                        "OR (unique_key = %s AND status IN ('pending', 'running', "
-                        "'retry_wait')) LIMIT 1"
-                    ),
-                    [job.key, job.job_id, job.unique_key],
-                )
-                existing = await cur.fetchone()
-                assert existing is not None
-                ids.append(existing["job_id"])
-                alias[job.job_id] = existing["job_id"]
-                statuses[existing["job_id"]] = existing["status"]
-                continue
-            ids.append(job.job_id)
-            statuses[job.job_id] = status
-            if status == "pending" and not unmet:
-                ready = True
-            if unmet and not broken:
-                await conn.execute(
-                    db.q(
-                        "INSERT INTO {s}.dependencies (job_id, upstream) "
-                        "SELECT %s, unnest(%s::text[]) ON CONFLICT DO NOTHING"
-                    ),
-                    [job.job_id, unmet],
-                )
-        if ready:
-            await db.notify_work(conn)
-        return ids
+        async def optimistic(conn: psycopg.AsyncConnection[Any]) -> None:
+            await _write(db, conn, plan)
 
-    return await db.transaction(body)
+        try:
+            await db.statement(optimistic)
+            return plan.ids
+        except _unique_violation():
+            pass  # a stored job holds one of its ids or keys: plan with it
+
+    async def informed(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        stored = await _lookup(db, conn, jobs, upstreams)
+        plan = _plan(jobs, stored)
+        await _write(db, conn, plan)
+        return plan.ids
+
+    for attempt in range(_ATTEMPTS):
+        try:
+            return await db.transaction(informed)
+        except _unique_violation():
+            if attempt == _ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _unique_violation() -> type[Exception]:
+    import psycopg
+
+    return psycopg.errors.UniqueViolation
+
+
+async def _lookup(
+    db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], upstreams: list[str]
+) -> _Stored:
+    """The stored jobs the batch depends on or collides with; refuses unknown dependencies."""
+    cur = await conn.execute(
+        db.q(_LOOKUP),
+        [
+            [job.job_id for job in jobs] + upstreams,
+            [job.key for job in jobs if job.key is not None],
+            [job.unique_key for job in jobs if job.unique_key is not None],
+        ],
+    )
+    stored = _Stored()
+    for row in await cur.fetchall():
+        stored.status[row["job_id"]] = row["status"]
+        if row["key"] is not None:
+            stored.by_key[row["key"]] = row["job_id"]
+        if row["unique_key"] is not None and row["status"] in _UNFINISHED:
+            stored.by_unique_key[row["unique_key"]] = row["job_id"]
+    missing = [d for d in upstreams if d not in stored.status]
+    if missing:
+        raise StoreError(f"unknown dependencies: {missing}")
+    return stored
+
+
+def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
+    """Decide, in batch order, what each job becomes, as inserting them one by
+    one would: the jobs of the batch see the ones before them."""
+    plan = _Plan()
+    statuses = dict(stored.status)
+    by_key = dict(stored.by_key)
+    by_unique_key = dict(stored.by_unique_key)
+    alias: dict[str, str] = {}  # id in this batch -> id of the job it resolved to
+    for job in jobs:
+        depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
+        unmet = [d for d in depends_on if statuses.get(d) != "completed"]
+        broken = [d for d in unmet if statuses.get(d) in TERMINAL]
+        status = "cancelled" if broken else "pending"
+        existing = (
+            (by_key.get(job.key) if job.key is not None else None)
+            or (job.job_id if job.job_id in statuses else None)
+            or (
+                by_unique_key.get(job.unique_key)
+                if job.unique_key is not None and status == "pending"
+                else None
+            )
+        )
+        if existing is not None:
+            # Its key or id exists (resume, don't duplicate), or an
+            # unfinished job has its unique_key (deduplicate).
+            plan.ids.append(existing)
+            alias[job.job_id] = existing
+            continue
+        error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
+        plan.ids.append(job.job_id)
+        plan.rows.append((job, status, [] if broken else unmet, error))
+        statuses[job.job_id] = status
+        if job.key is not None:
+            by_key[job.key] = job.job_id
+        if job.unique_key is not None and status == "pending":
+            by_unique_key[job.unique_key] = job.job_id
+        if not broken and not unmet:
+            plan.ready = True
+    return plan
+
+
+async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) -> None:
+    """One statement: the planned jobs, their dependencies and the workers' wake-up."""
+    await conn.execute(db.q(_INSERT), [_batch_json(plan), db.channel, WORK, plan.ready])
+
+
+def _batch_json(plan: _Plan) -> str:
+    records = [
+        {
+            "job_id": job.job_id,
+            "key": job.key,
+            "type": job.type,
+            "args": job.args,
+            "options": job.options,
+            "status": status,
+            "run_at": job.run_at,
+            "submitted_at": job.submitted_at,
+            "sort_key": _sort_key(job.sort_key),
+            "waits_for": waits_for,
+            "last_error": error,
+            "schedule_id": job.schedule_id,
+            "submitted_by": job.submitted_by,
+            "unique_key": job.unique_key,
+            "ord": ord,
+        }
+        for ord, (job, status, waits_for, error) in enumerate(plan.rows)
+    ]
+    try:
+        return json.dumps(records, allow_nan=False)
+    except (TypeError, ValueError):
+        # Name what cannot be stored (to_json raises StoreError saying so).
+        for job, *_ in plan.rows:
+            to_json(job.args)
+            to_json(job.options)
+            to_json([job.run_at, job.submitted_at])
+        raise
+
+
+def _sort_key(values: Sequence[float]) -> list[float] | str:
+    """A sort key for JSON: a list, or (with an infinity, which JSON cannot
+    hold) a PostgreSQL array literal, which PostgreSQL reads as well."""
+    numbers = [float(x) for x in values]
+    if all(math.isfinite(x) for x in numbers):
+        return numbers
+    return "{" + ",".join(_float_text(x) for x in numbers) + "}"
+
+
+def _float_text(x: float) -> str:
+    if math.isfinite(x):
+        return repr(x)
+    if math.isnan(x):
+        return "NaN"
+    return "Infinity" if x > 0 else "-Infinity"
