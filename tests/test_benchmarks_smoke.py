@@ -50,3 +50,14 @@ def test_quick_benchmarks_print_and_write_every_row(tmp_path: Path) -> None:
     assert len(table_rows) == len(ROW_PREFIXES) + 1  # + the header row
     for line in ("- date: ", "- machine: ", "- python: CPython ", "quick"):
         assert line in report
+
+
+def test_a_new_report_keeps_the_hand_written_history(tmp_path: Path) -> None:
+    from benchmarks.suite import kept_history
+
+    report = tmp_path / "benchmarks.md"
+    assert kept_history(report) == ""
+    report.write_text("# Benchmarks\n\nold table\n\n## History\n\nbefore/after\n")
+    assert kept_history(report) == "\n## History\n\nbefore/after\n"
+    report.write_text("# Benchmarks\n\nno history\n")
+    assert kept_history(report) == ""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -15,6 +14,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import structlog
 
 from jobsched.store import StoreError
+
+from .._wakeups import WakeupEvents
 
 try:
     import psycopg
@@ -201,23 +202,16 @@ class Database:
         await conn.execute("SELECT pg_notify(%s, %s)", [self.channel, payload])
 
 
-class Wakeups:
+class Wakeups(WakeupEvents):
     """The LISTEN side: a dedicated connection, re-opened whenever it drops,
     that turns other processes' notifications into events and callbacks.
     Idle processes wait on it; a slow poll is only the safety net."""
 
     def __init__(self, db: Database) -> None:
+        super().__init__()
         self.db = db
-        #: Called with a job id when any process asks to cancel it (loop thread).
-        self.on_cancel: Callable[[str], None] | None = None
-        #: Called when new work may be due (loop thread).
-        self.on_work: Callable[[], None] | None = None
-        #: Called after the listener (re)connects: notifications may have been missed.
-        self.on_resync: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
-        self._work = asyncio.Event()
-        self._finished = asyncio.Event()
 
     async def start(self) -> None:
         """Start listening; returns once the first LISTEN is in place."""
@@ -232,14 +226,6 @@ class Wakeups:
                 await self._task
             self._task = None
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait until new work may be due (a NOTIFY) or `timeout`; True if notified."""
-        return await _wait_event(self._work, timeout)
-
-    async def wait_finished(self, timeout: float) -> bool:
-        """Wait until some job may have finished, or `timeout`; True if notified."""
-        return await _wait_event(self._finished, timeout)
-
     async def _listen(self) -> None:
         delay = 0.05
         while not self.db.closed:
@@ -249,8 +235,8 @@ class Wakeups:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.db.channel)))
                 delay = 0.05
                 # Anything could have happened while we were not listening.
-                self._work.set()
-                self._finished.set()
+                self.work_event.set()
+                self.finished_event.set()
                 if self.on_resync is not None and self._listening.is_set():
                     self.on_resync()
                 self._listening.set()
@@ -269,21 +255,10 @@ class Wakeups:
 
     def _dispatch(self, payload: str) -> None:
         if payload == WORK:
-            self._work.set()
+            self.work_event.set()
             if self.on_work is not None:
                 self.on_work()
         elif payload == _FINISHED:
-            self._finished.set()
+            self.finished_event.set()
         elif payload.startswith(_CANCEL) and self.on_cancel is not None:
             self.on_cancel(payload[len(_CANCEL) :])
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
-    if not event.is_set() and timeout > 0 and math.isfinite(timeout):
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
-    elif not event.is_set() and timeout > 0:
-        await event.wait()
-    notified = event.is_set()
-    event.clear()
-    return notified

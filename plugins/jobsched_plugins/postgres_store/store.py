@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from jobsched.store import (
     StoreError,
 )
 
+from .._wakeups import DelegatedWakeups
 from . import claims, migrations, queries, schedules, submit
 from .connection import Database, Wakeups
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     import psycopg
 
 
-class PostgresStore:
+class PostgresStore(DelegatedWakeups):
     """A shared, durable job store in PostgreSQL (see the package docstring).
 
     `url` is ``postgresql://user:password@host:port/db[?schema=NAME&lease=SECONDS]``.
@@ -39,7 +40,7 @@ class PostgresStore:
 
     def __init__(self, url: str, *, lease_seconds: float | None = None) -> None:
         self.db = Database(url)
-        self.wakeups = Wakeups(self.db)
+        self.wakeups: Wakeups = Wakeups(self.db)
         #: The URL with its password masked (the store API's `url`, for messages).
         self.url = self.db.url
         self.dsn = self.db.dsn
@@ -102,41 +103,6 @@ class PostgresStore:
 
     # ── Notifications ───────────────────────────────────────────────
     # The kernel sets these callbacks; they are called on the loop thread.
-    @property
-    def on_cancel(self) -> Callable[[str], None] | None:
-        """Called with a job id when any process asks to cancel it."""
-        return self.wakeups.on_cancel
-
-    @on_cancel.setter
-    def on_cancel(self, callback: Callable[[str], None] | None) -> None:
-        self.wakeups.on_cancel = callback
-
-    @property
-    def on_work(self) -> Callable[[], None] | None:
-        """Called when new work may be due."""
-        return self.wakeups.on_work
-
-    @on_work.setter
-    def on_work(self, callback: Callable[[], None] | None) -> None:
-        self.wakeups.on_work = callback
-
-    @property
-    def on_resync(self) -> Callable[[], None] | None:
-        """Called after the listener reconnects: notifications may have been missed."""
-        return self.wakeups.on_resync
-
-    @on_resync.setter
-    def on_resync(self, callback: Callable[[], None] | None) -> None:
-        self.wakeups.on_resync = callback
-
-    async def wait(self, timeout: float) -> bool:
-        """Wait until new work may be due (a NOTIFY) or `timeout`; True if notified."""
-        return await self.wakeups.wait(timeout)
-
-    async def wait_finished(self, timeout: float) -> bool:
-        """Wait until some job may have finished, or `timeout`; True if notified."""
-        return await self.wakeups.wait_finished(timeout)
-
     # ── Submitting ──────────────────────────────────────────────────
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
         """Insert jobs and their dependencies in one transaction; returns their ids.

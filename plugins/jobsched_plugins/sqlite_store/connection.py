@@ -23,6 +23,8 @@ import structlog
 
 from jobsched.store import StoreError
 
+from .._wakeups import WakeupEvents
+
 fcntl: Any
 try:
     import fcntl
@@ -304,7 +306,7 @@ class Database:
                 os.close(fd)  # closing the descriptor releases the flock
 
 
-class Wakeups:
+class Wakeups(WakeupEvents):
     """The shared mode's notifications, by polling: every `interval` seconds
     one ``PRAGMA data_version`` (a read of the WAL index, no lock, no I/O)
     tells whether another connection committed. If one did, idle claimers
@@ -314,18 +316,11 @@ class Wakeups:
     """
 
     def __init__(self, db: Database, interval: float) -> None:
+        super().__init__()  # on_resync is never called: a poll cannot miss a change
         self.db = db
         self.interval = interval
         self.owner = ""
-        #: Called with a job id when any process asks to cancel it (loop thread).
-        self.on_cancel: Callable[[str], None] | None = None
-        #: Called when new work may be due (loop thread).
-        self.on_work: Callable[[], None] | None = None
-        #: Never called: a poll cannot miss a change (kept for the shared-store API).
-        self.on_resync: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._work = asyncio.Event()
-        self._finished = asyncio.Event()
         self._signalled: set[str] = set()  # cancel requests already passed on
 
     def start(self, owner: str) -> None:
@@ -341,22 +336,16 @@ class Wakeups:
 
     # ── this process's own commits ──────────────────────────────────
     def work(self) -> None:
-        self._work.set()
+        self.work_event.set()
         if self.on_work is not None:
             self.on_work()
 
     def finished(self) -> None:
-        self._finished.set()
+        self.finished_event.set()
 
     def cancel(self, job_id: str) -> None:
         if self.on_cancel is not None:
             self.on_cancel(job_id)
-
-    async def wait(self, timeout: float) -> bool:
-        return await _wait_event(self._work, timeout)
-
-    async def wait_finished(self, timeout: float) -> bool:
-        return await _wait_event(self._finished, timeout)
 
     # ── other processes' commits ───────────────────────────────────
     async def _poll(self) -> None:
@@ -371,8 +360,8 @@ class Wakeups:
             if version == seen:
                 continue
             seen = version
-            self._work.set()
-            self._finished.set()
+            self.work_event.set()
+            self.finished_event.set()
             if self.on_work is not None:
                 self.on_work()
             for job_id in cancels:
@@ -402,17 +391,6 @@ class Wakeups:
         new = sorted(requested - self._signalled)
         self._signalled = requested
         return version, new
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
-    if not event.is_set() and timeout > 0 and math.isfinite(timeout):
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
-    elif not event.is_set() and timeout > 0:
-        await event.wait()
-    notified = event.is_set()
-    event.clear()
-    return notified
 
 
 def now() -> float:

@@ -20,13 +20,14 @@ from jobsched.store import (
     StoreError,
 )
 
+from .._wakeups import DelegatedWakeups
 from . import claims, journal, migrations, queries, schedules, submit
 from .connection import Database, Wakeups, seconds_option
 
 T = TypeVar("T")
 
 
-class SQLiteStore:
+class SQLiteStore(DelegatedWakeups):
     """Jobs in one SQLite file, owned by one scheduler or shared by several
     processes on one host (see the package docstring).
 
@@ -51,7 +52,7 @@ class SQLiteStore:
         self.lease_seconds = seconds_option(url, self.db.options, "lease", 30.0)
         #: Seconds between two looks for other processes' commits (shared mode).
         self.poll_seconds = seconds_option(url, self.db.options, "poll", 0.05)
-        self.wakeups = Wakeups(self.db, self.poll_seconds)
+        self.wakeups: Wakeups = Wakeups(self.db, self.poll_seconds)
         self.mode: str | None = None  # once open: migrations.SINGLE_OWNER or SHARED
         self._limits_found = False
 
@@ -105,41 +106,6 @@ class SQLiteStore:
         await self.db.call(journal.write, self.db, batch)
 
     # ── Shared mode: notifications ──────────────────────────────────
-    @property
-    def on_cancel(self) -> Callable[[str], None] | None:
-        """Called with a job id this process runs when any process asks to cancel it."""
-        return self.wakeups.on_cancel
-
-    @on_cancel.setter
-    def on_cancel(self, callback: Callable[[str], None] | None) -> None:
-        self.wakeups.on_cancel = callback
-
-    @property
-    def on_work(self) -> Callable[[], None] | None:
-        """Called when new work may be due."""
-        return self.wakeups.on_work
-
-    @on_work.setter
-    def on_work(self, callback: Callable[[], None] | None) -> None:
-        self.wakeups.on_work = callback
-
-    @property
-    def on_resync(self) -> Callable[[], None] | None:
-        """Never called: a poll cannot miss a change (the shared-store API has it)."""
-        return self.wakeups.on_resync
-
-    @on_resync.setter
-    def on_resync(self, callback: Callable[[], None] | None) -> None:
-        self.wakeups.on_resync = callback
-
-    async def wait(self, timeout: float) -> bool:
-        """Wait until new work may be due or `timeout`; True if woken."""
-        return await self.wakeups.wait(timeout)
-
-    async def wait_finished(self, timeout: float) -> bool:
-        """Wait until some job may have finished, or `timeout`; True if woken."""
-        return await self.wakeups.wait_finished(timeout)
-
     # ── Shared mode: submitting ─────────────────────────────────────
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
         """Insert jobs and their dependencies in one transaction; returns their ids.
