@@ -35,7 +35,6 @@ Stores written before the codec spelled ``priority`` as a number (0-3);
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +52,7 @@ from ._jobtypes import (
 )
 from ._options import describe_value, priority_name, to_priority, to_timeout
 from ._status import JobPriority
-from .store import NewJob
+from .store import NewJob, encode_json
 
 if TYPE_CHECKING:
     from ._clock import Clock
@@ -67,9 +66,6 @@ STORE_KEYS = ("unique_key", "scheduled_for")
 _KNOWN_KEYS = frozenset(OPTIONS + STORE_KEYS)
 
 MEDIUM = JobPriority.MEDIUM
-
-# One encoder for everything: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
 # ── time ───────────────────────────────────────────────────────────────
@@ -167,7 +163,7 @@ class JobCodec:
                 return type_name, {}, "{}"
             args = {arg: getattr(job, attr) for arg, attr in fields}
             try:
-                return type_name, args, _encode(args)
+                return type_name, args, encode_json(args)
             except (TypeError, ValueError):
                 pass  # job_spec() below converts (enums, paths) or says which argument
         spec = job_spec(job, self.plugins)
@@ -175,7 +171,7 @@ class JobCodec:
             raise JobSpecError(self.why_not_data(job))
         args = dict(spec.args)
         try:
-            return spec.type, args, _encode(args)
+            return spec.type, args, encode_json(args)
         except (TypeError, ValueError) as exc:
             raise JobSpecError(
                 f"{job!r}: a store keeps jobs as data, and the arguments of job type "
@@ -217,7 +213,7 @@ class JobCodec:
         if job.traceparent is not None:
             options["traceparent"] = job.traceparent
         try:
-            options_json = _encode(options)
+            options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
             raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
         if cache_key is not None:

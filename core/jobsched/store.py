@@ -78,6 +78,7 @@ __all__ = [
     "as_store",
     "check_snapshot",
     "decode_result",
+    "encode_json",
     "encode_result",
     "new_worker_id",
     "read_store",
@@ -86,8 +87,9 @@ __all__ = [
 ]
 
 
-# One encoder for every result: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+#: JSON text as stores keep it: compact, no NaN or infinity. One encoder for
+#: everything (``json.dumps`` with options builds a new one per call).
+encode_json = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
 # ── results: how every store keeps one ─────────────────────────────────
@@ -101,9 +103,9 @@ def encode_result(result: Any) -> str | None:
     if result is None:
         return None
     try:
-        return _encode(result)
+        return encode_json(result)
     except (TypeError, ValueError) as exc:
-        return _encode({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
+        return encode_json({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
 
 
 def decode_result(text: str | None) -> Any:

@@ -40,6 +40,7 @@ from ..store import (
     StoreError,
     check_snapshot,
     decode_result,
+    encode_json,
     encode_result,
     new_worker_id,
 )
@@ -55,10 +56,6 @@ logger = structlog.get_logger("jobsched.store")
 
 COMPLETED = JobStatus.COMPLETED
 RUNNING = JobStatus.RUNNING
-
-
-# One encoder for everything: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
 # ── the journal: batching state changes into store writes ──────────────
@@ -164,7 +161,7 @@ class Journal:
         if unique_key is not None:
             # Kept with the options (never "{}": the name is always there), so
             # the dedupe survives a restart while the job is unfinished.
-            options = f"{options[:-1]},{_encode('unique_key')}:{_encode(unique_key)}}}"
+            options = f"{options[:-1]},{encode_json('unique_key')}:{encode_json(unique_key)}}}"
         if self.id_floor and job.status is JobStatus.PENDING and not job.attempts:
             number = _id_number(job.job_id)
             if 0 < number <= self.id_floor and self.kernel.find(job.job_id) is not job:
@@ -196,7 +193,8 @@ class Journal:
         sstatic = self._schedule_static.get(schedule_id)
         if sstatic is not None:
             sstatic.template = (
-                f'{{"type":{_encode(static.type)},"args":{static.args},"options":{static.options}}}'
+                f'{{"type":{encode_json(static.type)},'
+                f'"args":{static.args},"options":{static.options}}}'
             )
 
     def admit_schedule(
@@ -227,7 +225,7 @@ class Journal:
             "name": sched.name,
         }
         try:
-            trigger = _encode(description)
+            trigger = encode_json(description)
         except (TypeError, ValueError) as exc:
             raise JobSpecError(f"the trigger {spec!r} is not JSON: {exc}") from None
         self._schedule_static[sched.schedule_id] = _ScheduleStatic(key, "", trigger)
