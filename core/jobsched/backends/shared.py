@@ -96,7 +96,7 @@ class SharedBackend(LocalBackend):
         self.identity = identity or process_identity()
         # Jobs go to the store as data, and come back from it, through one codec
         # (built in bind(), with the kernel's plugins).
-        self.codec: JobCodec | None = None
+        self._bound_codec: JobCodec | None = None
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
@@ -121,7 +121,7 @@ class SharedBackend(LocalBackend):
 
     def bind(self, kernel: Kernel) -> None:
         super().bind(kernel)
-        self.codec = JobCodec(kernel.plugins)
+        self._bound_codec = JobCodec(kernel.plugins)
 
     @property
     def leases_held(self) -> int:
@@ -130,8 +130,8 @@ class SharedBackend(LocalBackend):
 
     @property
     def _codec(self) -> JobCodec:
-        assert self.codec is not None, "the backend is not bound to a kernel yet"
-        return self.codec
+        assert self._bound_codec is not None, "the backend is not bound to a kernel yet"
+        return self._bound_codec
 
     # ── Lifecycle ───────────────────────────────────────────────────
     async def open(self) -> None:
