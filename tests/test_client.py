@@ -25,13 +25,9 @@ from jobsched import (
     Submission,
     UnknownJobError,
     build_job,
-    default_plugin_manager,
 )
 
 pytestmark = pytest.mark.slow
-
-#: The store calls a client needs (`SharedStore`).
-SHARED_CALLS = ("insert", "claim", "get", "jobs", "request_cancel", "wait_finished")
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -40,11 +36,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":
         url: str = request.getfixturevalue("pg_schema")[0]
         return url
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    store = default_plugin_manager().resolve("stores", "sqlite")(url)
-    if not all(hasattr(store, call) for call in SHARED_CALLS):
-        pytest.skip("SQLite SharedStore not merged yet")
-    return url
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
 
 
 class Worker:

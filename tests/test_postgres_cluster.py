@@ -261,6 +261,7 @@ async def test_worker_survives_its_connections_being_terminated(
 ) -> None:
     cluster, store = setup
     if cluster.target.kind != "postgresql":
+        # Terminating a server's connections means nothing for a SQLite file.
         pytest.skip("a PostgreSQL server's connections")
     await store.insert(list(record_rows(cluster.target, 300, seconds=0.005)))
     cluster.start(workers=2)
