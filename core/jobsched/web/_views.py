@@ -1,0 +1,444 @@
+"""What the pages draw, computed in Python so the templates only place it.
+
+Pure functions of the operator API's records: the throughput chart's bars,
+the dependency graph's layout, a schedule's next fires with their
+daylight-saving notes, and the small formatting filters of the templates.
+Nothing here touches the network or the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from .. import PluginError
+
+#: The statuses in the order the pages list them.
+STATUSES = ("pending", "running", "retry_wait", "completed", "failed", "timed_out", "cancelled")
+#: Statuses a job can be retried from (``Client.retry``).
+RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
+#: Statuses a job can be cancelled from.
+CANCELLABLE = frozenset({"pending", "running", "retry_wait"})
+
+
+def status_name(status: Any) -> str:
+    """``"failed"`` for ``JobStatus.FAILED`` or ``"failed"``."""
+    return str(getattr(status, "value", status))
+
+
+# ── formatting ─────────────────────────────────────────────────────────
+def when(ts: float | None) -> str:
+    """An epoch time as ``2026-12-01 08:05:18`` UTC ("" for None)."""
+    if ts is None or not math.isfinite(ts):
+        return ""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def iso(ts: float | None) -> str:
+    """An epoch time in ISO 8601 with its offset, for ``<time datetime>``."""
+    if ts is None or not math.isfinite(ts):
+        return ""
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def duration(seconds: float | None) -> str:
+    """``"850 ms"``, ``"12.5 s"``, ``"3 min 20 s"``, ``"2 h 5 min"``, ``"3 d 4 h"``."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    seconds = max(seconds, 0.0)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    for unit, size, sub, sub_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "min", 60),
+        ("min", 60, "s", 1),
+    ):
+        if whole >= size:
+            rest = (whole % size) // sub_size
+            return f"{whole // size} {unit} {rest} {sub}" if rest else f"{whole // size} {unit}"
+    return f"{whole} s"  # pragma: no cover - the loop always returns for >= 60
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    """``"12 s ago"``, ``"5 min ago"`` or ``"in 3 h"``: `ts` relative to `now`, one unit."""
+    if ts is None or not math.isfinite(ts):
+        return ""
+    delta = (time.time() if now is None else now) - ts
+    size = abs(delta)
+    if size < 1:
+        return "just now"
+    for unit, seconds in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= seconds:
+            text = f"{int(size // seconds)} {unit}"
+            break
+    return f"{text} ago" if delta > 0 else f"in {text}"
+
+
+def pretty_json(value: Any) -> str:
+    """`value` as indented JSON (a value JSON cannot hold shows as its repr)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def compact_json(value: Any) -> str:
+    """`value` as one line of JSON, for table cells."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+# ── progress ───────────────────────────────────────────────────────────
+@attrs.frozen(kw_only=True)
+class ProgressView:
+    """A progress bar: `percent` is None when the total is unknown."""
+
+    percent: float | None
+    label: str
+    message: str | None
+
+
+def progress_view(progress: Any) -> ProgressView | None:
+    """The bar for a job's `Progress` record (None when it reported none)."""
+    if progress is None:
+        return None
+    done, total = float(progress.done), progress.total
+    if total is not None and total > 0:
+        percent = max(0.0, min(100.0, 100.0 * done / float(total)))
+        label = f"{_number(done)} / {_number(float(total))} ({percent:.0f}%)"
+        return ProgressView(percent=percent, label=label, message=progress.message)
+    return ProgressView(percent=None, label=_number(done), message=progress.message)
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if value == int(value) else f"{value:.2f}"
+
+
+# ── throughput chart ───────────────────────────────────────────────────
+@attrs.frozen(kw_only=True)
+class Bar:
+    """One minute of the chart: a completed and a failed segment stacked."""
+
+    x: float
+    width: float
+    completed_y: float
+    completed_h: float
+    failed_y: float
+    failed_h: float
+    title: str
+
+
+@attrs.frozen(kw_only=True)
+class Chart:
+    """The throughput chart of the overview: 60 bars, in SVG user units."""
+
+    width: int
+    height: int
+    base: float
+    peak: int
+    bars: list[Bar]
+    completed: int
+    failed: int
+    #: (x, label) under the axis.
+    ticks: list[tuple[float, str]]
+
+
+def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 150) -> Chart:
+    """Stacked bars (completed below, failed above) for `Stats.throughput`."""
+    left, top, bottom = 34.0, 8.0, 20.0
+    plot_h = height - top - bottom
+    base = height - bottom
+    peak = max((b.completed + b.failed for b in buckets), default=0)
+    scale = plot_h / peak if peak else 0.0
+    slot = (width - left) / max(len(buckets), 1)
+    bars: list[Bar] = []
+    for i, bucket in enumerate(buckets):
+        completed_h = bucket.completed * scale
+        failed_h = bucket.failed * scale
+        start = datetime.fromtimestamp(bucket.start, timezone.utc)
+        bars.append(
+            Bar(
+                x=round(left + i * slot + 1, 2),
+                width=round(max(slot - 2, 1), 2),
+                completed_y=round(base - completed_h, 2),
+                completed_h=round(completed_h, 2),
+                failed_y=round(base - completed_h - failed_h, 2),
+                failed_h=round(failed_h, 2),
+                title=f"{start:%H:%M} UTC: {bucket.completed} completed, {bucket.failed} failed",
+            )
+        )
+    ticks: list[tuple[float, str]] = []
+    if buckets:
+        count = len(buckets)
+        for index, label in ((0, f"-{count} min"), (count // 2, f"-{count - count // 2} min")):
+            ticks.append((left + index * slot, label))
+        ticks.append((float(width), "now"))
+    return Chart(
+        width=width,
+        height=height,
+        base=base,
+        peak=peak,
+        bars=bars,
+        completed=sum(b.completed for b in buckets),
+        failed=sum(b.failed for b in buckets),
+        ticks=ticks,
+    )
+
+
+# ── dependency graph ───────────────────────────────────────────────────
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 188, 46, 64, 16, 12
+#: The most nodes drawn in one column; the rest are summed up in one node.
+MAX_PER_COLUMN = 8
+
+
+@attrs.frozen(kw_only=True)
+class Node:
+    job_id: str
+    title: str
+    status: str
+    x: int
+    y: int
+    focus: bool
+    #: False for a summary node ("and 5 more") or a job that is gone.
+    link: bool
+
+
+@attrs.frozen(kw_only=True)
+class Edge:
+    path: str
+
+
+@attrs.frozen(kw_only=True)
+class Graph:
+    width: int
+    height: int
+    nodes: list[Node]
+    edges: list[Edge]
+
+    @property
+    def node_w(self) -> int:
+        return NODE_W
+
+    @property
+    def node_h(self) -> int:
+        return NODE_H
+
+
+def _title(job: Any) -> str:
+    text = job.name or job.type
+    return text if len(text) <= 24 else text[:23] + "…"
+
+
+def dependency_graph(
+    focus: Any,
+    jobs: Mapping[str, Any],
+    *,
+    depth: int = 2,
+) -> Graph:
+    """A left-to-right layered drawing of `focus`'s neighbourhood.
+
+    `jobs` maps ids to `JobInfo` records (the focus, its dependencies and its
+    dependents, as far as known); a dependency missing from it (purged) is
+    drawn as a grey node without a link. Columns: dependencies up to `depth`
+    levels before the focus, dependents up to `depth` levels after it.
+    """
+    level: dict[str, int] = {focus.job_id: 0}
+    edges: set[tuple[str, str]] = set()
+    # Upstream: what the focus waits for, breadth first.
+    frontier = [focus.job_id]
+    for step in range(1, depth + 1):
+        nxt: list[str] = []
+        for job_id in frontier:
+            job = jobs.get(job_id)
+            for dep in getattr(job, "depends_on", ()) if job is not None else ():
+                edges.add((dep, job_id))
+                if dep not in level:
+                    level[dep] = -step
+                    nxt.append(dep)
+        frontier = nxt
+    # Downstream: what waits for the focus.
+    children: dict[str, list[str]] = {}
+    for job in jobs.values():
+        for dep in getattr(job, "depends_on", ()):
+            children.setdefault(dep, []).append(job.job_id)
+    frontier = [focus.job_id]
+    for step in range(1, depth + 1):
+        nxt = []
+        for job_id in frontier:
+            for child in sorted(children.get(job_id, ())):
+                edges.add((job_id, child))
+                if child not in level:
+                    level[child] = step
+                    nxt.append(child)
+        frontier = nxt
+
+    columns: dict[int, list[str]] = {}
+    for job_id, lvl in level.items():
+        columns.setdefault(lvl, []).append(job_id)
+    order = sorted(columns)
+    tallest = min(max(len(ids) for ids in columns.values()), MAX_PER_COLUMN + 1)
+    height = PAD * 2 + tallest * NODE_H + (tallest - 1) * GAP_Y
+    width = PAD * 2 + len(order) * NODE_W + (len(order) - 1) * GAP_X
+
+    nodes: list[Node] = []
+    where: dict[str, tuple[int, int]] = {}
+    for col, lvl in enumerate(order):
+        ids = sorted(columns[lvl], key=lambda i: (getattr(jobs.get(i), "submitted_at", 0), i))
+        shown, hidden = ids[:MAX_PER_COLUMN], ids[MAX_PER_COLUMN:]
+        rows = len(shown) + (1 if hidden else 0)
+        column_h = rows * NODE_H + (rows - 1) * GAP_Y
+        x = PAD + col * (NODE_W + GAP_X)
+        y0 = (height - column_h) // 2
+        for row, job_id in enumerate(shown):
+            y = y0 + row * (NODE_H + GAP_Y)
+            where[job_id] = (x, y)
+            job = jobs.get(job_id)
+            nodes.append(
+                Node(
+                    job_id=job_id,
+                    title=_title(job) if job is not None else "(not stored)",
+                    status=status_name(job.status) if job is not None else "cancelled",
+                    x=x,
+                    y=y,
+                    focus=job_id == focus.job_id,
+                    link=job is not None,
+                )
+            )
+        if hidden:
+            y = y0 + len(shown) * (NODE_H + GAP_Y)
+            nodes.append(
+                Node(
+                    job_id=f"{len(hidden)} more",
+                    title=f"and {len(hidden)} more",
+                    status="pending",
+                    x=x,
+                    y=y,
+                    focus=False,
+                    link=False,
+                )
+            )
+    paths: list[Edge] = []
+    for src, dst in sorted(edges):
+        if src not in where or dst not in where:
+            continue
+        (sx, sy), (dx, dy) = where[src], where[dst]
+        x1, y1 = sx + NODE_W, sy + NODE_H / 2
+        x2, y2 = dx - 6, dy + NODE_H / 2
+        bend = (x2 - x1) / 2
+        paths.append(
+            Edge(path=f"M{x1},{y1:g} C{x1 + bend:g},{y1:g} {x2 - bend:g},{y2:g} {x2},{y2:g}")
+        )
+    return Graph(width=width, height=height, nodes=nodes, edges=paths)
+
+
+# ── schedules ──────────────────────────────────────────────────────────
+@attrs.frozen(kw_only=True)
+class FireView:
+    """One upcoming fire: local wall time, UTC, and the daylight-saving note."""
+
+    local: str
+    utc: str
+    note: str | None
+    skipped: bool
+
+
+#: Keys of a stored trigger mapping that are not the trigger's own options.
+_BOOKKEEPING = frozenset({"times", "key", "origin"})
+
+
+def describe_trigger(trigger: Mapping[str, Any]) -> str:
+    """``cron "0 2 * * *" in Europe/Berlin``, ``every 5 min``, ``at 2026-12-01 08:00:00``."""
+    if "interval" in trigger:
+        text = f"every {duration(float(trigger['interval']))}"
+    elif "cron" in trigger:
+        text = f"cron {trigger['cron']!s} in {trigger.get('tz') or 'UTC'}"
+    else:
+        text = ", ".join(
+            f"{k} {v}" for k, v in trigger.items() if k not in _BOOKKEEPING and k != "tz"
+        )
+    if trigger.get("times"):
+        text += f", {trigger['times']} times"
+    return text
+
+
+def next_fires(
+    trigger: Mapping[str, Any],
+    next_run: float | None,
+    resolve: Callable[[str], Any],
+    *,
+    count: int = 3,
+) -> list[FireView]:
+    """The next `count` fires from `next_run` on, as ``jobsched schedule preview`` shows them.
+
+    A trigger whose factory (`resolve(name)`, the plugin manager's
+    ``resolve("triggers", name)``) has ``preview`` (cron) gives its fires with
+    their daylight-saving notes, skipped wall times included; an interval
+    adds its period; anything else shows `next_run` alone.
+    """
+    if next_run is None or not math.isfinite(next_run):
+        return []
+    if "interval" in trigger:
+        period = float(trigger["interval"])
+        return [_utc_fire(next_run + k * period) for k in range(count)] if period > 0 else []
+    trigger_obj = _build(trigger, resolve)
+    preview = getattr(trigger_obj, "preview", None)
+    if not callable(preview):
+        return [_utc_fire(next_run)]
+    fires: list[FireView] = []
+    for fire in preview(next_run - 1e-3, count):
+        note = fire.note
+        if fire.skipped:
+            fires.append(FireView(local=str(fire.wall), utc="", note=note, skipped=True))
+        else:
+            fires.append(
+                FireView(
+                    local=f"{fire.at:%Y-%m-%d %H:%M:%S %Z (%z)}",
+                    utc=f"{fire.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S}Z",
+                    note=note,
+                    skipped=False,
+                )
+            )
+    return fires
+
+
+def _utc_fire(ts: float) -> FireView:
+    at = datetime.fromtimestamp(ts, timezone.utc)
+    return FireView(local=f"{at:%Y-%m-%d %H:%M:%S} UTC", utc="", note=None, skipped=False)
+
+
+def _build(trigger: Mapping[str, Any], resolve: Callable[[str], Any]) -> Any:
+    """The trigger object a stored mapping describes (None if no plugin makes it)."""
+    for name, spec in trigger.items():
+        if name in _BOOKKEEPING:
+            continue
+        try:
+            factory = resolve(name)
+        except PluginError:
+            continue
+        options = {k: v for k, v in trigger.items() if k != name and k not in _BOOKKEEPING}
+        try:
+            return factory(spec, **options)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def limit_percent(in_use: int, limit: int) -> float:
+    """How full a limit is, 0..100 (a limit of 0 is full)."""
+    return 100.0 if limit <= 0 else max(0.0, min(100.0, 100.0 * in_use / limit))
+
+
+def pages(total: int, limit: int, offset: int) -> tuple[int, int]:
+    """(this page's number, how many pages), both from 1."""
+    count = max(1, -(-total // limit))
+    return min(offset // limit + 1, count), count
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    """`items` without repeats, first occurrence kept."""
+    return list(dict.fromkeys(items))

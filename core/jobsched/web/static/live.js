@@ -1,0 +1,63 @@
+// jobsched dashboard: live updates, the CSRF header, and what an action answered.
+//
+// One EventSource on the URL in <body data-events>; every event it sends means
+// "something may have changed", so each fires `jobsched:changed` on <body>, and
+// fragments that want refreshing say hx-trigger="jobsched:changed from:body".
+// Every request htmx sends carries the CSRF token of <meta name="csrf-token">.
+// Action buttons (hx-post, hx-swap="none", data-done="what succeeded") report
+// in #flash: their data-done text, or the error the API answered.
+(function () {
+  "use strict";
+
+  function changed() { htmx.trigger(document.body, "jobsched:changed"); }
+
+  function flash(kind, text) {
+    var box = document.getElementById("flash");
+    if (!box) { return; }
+    box.className = "flash " + kind;
+    box.textContent = text;  // text, never HTML: messages may quote job fields
+    box.hidden = false;
+  }
+
+  function reason(xhr) {
+    try {
+      var body = JSON.parse(xhr.responseText);
+      return body.error || body.detail || body.message || xhr.statusText;
+    } catch (e) {
+      return xhr.statusText || "the request failed";
+    }
+  }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    if (meta && meta.content) { event.detail.headers["X-CSRF-Token"] = meta.content; }
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var button = event.detail.elt;
+    if (!button.hasAttribute("data-done")) { return; }
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 200 && xhr.status < 300) {
+      flash("ok", button.getAttribute("data-done"));
+      changed();
+    } else if (xhr.status === 401) {
+      flash("error", "Not allowed: " + reason(xhr) + " Log in with the dashboard token to act.");
+    } else if (xhr.status === 0) {
+      flash("error", "The dashboard did not answer.");
+    } else {
+      flash("error", "Not done: " + reason(xhr));
+    }
+  });
+
+  var url = document.body.dataset.events;
+  if (!url || !window.EventSource) { return; }
+  var source = new EventSource(url);
+  var dot = document.getElementById("live");
+  function state(on, title) {
+    if (dot) { dot.dataset.state = on; dot.title = title; }
+  }
+  source.addEventListener("open", function () { state("on", "live: pages update as jobs change"); });
+  source.addEventListener("error", function () { state("off", "reconnecting to live updates…"); });
+  source.addEventListener("stats", changed);
+  source.addEventListener("message", changed);
+})();

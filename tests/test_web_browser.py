@@ -1,0 +1,481 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright.
+
+Each test runs a real ``jobsched web`` process and a real ``jobsched worker``
+process on a SQLite file in shared mode and on a PostgreSQL schema; the test
+submits through a `BlockingClient`, and the browser reads and acts through
+the pages only. The worker finds this suite's job types (tests/web_jobs.py)
+as an installed plugin: a ``*.dist-info`` on its ``PYTHONPATH``.
+
+Chromium is the system's (``/usr/bin/chromium``, ``apt-get install chromium``);
+nothing is downloaded at run time (never ``playwright install``). Without
+Chromium or Playwright the tests skip, except under
+``JOBSCHED_REQUIRE_SERVICES=1`` (CI), where they fail. The SQLite run saves
+a screenshot of every page to docs/web/, which docs/web.md shows.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import web_jobs
+from jobsched import BlockingClient, JobStatus, Limits, PluginManager, build_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+SCREENSHOTS = ROOT / "docs" / "web"
+CHROMIUM = Path("/usr/bin/chromium")
+TOKEN = "correct-horse-battery-staple"
+#: How long the browser waits for anything (the page, a live update).
+WAIT_MS = 30_000
+XSS = "<script>alert(1)</script>"
+
+
+def _missing(what: str) -> None:
+    """Skip for `what` is missing, or fail when CI requires the services."""
+    if os.environ.get("JOBSCHED_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{what}, but JOBSCHED_REQUIRE_SERVICES=1")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[dev]')")
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Browser:
+    """One browser tab on the dashboard, with what went wrong in it."""
+
+    def __init__(self, tab: Any, base: str) -> None:
+        self.tab = tab
+        self.base = base
+        #: Alerts, confirms and prompts the page opened (an XSS would be one).
+        self.dialogs: list[str] = []
+        #: Uncaught script errors in the page.
+        self.errors: list[str] = []
+        tab.on("dialog", self._dialog)
+        tab.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        # A confirm() the dashboard asks (Cancel) is accepted; anything else is recorded.
+        dialog.accept()
+
+    def open(self, path: str) -> Any:
+        response = self.tab.goto(self.base + path)
+        assert response is not None
+        return response
+
+    def log_in(self, token: str = TOKEN) -> None:
+        self.open("/login")
+        self.tab.fill("input[name=token]", token)
+        with self.tab.expect_navigation():
+            self.tab.click("button[type=submit]")
+
+    def live(self) -> None:
+        """Wait until the page's event stream is connected."""
+        self.tab.wait_for_selector("#live[data-state=on]", timeout=WAIT_MS)
+
+    def shoot(self, name: str, folder: Path | None) -> None:
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.tab.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+# ── processes ──────────────────────────────────────────────────────────
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store several processes share: a SQLite file or a PostgreSQL schema."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_schema")[0]
+        return url
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.fixture
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a process that finds tests/web_jobs.py as the plugin ``webtest``."""
+    site = tmp_path / "site"
+    info = site / "jobsched_webtest-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jobsched-webtest\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[jobsched]\nwebtest = web_jobs\n")
+    (info / "RECORD").write_text("")
+    path = [str(site), str(TESTS), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+def _console_script() -> str:
+    """The ``jobsched`` console script of this interpreter's environment."""
+    script = Path(sys.executable).with_name("jobsched")
+    return str(script) if script.exists() else "jobsched"
+
+
+class Process:
+    """A ``jobsched`` subprocess; its stderr is read into `log` until it exits."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        self.proc = subprocess.Popen(
+            [_console_script(), *args], env=env, stderr=subprocess.PIPE, text=True
+        )
+        self.log: list[str] = []
+        self.started = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if "shared scheduler started" in line:
+                self.started.set()
+
+    def check_running(self) -> None:
+        if self.proc.poll() is not None:
+            self._reader.join(timeout=10)
+            pytest.fail(
+                f"jobsched {' '.join(self.args)} exited with {self.proc.returncode}:\n"
+                + "".join(self.log[-40:])
+            )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(timeout=10)
+
+
+@pytest.fixture
+def worker(store_url: str, plugin_env: dict[str, str]) -> Iterator[Process]:
+    process = Process(["worker", "--store", store_url, "--workers=4", "--grace=0"], plugin_env)
+    try:
+        if not process.started.wait(timeout=60):
+            process.check_running()
+            pytest.fail("the worker did not start within 60 s:\n" + "".join(process.log))
+        yield process
+    finally:
+        process.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def dashboard(store_url: str, plugin_env: dict[str, str]) -> Iterator[str]:
+    """``jobsched web --store URL --token TOKEN`` on a free port; its base URL."""
+    port = _free_port()
+    env = {**plugin_env}
+    env.pop("JOBSCHED_WEB_TOKEN", None)
+    process = Process(["web", "--store", store_url, "--port", str(port), "--token", TOKEN], env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, process)
+        yield base
+    finally:
+        process.stop()
+
+
+def _wait_healthy(base: str, process: Process) -> None:
+    """Until ``GET /healthz`` answers 200 (the server takes a moment to bind)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        process.check_running()
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.1)
+    pytest.fail("jobsched web did not answer /healthz within 60 s:\n" + "".join(process.log))
+
+
+@pytest.fixture
+def plugins() -> PluginManager:
+    return PluginManager([web_jobs])
+
+
+@pytest.fixture
+def client(store_url: str, plugins: PluginManager) -> Iterator[BlockingClient]:
+    limits = Limits(executors={"async": 16}, job_types={"gated": 4, "steps": 2})
+    opened = BlockingClient(store_url, plugins=plugins, limits=limits)
+    opened.open()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def tab(browser: Any, dashboard: str) -> Iterator[Browser]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    try:
+        yield Browser(page, dashboard)
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def screenshots(store_url: str, tmp_path: Path) -> Path:
+    """Where the screenshots go: docs/web for the SQLite run, tmp_path for PostgreSQL."""
+    return SCREENSHOTS if store_url.startswith("sqlite:") else tmp_path / "screenshots"
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Wait for a condition the test cannot be told about (a worker's progress)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def gated(plugins: PluginManager, flag: Path, label: str, **options: Any) -> Any:
+    return build_job(
+        "gated",
+        {"flag": str(flag), "label": label},
+        plugins=plugins,
+        retry={"policy": "none"},
+        **options,
+    )
+
+
+def failed_job(client: BlockingClient, plugins: PluginManager, flag: Path) -> str:
+    """A job that failed (its gate was closed): its id."""
+    flag.touch()
+    job_id = client.submit(gated(plugins, flag, "retry me"), name="nightly-import")
+    done = client.wait(job_id, timeout=60)
+    assert done.status is JobStatus.FAILED, done
+    return job_id
+
+
+# ── the tests ──────────────────────────────────────────────────────────
+def test_every_page_shows_the_store(
+    client: BlockingClient,
+    plugins: PluginManager,
+    worker: Process,
+    tab: Browser,
+    tmp_path: Path,
+    screenshots: Path,
+) -> None:
+    open_gate, closed_gate, hold = tmp_path / "open", tmp_path / "closed", tmp_path / "hold"
+    closed_gate.touch()
+    hold.touch()
+    emails = [
+        client.submit(
+            build_job("email", {"to": f"user{i}@example.com", "subject": "hello", "latency": 0}),
+            name=f"welcome-{i}",
+        )
+        for i in range(4)
+    ]
+    extract = client.submit(gated(plugins, open_gate, "extract"), name="extract")
+    transform = client.submit(
+        gated(plugins, open_gate, "transform"), name="transform", depends_on=[extract]
+    )
+    load = client.submit(gated(plugins, closed_gate, "load"), name="load", depends_on=[transform])
+    report = client.submit(gated(plugins, open_gate, "report"), name="report", depends_on=[load])
+    audit = client.submit(gated(plugins, open_gate, "audit"), name="audit", depends_on=[transform])
+    running = client.submit(
+        build_job("steps", {"flag": str(hold), "steps": 8}, plugins=plugins), name="resize-tiles"
+    )
+    schedule = client.add_schedule(
+        build_job("email", {"to": "ops@example.com", "subject": "backup", "latency": 0}),
+        trigger={"cron": "30 2 28 3 *", "tz": "Europe/Berlin"},
+    )
+    client.add_schedule(
+        build_job("sleep", {"name": "cleanup", "seconds": 0}), every=3600, start_in=3600
+    )
+    for job_id in [*emails, extract, transform, audit]:
+        assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
+    assert client.wait(load, timeout=60).status is JobStatus.FAILED
+    until(lambda: client.get(running).progress is not None, "the running job's progress")
+
+    # Jobs: every submitted job is listed, newest first.
+    tab.open("/jobs")
+    tab.live()
+    listed = tab.tab.eval_on_selector_all("tr[data-job]", "rows => rows.map(r => r.dataset.job)")
+    everything = [*emails, extract, transform, load, report, audit, running]
+    assert set(everything) <= set(listed)
+    assert listed.index(running) < listed.index(emails[0])
+    assert "resize-tiles" in tab.tab.inner_text(f'tr[data-job="{running}"]')
+    tab.shoot("jobs", screenshots)
+
+    # Filters: failed jobs only, then a text search.
+    tab.tab.select_option("select[name=status]", "failed")
+    tab.tab.wait_for_function(
+        "() => [...document.querySelectorAll('tr[data-job]')].length === 1", timeout=WAIT_MS
+    )
+    assert tab.tab.eval_on_selector_all("tr[data-job]", "r => r.map(x => x.dataset.job)") == [load]
+
+    # Overview: the counts, the chart, the worker holding the running job.
+    tab.open("/")
+    tab.live()
+    completed = tab.tab.inner_text("a.count.s-completed .n")
+    assert int(completed) == client.stats().counts["completed"]
+    assert tab.tab.inner_text("[data-testid=queue-state]") == "running"
+    assert tab.tab.locator("svg.chart rect.completed").count() >= 1
+    assert worker_identity(client, running) in tab.tab.inner_text("body")
+    tab.shoot("overview", screenshots)
+
+    # A job with its dependency neighbourhood: extract -> transform -> load, audit.
+    tab.open(f"/jobs/{transform}")
+    graph = tab.tab.locator("[data-testid=dependency-graph]")
+    for name in ("extract", "transform", "load", "audit", "report"):
+        assert graph.get_by_text(name, exact=True).count() == 1, name
+    assert tab.tab.locator("svg .node.focus.s-completed").count() == 1
+    assert tab.tab.locator("svg .node.s-failed").count() == 1
+    tab.shoot("job", screenshots)
+
+    # A running job's progress bar.
+    tab.open(f"/jobs/{running}")
+    assert "8 / 8 (100%)" in tab.tab.inner_text(".progress")
+    tab.shoot("job-running", screenshots)
+
+    # Schedules: the next fires with the daylight-saving mark `schedule preview` shows.
+    from jobsched_plugins.cron_trigger import preview
+
+    fires = preview("30 2 28 3 *", tz="Europe/Berlin", count=1)
+    assert fires[0].note, "28 March at 02:30 falls in Berlin's spring-forward gap"
+    tab.open("/schedules")
+    row = tab.tab.locator(f'tr[data-schedule="{schedule}"]')
+    assert fires[0].note in row.inner_text()
+    assert f"{fires[0].at:%Y-%m-%d %H:%M:%S}" in row.inner_text()
+    tab.shoot("schedules", screenshots)
+
+    # Limits: what the cluster allows and uses.
+    tab.open("/limits")
+    assert "steps" in tab.tab.inner_text('tr[data-limit="job_type:steps"]')
+    tab.shoot("limits", screenshots)
+
+    tab.open("/login")
+    tab.shoot("login", screenshots)
+    hold.unlink()
+    assert client.wait(running, timeout=60).status is JobStatus.COMPLETED
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def worker_identity(client: BlockingClient, job_id: str) -> str:
+    owner = client.get(job_id).lease_owner
+    assert owner is not None
+    return owner
+
+
+def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
+    client: BlockingClient, plugins: PluginManager, worker: Process, tab: Browser, tmp_path: Path
+) -> None:
+    flag = tmp_path / "gate"
+    job_id = failed_job(client, plugins, flag)
+    tab.log_in()
+    tab.open(f"/jobs/{job_id}")
+    tab.live()
+    status = tab.tab.locator("[data-testid=job-status]")
+    assert status.inner_text() == "failed"
+    assert "the gate gate is closed" in tab.tab.inner_text("body")
+
+    flag.unlink()
+    tab.tab.evaluate("window.notReloaded = true")
+    tab.tab.get_by_role("button", name="Retry").click()
+    # The worker runs it again; the event stream brings the new status.
+    tab.tab.wait_for_function(
+        "() => document.querySelector('[data-testid=job-status]').innerText === 'completed'",
+        timeout=WAIT_MS,
+    )
+    assert tab.tab.evaluate("window.notReloaded") is True
+    assert "Retried" in tab.tab.inner_text("#flash")
+    done = client.get(job_id)
+    assert done.status is JobStatus.COMPLETED and done.result == {"label": "retry me"}
+    assert [a.status for a in done.history][:1] == ["failed"], done.history
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def test_actions_need_the_token(
+    client: BlockingClient, plugins: PluginManager, worker: Process, tab: Browser, tmp_path: Path
+) -> None:
+    flag = tmp_path / "gate"
+    job_id = failed_job(client, plugins, flag)
+    flag.unlink()
+
+    # Not logged in: the page reads, but its Retry is refused and it says so.
+    tab.open(f"/jobs/{job_id}")
+    tab.tab.get_by_role("button", name="Retry").click()
+    flash = tab.tab.locator("#flash")
+    flash.wait_for(state="visible")
+    assert "Not allowed" in flash.inner_text()
+    assert "Log in" in flash.inner_text()
+    assert client.get(job_id).status is JobStatus.FAILED
+
+    # A wrong token is refused on the login page.
+    tab.log_in("not-the-token")
+    assert "/login" in tab.tab.url
+    assert tab.tab.locator("[role=alert]").is_visible()
+    tab.open(f"/jobs/{job_id}")
+    tab.tab.get_by_role("button", name="Retry").click()
+    tab.tab.wait_for_function(
+        "() => document.getElementById('flash').innerText.includes('Not allowed')"
+    )
+    assert client.get(job_id).status is JobStatus.FAILED
+
+    # The right one lets the same button through.
+    tab.log_in()
+    tab.open(f"/jobs/{job_id}")
+    tab.tab.get_by_role("button", name="Retry").click()
+    assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def test_a_script_in_a_job_is_shown_as_text(
+    client: BlockingClient, worker: Process, tab: Browser
+) -> None:
+    job_id = client.submit(
+        build_job("email", {"to": XSS, "subject": "<img src=x onerror=alert(2)>", "latency": 0}),
+        name=XSS,
+    )
+    client.wait(job_id, timeout=60)
+    tab.open("/jobs")
+    row = tab.tab.locator(f'tr[data-job="{job_id}"]')
+    assert XSS in row.inner_text()
+    tab.open(f"/jobs/{job_id}")
+    assert tab.tab.locator("h1").inner_text() == XSS
+    args = tab.tab.locator("[data-testid=job-args]").inner_text()
+    assert XSS in args and "<img src=x onerror=alert(2)>" in args
+    assert tab.tab.get_by_text(XSS).first.is_visible()
+    injected = "[...document.querySelectorAll('script, img')].filter(e => !e.src.includes('/static/'))"
+    assert tab.tab.evaluate(f"{injected}.length") == 0
+    assert tab.dialogs == [] and tab.errors == []
