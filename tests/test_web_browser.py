@@ -476,6 +476,8 @@ def test_a_script_in_a_job_is_shown_as_text(
     args = tab.tab.locator("[data-testid=job-args]").inner_text()
     assert XSS in args and "<img src=x onerror=alert(2)>" in args
     assert tab.tab.get_by_text(XSS).first.is_visible()
-    injected = "[...document.querySelectorAll('script, img')].filter(e => !e.src.includes('/static/'))"
+    injected = (
+        "[...document.querySelectorAll('script, img')].filter(e => !e.src.includes('/static/'))"
+    )
     assert tab.tab.evaluate(f"{injected}.length") == 0
     assert tab.dialogs == [] and tab.errors == []

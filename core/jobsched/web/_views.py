@@ -230,7 +230,7 @@ class Graph:
 
 
 def _title(job: Any) -> str:
-    text = job.name or job.type
+    text = str(job.name or job.type)
     return text if len(text) <= 24 else text[:23] + "…"
 
 
@@ -442,3 +442,18 @@ def pages(total: int, limit: int, offset: int) -> tuple[int, int]:
 def unique(items: Iterable[str]) -> list[str]:
     """`items` without repeats, first occurrence kept."""
     return list(dict.fromkeys(items))
+
+
+def install_filters(env: Any) -> None:
+    """Give the Jinja2 environment `env` the filters the page templates use."""
+    env.filters.update(
+        when=when,
+        iso=iso,
+        ago=ago,
+        duration=duration,
+        pretty_json=pretty_json,
+        compact_json=compact_json,
+        status_name=status_name,
+        progress_view=progress_view,
+        limit_percent=limit_percent,
+    )

@@ -11,11 +11,17 @@
 
   function changed() { htmx.trigger(document.body, "jobsched:changed"); }
 
-  function flash(kind, text) {
+  function flash(kind, text, link) {
     var box = document.getElementById("flash");
     if (!box) { return; }
     box.className = "flash " + kind;
     box.textContent = text;  // text, never HTML: messages may quote job fields
+    if (link) {
+      var a = document.createElement("a");
+      a.href = link.href;
+      a.textContent = link.text;
+      box.append(" ", a);
+    }
     box.hidden = false;
   }
 
@@ -41,7 +47,9 @@
       flash("ok", button.getAttribute("data-done"));
       changed();
     } else if (xhr.status === 401) {
-      flash("error", "Not allowed: " + reason(xhr) + " Log in with the dashboard token to act.");
+      var login = document.body.dataset.login;
+      flash("error", "Not allowed: you are not logged in (" + reason(xhr) + ").",
+            login ? { href: login, text: "Log in with the dashboard's token" } : null);
     } else if (xhr.status === 0) {
       flash("error", "The dashboard did not answer.");
     } else {

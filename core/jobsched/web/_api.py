@@ -1,0 +1,214 @@
+"""The JSON API: ``/api/...`` routes over the operator API of a client.
+
+Every answer is JSON. An error is ``{"error": "one line"}`` with 400 (bad
+query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job or
+schedule) or 409 (the job is not in a status the action applies to).
+Records keep the field names of their Python classes (`jobsched.JobInfo`,
+`jobsched.Stats`, `jobsched.ScheduleInfo`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from jobsched import InvalidTransitionError, JobStatus, UnknownJobError
+
+from ._json import to_json
+from ._state import Dashboard, dashboard
+
+#: The most jobs one ``GET /api/jobs`` returns.
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+STATUSES = tuple(s.value for s in JobStatus)
+
+
+class ApiError(Exception):
+    """An answer other than 200: its HTTP status and one line saying why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+Handler = Callable[[Request, Dashboard], Awaitable[Any]]
+
+
+def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint answering `handler`'s data as JSON, its errors as ``{"error"}``.
+
+    `changes`: the request changes state, so it must be allowed by the auth.
+    """
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        board = dashboard(request)
+        if changes:
+            refusal = board.auth.refusal(request)
+            if refusal is not None:
+                return error_response(refusal.status, refusal.reason)
+        try:
+            data = await handler(request, board)
+        except ApiError as exc:
+            return error_response(exc.status, exc.message)
+        except UnknownJobError as exc:
+            return error_response(404, str(exc))
+        except InvalidTransitionError as exc:
+            return error_response(409, str(exc))
+        return JSONResponse(data)
+
+    return endpoint
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ApiError(400, f"{name} must be {low} to {high}, got {value}")
+    return value
+
+
+def _statuses(request: Request) -> list[str] | None:
+    """``status=failed&status=cancelled`` or ``status=failed,cancelled``; None: all."""
+    wanted = [
+        s.strip() for given in request.query_params.getlist("status") for s in given.split(",")
+    ]
+    wanted = [s for s in wanted if s]
+    for status in wanted:
+        if status not in STATUSES:
+            raise ApiError(400, f"unknown status {status!r} (one of {', '.join(STATUSES)})")
+    return wanted or None
+
+
+async def stats(request: Request, board: Dashboard) -> Any:
+    return to_json(await board.client.stats())
+
+
+async def jobs(request: Request, board: Dashboard) -> Any:
+    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _int_param(request, "offset", 0, 0, 2**62)
+    page = await board.client.page(
+        status=_statuses(request),
+        type=request.query_params.get("type") or None,
+        q=request.query_params.get("q") or None,
+        limit=limit,
+        offset=offset,
+    )
+    listed = []
+    for info in page.jobs:
+        row = to_json(info)
+        del row["result"]  # can be large: GET /api/jobs/{id} has it
+        listed.append(row)
+    return {"jobs": listed, "total": page.total, "limit": limit, "offset": offset}
+
+
+async def job(request: Request, board: Dashboard) -> Any:
+    job_id = request.path_params["job_id"]
+    info = await board.client.get(job_id)
+    detail = to_json(info)
+    detail["upstream"] = [await _neighbour(board, dep) for dep in info.depends_on]
+    detail["downstream"] = [
+        _brief(other) for other in await board.client.jobs() if job_id in other.depends_on
+    ]
+    return detail
+
+
+def _brief(info: Any) -> dict[str, Any]:
+    return {
+        "job_id": info.job_id,
+        "type": info.type,
+        "name": info.name,
+        "status": info.status.value,
+    }
+
+
+async def _neighbour(board: Dashboard, job_id: str) -> dict[str, Any]:
+    try:
+        return _brief(await board.client.get(job_id))
+    except UnknownJobError:  # purged since
+        return {"job_id": job_id, "type": None, "name": None, "status": None}
+
+
+async def retry(request: Request, board: Dashboard) -> Any:
+    return to_json(await board.client.retry(request.path_params["job_id"]))
+
+
+async def cancel(request: Request, board: Dashboard) -> Any:
+    job_id = request.path_params["job_id"]
+    if not await board.client.cancel(job_id):
+        info = await board.client.get(job_id)
+        raise ApiError(409, f"job {job_id!r} already finished ({info.status.value})")
+    return to_json(await board.client.get(job_id))
+
+
+async def schedules(request: Request, board: Dashboard) -> Any:
+    return {"schedules": to_json(await board.client.schedules())}
+
+
+async def pause_schedule(request: Request, board: Dashboard) -> Any:
+    schedule_id = request.path_params["schedule_id"]
+    changed = await board.client.pause_schedule(schedule_id)
+    return {"schedule_id": schedule_id, "paused": True, "changed": changed}
+
+
+async def resume_schedule(request: Request, board: Dashboard) -> Any:
+    schedule_id = request.path_params["schedule_id"]
+    changed = await board.client.resume_schedule(schedule_id)
+    return {"schedule_id": schedule_id, "paused": False, "changed": changed}
+
+
+async def trigger_schedule(request: Request, board: Dashboard) -> Any:
+    schedule_id = request.path_params["schedule_id"]
+    return {"schedule_id": schedule_id, "job_id": await board.client.trigger_schedule(schedule_id)}
+
+
+async def pause_queue(request: Request, board: Dashboard) -> Any:
+    return {"queue_paused": True, "changed": await board.client.pause_queue()}
+
+
+async def resume_queue(request: Request, board: Dashboard) -> Any:
+    return {"queue_paused": False, "changed": await board.client.resume_queue()}
+
+
+async def healthz(request: Request, board: Dashboard) -> Any:
+    return {"status": "ok", "read_only": board.auth.read_only}
+
+
+def api_routes() -> list[BaseRoute]:
+    """The JSON API's routes (``/healthz`` included)."""
+
+    def get(path: str, handler: Handler) -> Route:
+        return Route(path, _answer(handler, changes=False), methods=["GET"])
+
+    def post(path: str, handler: Handler) -> Route:
+        return Route(path, _answer(handler, changes=True), methods=["POST"])
+
+    return [
+        get("/healthz", healthz),
+        get("/api/stats", stats),
+        get("/api/jobs", jobs),
+        get("/api/jobs/{job_id}", job),
+        post("/api/jobs/{job_id}/retry", retry),
+        post("/api/jobs/{job_id}/cancel", cancel),
+        get("/api/schedules", schedules),
+        post("/api/schedules/{schedule_id}/pause", pause_schedule),
+        post("/api/schedules/{schedule_id}/resume", resume_schedule),
+        post("/api/schedules/{schedule_id}/trigger", trigger_schedule),
+        post("/api/queue/pause", pause_queue),
+        post("/api/queue/resume", resume_queue),
+    ]

@@ -1,0 +1,331 @@
+"""``GET /api/openapi.json``: a hand-written OpenAPI 3.1 description of the JSON API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from jobsched import JobStatus, __version__
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERROR = _json(_ref("Error"), "an error, one line")
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(code): _ERROR for code in codes}
+
+
+def _action(summary: str, param: str | None, result: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "security": [{"bearer": []}, {"session": []}],
+        "responses": {"200": _json(result), **_errors(401, 403, 404, 409)},
+    }
+    if param:
+        op["parameters"] = [
+            {"name": param, "in": "path", "required": True, "schema": {"type": "string"}}
+        ]
+    return {"post": op}
+
+
+def _document() -> dict[str, Any]:
+    statuses = [s.value for s in JobStatus]
+    job = {
+        "type": "object",
+        "description": "jobsched.JobInfo: the job as the store holds it (epoch seconds)",
+        "properties": {
+            "job_id": {"type": "string"},
+            "type": {"type": "string"},
+            "args": {"type": "object"},
+            "status": {"enum": statuses},
+            "name": _STRING_OR_NULL,
+            "priority": {"type": "integer"},
+            "attempts": {"type": "integer"},
+            "last_error": _STRING_OR_NULL,
+            "result": {"description": "a completed job's result (JSON); only in the detail"},
+            "progress": {"oneOf": [{"type": "null"}, _ref("Progress")]},
+            "history": {"type": "array", "items": _ref("Attempt")},
+            "depends_on": {"type": "array", "items": {"type": "string"}},
+            "options": {"type": "object"},
+            "lease_owner": _STRING_OR_NULL,
+            "lease_expires": _NUMBER_OR_NULL,
+            "schedule_id": _STRING_OR_NULL,
+            "submitted_at": {"type": "number"},
+            "run_at": {"type": "number"},
+            "started_at": _NUMBER_OR_NULL,
+            "finished_at": _NUMBER_OR_NULL,
+            "result_expires": _NUMBER_OR_NULL,
+        },
+        "required": ["job_id", "type", "args", "status"],
+    }
+    neighbour = {
+        "type": "object",
+        "properties": {
+            "job_id": {"type": "string"},
+            "type": _STRING_OR_NULL,
+            "name": _STRING_OR_NULL,
+            "status": {"description": "null: the job was purged", "enum": [*statuses, None]},
+        },
+    }
+    schemas = {
+        "Error": {
+            "type": "object",
+            "properties": {"error": {"type": "string"}},
+            "required": ["error"],
+        },
+        "Job": job,
+        "JobDetail": {
+            "allOf": [
+                _ref("Job"),
+                {
+                    "type": "object",
+                    "properties": {
+                        "upstream": {
+                            "type": "array",
+                            "items": _ref("Neighbour"),
+                            "description": "the jobs this one depends on",
+                        },
+                        "downstream": {
+                            "type": "array",
+                            "items": _ref("Neighbour"),
+                            "description": "the jobs that depend on this one",
+                        },
+                    },
+                },
+            ]
+        },
+        "Neighbour": neighbour,
+        "Progress": {
+            "type": "object",
+            "properties": {
+                "done": {"type": "number"},
+                "total": _NUMBER_OR_NULL,
+                "message": _STRING_OR_NULL,
+                "updated_at": {"type": "number"},
+            },
+        },
+        "Attempt": {
+            "type": "object",
+            "properties": {
+                "number": {"type": "integer"},
+                "status": {"type": "string"},
+                "error": _STRING_OR_NULL,
+                "started_at": _NUMBER_OR_NULL,
+                "finished_at": _NUMBER_OR_NULL,
+                "worker": _STRING_OR_NULL,
+            },
+        },
+        "Stats": {
+            "type": "object",
+            "description": "jobsched.Stats",
+            "properties": {
+                "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "throughput": {
+                    "type": "array",
+                    "description": "one bucket a minute, oldest first",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "start": {"type": "number"},
+                            "completed": {"type": "integer"},
+                            "failed": {"type": "integer"},
+                        },
+                    },
+                },
+                "workers": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "worker": {"type": "string"},
+                            "running": {"type": "integer"},
+                            "lease_expires": _NUMBER_OR_NULL,
+                        },
+                    },
+                },
+                "limits": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "kind": {"enum": ["executor", "job_type", "rate"]},
+                            "name": {"type": "string"},
+                            "limit": {"type": "integer"},
+                            "in_use": {"type": "integer"},
+                        },
+                    },
+                },
+                "queue_paused": {"type": "boolean"},
+                "at": {"type": "number"},
+            },
+        },
+        "Schedule": {
+            "type": "object",
+            "description": "jobsched.ScheduleInfo",
+            "properties": {
+                "schedule_id": {"type": "string"},
+                "name": _STRING_OR_NULL,
+                "type": {"type": "string"},
+                "trigger": {"type": "object"},
+                "next_run": {"description": "null: the schedule ended", **_NUMBER_OR_NULL},
+                "paused": {"type": "boolean"},
+                "active": {"type": "boolean"},
+                "fired": {"type": "integer"},
+                "skipped": {"type": "integer"},
+                "last_job_id": _STRING_OR_NULL,
+            },
+        },
+    }
+    query = [
+        {
+            "name": "status",
+            "in": "query",
+            "description": "one or several, comma-separated or repeated",
+            "schema": {"type": "string"},
+        },
+        {"name": "type", "in": "query", "schema": {"type": "string"}},
+        {
+            "name": "q",
+            "in": "query",
+            "description": "case-insensitive text in the id, name, type or arguments",
+            "schema": {"type": "string"},
+        },
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+        },
+        {
+            "name": "offset",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 0, "default": 0},
+        },
+    ]
+    changed = {"type": "object", "properties": {"changed": {"type": "boolean"}}}
+    paths = {
+        "/healthz": {
+            "get": {
+                "summary": "liveness",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "status": {"const": "ok"},
+                                "read_only": {"type": "boolean"},
+                            },
+                        }
+                    )
+                },
+            }
+        },
+        "/api/stats": {
+            "get": {
+                "summary": "counts, throughput, workers, limits",
+                "responses": {"200": _json(_ref("Stats"))},
+            }
+        },
+        "/api/jobs": {
+            "get": {
+                "summary": "jobs, newest first, filtered and paged",
+                "parameters": query,
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "jobs": {"type": "array", "items": _ref("Job")},
+                                "total": {"type": "integer"},
+                                "limit": {"type": "integer"},
+                                "offset": {"type": "integer"},
+                            },
+                        }
+                    ),
+                    **_errors(400),
+                },
+            }
+        },
+        "/api/jobs/{job_id}": {
+            "get": {
+                "summary": "one job with its attempts, progress, result and dependencies",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json(_ref("JobDetail")), **_errors(404)},
+            }
+        },
+        "/api/jobs/{job_id}/retry": _action(
+            "run a failed, timed-out or cancelled job again", "job_id", _ref("Job")
+        ),
+        "/api/jobs/{job_id}/cancel": _action("cancel a job", "job_id", _ref("Job")),
+        "/api/schedules": {
+            "get": {
+                "summary": "recurring schedules",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "schedules": {"type": "array", "items": _ref("Schedule")}
+                            },
+                        }
+                    )
+                },
+            }
+        },
+        "/api/schedules/{schedule_id}/pause": _action("pause a schedule", "schedule_id", changed),
+        "/api/schedules/{schedule_id}/resume": _action("resume a schedule", "schedule_id", changed),
+        "/api/schedules/{schedule_id}/trigger": _action(
+            "submit the schedule's job now, once",
+            "schedule_id",
+            {"type": "object", "properties": {"job_id": {"type": "string"}}},
+        ),
+        "/api/queue/pause": _action("workers claim no new jobs", None, changed),
+        "/api/queue/resume": _action("workers claim jobs again", None, changed),
+        "/api/events": {
+            "get": {
+                "summary": "server-sent events: `stats` (a Stats) whenever something changed",
+                "responses": {
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}}
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "jobsched web",
+            "version": __version__,
+            "description": "The JSON API of the jobsched dashboard (docs/web.md).",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "session": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "jobsched_session",
+                    "description": "set by POST /login; POSTs also need the "
+                    "jobsched_csrf cookie's value in the X-CSRF-Token header",
+                },
+            },
+        },
+    }
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(_document())

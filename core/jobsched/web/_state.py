@@ -1,0 +1,80 @@
+"""What every route of the app shares: the client, the auth and the templates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jinja2
+from starlette.requests import Request
+from starlette.templating import Jinja2Templates
+
+from jobsched import PluginManager, default_plugin_manager
+
+from ._auth import CSRF_COOKIE, Auth
+from ._views import install_filters
+
+#: The app's templates and static files, inside the package.
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+
+
+@attrs.define
+class Dashboard:
+    """The app's state (``request.app.state.dashboard``; `dashboard` finds it)."""
+
+    #: The operator API: a `jobsched.Client` or a `jobsched.LocalClient`; None
+    #: until the app's lifespan opened it (``create_app(store_url)``).
+    client: Any
+    auth: Auth
+    templates: Jinja2Templates
+    #: Where the prometheus plugin is looked up for ``/metrics`` (None: the
+    #: installed plugins, loaded when first asked).
+    plugins: PluginManager | None = None
+    #: ``/api/events``: seconds between heartbeats while nothing changes, and
+    #: the least time between two ``stats`` events (a burst of changes is one event).
+    heartbeat: float = 15.0
+    min_interval: float = 0.5
+
+    def plugin_manager(self) -> PluginManager:
+        if self.plugins is None:
+            self.plugins = default_plugin_manager()
+        return self.plugins
+
+
+def dashboard(request: Request) -> Dashboard:
+    """The `Dashboard` of the app serving `request`."""
+    board: Dashboard = request.app.state.dashboard
+    return board
+
+
+def template_environment() -> jinja2.Environment:
+    """The Jinja2 environment of the pages: autoescaping on for ``.html`` templates.
+
+    Every value a template prints is escaped unless marked safe, so a job
+    argument such as ``<script>alert(1)</script>`` is shown as text.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(["html", "htm", "xml", "svg"]),
+    )
+    install_filters(env)
+    return env
+
+
+def _page_context(request: Request) -> dict[str, Any]:
+    """What every template gets besides its own values."""
+    board = dashboard(request)
+    return {
+        "read_only": board.auth.read_only,
+        "logged_in": board.auth.logged_in(request),
+        # The double-submit CSRF value, for hx-headers='{"X-CSRF-Token": ...}'.
+        "csrf_token": request.cookies.get(CSRF_COOKIE, ""),
+        "root": request.scope.get("root_path", "").rstrip("/"),
+    }
+
+
+def make_templates() -> Jinja2Templates:
+    """The `Jinja2Templates` of the pages, over `template_environment`."""
+    return Jinja2Templates(env=template_environment(), context_processors=[_page_context])

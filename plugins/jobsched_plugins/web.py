@@ -1,0 +1,105 @@
+"""The ``web`` plugin: ``jobsched web --store URL``, the dashboard served by uvicorn.
+
+The command is always listed; running it without the ``web`` extra
+(Starlette, Jinja2, uvicorn) exits with code 2 and the install line. Loading
+this plugin imports none of them, so every other command stays as fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import socket
+import sys
+from typing import Any
+
+from jobsched import Client, SchedulerError, hookimpl
+
+#: The environment variable the token is read from when ``--token`` is not given.
+TOKEN_ENV = "JOBSCHED_WEB_TOKEN"
+#: What ``jobsched[web]`` installs (import names).
+REQUIRES = ("starlette", "jinja2", "uvicorn")
+
+
+@hookimpl
+def jobsched_register_commands(cli: Any) -> None:
+    parser = cli.add_command(
+        "web",
+        help="serve the web dashboard and JSON API of a shared store",
+        handler=serve,
+        description="Serve the dashboard and JSON API of a shared store (docs/web.md). "
+        f"Without a token (--token or {TOKEN_ENV}) it is read-only.",
+    )
+    parser.add_argument("--store", required=True, metavar="URL", help="the shared store's URL")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default: 127.0.0.1; 0.0.0.0 for every interface)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--token",
+        help=f"the token that allows actions (default: ${TOKEN_ENV}; prefer the variable: "
+        "a command line is visible to other users)",
+    )
+    parser.set_defaults(plugins=cli.plugins)
+
+
+def _fail(message: str) -> int:
+    print(f"jobsched: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``jobsched web``: open the store, listen, print the URL, serve until interrupted."""
+    missing = [name for name in REQUIRES if importlib.util.find_spec(name) is None]
+    if missing:
+        return _fail(f"jobsched web needs {', '.join(missing)}: pip install 'jobsched[web]'")
+    if not 0 <= args.port <= 65535:
+        return _fail(f"--port must be 0 to 65535, got {args.port}")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if token is not None and not token.strip():
+        return _fail("--token must not be empty (omit it for a read-only dashboard)")
+    try:
+        sock = _listen(args.host, args.port)
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")
+    try:
+        return asyncio.run(_serve(args, token, sock))
+    except SchedulerError as exc:  # the store cannot be opened
+        return _fail(str(exc))
+    finally:
+        sock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socket) -> int:
+    import uvicorn
+
+    from jobsched.web import create_app
+
+    async with Client(args.store, plugins=args.plugins) as client:
+        app = create_app(client=client, token=token, plugins=args.plugins)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        mode = "actions need the token" if token else f"read-only: no --token or {TOKEN_ENV}"
+        print(f"jobsched web: http://{shown}:{port}/ ({mode})", flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        await uvicorn.Server(config).serve(sockets=[sock])
+    return 0
