@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -638,3 +639,24 @@ def test_jobsched_web_refuses_a_bad_store_and_a_bad_port(tmp_path: Path) -> None
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("jobsched: error: ") and message in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+# ── docs/web.md ────────────────────────────────────────────────────────
+DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
+
+
+async def test_the_mount_example_of_docs_web_md_works_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert 'Client("sqlite:///jobs.db")' in example
+    monkeypatch.setenv("JOBSCHED_WEB_TOKEN", TOKEN)
+    namespace: dict[str, Any] = {}
+    exec(example.replace("sqlite:///jobs.db", f"sqlite:///{tmp_path / 'jobs.db'}"), namespace)
+    async with serving(namespace["app"]) as http:
+        assert (await http.get("/jobs/healthz")).json() == {"status": "ok", "read_only": False}
+        paused = await http.post("/jobs/api/queue/pause", headers=BEARER)
+        assert paused.json() == {"queue_paused": True, "changed": True}
+        assert await namespace["client"].queue_paused()
+        overview = await http.get("/jobs/")
+        assert overview.status_code == 200 and 'href="/jobs/static/style.css"' in overview.text
