@@ -47,6 +47,7 @@ from ._plugins import (
     default_plugin_manager,
     load_plugins,
 )
+from ._progress import PROGRESS_INTERVAL, ProgressThrottle, progress, progress_reporter
 from ._recurring import (
     COALESCE_POLICIES,
     MAX_INTERVAL,
@@ -115,6 +116,7 @@ __all__ = [
     "MAX_RETRIES",
     "MAX_WORKERS",
     "MIN_INTERVAL",
+    "PROGRESS_INTERVAL",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
@@ -152,6 +154,7 @@ __all__ = [
     "PluginManager",
     "PluginRecord",
     "PriorityStrategy",
+    "ProgressThrottle",
     "Rate",
     "RecurringSchedule",
     "RetryPolicy",
@@ -184,6 +187,8 @@ __all__ = [
     "job_type_of",
     "job_types",
     "load_plugins",
+    "progress",
+    "progress_reporter",
     "retry_count",
     "retry_delay",
     "run_with_token",
