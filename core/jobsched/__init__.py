@@ -47,7 +47,13 @@ from ._plugins import (
     default_plugin_manager,
     load_plugins,
 )
-from ._progress import PROGRESS_INTERVAL, ProgressThrottle, progress, progress_reporter
+from ._progress import (
+    PROGRESS_INTERVAL,
+    ProgressThrottle,
+    progress,
+    progress_reporter,
+    progress_sender,
+)
 from ._recurring import (
     COALESCE_POLICIES,
     MAX_INTERVAL,
@@ -189,6 +195,7 @@ __all__ = [
     "load_plugins",
     "progress",
     "progress_reporter",
+    "progress_sender",
     "retry_count",
     "retry_delay",
     "run_with_token",

@@ -19,10 +19,12 @@ passes on (hooks, stores) with `ProgressThrottle`.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from ._cancel import cancel_token
@@ -185,3 +187,43 @@ def thread_timer(delay: float, fn: Callable[[], None]) -> threading.Timer:
     timer.daemon = True
     timer.start()
     return timer
+
+
+@contextlib.contextmanager
+def progress_sender(
+    send: Callable[[float, float | None, str | None], None],
+) -> Iterator[Callable[[], bool]]:
+    """In a process that runs one job for a scheduler elsewhere: while inside,
+    `progress` calls ``send(done, total, message)``, throttled, and the last
+    value is sent on the way out. Yields ``sent()``: whether any report came.
+
+    For executors that run a job in another process (the process and
+    subprocess executors use it): `send` writes to the channel back to the
+    scheduler, where ``progress_reporter().report_threadsafe`` takes it.
+    """
+    lock = threading.Lock()  # the job's thread and the throttle's timer thread
+
+    def later(delay: float, fn: Callable[[], None]) -> threading.Timer:
+        def locked() -> None:
+            with lock:
+                fn()
+
+        return thread_timer(delay, locked)
+
+    throttle = ProgressThrottle(lambda value: send(*value), time.monotonic, later)
+
+    reported: list[bool] = []
+
+    def report(done: float, total: float | None, message: str | None) -> None:
+        with lock:
+            if not reported:
+                reported.append(True)
+            throttle.update((done, total, message))
+
+    set_child_reporter(report)
+    try:
+        yield lambda: bool(reported)
+    finally:
+        set_child_reporter(None)
+        with lock:
+            throttle.flush()
