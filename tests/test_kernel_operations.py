@@ -7,10 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_support import NO_RETRY, Gate, Noop, Scripted, Transitions, join, settle, until
-from store_support import Fail, Record, runs
-from store_support import Noop as StoredNoop
-from store_support import scheduler as stored_scheduler
 
 from jobsched import (
     AsyncJob,
@@ -21,6 +17,10 @@ from jobsched import (
     UnknownJobError,
 )
 from jobsched.testing import VirtualClock
+from kernel_support import NO_RETRY, Gate, Noop, Scripted, Transitions, join, settle, until
+from store_support import Fail, Record, runs
+from store_support import Noop as StoredNoop
+from store_support import scheduler as stored_scheduler
 
 PENDING, RUNNING, COMPLETED = JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED
 FAILED, CANCELLED, TIMED_OUT = JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.TIMED_OUT

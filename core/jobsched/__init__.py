@@ -13,17 +13,32 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
-from ._client import BlockingClient, Client, JobInfo, Submission
+from ._client import (
+    Attempt,
+    BlockingClient,
+    Client,
+    JobInfo,
+    JobPage,
+    LimitUse,
+    Progress,
+    ScheduleInfo,
+    Stats,
+    Submission,
+    ThroughputBucket,
+    WorkerInfo,
+)
 from ._clock import Clock, SystemClock
 from ._errors import (
     BadArgumentsError,
     InvalidTransitionError,
+    JobFailedError,
     NonRetryableError,
     NotPicklableError,
     PluginError,
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from ._executor import Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
@@ -39,6 +54,7 @@ from ._jobtypes import (
     job_types,
 )
 from ._limits import Limits, Rate, job_type_of
+from ._local_client import LocalClient
 from ._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
@@ -126,6 +142,7 @@ __all__ = [
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
+    "Attempt",
     "BadArgumentsError",
     "BlockingClient",
     "BlockingJob",
@@ -142,8 +159,10 @@ __all__ = [
     "InvalidTransitionError",
     "Job",
     "JobCancelledError",
+    "JobFailedError",
     "JobInfo",
     "JobListener",
+    "JobPage",
     "JobPriority",
     "JobRow",
     "JobScheduler",
@@ -151,7 +170,9 @@ __all__ = [
     "JobSpecError",
     "JobStatus",
     "JobTypeInfo",
+    "LimitUse",
     "Limits",
+    "LocalClient",
     "NewJob",
     "NonRetryableError",
     "NotPicklableError",
@@ -160,11 +181,13 @@ __all__ = [
     "PluginManager",
     "PluginRecord",
     "PriorityStrategy",
+    "Progress",
     "ProgressThrottle",
     "Rate",
     "RecurringSchedule",
     "RetryPolicy",
     "RetryPolicyLike",
+    "ScheduleInfo",
     "ScheduleRow",
     "SchedulerError",
     "SchedulerStoppedError",
@@ -174,13 +197,17 @@ __all__ = [
     "SharedStore",
     "Snapshot",
     "SortKey",
+    "Stats",
     "Store",
     "StoreContext",
     "StoreError",
     "Submission",
     "SystemClock",
+    "ThroughputBucket",
     "Trigger",
     "UnknownJobError",
+    "UnknownScheduleError",
+    "WorkerInfo",
     "build_job",
     "build_trigger",
     "cancel_token",

@@ -432,7 +432,7 @@ class SharedBackend(LocalBackend):
             return
         batch, self._progress = list(self._progress.items()), {}
         try:
-            await self.store.set_progress(batch, self.identity)  # type: ignore[attr-defined]
+            await self.store.set_progress(batch, self.identity)
         except Exception as exc:  # progress is advisory: the job runs on
             self._log.warning("could not record progress", count=len(batch), error=str(exc))
 
