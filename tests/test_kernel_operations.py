@@ -15,6 +15,7 @@ from jobsched import (
     JobStatus,
     RetryPolicy,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from jobsched.testing import VirtualClock
 from kernel_support import NO_RETRY, Gate, Noop, Scripted, Transitions, join, settle, until
@@ -290,7 +291,7 @@ async def test_unknown_schedules_are_refused() -> None:
         scheduler.resume_schedule,
         scheduler.trigger_schedule,
     ):
-        with pytest.raises(UnknownJobError, match="sched-nope"):
+        with pytest.raises(UnknownScheduleError, match="sched-nope"):
             action("sched-nope")
 
 

@@ -30,6 +30,7 @@ from ._errors import (
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job, refuse_option_parameters
@@ -443,8 +444,12 @@ class Kernel:
         history_limit: int = 10_000,
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        result_ttl: float | None = None,
+        retention: float | None = None,
     ) -> None:
         check_num_workers(num_workers)
+        self.result_ttl = _check_seconds("result_ttl", result_ttl)
+        self.retention = _check_seconds("retention", retention)
         if history_limit < 0:
             raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
         self.plugins = plugins
@@ -516,6 +521,7 @@ class Kernel:
         self._thread_reports: dict[str, tuple[Job, float, float | None, str | None]] = {}
         self._thread_reports_lock = threading.Lock()
         self._queue_paused = False
+        self._reaper: TimerHandle | None = None
         self._submit_hooks = plugins.submit_hooks()
         self._seq = 0
         self._unfinished = 0
@@ -1054,6 +1060,36 @@ class Kernel:
         self._backend.purged(gone, before, wanted)
         return len(gone)
 
+    def expire_results(self) -> int:
+        """Drop the results of completed jobs past their time to keep them; returns how many.
+
+        A job's time is `result_ttl_of` it. The scheduler calls this from a
+        timer when `result_ttl` or `retention` is set; call it yourself to
+        apply job types' own settings without either.
+        """
+        now = self._clock.now()
+        jobs = self._jobs
+        expired = 0
+        for job_id in self._finished:
+            job = jobs.get(job_id)
+            if job is None or job.status is not COMPLETED or job.result is None:
+                continue
+            ttl = self.result_ttl_of(job)
+            if ttl is not None and job.finished_at is not None and job.finished_at + ttl <= now:
+                job.result = None
+                expired += 1
+        return expired
+
+    def result_ttl_of(self, job: Job) -> float | None:
+        """Seconds `job`'s result is kept after it finished (None: as long as
+        the job is remembered): 0 for a job type with ``keep_result = False``,
+        else its ``result_ttl`` class attribute, else the scheduler's."""
+        cls = type(job)
+        if getattr(cls, "keep_result", True) is False:
+            return 0.0
+        ttl = getattr(cls, "result_ttl", None)
+        return self.result_ttl if ttl is None else float(ttl)
+
     def attempt_history(self, job_id: str) -> list[AttemptRecord]:
         """The ended attempts of a job, oldest first, its current one excluded.
 
@@ -1106,8 +1142,8 @@ class Kernel:
     def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a recurring schedule from firing until `resume_schedule`.
 
-        False if it is already paused; `UnknownJobError` naming it if the
-        scheduler runs no such schedule.
+        False if it is already paused; `UnknownScheduleError` naming it if
+        the scheduler runs no such schedule.
         """
         sched = self._schedule(schedule_id)
         if sched.paused:
@@ -1154,7 +1190,7 @@ class Kernel:
     def _schedule(self, schedule_id: str) -> RecurringSchedule:
         sched = self._recurring.get(schedule_id)
         if sched is None:
-            raise UnknownJobError(f"unknown recurring schedule {schedule_id!r}")
+            raise UnknownScheduleError(f"unknown recurring schedule {schedule_id!r}")
         return sched
 
     @property
@@ -1219,6 +1255,8 @@ class Kernel:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
+        if self.result_ttl is not None or self.retention is not None:
+            self._arm_reaper()
         for sched in list(self._recurring.values()):
             if not sched.paused:
                 self._arm_schedule(sched)
@@ -1257,10 +1295,10 @@ class Kernel:
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        for timer in (self._delay_timer, self._watchdog):
+        for timer in (self._delay_timer, self._watchdog, self._reaper):
             if timer is not None:
                 timer.cancel()
-        self._delay_timer = self._watchdog = None
+        self._delay_timer = self._watchdog = self._reaper = None
         for executor in self._executors.values():
             executor.shutdown()
         store_error = await self._backend.close() if self._started else None
@@ -1522,6 +1560,24 @@ class Kernel:
     def limiter(self) -> Limiter | None:
         """The scheduler's limits at run time (None when none are configured)."""
         return self._limiter
+
+    # ── Internals: retention ──────────────────────────────────────────
+    def _arm_reaper(self) -> None:
+        # A timer, never the job path: often enough that nothing outlives its
+        # time by much (a quarter of the shortest setting), at most once a second.
+        settings = [s for s in (self.result_ttl, self.retention) if s is not None]
+        period = min(60.0, max(1.0, min(settings) / 4))
+        self._reaper = self._clock.call_at(self._clock.now() + period, self._reap)
+
+    def _reap(self) -> None:
+        """Drop expired results, purge jobs past `retention`, and re-arm."""
+        self._reaper = None
+        if self._stopping:
+            return
+        self.expire_results()
+        if self.retention is not None:
+            self.purge(self.retention)
+        self._arm_reaper()
 
     # ── Internals: operator actions and progress ──────────────────────
     def _take_nothing(self) -> Job | None:
@@ -1910,6 +1966,17 @@ class Kernel:
                 del self._keys[key]
             if self._notes:
                 self._notes.pop(oldest, None)
+
+
+def _check_seconds(what: str, value: float | None) -> float | None:
+    """A duration setting: None, or a number of seconds >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number of seconds or None, got {value!r}")
+    if not 0 <= value < math.inf:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def _statuses_of(

@@ -36,7 +36,6 @@ from ._errors import (
     JobFailedError,
     SchedulerError,
     UnknownJobError,
-    UnknownScheduleError,
 )
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
@@ -312,20 +311,17 @@ class LocalClient:
     async def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule firing until it is resumed; False if it was paused
         already, `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.pause_schedule(schedule_id)
+        return self.scheduler.pause_schedule(schedule_id)
 
     async def resume_schedule(self, schedule_id: str) -> bool:
         """Let a paused schedule fire again, from its next period after now;
         False if it was not paused, `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.resume_schedule(schedule_id)
+        return self.scheduler.resume_schedule(schedule_id)
 
     async def trigger_schedule(self, schedule_id: str) -> str:
         """Submit the schedule's job once, now, without moving its next fire;
         returns the job's id. `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.trigger_schedule(schedule_id)
+        return self.scheduler.trigger_schedule(schedule_id)
 
     # ── operator actions: the queue ─────────────────────────────────
     async def pause_queue(self) -> bool:
@@ -434,9 +430,16 @@ class LocalClient:
                 updated_at=progress.updated_at,
             ),
             history=history,
-            depends_on=tuple(sorted(scheduler.depends_on(job_id))),
+            depends_on=scheduler.depends_on(job_id),
             options=options,
+            result_expires=self._result_expires(job, offset),
         )
+
+    def _result_expires(self, job: Job, offset: float) -> float | None:
+        if job.status is not JobStatus.COMPLETED or job.finished_at is None:
+            return None
+        ttl = self.scheduler.result_ttl_of(job)
+        return None if ttl is None else job.finished_at + ttl + offset
 
     def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """The job's type, arguments and options as a store would keep them;
@@ -492,14 +495,6 @@ class LocalClient:
             skipped=sched.skipped,
             last_job_id=sched.last_job_id,
         )
-
-
-@contextlib.contextmanager
-def _schedule_errors(schedule_id: str) -> Any:
-    try:
-        yield
-    except UnknownJobError:
-        raise UnknownScheduleError(f"unknown schedule {schedule_id!r}") from None
 
 
 def _seq(job: Job) -> int:
