@@ -46,6 +46,12 @@ class JobScheduler(Kernel):
     `SharedStore`); False makes this process its only owner. A process
     that only submits and follows jobs uses `jobsched.Client` (docs/client.md).
 
+    `result_ttl` drops a completed job's result that many seconds after it
+    finished (a job type's own ``result_ttl`` or ``keep_result = False``
+    class attribute wins); `retention` forgets finished jobs that many
+    seconds after they finished (`purge`; a SQLite file the scheduler owns
+    deletes them). Both are applied by a timer, never on the job path.
+
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
     naming the plugin and the ``JOBSCHED_DISABLE_PLUGINS`` fix), nothing else.
@@ -62,6 +68,8 @@ class JobScheduler(Kernel):
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         store: StoreBase | str | None = None,
+        result_ttl: float | None = None,
+        retention: float | None = None,
         shared: bool | None = None,
     ) -> None:
         if plugins is None:
@@ -78,6 +86,8 @@ class JobScheduler(Kernel):
             history_limit=history_limit,
             clock=clock,
             limits=limits,
+            result_ttl=result_ttl,
+            retention=retention,
         )
         self.store = resolved
 
