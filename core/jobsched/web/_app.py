@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobsched import Client, PluginManager
+from jobsched import Client, LocalClient, PluginManager
 
 from ._api import api_routes, error_response
 from ._auth import READ_ONLY, Auth, cookie_path
@@ -65,8 +65,6 @@ def create_app(
             f"got {', '.join(given) or 'none'}"
         )
     if scheduler is not None:
-        from jobsched import LocalClient  # i11-local: not merged yet
-
         client = LocalClient(scheduler)
     board = Dashboard(client=client, auth=Auth(token), templates=make_templates(), plugins=plugins)
 
