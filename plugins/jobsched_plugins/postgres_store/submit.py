@@ -67,10 +67,16 @@ WITH batch AS MATERIALIZED (
 SELECT pg_notify(%s, %s) WHERE %s"""
 )
 
+# FOR SHARE: a dependency that finishes while the batch is planned either
+# waits for the batch's commit (and then finds its new dependents to release)
+# or has committed first (and is read as finished). Without it, a job that
+# completes between this read and the commit leaves its new dependent waiting
+# for it forever.
 _LOOKUP = """
 SELECT job_id, key, unique_key, status FROM {s}.jobs
 WHERE job_id = ANY(%s) OR key = ANY(%s)
     OR (unique_key = ANY(%s) AND status IN ('pending', 'running', 'retry_wait'))
+FOR SHARE
 """
 
 
