@@ -284,6 +284,11 @@ async def test_a_job_argument_is_data_in_json_and_text_in_html(env: Env) -> None
     assert XSS not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "\\u003cscript\\u003e" in page
+    # The job page shows it as text.
+    page_answer = await env.http.get(f"/jobs/{job_id}")
+    assert page_answer.status_code == 200
+    assert XSS not in page_answer.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page_answer.text
     assert callable(environment.autoescape)
     assert environment.autoescape("jobs.html") is True
 
@@ -327,7 +332,6 @@ async def test_schedules_are_listed_paused_resumed_and_triggered(env: Env) -> No
     schedule_id = await env.add_schedule("tick")
     (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
     assert listed["schedule_id"] == schedule_id and listed["paused"] is False
-    first_fire = listed["next_run"]
 
     assert await post_json(env, f"/api/schedules/{schedule_id}/pause") == {
         "schedule_id": schedule_id,
@@ -341,13 +345,18 @@ async def test_schedules_are_listed_paused_resumed_and_triggered(env: Env) -> No
 
     resumed = await post_json(env, f"/api/schedules/{schedule_id}/resume")
     assert resumed["changed"] is True and resumed["paused"] is False
+    (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
+    assert listed["paused"] is False
+    next_fire = listed["next_run"]
 
     triggered = await post_json(env, f"/api/schedules/{schedule_id}/trigger")
     fired = await env.wait(triggered["job_id"])
     assert fired.status is JobStatus.COMPLETED
     (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
     assert listed["last_job_id"] == triggered["job_id"]
-    assert listed["next_run"] >= first_fire  # a trigger does not move the period
+    # A trigger does not move the period (the in-process scheduler converts its
+    # monotonic clock to wall time on each call: equal to the microsecond).
+    assert listed["next_run"] == pytest.approx(next_fire, abs=1e-3)
 
     unknown = await post_json(env, "/api/schedules/nope/pause", 404)
     assert "nope" in unknown["error"]
@@ -469,10 +478,14 @@ async def test_an_unexpected_error_is_500_without_a_traceback(
     await client.close()  # every call now raises
     app = create_app(client=client, token=TOKEN)
     async with serving(app) as http:
-        for path in ("/api/jobs/x", "/api/stats", "/"):
+        for path in ("/api/jobs/x", "/api/stats", "/metrics", "/", "/jobs/x"):
             answer = await http.get(path)
             assert answer.status_code == 500, path
-            assert answer.json() == {"error": "internal error: the server logged the details"}
+            if path.startswith("/jobs") or path == "/":
+                assert answer.headers["content-type"].startswith("text/html")
+                assert "The server logged the details." in answer.text
+            else:
+                assert answer.json() == {"error": "internal error: the server logged the details"}
             assert "Traceback" not in answer.text and "closed" not in answer.text
 
 
@@ -559,6 +572,21 @@ async def test_events_send_stats_when_a_job_finishes(env: Env, tmp_path: Path) -
             name, first = await stream.next_event()
             assert name == "stats"
         assert first["counts"]["completed"] == 1
+    finally:
+        stream.left.set()
+        await asyncio.wait_for(task, timeout=60)
+
+
+async def test_events_send_a_heartbeat_while_nothing_changes(env: Env) -> None:
+    env.app.state.dashboard.heartbeat = 0.05
+    stream = EventStream(env.app)
+    task = asyncio.create_task(stream.run())
+    try:
+        name, _ = await stream.next_event()
+        assert name == "stats"
+        while ": heartbeat\n\n" not in stream.buffer:
+            message = await asyncio.wait_for(stream.messages.get(), timeout=60)
+            stream.buffer += message.get("body", b"").decode()
     finally:
         stream.left.set()
         await asyncio.wait_for(task, timeout=60)

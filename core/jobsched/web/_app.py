@@ -12,7 +12,13 @@ import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,6 +36,10 @@ logger = structlog.get_logger("jobsched.web")
 
 #: The one line a client gets for an unexpected error (the details go to the log).
 INTERNAL_ERROR = "internal error: the server logged the details"
+INTERNAL_ERROR_PAGE = (
+    "<!doctype html><title>Internal error · jobsched</title>"
+    "<h1>Internal error</h1><p>The server logged the details.</p>"
+)
 
 
 def create_app(
@@ -195,5 +205,15 @@ class _NoTracebacks:
             logger.exception("web request failed", method=scope["method"], path=scope["path"])
             if started:
                 return  # the answer is under way: the client sees it cut short
-            response = JSONResponse({"error": INTERNAL_ERROR}, status_code=500)
+            response: Response
+            if _wants_json(scope):
+                response = JSONResponse({"error": INTERNAL_ERROR}, status_code=500)
+            else:  # a page: a page saying so, without templates (they may be what failed)
+                response = HTMLResponse(INTERNAL_ERROR_PAGE, status_code=500)
             await response(scope, receive, send)
+
+
+def _wants_json(scope: Scope) -> bool:
+    """Whether the request is one of the API's (JSON) rather than a page's."""
+    path = scope["path"].removeprefix(scope.get("root_path", ""))
+    return path.startswith("/api/") or path in ("/healthz", "/metrics")
