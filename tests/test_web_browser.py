@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -89,6 +87,7 @@ class Browser:
     def open(self, path: str) -> Any:
         response = self.tab.goto(self.base + path)
         assert response is not None
+        assert response.ok, f"GET {path}: {response.status}\n{response.text()[:2000]}"
         return response
 
     def log_in(self, token: str = TOKEN) -> None:
@@ -137,32 +136,48 @@ def _console_script() -> str:
 
 
 class Process:
-    """A ``jobsched`` subprocess; its stderr is read into `log` until it exits."""
+    """A ``jobsched`` subprocess; its stdout and stderr lines are collected until it exits."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], ready: str) -> None:
         self.args = args
         self.proc = subprocess.Popen(
-            [_console_script(), *args], env=env, stderr=subprocess.PIPE, text=True
+            [_console_script(), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.log: list[str] = []
-        self.started = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        #: The first line containing `ready`, once it was printed.
+        self.ready_line = ""
+        self._ready_text = ready
+        self._ready = threading.Event()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (self.proc.stdout, self.proc.stderr)
+        ]
+        for reader in self._readers:
+            reader.start()
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+    def _read(self, stream: Any) -> None:
+        for line in stream:
             self.log.append(line)
-            if "shared scheduler started" in line:
-                self.started.set()
+            if self._ready_text in line and not self._ready.is_set():
+                self.ready_line = line
+                self._ready.set()
 
-    def check_running(self) -> None:
-        if self.proc.poll() is not None:
-            self._reader.join(timeout=10)
-            pytest.fail(
-                f"jobsched {' '.join(self.args)} exited with {self.proc.returncode}:\n"
-                + "".join(self.log[-40:])
-            )
+    def wait_ready(self, timeout: float = 60) -> str:
+        """The ready line; fails the test if the process exits or stays silent."""
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(timeout=0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(
+                    f"jobsched {' '.join(self.args)} did not print {self._ready_text!r} "
+                    f"(exit code {self.proc.returncode}):\n" + "".join(self.log[-40:])
+                )
+        return self.ready_line
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -172,56 +187,36 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._reader.join(timeout=10)
+        for reader in self._readers:
+            reader.join(timeout=10)
 
 
 @pytest.fixture
 def worker(store_url: str, plugin_env: dict[str, str]) -> Iterator[Process]:
-    process = Process(["worker", "--store", store_url, "--workers=4", "--grace=0"], plugin_env)
+    args = ["worker", "--store", store_url, "--workers=4", "--grace=0"]
+    process = Process(args, plugin_env, ready="shared scheduler started")
     try:
-        if not process.started.wait(timeout=60):
-            process.check_running()
-            pytest.fail("the worker did not start within 60 s:\n" + "".join(process.log))
+        process.wait_ready()
         yield process
     finally:
         process.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def dashboard(store_url: str, plugin_env: dict[str, str]) -> Iterator[str]:
-    """``jobsched web --store URL --token TOKEN`` on a free port; its base URL."""
-    port = _free_port()
+    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it)."""
     env = {**plugin_env}
     env.pop("JOBSCHED_WEB_TOKEN", None)
-    process = Process(["web", "--store", store_url, "--port", str(port), "--token", TOKEN], env)
-    base = f"http://127.0.0.1:{port}"
+    args = ["web", "--store", store_url, "--port", "0", "--token", TOKEN]
+    process = Process(args, env, ready="jobsched web: http://")
     try:
-        _wait_healthy(base, process)
+        line = process.wait_ready()
+        base = line.split("jobsched web: ", 1)[1].split()[0].rstrip("/")
+        with urllib.request.urlopen(base + "/healthz", timeout=30) as response:
+            assert response.status == 200
         yield base
     finally:
         process.stop()
-
-
-def _wait_healthy(base: str, process: Process) -> None:
-    """Until ``GET /healthz`` answers 200 (the server takes a moment to bind)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        process.check_running()
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.1)
-    pytest.fail("jobsched web did not answer /healthz within 60 s:\n" + "".join(process.log))
 
 
 @pytest.fixture
