@@ -96,6 +96,13 @@ class Browser:
         with self.tab.expect_navigation():
             self.tab.click("button[type=submit]")
 
+    def flash_says(self, text: str) -> str:
+        """Wait until the page's message box (#flash) contains `text`; its whole text."""
+        self.tab.wait_for_function(
+            "text => document.getElementById('flash').innerText.includes(text)", arg=text
+        )
+        return str(self.tab.inner_text("#flash"))
+
     def live(self) -> None:
         """Wait until the page's event stream is connected."""
         self.tab.wait_for_selector("#live[data-state=on]", timeout=WAIT_MS)
@@ -413,7 +420,7 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
         timeout=WAIT_MS,
     )
     assert tab.tab.evaluate("window.notReloaded") is True
-    assert "Retried" in tab.tab.inner_text("#flash")
+    tab.flash_says("Retried")
     done = client.get(job_id)
     assert done.status is JobStatus.COMPLETED and done.result == {"label": "retry me"}
     assert [a.status for a in done.history][:1] == ["failed"], done.history
@@ -430,10 +437,7 @@ def test_actions_need_the_token(
     # Not logged in: the page reads, but its Retry is refused and it says so.
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
-    flash = tab.tab.locator("#flash")
-    flash.wait_for(state="visible")
-    assert "Not allowed" in flash.inner_text()
-    assert "Log in" in flash.inner_text()
+    assert "Log in" in tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
 
     # A wrong token is refused on the login page.
@@ -442,15 +446,14 @@ def test_actions_need_the_token(
     assert tab.tab.locator("[role=alert]").is_visible()
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
-    tab.tab.wait_for_function(
-        "() => document.getElementById('flash').innerText.includes('Not allowed')"
-    )
+    tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
 
     # The right one lets the same button through.
     tab.log_in()
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
+    tab.flash_says("Retried")
     assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
     assert tab.dialogs == [] and tab.errors == []
 

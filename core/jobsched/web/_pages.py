@@ -9,8 +9,9 @@ something changed, and which its filters replace.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,7 +27,7 @@ from ._state import dashboard
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
 #: How many of the newest jobs the job page looks through for its dependents.
-DEPENDENT_SCAN = 2000
+DEPENDENT_SCAN = 200
 #: Terminal statuses, for the overview's "recently finished".
 FINISHED = ("completed", "failed", "timed_out", "cancelled")
 
@@ -103,7 +104,6 @@ async def jobs(request: Request) -> Response:
         "page": page,
         "filters": filters,
         "offset": offset,
-        "here": link(offset),
         "prev_url": link(max(offset - PAGE_SIZE, 0)) if offset > 0 else None,
         "next_url": link(offset + PAGE_SIZE) if offset + PAGE_SIZE < page.total else None,
         "types": _views.unique(sorted(j.type for j in page.jobs)),
@@ -165,9 +165,10 @@ def _offset(text: str | None) -> int | None:
 async def _neighbourhood(client: Any, focus: Any) -> Mapping[str, Any]:
     """`focus`, what it depends on and what depends on it, two levels each way.
 
-    Dependencies come from ``depends_on``. Dependents are looked for among the
-    `DEPENDENT_SCAN` newest jobs, from the newest back to `focus` (a job can
-    only depend on a job submitted before it).
+    Dependencies come from ``depends_on``. Dependents are looked for among
+    the `DEPENDENT_SCAN` newest jobs submitted since `focus` (a job can only
+    depend on one submitted before it); `Client.page` leaves ``depends_on``
+    out, so each of those is read with `Client.get`.
     """
     known: dict[str, Any] = {focus.job_id: focus}
     frontier = list(focus.depends_on)
@@ -182,17 +183,22 @@ async def _neighbourhood(client: Any, focus: Any) -> Mapping[str, Any]:
                 continue  # purged: drawn as a grey node
             found.extend(known[dep].depends_on)
         frontier = found
-    newer: list[Any] = []
-    offset = 0
-    while offset < DEPENDENT_SCAN:
-        page = await client.page(limit=200, offset=offset)
-        newer.extend(j for j in page.jobs if j.submitted_at >= focus.submitted_at)
-        if not page.jobs or page.jobs[-1].submitted_at < focus.submitted_at:
-            break
-        offset += len(page.jobs)
+    page = await client.page(limit=DEPENDENT_SCAN)
+    newer = [j.job_id for j in page.jobs if j.submitted_at >= focus.submitted_at]
+    candidates = [j for j in await asyncio.gather(*map(_get_or_none(client), newer)) if j]
     parents = {focus.job_id}
     for _ in range(2):
-        children = [j for j in newer if parents & set(j.depends_on) and j.job_id not in known]
+        children = [j for j in candidates if parents & set(j.depends_on) and j.job_id not in known]
         known.update((child.job_id, child) for child in children)
         parents = {child.job_id for child in children}
     return known
+
+
+def _get_or_none(client: Any) -> Callable[[str], Awaitable[Any]]:
+    async def get(job_id: str) -> Any:
+        try:
+            return await client.get(job_id)
+        except UnknownJobError:
+            return None  # purged meanwhile
+
+    return get
