@@ -31,6 +31,11 @@ import pytest
 import web_jobs
 from jobsched import BlockingClient, JobStatus, Limits, PluginManager, build_job
 
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # the browser fixture skips (or fails in CI) with the reason
+    expect = sync_playwright = None
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,12 +57,11 @@ def _missing(what: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if sync_playwright is None:
         _missing("playwright is not installed (pip install -e '.[dev]')")
     if not CHROMIUM.exists():
         _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         try:
@@ -318,16 +322,22 @@ def test_every_page_shows_the_store(
         build_job("steps", {"flag": str(hold), "steps": 8}, plugins=plugins), name="resize-tiles"
     )
     schedule = client.add_schedule(
-        build_job("email", {"to": "ops@example.com", "subject": "backup", "latency": 0}),
+        build_job(
+            "email",
+            {"to": "ops@example.com", "subject": "backup", "latency": 0},
+            name="nightly-report",
+        ),
         trigger={"cron": "30 2 28 3 *", "tz": "Europe/Berlin"},
     )
     client.add_schedule(
-        build_job("sleep", {"name": "cleanup", "seconds": 0}), every=3600, start_in=3600
+        build_job("sleep", {"name": "cleanup", "seconds": 0}, name="hourly-cleanup"),
+        every=3600,
+        start_in=3600,
     )
     for job_id in [*emails, extract, transform, audit]:
         assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
     assert client.wait(load, timeout=60).status is JobStatus.FAILED
-    until(lambda: client.get(running).progress is not None, "the running job's progress")
+    until(lambda: getattr(client.get(running).progress, "done", 0) == 8, "the job's progress")
 
     # Jobs: every submitted job is listed, newest first.
     tab.open("/jobs")
@@ -352,7 +362,7 @@ def test_every_page_shows_the_store(
     completed = tab.tab.inner_text("a.count.s-completed .n")
     assert int(completed) == client.stats().counts["completed"]
     assert tab.tab.inner_text("[data-testid=queue-state]") == "running"
-    assert tab.tab.locator("svg.chart rect.completed").count() >= 1
+    expect(tab.tab.locator("svg.chart rect.completed")).not_to_have_count(0)
     assert worker_identity(client, running) in tab.tab.inner_text("body")
     tab.shoot("overview", screenshots)
 
@@ -360,14 +370,14 @@ def test_every_page_shows_the_store(
     tab.open(f"/jobs/{transform}")
     graph = tab.tab.locator("[data-testid=dependency-graph]")
     for name in ("extract", "transform", "load", "audit", "report"):
-        assert graph.get_by_text(name, exact=True).count() == 1, name
-    assert tab.tab.locator("svg .node.focus.s-completed").count() == 1
-    assert tab.tab.locator("svg .node.s-failed").count() == 1
+        expect(graph.get_by_text(name, exact=True)).to_have_count(1)
+    expect(graph.locator(".node.focus.s-completed")).to_have_count(1)
+    expect(graph.locator(".node.s-failed")).to_have_count(1)
     tab.shoot("job", screenshots)
 
     # A running job's progress bar.
     tab.open(f"/jobs/{running}")
-    assert "8 / 8 (100%)" in tab.tab.inner_text(".progress")
+    expect(tab.tab.locator(".progress")).to_contain_text("8 / 8 (100%)")
     tab.shoot("job-running", screenshots)
 
     # Schedules: the next fires with the daylight-saving mark `schedule preview` shows.
