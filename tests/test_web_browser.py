@@ -410,7 +410,12 @@ def worker_identity(client: BlockingClient, job_id: str) -> str:
 
 
 def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
-    client: BlockingClient, plugins: PluginManager, worker: Process, tab: Browser, tmp_path: Path
+    client: BlockingClient,
+    plugins: PluginManager,
+    worker: Process,
+    tab: Browser,
+    tmp_path: Path,
+    screenshots: Path,
 ) -> None:
     flag = tmp_path / "gate"
     job_id = failed_job(client, plugins, flag)
@@ -420,6 +425,7 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
     status = tab.tab.locator("[data-testid=job-status]")
     assert status.inner_text() == "failed"
     assert "the gate gate is closed" in tab.tab.inner_text("body")
+    tab.shoot("job-failed", screenshots)
 
     flag.unlink()
     tab.tab.evaluate("window.notReloaded = true")
