@@ -184,10 +184,12 @@ async def test_progress_from_each_executor_reaches_the_hook_and_the_job(model: s
         assert kept is not None and (kept.done, kept.total, kept.message) == (5, 5, "step 5")
         info = await LocalClient(scheduler).get(job_id)
         assert info.progress is not None and info.progress.done == 5
-    # The first report goes at once, the last one when the attempt ends.
-    assert recorder.calls[0] == (job_id, 1, 5)
+    # The last report always arrives (when the attempt ends at the latest), in order.
     assert recorder.calls[-1] == (job_id, 5, 5)
-    assert len(recorder.calls) <= 5
+    dones = [done for _, done, _ in recorder.calls]
+    assert dones == sorted(set(dones)) and len(dones) <= 5
+    if model == "async":  # on the loop, the first report goes at once
+        assert recorder.calls[0] == (job_id, 1, 5)
 
 
 async def test_progress_inside_tasks_an_async_job_starts() -> None:
