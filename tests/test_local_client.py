@@ -4,6 +4,9 @@ on the memory store and on a SQLite file the scheduler owns."""
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -366,3 +369,13 @@ async def test_over_a_single_owner_sqlite_scheduler(tmp_path: Path) -> None:
         await restarted.flush()
     async with JobScheduler(store=url, plugins=[jobs_plugin]) as again:
         assert await LocalClient(again).jobs() == []
+
+
+# ── docs/client.md ─────────────────────────────────────────────────────
+def test_the_docs_example_prints_what_the_page_says() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    section = doc.split("## In-process: `LocalClient`", 1)[1]
+    code, expected = re.findall(r"```(?:python|text)\n(.*?)```", section, flags=re.S)[:2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
