@@ -258,8 +258,8 @@ class Backend(Protocol):
         but is not a cancel (it should run again, as after a crash)."""
 
     def retried(self, job: Job) -> None:
-        """An operator made the terminal `job` PENDING again (`Kernel.retry_job`),
-        before the kernel queues it and tells the listeners."""
+        """An operator is making the terminal `job` PENDING again
+        (`Kernel.retry_job`); raise to refuse, before anything changed."""
 
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         """`Kernel.purge` forgot these terminal jobs, those in `statuses` that
@@ -980,6 +980,7 @@ class Kernel:
                 f"{job_id} is {status.value}: only a failed, timed_out or cancelled job "
                 "can be retried"
             )
+        self._backend.retried(job)  # may refuse (a shared store's job): nothing changed yet
         if job.attempts:
             notes = self._notes_of(job_id)
             notes.history.append(
@@ -999,7 +1000,6 @@ class Kernel:
         self._seq += 1
         job.run_at = self._clock.now()
         job.status = PENDING
-        self._backend.retried(job)
         self._unfinished += 1
         self._idle.clear()
         for listener in self._listeners:
