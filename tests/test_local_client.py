@@ -202,6 +202,22 @@ async def test_a_result_past_its_ttl_reads_as_none() -> None:
         assert (await client.get(job_id)).result is None
 
 
+async def test_a_job_submitted_with_its_own_result_settings_arms_the_reaper() -> None:
+    clock = VirtualClock()
+    async with JobScheduler(clock=clock) as scheduler:
+        client = LocalClient(scheduler)
+        assert clock.pending == 0  # no setting, no reaper
+        dropped = await client.submit(add, 1, 1, keep_result=False)
+        short = await client.submit(add, 2, 2, result_ttl=5)
+        kept = await client.submit(add, 3, 3)
+        assert await client.result(dropped, timeout=10) == 2  # until the reaper comes
+        assert (await client.get(short)).result_expires is not None
+        await clock.advance(60)
+        assert [(await client.get(i)).result for i in (dropped, short, kept)] == [None, None, 6]
+        assert (await client.get(kept)).result_expires is None
+        assert scheduler.expire_results() == 0
+
+
 async def test_retention_forgets_old_finished_jobs() -> None:
     clock = VirtualClock()
     async with JobScheduler(clock=clock, retention=100) as scheduler:
