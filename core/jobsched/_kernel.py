@@ -30,6 +30,7 @@ from ._errors import (
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job, refuse_option_parameters
@@ -260,8 +261,8 @@ class Backend(Protocol):
         but is not a cancel (it should run again, as after a crash)."""
 
     def retried(self, job: Job) -> None:
-        """An operator made the terminal `job` PENDING again (`Kernel.retry_job`),
-        before the kernel queues it and tells the listeners."""
+        """An operator is making the terminal `job` PENDING again
+        (`Kernel.retry_job`); raise to refuse, before anything changed."""
 
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         """`Kernel.purge` forgot these terminal jobs, those in `statuses` that
@@ -523,6 +524,8 @@ class Kernel:
         self._thread_reports: dict[str, tuple[Job, float, float | None, str | None]] = {}
         self._thread_reports_lock = threading.Lock()
         self._queue_paused = False
+        self._reaper: TimerHandle | None = None
+        self._reap_wanted = False  # a job brought its own result settings
         self._submit_hooks = plugins.submit_hooks()
         self._seq = 0
         self._unfinished = 0
@@ -635,8 +638,10 @@ class Kernel:
         )
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
+            self._need_reaper()
         if keep_result is not None:
             job.keep_result = to_keep_result(keep_result)
+            self._need_reaper()
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -999,6 +1004,7 @@ class Kernel:
                 f"{job_id} is {status.value}: only a failed, timed_out or cancelled job "
                 "can be retried"
             )
+        self._backend.retried(job)  # may refuse (a shared store's job): nothing changed yet
         if job.attempts:
             notes = self._notes_of(job_id)
             notes.history.append(
@@ -1018,7 +1024,6 @@ class Kernel:
         self._seq += 1
         job.run_at = self._clock.now()
         job.status = PENDING
-        self._backend.retried(job)
         self._unfinished += 1
         self._idle.clear()
         for listener in self._listeners:
@@ -1079,6 +1084,36 @@ class Kernel:
         self._backend.purged(gone, before, wanted)
         return len(gone)
 
+    def expire_results(self) -> int:
+        """Drop the results of completed jobs past their time to keep them; returns how many.
+
+        A job's time is `result_ttl_of` it. The scheduler calls this from a
+        timer, armed when it has a `result_ttl` or `retention`, or once a job
+        is submitted with ``result_ttl=`` or ``keep_result=``; a job type's own
+        defaults alone arm nothing (that would cost every submit a check):
+        call it yourself then.
+        """
+        now = self._clock.now()
+        jobs = self._jobs
+        expired = 0
+        for job_id in self._finished:
+            job = jobs.get(job_id)
+            if job is None or job.status is not COMPLETED or job.result is None:
+                continue
+            ttl = self.result_ttl_of(job)
+            if ttl is not None and job.finished_at is not None and job.finished_at + ttl <= now:
+                job.result = None
+                expired += 1
+        return expired
+
+    def result_ttl_of(self, job: Job) -> float | None:
+        """Seconds `job`'s result is kept after it finished (None: as long as
+        the job is remembered): 0 with ``keep_result=False``, else the job's
+        ``result_ttl``, else the scheduler's."""
+        if not job.keep_result:
+            return 0.0
+        return self._result_ttl if job.result_ttl is None else job.result_ttl
+
     def attempt_history(self, job_id: str) -> list[AttemptRecord]:
         """The ended attempts of a job, oldest first, its current one excluded.
 
@@ -1131,8 +1166,8 @@ class Kernel:
     def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a recurring schedule from firing until `resume_schedule`.
 
-        False if it is already paused; `UnknownJobError` naming it if the
-        scheduler runs no such schedule.
+        False if it is already paused; `UnknownScheduleError` naming it if
+        the scheduler runs no such schedule.
         """
         sched = self._schedule(schedule_id)
         if sched.paused:
@@ -1179,7 +1214,7 @@ class Kernel:
     def _schedule(self, schedule_id: str) -> RecurringSchedule:
         sched = self._recurring.get(schedule_id)
         if sched is None:
-            raise UnknownJobError(f"unknown recurring schedule {schedule_id!r}")
+            raise UnknownScheduleError(f"unknown recurring schedule {schedule_id!r}")
         return sched
 
     @property
@@ -1244,6 +1279,8 @@ class Kernel:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
+        if self._result_ttl is not None or self._retention is not None or self._reap_wanted:
+            self._arm_reaper()
         for sched in list(self._recurring.values()):
             if not sched.paused:
                 self._arm_schedule(sched)
@@ -1282,10 +1319,10 @@ class Kernel:
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        for timer in (self._delay_timer, self._watchdog):
+        for timer in (self._delay_timer, self._watchdog, self._reaper):
             if timer is not None:
                 timer.cancel()
-        self._delay_timer = self._watchdog = None
+        self._delay_timer = self._watchdog = self._reaper = None
         for executor in self._executors.values():
             executor.shutdown()
         store_error = await self._backend.close() if self._started else None
@@ -1560,6 +1597,30 @@ class Kernel:
     def limiter(self) -> Limiter | None:
         """The scheduler's limits at run time (None when none are configured)."""
         return self._limiter
+
+    # ── Internals: retention ──────────────────────────────────────────
+    def _need_reaper(self) -> None:
+        """A job has its own result settings: make sure the reaper runs."""
+        self._reap_wanted = True
+        if self._reaper is None and self._started and not self._stopping:
+            self._arm_reaper()
+
+    def _arm_reaper(self) -> None:
+        # A timer, never the job path: often enough that nothing outlives its
+        # time by much (a quarter of the shortest setting), at most once a second.
+        settings = [s for s in (self._result_ttl, self._retention) if s is not None]
+        period = min(60.0, max(1.0, min(settings, default=60.0) / 4))
+        self._reaper = self._clock.call_at(self._clock.now() + period, self._reap)
+
+    def _reap(self) -> None:
+        """Drop expired results, purge jobs past `retention`, and re-arm."""
+        self._reaper = None
+        if self._stopping:
+            return
+        self.expire_results()
+        if self._retention is not None:
+            self.purge(self._retention)
+        self._arm_reaper()
 
     # ── Internals: operator actions and progress ──────────────────────
     def _take_nothing(self) -> Job | None:

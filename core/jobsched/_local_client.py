@@ -36,7 +36,6 @@ from ._errors import (
     JobFailedError,
     SchedulerError,
     UnknownJobError,
-    UnknownScheduleError,
 )
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
@@ -79,6 +78,10 @@ class LocalClient:
         self.scheduler = scheduler
         self.codec = JobCodec(scheduler.plugins)
         self._changed: asyncio.Event | None = None
+        clock = scheduler.clock
+        # The kernel keeps monotonic times: one offset turns them into wall
+        # time, so a job reads the same every time it is read.
+        self._offset = clock.time() - clock.now()
 
     def __repr__(self) -> str:
         return f"LocalClient({self.scheduler!r})"
@@ -208,7 +211,7 @@ class LocalClient:
         scheduler = self.scheduler
         clock = scheduler.clock
         now = clock.time()
-        offset = now - clock.now()
+        offset = self._offset
         counts = {s.value: 0 for s in JobStatus}
         last = math.floor(now / 60) * 60.0
         first = last - 60.0 * (_THROUGHPUT_MINUTES - 1)
@@ -312,20 +315,17 @@ class LocalClient:
     async def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule firing until it is resumed; False if it was paused
         already, `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.pause_schedule(schedule_id)
+        return self.scheduler.pause_schedule(schedule_id)
 
     async def resume_schedule(self, schedule_id: str) -> bool:
         """Let a paused schedule fire again, from its next period after now;
         False if it was not paused, `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.resume_schedule(schedule_id)
+        return self.scheduler.resume_schedule(schedule_id)
 
     async def trigger_schedule(self, schedule_id: str) -> str:
         """Submit the schedule's job once, now, without moving its next fire;
         returns the job's id. `UnknownScheduleError` if unknown."""
-        with _schedule_errors(schedule_id):
-            return self.scheduler.trigger_schedule(schedule_id)
+        return self.scheduler.trigger_schedule(schedule_id)
 
     # ── operator actions: the queue ─────────────────────────────────
     async def pause_queue(self) -> bool:
@@ -386,8 +386,7 @@ class LocalClient:
     def _info(self, job: Job, *, full: bool = False) -> JobInfo:
         """`job` as the record a `Client` returns; `full` adds its history."""
         scheduler = self.scheduler
-        clock = scheduler.clock
-        offset = clock.time() - clock.now()
+        offset = self._offset
         job_id = job.job_id
         type_name, args, options = self._describe(job, offset)
         progress = scheduler.job_progress(job_id)
@@ -434,9 +433,16 @@ class LocalClient:
                 updated_at=progress.updated_at,
             ),
             history=history,
-            depends_on=tuple(sorted(scheduler.depends_on(job_id))),
+            depends_on=scheduler.depends_on(job_id),
             options=options,
+            result_expires=self._result_expires(job, offset),
         )
+
+    def _result_expires(self, job: Job, offset: float) -> float | None:
+        if job.status is not JobStatus.COMPLETED or job.finished_at is None:
+            return None
+        ttl = self.scheduler.result_ttl_of(job)
+        return None if ttl is None else job.finished_at + ttl + offset
 
     def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """The job's type, arguments and options as a store would keep them;
@@ -464,7 +470,6 @@ class LocalClient:
         return type_name, args, options
 
     def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
-        clock = self.scheduler.clock
         trigger = sched.trigger
         spec: dict[str, Any]
         if isinstance(trigger, IntervalTrigger):
@@ -474,7 +479,7 @@ class LocalClient:
         next_run: float | None = None
         fire = sched.next_fire
         if sched.active and fire is not None:
-            next_run = fire if sched.wall_clock else fire + clock.time() - clock.now()
+            next_run = fire if sched.wall_clock else fire + self._offset
         last = self.scheduler.find(sched.last_job_id) if sched.last_job_id else None
         if last is not None:
             type_name = self._describe(last, 0.0)[0]
@@ -492,14 +497,6 @@ class LocalClient:
             skipped=sched.skipped,
             last_job_id=sched.last_job_id,
         )
-
-
-@contextlib.contextmanager
-def _schedule_errors(schedule_id: str) -> Any:
-    try:
-        yield
-    except UnknownJobError:
-        raise UnknownScheduleError(f"unknown schedule {schedule_id!r}") from None
 
 
 def _seq(job: Job) -> int:

@@ -493,6 +493,13 @@ class SharedBackend(LocalBackend):
         """A job waiting for its retry goes back to the store, not the local heap."""
         return True
 
+    def retried(self, job: Job) -> None:
+        """Refused: the store decides where a job runs again (`Client.retry`)."""
+        raise SchedulerError(
+            f"{job.job_id} is kept in the shared store {self.store.url}: retry it with "
+            "jobsched.Client(store).retry(job_id), which any worker then runs"
+        )
+
     def _outcome(
         self,
         job_id: str,
