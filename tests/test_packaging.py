@@ -167,6 +167,17 @@ def test_wheel_installs_into_a_fresh_venv_and_finds_the_builtins(
     assert {"async", "process", "thread"} <= set(report["executors"])
     assert {"exponential", "fixed", "none"} <= set(report["retry_policies"])
     assert report["result"] == 42
+    # `jobsched web` is listed without its extra, and says how to get it.
+    web = subprocess.run(
+        [venv / "bin" / "jobsched", "web", "--store", f"sqlite:///{tmp_path / 'jobs.db'}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert web.returncode == 2, web.stderr
+    assert web.stderr.startswith("jobsched: error: jobsched web needs starlette, jinja2, uvicorn")
+    assert "pip install 'jobsched[web]'" in web.stderr
 
 
 def test_the_kernel_imports_only_pluggy_attrs_structlog() -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import os
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from jobsched import Client, SchedulerError, hookimpl
@@ -21,6 +24,8 @@ from jobsched import Client, SchedulerError, hookimpl
 TOKEN_ENV = "JOBSCHED_WEB_TOKEN"
 #: What ``jobsched[web]`` installs (import names).
 REQUIRES = ("starlette", "jinja2", "uvicorn")
+#: Seconds open requests (event streams) get to end when the server stops.
+GRACE = 2
 
 
 @hookimpl
@@ -100,6 +105,33 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
         shown = f"[{host}]" if ":" in host else host
         mode = "actions need the token" if token else f"read-only: no --token or {TOKEN_ENV}"
         print(f"jobsched web: http://{shown}:{port}/ ({mode})", flush=True)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve(sockets=[sock])
+        # Open event streams never end by themselves: give them this long at shutdown.
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACE
+        )
+        await _server_class()(config).serve(sockets=[sock])
     return 0
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, stopped by SIGINT/SIGTERM as a normal end (exit code 0).
+
+        uvicorn would raise the signal again once it has shut down, which the
+        command line reports as an interruption (exit code 130).
+        """
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.handle_exit, sig, None)
+            try:
+                yield
+            finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+
+    return Server

@@ -17,8 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import InvalidTransitionError, JobStatus, UnknownJobError
+from jobsched import InvalidTransitionError, JobStatus, UnknownJobError, UnknownScheduleError
 
+from ._deps import dependents, upstream
 from ._json import to_json
 from ._state import Dashboard, dashboard
 
@@ -61,7 +62,7 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
             data = await handler(request, board)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
-        except UnknownJobError as exc:
+        except (UnknownJobError, UnknownScheduleError) as exc:
             return error_response(404, str(exc))
         except InvalidTransitionError as exc:
             return error_response(409, str(exc))
@@ -118,30 +119,24 @@ async def jobs(request: Request, board: Dashboard) -> Any:
 
 
 async def job(request: Request, board: Dashboard) -> Any:
-    job_id = request.path_params["job_id"]
-    info = await board.client.get(job_id)
+    info = await board.client.get(request.path_params["job_id"])
     detail = to_json(info)
-    detail["upstream"] = [await _neighbour(board, dep) for dep in info.depends_on]
-    detail["downstream"] = [
-        _brief(other) for other in await board.client.jobs() if job_id in other.depends_on
+    above = await upstream(board.client, info)
+    detail["upstream"] = [
+        _brief(found) if found is not None else _purged(job_id)
+        for job_id, found in zip(info.depends_on, above, strict=True)
     ]
+    detail["downstream"] = [_brief(found) for found in await dependents(board.client, info)]
     return detail
 
 
 def _brief(info: Any) -> dict[str, Any]:
-    return {
-        "job_id": info.job_id,
-        "type": info.type,
-        "name": info.name,
-        "status": info.status.value,
-    }
+    status = info.status.value
+    return {"job_id": info.job_id, "type": info.type, "name": info.name, "status": status}
 
 
-async def _neighbour(board: Dashboard, job_id: str) -> dict[str, Any]:
-    try:
-        return _brief(await board.client.get(job_id))
-    except UnknownJobError:  # purged since
-        return {"job_id": job_id, "type": None, "name": None, "status": None}
+def _purged(job_id: str) -> dict[str, Any]:
+    return {"job_id": job_id, "type": None, "name": None, "status": None}
 
 
 async def retry(request: Request, board: Dashboard) -> Any:
@@ -190,25 +185,25 @@ async def healthz(request: Request, board: Dashboard) -> Any:
 
 
 def api_routes() -> list[BaseRoute]:
-    """The JSON API's routes (``/healthz`` included)."""
+    """The JSON API's routes (``/healthz`` included), named for ``url(...)`` in templates."""
 
-    def get(path: str, handler: Handler) -> Route:
-        return Route(path, _answer(handler, changes=False), methods=["GET"])
+    def get(path: str, handler: Handler, name: str) -> Route:
+        return Route(path, _answer(handler, changes=False), methods=["GET"], name=name)
 
-    def post(path: str, handler: Handler) -> Route:
-        return Route(path, _answer(handler, changes=True), methods=["POST"])
+    def post(path: str, handler: Handler, name: str) -> Route:
+        return Route(path, _answer(handler, changes=True), methods=["POST"], name=name)
 
     return [
-        get("/healthz", healthz),
-        get("/api/stats", stats),
-        get("/api/jobs", jobs),
-        get("/api/jobs/{job_id}", job),
-        post("/api/jobs/{job_id}/retry", retry),
-        post("/api/jobs/{job_id}/cancel", cancel),
-        get("/api/schedules", schedules),
-        post("/api/schedules/{schedule_id}/pause", pause_schedule),
-        post("/api/schedules/{schedule_id}/resume", resume_schedule),
-        post("/api/schedules/{schedule_id}/trigger", trigger_schedule),
-        post("/api/queue/pause", pause_queue),
-        post("/api/queue/resume", resume_queue),
+        get("/healthz", healthz, "healthz"),
+        get("/api/stats", stats, "api_stats"),
+        get("/api/jobs", jobs, "api_jobs"),
+        get("/api/jobs/{job_id}", job, "api_job"),
+        post("/api/jobs/{job_id}/retry", retry, "api_job_retry"),
+        post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel"),
+        get("/api/schedules", schedules, "api_schedules"),
+        post("/api/schedules/{schedule_id}/pause", pause_schedule, "api_schedule_pause"),
+        post("/api/schedules/{schedule_id}/resume", resume_schedule, "api_schedule_resume"),
+        post("/api/schedules/{schedule_id}/trigger", trigger_schedule, "api_schedule_trigger"),
+        post("/api/queue/pause", pause_queue, "api_queue_pause"),
+        post("/api/queue/resume", resume_queue, "api_queue_resume"),
     ]

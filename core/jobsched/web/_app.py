@@ -17,10 +17,10 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobsched import Client, PluginManager
+from jobsched import Client, LocalClient, PluginManager
 
 from ._api import api_routes, error_response
-from ._auth import Auth, cookie_path
+from ._auth import READ_ONLY, Auth, cookie_path
 from ._events import events
 from ._openapi import openapi
 from ._pages import page_routes
@@ -65,8 +65,6 @@ def create_app(
             f"got {', '.join(given) or 'none'}"
         )
     if scheduler is not None:
-        from jobsched import LocalClient  # i11-local: not merged yet
-
         client = LocalClient(scheduler)
     board = Dashboard(client=client, auth=Auth(token), templates=make_templates(), plugins=plugins)
 
@@ -96,12 +94,12 @@ def routes() -> list[BaseRoute]:
     """Every route of the app: the JSON API, the events, the login, the pages."""
     return [
         *api_routes(),
-        Route("/api/events", events, methods=["GET"]),
-        Route("/api/openapi.json", openapi, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/login", login_page, methods=["GET"]),
-        Route("/login", login, methods=["POST"]),
-        Route("/logout", logout, methods=["POST"]),
+        Route("/api/events", events, methods=["GET"], name="events"),
+        Route("/api/openapi.json", openapi, methods=["GET"], name="openapi"),
+        Route("/metrics", metrics, methods=["GET"], name="metrics"),
+        Route("/login", login_page, methods=["GET"], name="login"),
+        Route("/login", login, methods=["POST"], name="login_post"),
+        Route("/logout", logout, methods=["POST"], name="logout"),
         *page_routes(),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
@@ -114,9 +112,8 @@ def _home(request: Request) -> str:
 
 def _render_login(request: Request, *, error: str | None, status: int) -> Response:
     board = dashboard(request)
-    return board.templates.TemplateResponse(
-        request, "login.html", {"error": error}, status_code=status
-    )
+    context = {"title": "Log in", "page": "login", "live": False, "error": error}
+    return board.templates.TemplateResponse(request, "login.html", context, status_code=status)
 
 
 async def login_page(request: Request) -> Response:
@@ -128,9 +125,7 @@ async def login(request: Request) -> Response:
     cookies and a redirect to the overview."""
     board = dashboard(request)
     if board.auth.read_only:
-        return _render_login(
-            request, error="no token configured: start jobsched web with --token", status=403
-        )
+        return _render_login(request, error=READ_ONLY, status=403)
     # A urlencoded form: parsed here, so the app needs no multipart parser.
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     given = form.get("token", [""])[0]

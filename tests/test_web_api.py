@@ -1,0 +1,680 @@
+"""The web app's JSON API (`jobsched.web.create_app`) over every kind of store.
+
+Each test runs against an in-process scheduler on the memory store
+(``create_app(scheduler=...)``), a SQLite file in shared mode and a
+PostgreSQL schema (``create_app(store_url)``, with a worker scheduler in the
+test's loop running the jobs), through httpx's ASGI transport: no server, no
+network. The event stream is read by driving the ASGI app directly (httpx's
+transport buffers whole answers). ``jobsched web`` itself is tested as the
+console script it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from jobsched import (
+    AsyncJob,
+    Client,
+    Job,
+    JobScheduler,
+    JobStatus,
+    PluginManager,
+    hookimpl,
+)
+from jobsched.hookspecs import Register
+from jobsched.web import create_app, template_environment
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKEN = "correct horse battery staple"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+XSS = "<script>alert(1)</script>"
+READ_ONLY = "no token configured: start jobsched web with --token"
+
+
+# ── the jobs the tests run ─────────────────────────────────────────────
+@attrs.define(eq=False)
+class Gate(AsyncJob):
+    """Fails while the file `path` does not exist, then succeeds: a retried job can pass.
+
+    It is not retried by itself: a failure is final until someone retries it.
+    """
+
+    path: str
+
+    def __attrs_post_init__(self) -> None:
+        Job.__init__(self, "gate")
+
+    async def run(self) -> Any:
+        if not os.path.exists(self.path):
+            raise RuntimeError(f"gate closed: {self.path}")
+        return "opened"
+
+
+@attrs.define(eq=False)
+class Echo(AsyncJob):
+    """Returns its text."""
+
+    text: str
+
+    def __attrs_post_init__(self) -> None:
+        Job.__init__(self, "echo")
+
+    async def run(self) -> Any:
+        return self.text
+
+
+class WebJobs:
+    @hookimpl
+    def jobsched_register_job_types(self, register: Register) -> None:
+        register("gate", Gate)
+        register("echo", Echo)
+
+
+def plugins() -> PluginManager:
+    return PluginManager([WebJobs()], autoload=False)
+
+
+# ── the app under test, on each store ──────────────────────────────────
+@attrs.define
+class Env:
+    """One app under test: its HTTP client (no credentials) and its operator client."""
+
+    kind: str
+    app: Starlette
+    http: httpx.AsyncClient
+    client: Any
+    #: The in-process scheduler of ``create_app(scheduler=...)`` (memory), else None.
+    scheduler: JobScheduler | None = None
+
+    async def submit(self, job: Job, **options: Any) -> str:
+        if isinstance(job, Gate) and self.scheduler is None:
+            # A Client stores a job's type and arguments, not the policy of the instance.
+            options["retry"] = "none"
+        job_id: str = await self.client.submit(job, **options)
+        return job_id
+
+    async def wait(self, job_id: str) -> Any:
+        return await self.client.wait(job_id, timeout=60)
+
+    async def add_schedule(self, text: str) -> str:
+        """A schedule of ``Echo(text)`` every hour, first due in an hour."""
+        if self.scheduler is not None:
+            return self.scheduler.schedule_recurring(
+                functools.partial(Echo, text), 3600, start_in=3600
+            )
+        schedule_id: str = await self.client.add_schedule(Echo(text), every=3600)
+        return schedule_id
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """`app` started (its lifespan) with an httpx client over it."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            yield http
+
+
+@contextlib.asynccontextmanager
+async def make_env(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, token: str | None
+) -> AsyncIterator[Env]:
+    if kind == "memory":
+        async with JobScheduler(num_workers=2, plugins=plugins()) as scheduler:
+            app = create_app(scheduler=scheduler, token=token)
+            async with serving(app) as http:
+                yield Env(kind, app, http, app.state.dashboard.client, scheduler)
+        return
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    else:
+        url = request.getfixturevalue("pg_schema")[0]
+    app = create_app(url, token=token, plugins=plugins())
+    async with (
+        JobScheduler(num_workers=2, plugins=plugins(), store=url, shared=True),
+        serving(app) as http,
+    ):
+        yield Env(kind, app, http, app.state.dashboard.client)
+
+
+STORES = ["memory", "sqlite", "postgresql"]
+
+
+@pytest.fixture(params=STORES)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with make_env(request.param, request, tmp_path, TOKEN) as made:
+        yield made
+
+
+@pytest.fixture(params=STORES)
+async def read_only_env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with make_env(request.param, request, tmp_path, None) as made:
+        yield made
+
+
+async def get_json(env: Env, path: str, expect: int = 200, **params: Any) -> Any:
+    answer = await env.http.get(path, params=params)
+    assert answer.status_code == expect, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    return answer.json()
+
+
+async def post_json(env: Env, path: str, expect: int = 200, **kw: Any) -> Any:
+    kw.setdefault("headers", BEARER)
+    answer = await env.http.post(path, **kw)
+    assert answer.status_code == expect, answer.text
+    return answer.json()
+
+
+# ── reading ────────────────────────────────────────────────────────────
+async def test_healthz_and_stats(env: Env) -> None:
+    assert await get_json(env, "/healthz") == {"status": "ok", "read_only": False}
+    done = await env.wait(await env.submit(Echo("hi")))
+    assert done.status is JobStatus.COMPLETED
+    stats = await get_json(env, "/api/stats")
+    assert stats["counts"]["completed"] == 1
+    assert stats["queue_paused"] is False
+    assert len(stats["throughput"]) == 60
+    assert sum(bucket["completed"] for bucket in stats["throughput"]) == 1
+
+
+async def test_jobs_are_listed_newest_first_filtered_and_paged(env: Env, tmp_path: Path) -> None:
+    echoes = [await env.submit(Echo(f"echo {i}")) for i in range(5)]
+    gate = await env.submit(Gate(str(tmp_path / "never")))
+    for job_id in [*echoes, gate]:
+        await env.wait(job_id)
+
+    listed = await get_json(env, "/api/jobs")
+    assert [j["job_id"] for j in listed["jobs"]] == [gate, *reversed(echoes)]
+    assert listed["total"] == 6 and listed["limit"] == 50 and listed["offset"] == 0
+    assert "result" not in listed["jobs"][0]  # the detail has it
+
+    page = await get_json(env, "/api/jobs", limit=2, offset=1)
+    assert [j["job_id"] for j in page["jobs"]] == [echoes[4], echoes[3]]
+    assert page["total"] == 6
+
+    failed = await get_json(env, "/api/jobs", status="failed")
+    assert [j["job_id"] for j in failed["jobs"]] == [gate]
+    assert failed["jobs"][0]["status"] == "failed"
+    both = await get_json(env, "/api/jobs", status="failed,completed")
+    assert both["total"] == 6
+    assert (await get_json(env, "/api/jobs", type="echo"))["total"] == 5
+    assert [j["job_id"] for j in (await get_json(env, "/api/jobs", q="ECHO 3"))["jobs"]] == [
+        echoes[3]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"status": "lost"}, "unknown status 'lost'"),
+        ({"limit": "many"}, "limit must be an integer, got 'many'"),
+        ({"limit": "0"}, "limit must be 1 to 500, got 0"),
+        ({"limit": "501"}, "limit must be 1 to 500, got 501"),
+        ({"offset": "-1"}, "offset must be"),
+    ],
+)
+async def test_a_bad_query_is_400_naming_it(env: Env, params: dict[str, str], message: str) -> None:
+    answer = await get_json(env, "/api/jobs", 400, **params)
+    assert answer["error"].startswith(message)
+
+
+async def test_a_job_in_detail_with_its_dependency_neighbourhood(env: Env) -> None:
+    first = await env.submit(Echo("first"))
+    middle = await env.submit(Echo("middle"), depends_on=[first])
+    last = await env.submit(Echo("last"), depends_on=[middle])
+    await env.wait(last)
+
+    detail = await get_json(env, f"/api/jobs/{middle}")
+    assert detail["job_id"] == middle and detail["type"] == "echo"
+    assert detail["status"] == "completed" and detail["result"] == "middle"
+    assert detail["args"] == {"text": "middle"}
+    assert detail["depends_on"] == [first]
+    assert detail["upstream"] == [
+        {"job_id": first, "type": "echo", "name": "echo", "status": "completed"}
+    ]
+    assert detail["downstream"] == [
+        {"job_id": last, "type": "echo", "name": "echo", "status": "completed"}
+    ]
+    assert detail["attempts"] == 1 and detail["lease_owner"] is None
+
+
+async def test_an_unknown_job_is_404(env: Env) -> None:
+    answer = await get_json(env, "/api/jobs/nope", 404)
+    assert "nope" in answer["error"]
+    answer = await post_json(env, "/api/jobs/nope/retry", 404)
+    assert "nope" in answer["error"]
+    answer = await env.http.get("/api/no-such-route")
+    assert answer.status_code == 404 and answer.json() == {"error": "Not Found"}
+
+
+async def test_a_job_argument_is_data_in_json_and_text_in_html(env: Env) -> None:
+    job_id = await env.submit(Echo(XSS))
+    await env.wait(job_id)
+    answer = await env.http.get(f"/api/jobs/{job_id}")
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["args"] == {"text": XSS}
+    # The pages' environment escapes what it prints, and JSON embedded in a page.
+    environment = template_environment()
+    page = environment.from_string(
+        '{% extends "base.html" %}{% block content %}<td>{{ args.text }}</td>'
+        "<div data-job='{{ args|tojson }}'></div>{% endblock %}"
+    ).render(args=answer.json()["args"], root="", csrf_token="", read_only=False, logged_in=False)
+    assert XSS not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "\\u003cscript\\u003e" in page
+    assert callable(environment.autoescape)
+    assert environment.autoescape("jobs.html") is True
+
+
+# ── acting ─────────────────────────────────────────────────────────────
+async def test_retry_runs_a_failed_job_again_and_keeps_its_history(
+    env: Env, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    job_id = await env.submit(Gate(str(gate)))
+    assert (await env.wait(job_id)).status is JobStatus.FAILED
+
+    gate.touch()
+    retried = await post_json(env, f"/api/jobs/{job_id}/retry")
+    assert retried["job_id"] == job_id
+    assert retried["status"] in ("pending", "running", "completed")
+    done = await env.wait(job_id)
+    assert done.status is JobStatus.COMPLETED
+
+    detail = await get_json(env, f"/api/jobs/{job_id}")
+    assert detail["result"] == "opened" and detail["attempts"] == 1
+    # The failed attempt is kept (the in-process scheduler keeps no history of
+    # attempts that completed: only the shared stores list the second one).
+    assert detail["history"][0]["status"] == "failed"
+    assert "gate closed" in detail["history"][0]["error"]
+
+    # A completed job cannot be retried: 409 naming its status.
+    refused = await post_json(env, f"/api/jobs/{job_id}/retry", 409)
+    assert "completed" in refused["error"]
+
+
+async def test_cancel_a_waiting_job_then_cancel_again_is_409(env: Env) -> None:
+    job_id = await env.submit(Echo("later"), delay=3600)
+    cancelled = await post_json(env, f"/api/jobs/{job_id}/cancel")
+    assert cancelled["job_id"] == job_id and cancelled["status"] == "cancelled"
+    again = await post_json(env, f"/api/jobs/{job_id}/cancel", 409)
+    assert again == {"error": f"job {job_id!r} already finished (cancelled)"}
+
+
+async def test_schedules_are_listed_paused_resumed_and_triggered(env: Env) -> None:
+    schedule_id = await env.add_schedule("tick")
+    (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
+    assert listed["schedule_id"] == schedule_id and listed["paused"] is False
+    first_fire = listed["next_run"]
+
+    assert await post_json(env, f"/api/schedules/{schedule_id}/pause") == {
+        "schedule_id": schedule_id,
+        "paused": True,
+        "changed": True,
+    }
+    again = await post_json(env, f"/api/schedules/{schedule_id}/pause")
+    assert again["changed"] is False
+    (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
+    assert listed["paused"] is True
+
+    resumed = await post_json(env, f"/api/schedules/{schedule_id}/resume")
+    assert resumed["changed"] is True and resumed["paused"] is False
+
+    triggered = await post_json(env, f"/api/schedules/{schedule_id}/trigger")
+    fired = await env.wait(triggered["job_id"])
+    assert fired.status is JobStatus.COMPLETED
+    (listed,) = (await get_json(env, "/api/schedules"))["schedules"]
+    assert listed["last_job_id"] == triggered["job_id"]
+    assert listed["next_run"] >= first_fire  # a trigger does not move the period
+
+    unknown = await post_json(env, "/api/schedules/nope/pause", 404)
+    assert "nope" in unknown["error"]
+
+
+async def test_the_queue_is_paused_and_resumed(env: Env) -> None:
+    assert await post_json(env, "/api/queue/pause") == {"queue_paused": True, "changed": True}
+    assert (await post_json(env, "/api/queue/pause"))["changed"] is False
+    assert (await get_json(env, "/api/stats"))["queue_paused"] is True
+    job_id = await env.submit(Echo("after the pause"))
+    assert await post_json(env, "/api/queue/resume") == {"queue_paused": False, "changed": True}
+    assert (await env.wait(job_id)).status is JobStatus.COMPLETED
+    assert (await get_json(env, "/api/stats"))["queue_paused"] is False
+
+
+# ── who may act ────────────────────────────────────────────────────────
+ACTIONS = [
+    "/api/jobs/{job}/retry",
+    "/api/jobs/{job}/cancel",
+    "/api/schedules/{schedule}/pause",
+    "/api/schedules/{schedule}/resume",
+    "/api/schedules/{schedule}/trigger",
+    "/api/queue/pause",
+    "/api/queue/resume",
+]
+
+
+async def _targets(env: Env) -> dict[str, str]:
+    return {
+        "job": await env.submit(Echo("x"), delay=3600),
+        "schedule": await env.add_schedule("tick"),
+    }
+
+
+async def test_every_action_needs_the_token(env: Env) -> None:
+    targets = await _targets(env)
+    for action in ACTIONS:
+        path = action.format(**targets)
+        answer = await env.http.post(path)
+        assert answer.status_code == 401, path
+        assert answer.json()["error"].startswith("authentication required"), path
+        wrong = await env.http.post(path, headers={"Authorization": "Bearer guess"})
+        assert wrong.status_code == 401 and wrong.json() == {"error": "wrong token"}, path
+    # Nothing changed.
+    assert (await env.client.get(targets["job"])).status is JobStatus.PENDING
+    assert not await env.client.queue_paused()
+
+
+async def test_without_a_token_the_app_is_read_only(read_only_env: Env) -> None:
+    env = read_only_env
+    assert (await get_json(env, "/healthz"))["read_only"] is True
+    targets = await _targets(env)
+    for action in ACTIONS:
+        path = action.format(**targets)
+        answer = await env.http.post(path, headers=BEARER)
+        assert answer.status_code == 403, path
+        assert answer.json() == {"error": READ_ONLY}
+    login = await env.http.post("/login", data={"token": TOKEN})
+    assert login.status_code == 403 and READ_ONLY in login.text
+    assert "jobsched_session" not in login.cookies
+    # Reading still works.
+    assert (await get_json(env, "/api/jobs"))["total"] == 1
+
+
+async def test_a_browser_session_needs_the_csrf_header(env: Env) -> None:
+    wrong = await env.http.post("/login", data={"token": "guess"})
+    assert wrong.status_code == 401 and "wrong token" in wrong.text
+    assert "jobsched_session" not in env.http.cookies
+
+    login = await env.http.post("/login", data={"token": TOKEN})
+    assert login.status_code == 303 and login.headers["location"] == "/"
+    cookies = {c.name: c for c in env.http.cookies.jar}
+    session, csrf = cookies["jobsched_session"], cookies["jobsched_csrf"]
+    assert TOKEN not in session.value  # an HMAC of it, not the token
+    assert session.has_nonstandard_attr("HttpOnly")
+    assert not csrf.has_nonstandard_attr("HttpOnly")  # the page reads it
+    for header in login.headers.get_list("set-cookie"):
+        assert "samesite=strict" in header.lower()
+
+    refused = await env.http.post("/api/queue/pause")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]
+    forged = await env.http.post("/api/queue/pause", headers={"X-CSRF-Token": "forged"})
+    assert forged.status_code == 403
+    assert not await env.client.queue_paused()
+
+    allowed = await env.http.post("/api/queue/pause", headers={"X-CSRF-Token": csrf.value})
+    assert allowed.status_code == 200 and await env.client.queue_paused()
+
+    logout = await env.http.post("/logout")
+    assert logout.status_code == 303 and "jobsched_session" not in env.http.cookies
+    after = await env.http.post("/api/queue/resume", headers={"X-CSRF-Token": csrf.value})
+    assert after.status_code == 401
+
+
+async def test_a_session_cookie_from_another_app_is_refused(env: Env) -> None:
+    """The cookie is an HMAC under the app's own random key: the same token elsewhere
+    (or the app restarted) gives another cookie."""
+    other = create_app(client=env.client, token=TOKEN)
+    transport = httpx.ASGITransport(app=other)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        await http.post("/login", data={"token": TOKEN})
+        stolen = {c.name: c.value for c in http.cookies.jar}
+    transport = httpx.ASGITransport(app=env.app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://testserver", cookies=stolen
+    ) as thief:
+        answer = await thief.post(
+            "/api/queue/pause", headers={"X-CSRF-Token": stolen["jobsched_csrf"]}
+        )
+    assert answer.status_code == 401
+
+
+# ── failures ───────────────────────────────────────────────────────────
+async def test_an_unexpected_error_is_500_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = Client(f"sqlite:///{tmp_path / 'jobs.db'}")
+    await client.open()
+    await client.close()  # every call now raises
+    app = create_app(client=client, token=TOKEN)
+    async with serving(app) as http:
+        for path in ("/api/jobs/x", "/api/stats", "/"):
+            answer = await http.get(path)
+            assert answer.status_code == 500, path
+            assert answer.json() == {"error": "internal error: the server logged the details"}
+            assert "Traceback" not in answer.text and "closed" not in answer.text
+
+
+def test_create_app_needs_exactly_one_source() -> None:
+    with pytest.raises(TypeError, match="exactly one of store_url, scheduler or client, got none"):
+        create_app()
+    with pytest.raises(TypeError, match="got store_url, client"):
+        create_app("sqlite:///x.db", client=object())
+    with pytest.raises(ValueError, match="must not be empty"):
+        create_app("sqlite:///x.db", token=" ")
+
+
+async def test_openapi_describes_every_route(env: Env) -> None:
+    document = await get_json(env, "/api/openapi.json")
+    assert document["openapi"].startswith("3.1")
+    paths = set(document["paths"])
+    for action in ACTIONS:
+        assert action.format(job="{job_id}", schedule="{schedule_id}") in paths
+    assert {"/healthz", "/api/stats", "/api/jobs", "/api/jobs/{job_id}", "/api/schedules"} <= paths
+
+
+# ── live updates ───────────────────────────────────────────────────────
+class EventStream:
+    """``GET /api/events`` read by driving the ASGI app: its events as they are sent."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.left = asyncio.Event()
+        self.buffer = ""
+
+    async def receive(self) -> dict[str, Any]:
+        await self.left.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.messages.put(message)
+
+    async def run(self) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": "/api/events",
+            "raw_path": b"/api/events",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"host", b"testserver")],
+            "client": ("127.0.0.1", 1),
+            "server": ("testserver", 80),
+            "state": {},
+        }
+        await self.app(scope, self.receive, self.send)
+
+    async def next_event(self) -> tuple[str, Any]:
+        """The next event (name, data); heartbeat comments are skipped."""
+        while True:
+            while "\n\n" in self.buffer:
+                block, self.buffer = self.buffer.split("\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in block.splitlines())
+                if "event" in fields:
+                    return fields["event"], json.loads(fields["data"])
+            message = await asyncio.wait_for(self.messages.get(), timeout=60)
+            if message["type"] == "http.response.start":
+                assert message["status"] == 200
+                assert dict(message["headers"])[b"content-type"].startswith(b"text/event-stream")
+                continue
+            self.buffer += message.get("body", b"").decode()
+
+
+async def test_events_send_stats_when_a_job_finishes(env: Env, tmp_path: Path) -> None:
+    env.app.state.dashboard.min_interval = 0.0
+    stream = EventStream(env.app)
+    task = asyncio.create_task(stream.run())
+    try:
+        name, first = await stream.next_event()
+        assert name == "stats" and first["counts"].get("completed", 0) == 0
+        job_id = await env.submit(Echo("live"))
+        await env.wait(job_id)
+        # Events may come for the submit and the start too: the finish shows in one.
+        while first["counts"].get("completed", 0) == 0:
+            name, first = await stream.next_event()
+            assert name == "stats"
+        assert first["counts"]["completed"] == 1
+    finally:
+        stream.left.set()
+        await asyncio.wait_for(task, timeout=60)
+
+
+# ── metrics ────────────────────────────────────────────────────────────
+async def test_metrics_report_the_store_jobs_per_status(env: Env, tmp_path: Path) -> None:
+    for text in ("a", "b"):
+        await env.wait(await env.submit(Echo(text)))
+    await env.wait(await env.submit(Gate(str(tmp_path / "never"))))
+    answer = await env.http.get("/metrics")
+    assert answer.status_code == 200, answer.text
+    (family,) = [
+        f for f in text_string_to_metric_families(answer.text) if f.name == "jobsched_store_jobs"
+    ]
+    counts = {s.labels["status"]: s.value for s in family.samples}
+    assert counts["completed"] == 2 and counts["failed"] == 1 and counts["pending"] == 0
+
+
+async def test_metrics_without_the_prometheus_plugin_say_how_to_get_it(env: Env) -> None:
+    env.app.state.dashboard.plugins = PluginManager(
+        [WebJobs()], deny=["prometheus"], autoload=False
+    )
+    answer = await get_json(env, "/metrics", 404)
+    assert answer == {
+        "error": "/metrics needs the prometheus plugin: pip install 'jobsched[prometheus]'"
+    }
+
+
+# ── mounting ───────────────────────────────────────────────────────────
+async def test_the_app_mounts_under_a_prefix(tmp_path: Path) -> None:
+    dashboard = create_app(f"sqlite:///{tmp_path / 'jobs.db'}", token=TOKEN)
+    outer = Starlette(
+        routes=[Mount("/jobs", app=dashboard)],
+        # A mounted app's lifespan is not run by Starlette: the outer app runs it.
+        lifespan=lambda app: dashboard.router.lifespan_context(dashboard),
+    )
+    async with serving(outer) as http:
+        assert (await http.get("/jobs/healthz")).json()["status"] == "ok"
+        login = await http.post("/jobs/login", data={"token": TOKEN})
+        assert login.status_code == 303 and login.headers["location"] == "/jobs/"
+        assert "Path=/jobs" in login.headers["set-cookie"]
+        missing = await http.get("/jobs/api/nothing")
+        assert missing.json() == {"error": "Not Found"}
+
+
+# ── the console script ─────────────────────────────────────────────────
+@pytest.fixture
+def web_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    script = Path(sys.executable).parent / "jobsched"
+    proc = subprocess.Popen(
+        [str(script), "web", "--store", f"sqlite:///{tmp_path / 'jobs.db'}", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "JOBSCHED_WEB_TOKEN": TOKEN},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    if not line.startswith("jobsched web: http://"):
+        proc.kill()
+        pytest.fail(f"no URL printed: {line!r} {proc.stderr.read()}")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    try:
+        yield proc, line.split()[2]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_jobsched_web_serves_the_app_until_interrupted(
+    web_process: tuple[subprocess.Popen[str], str],
+) -> None:
+    proc, url = web_process
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+    with httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("healthz").json() == {"status": "ok", "read_only": False}
+        assert http.post("api/queue/pause").status_code == 401
+        assert http.post("api/queue/pause", headers=BEARER).json()["changed"] is True
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.slow
+def test_jobsched_web_refuses_a_bad_store_and_a_bad_port(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "jobsched"
+    for args, message in (
+        (["--store", "nosuch://x"], "nosuch://x"),
+        (["--store", f"sqlite:///{tmp_path / 'x.db'}", "--port", "70000"], "--port must be"),
+    ):
+        done = subprocess.run(
+            [str(script), "web", *args], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("jobsched: error: ") and message in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+# ── docs/web.md ────────────────────────────────────────────────────────
+DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
+
+
+async def test_the_mount_example_of_docs_web_md_works_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert 'Client("sqlite:///jobs.db")' in example
+    monkeypatch.setenv("JOBSCHED_WEB_TOKEN", TOKEN)
+    namespace: dict[str, Any] = {}
+    exec(example.replace("sqlite:///jobs.db", f"sqlite:///{tmp_path / 'jobs.db'}"), namespace)
+    async with serving(namespace["app"]) as http:
+        assert (await http.get("/jobs/healthz")).json() == {"status": "ok", "read_only": False}
+        paused = await http.post("/jobs/api/queue/pause", headers=BEARER)
+        assert paused.json() == {"queue_paused": True, "changed": True}
+        assert await namespace["client"].queue_paused()
+        overview = await http.get("/jobs/")
+        assert overview.status_code == 200 and 'href="/jobs/static/style.css"' in overview.text
