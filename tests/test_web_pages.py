@@ -9,6 +9,7 @@ live fragment, escaping of every job field, and the answers to bad requests.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,10 @@ async def test_a_read_only_dashboard_says_so(client: Client) -> None:
         assert "Read-only dashboard" in text
         login = await page(http, "/login")
         assert "nobody can log in" in login and 'name="token"' not in login
+
+
+def test_docs_web_md_shows_screenshots_that_exist() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    images = re.findall(r"!\[[^\]]+\]\((web/[\w-]+\.png)\)", (docs / "web.md").read_text())
+    assert {"web/overview.png", "web/jobs.png", "web/job.png", "web/login.png"} <= set(images)
+    assert [image for image in images if not (docs / image).is_file()] == []

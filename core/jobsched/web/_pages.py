@@ -9,9 +9,8 @@ something changed, and which its filters replace.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,12 +21,11 @@ from starlette.routing import BaseRoute, Route
 from jobsched import UnknownJobError
 
 from . import _views
+from ._deps import dependents, upstream
 from ._state import dashboard
 
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
-#: How many of the newest jobs the job page looks through for its dependents.
-DEPENDENT_SCAN = 200
 #: Terminal statuses, for the overview's "recently finished".
 FINISHED = ("completed", "failed", "timed_out", "cancelled")
 
@@ -122,7 +120,7 @@ async def job(request: Request) -> Response:
         "title": found.name or found.type,
         "job": found,
         "progress": _views.progress_view(found.progress),
-        "graph": _views.dependency_graph(found, await _neighbourhood(client, found)),
+        "graph": _views.dependency_graph(found, await _neighbourhood(client, found), depth=1),
         "retryable": _views.RETRYABLE,
         "cancellable": _views.CANCELLABLE,
     }
@@ -163,42 +161,11 @@ def _offset(text: str | None) -> int | None:
 
 
 async def _neighbourhood(client: Any, focus: Any) -> Mapping[str, Any]:
-    """`focus`, what it depends on and what depends on it, two levels each way.
-
-    Dependencies come from ``depends_on``. Dependents are looked for among
-    the `DEPENDENT_SCAN` newest jobs submitted since `focus` (a job can only
-    depend on one submitted before it); `Client.page` leaves ``depends_on``
-    out, so each of those is read with `Client.get`.
-    """
+    """`focus`, the jobs it depends on and the jobs that depend on it, by id
+    (the neighbourhood ``GET /api/jobs/{id}`` answers; a purged dependency is
+    left out, and drawn grey)."""
     known: dict[str, Any] = {focus.job_id: focus}
-    frontier = list(focus.depends_on)
-    for _ in range(2):
-        found: list[str] = []
-        for dep in frontier:
-            if dep in known:
-                continue
-            try:
-                known[dep] = await client.get(dep)
-            except UnknownJobError:
-                continue  # purged: drawn as a grey node
-            found.extend(known[dep].depends_on)
-        frontier = found
-    page = await client.page(limit=DEPENDENT_SCAN)
-    newer = [j.job_id for j in page.jobs if j.submitted_at >= focus.submitted_at]
-    candidates = [j for j in await asyncio.gather(*map(_get_or_none(client), newer)) if j]
-    parents = {focus.job_id}
-    for _ in range(2):
-        children = [j for j in candidates if parents & set(j.depends_on) and j.job_id not in known]
-        known.update((child.job_id, child) for child in children)
-        parents = {child.job_id for child in children}
+    for found in [*await upstream(client, focus), *await dependents(client, focus)]:
+        if found is not None:
+            known[found.job_id] = found
     return known
-
-
-def _get_or_none(client: Any) -> Callable[[str], Awaitable[Any]]:
-    async def get(job_id: str) -> Any:
-        try:
-            return await client.get(job_id)
-        except UnknownJobError:
-            return None  # purged meanwhile
-
-    return get
