@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from jobsched import Client, Limits, build_job
+from jobsched import Client, JobScheduler, Limits, build_job
 from jobsched.web import create_app
 
 pytestmark = pytest.mark.timeout(120)
@@ -168,3 +168,32 @@ def test_docs_web_md_shows_screenshots_that_exist() -> None:
     images = re.findall(r"!\[[^\]]+\]\((web/[\w-]+\.png)\)", (docs / "web.md").read_text())
     assert {"web/overview.png", "web/jobs.png", "web/job.png", "web/login.png"} <= set(images)
     assert [image for image in images if not (docs / image).is_file()] == []
+
+
+async def test_the_pages_of_an_in_process_scheduler() -> None:
+    """``create_app(scheduler=...)``: the same pages over the memory store, jobs run."""
+
+    async def double(x: int) -> int:
+        return 2 * x
+
+    async def broken() -> None:
+        raise ValueError("no luck")
+
+    async with JobScheduler(num_workers=2) as scheduler:
+        app = create_app(scheduler=scheduler, token="t0ken")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://dash") as http:
+            local = app.state.dashboard.client
+            done = await local.submit(double, 21)
+            failed = await local.submit(broken, retry="none")
+            for job_id in (done, failed):
+                await local.wait(job_id, timeout=30)
+            overview = await page(http, "/")
+            assert '<div class="n">1</div>\n      <div class="label">completed' in overview
+            listed = await page(http, "/jobs?status=failed")
+            assert f'data-job="{failed}"' in listed and "ValueError: no luck" in listed
+            detail = await page(http, f"/jobs/{done}")
+            assert '<pre class="json">42</pre>' in detail
+            assert f'hx-post="/api/jobs/{failed}/retry"' in await page(http, f"/jobs/{failed}")
+            for path in ("/schedules", "/limits"):
+                await page(http, path)
