@@ -358,3 +358,6 @@ class FakeSharedStore:
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = _unused
     counts = unfinished = _unused
+    page = stats = retry = requeue = purge = expire_results = set_progress = _unused
+    wait_changed = set_queue_paused = queue_paused = schedules = _unused
+    set_schedule_paused = trigger_schedule = _unused

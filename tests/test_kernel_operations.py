@@ -14,6 +14,7 @@ from jobsched import (
     JobScheduler,
     JobStatus,
     RetryPolicy,
+    SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
 )
@@ -342,3 +343,19 @@ async def test_purge_spares_an_upstream_an_unfinished_job_still_needs(tmp_path: 
         assert second.get(upstream).status is COMPLETED
         await second.join()
         assert second.get(dependent).status is COMPLETED
+
+
+async def test_a_shared_store_job_is_retried_through_the_store_not_the_kernel(
+    tmp_path: Path,
+) -> None:
+    scheduler = stored_scheduler(f"sqlite:///{tmp_path}/jobs.db", shared=True)
+    async with scheduler:
+        job_id = scheduler.submit(Fail())
+        await scheduler.flush()
+        await scheduler.join()
+        job_id = scheduler.resolve(job_id)
+        job = scheduler.find(job_id)
+        assert job is not None  # this process ran it: the kernel remembers it
+        with pytest.raises(SchedulerError, match=r"Client\(store\).retry"):
+            scheduler.retry_job(job_id)
+        assert job.status is FAILED and scheduler.attempt_history(job_id) == []

@@ -4,6 +4,9 @@ on the memory store and on a SQLite file the scheduler owns."""
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +202,22 @@ async def test_a_result_past_its_ttl_reads_as_none() -> None:
         assert (await client.get(job_id)).result is None
 
 
+async def test_a_job_submitted_with_its_own_result_settings_arms_the_reaper() -> None:
+    clock = VirtualClock()
+    async with JobScheduler(clock=clock) as scheduler:
+        client = LocalClient(scheduler)
+        assert clock.pending == 0  # no setting, no reaper
+        dropped = await client.submit(add, 1, 1, keep_result=False)
+        short = await client.submit(add, 2, 2, result_ttl=5)
+        kept = await client.submit(add, 3, 3)
+        assert await client.result(dropped, timeout=10) == 2  # until the reaper comes
+        assert (await client.get(short)).result_expires is not None
+        await clock.advance(60)
+        assert [(await client.get(i)).result for i in (dropped, short, kept)] == [None, None, 6]
+        assert (await client.get(kept)).result_expires is None
+        assert scheduler.expire_results() == 0
+
+
 async def test_retention_forgets_old_finished_jobs() -> None:
     clock = VirtualClock()
     async with JobScheduler(clock=clock, retention=100) as scheduler:
@@ -366,3 +385,13 @@ async def test_over_a_single_owner_sqlite_scheduler(tmp_path: Path) -> None:
         await restarted.flush()
     async with JobScheduler(store=url, plugins=[jobs_plugin]) as again:
         assert await LocalClient(again).jobs() == []
+
+
+# ── docs/client.md ─────────────────────────────────────────────────────
+def test_the_docs_example_prints_what_the_page_says() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    section = doc.split("## In-process: `LocalClient`", 1)[1]
+    code, expected = re.findall(r"```(?:python|text)\n(.*?)```", section, flags=re.S)[:2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected

@@ -62,6 +62,20 @@ def test_wheel_carries_the_three_packages_typed(wheel: Path) -> None:
     assert tops == set(SOURCE_ROOTS), "no source-root folder (core/, plugins/) leaks as a package"
 
 
+def test_wheel_carries_the_dashboards_templates_and_static_files(wheel: Path) -> None:
+    web = SOURCE_ROOTS["jobsched"] / "web"
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    shipped = {
+        f"jobsched/web/{p.relative_to(web).as_posix()}"
+        for folder in ("templates", "static")
+        for p in (web / folder).rglob("*")
+        if p.is_file()
+    }
+    assert {"jobsched/web/static/htmx.min.js", "jobsched/web/templates/base.html"} <= shipped
+    assert shipped <= names, f"missing from the wheel: {sorted(shipped - names)}"
+
+
 def test_wheel_lists_every_builtin_entry_point(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         (ep_file,) = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]

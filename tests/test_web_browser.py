@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +30,11 @@ import pytest
 
 import web_jobs
 from jobsched import BlockingClient, JobStatus, Limits, PluginManager, build_job
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # the browser fixture skips (or fails in CI) with the reason
+    expect = sync_playwright = None
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -54,12 +57,11 @@ def _missing(what: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if sync_playwright is None:
         _missing("playwright is not installed (pip install -e '.[dev]')")
     if not CHROMIUM.exists():
         _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         try:
@@ -89,6 +91,7 @@ class Browser:
     def open(self, path: str) -> Any:
         response = self.tab.goto(self.base + path)
         assert response is not None
+        assert response.ok, f"GET {path}: {response.status}\n{response.text()[:2000]}"
         return response
 
     def log_in(self, token: str = TOKEN) -> None:
@@ -96,6 +99,13 @@ class Browser:
         self.tab.fill("input[name=token]", token)
         with self.tab.expect_navigation():
             self.tab.click("button[type=submit]")
+
+    def flash_says(self, text: str) -> str:
+        """Wait until the page's message box (#flash) contains `text`; its whole text."""
+        self.tab.wait_for_function(
+            "text => document.getElementById('flash').innerText.includes(text)", arg=text
+        )
+        return str(self.tab.inner_text("#flash"))
 
     def live(self) -> None:
         """Wait until the page's event stream is connected."""
@@ -137,32 +147,48 @@ def _console_script() -> str:
 
 
 class Process:
-    """A ``jobsched`` subprocess; its stderr is read into `log` until it exits."""
+    """A ``jobsched`` subprocess; its stdout and stderr lines are collected until it exits."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], ready: str) -> None:
         self.args = args
         self.proc = subprocess.Popen(
-            [_console_script(), *args], env=env, stderr=subprocess.PIPE, text=True
+            [_console_script(), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.log: list[str] = []
-        self.started = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        #: The first line containing `ready`, once it was printed.
+        self.ready_line = ""
+        self._ready_text = ready
+        self._ready = threading.Event()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (self.proc.stdout, self.proc.stderr)
+        ]
+        for reader in self._readers:
+            reader.start()
 
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+    def _read(self, stream: Any) -> None:
+        for line in stream:
             self.log.append(line)
-            if "shared scheduler started" in line:
-                self.started.set()
+            if self._ready_text in line and not self._ready.is_set():
+                self.ready_line = line
+                self._ready.set()
 
-    def check_running(self) -> None:
-        if self.proc.poll() is not None:
-            self._reader.join(timeout=10)
-            pytest.fail(
-                f"jobsched {' '.join(self.args)} exited with {self.proc.returncode}:\n"
-                + "".join(self.log[-40:])
-            )
+    def wait_ready(self, timeout: float = 60) -> str:
+        """The ready line; fails the test if the process exits or stays silent."""
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(timeout=0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(
+                    f"jobsched {' '.join(self.args)} did not print {self._ready_text!r} "
+                    f"(exit code {self.proc.returncode}):\n" + "".join(self.log[-40:])
+                )
+        return self.ready_line
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -172,56 +198,36 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._reader.join(timeout=10)
+        for reader in self._readers:
+            reader.join(timeout=10)
 
 
 @pytest.fixture
 def worker(store_url: str, plugin_env: dict[str, str]) -> Iterator[Process]:
-    process = Process(["worker", "--store", store_url, "--workers=4", "--grace=0"], plugin_env)
+    args = ["worker", "--store", store_url, "--workers=4", "--grace=0"]
+    process = Process(args, plugin_env, ready="shared scheduler started")
     try:
-        if not process.started.wait(timeout=60):
-            process.check_running()
-            pytest.fail("the worker did not start within 60 s:\n" + "".join(process.log))
+        process.wait_ready()
         yield process
     finally:
         process.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def dashboard(store_url: str, plugin_env: dict[str, str]) -> Iterator[str]:
-    """``jobsched web --store URL --token TOKEN`` on a free port; its base URL."""
-    port = _free_port()
+    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it)."""
     env = {**plugin_env}
     env.pop("JOBSCHED_WEB_TOKEN", None)
-    process = Process(["web", "--store", store_url, "--port", str(port), "--token", TOKEN], env)
-    base = f"http://127.0.0.1:{port}"
+    args = ["web", "--store", store_url, "--port", "0", "--token", TOKEN]
+    process = Process(args, env, ready="jobsched web: http://")
     try:
-        _wait_healthy(base, process)
+        line = process.wait_ready()
+        base = line.split("jobsched web: ", 1)[1].split()[0].rstrip("/")
+        with urllib.request.urlopen(base + "/healthz", timeout=30) as response:
+            assert response.status == 200
         yield base
     finally:
         process.stop()
-
-
-def _wait_healthy(base: str, process: Process) -> None:
-    """Until ``GET /healthz`` answers 200 (the server takes a moment to bind)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        process.check_running()
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        time.sleep(0.1)
-    pytest.fail("jobsched web did not answer /healthz within 60 s:\n" + "".join(process.log))
 
 
 @pytest.fixture
@@ -316,16 +322,22 @@ def test_every_page_shows_the_store(
         build_job("steps", {"flag": str(hold), "steps": 8}, plugins=plugins), name="resize-tiles"
     )
     schedule = client.add_schedule(
-        build_job("email", {"to": "ops@example.com", "subject": "backup", "latency": 0}),
+        build_job(
+            "email",
+            {"to": "ops@example.com", "subject": "backup", "latency": 0},
+            name="nightly-report",
+        ),
         trigger={"cron": "30 2 28 3 *", "tz": "Europe/Berlin"},
     )
     client.add_schedule(
-        build_job("sleep", {"name": "cleanup", "seconds": 0}), every=3600, start_in=3600
+        build_job("sleep", {"name": "cleanup", "seconds": 0}, name="hourly-cleanup"),
+        every=3600,
+        start_in=3600,
     )
     for job_id in [*emails, extract, transform, audit]:
         assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
     assert client.wait(load, timeout=60).status is JobStatus.FAILED
-    until(lambda: client.get(running).progress is not None, "the running job's progress")
+    until(lambda: getattr(client.get(running).progress, "done", 0) == 8, "the job's progress")
 
     # Jobs: every submitted job is listed, newest first.
     tab.open("/jobs")
@@ -350,22 +362,24 @@ def test_every_page_shows_the_store(
     completed = tab.tab.inner_text("a.count.s-completed .n")
     assert int(completed) == client.stats().counts["completed"]
     assert tab.tab.inner_text("[data-testid=queue-state]") == "running"
-    assert tab.tab.locator("svg.chart rect.completed").count() >= 1
+    expect(tab.tab.locator("svg.chart rect.completed")).not_to_have_count(0)
     assert worker_identity(client, running) in tab.tab.inner_text("body")
     tab.shoot("overview", screenshots)
 
-    # A job with its dependency neighbourhood: extract -> transform -> load, audit.
+    # A job with its dependency neighbourhood: extract -> transform -> load, audit
+    # (report, which waits for load, is two steps away: not drawn).
     tab.open(f"/jobs/{transform}")
     graph = tab.tab.locator("[data-testid=dependency-graph]")
-    for name in ("extract", "transform", "load", "audit", "report"):
-        assert graph.get_by_text(name, exact=True).count() == 1, name
-    assert tab.tab.locator("svg .node.focus.s-completed").count() == 1
-    assert tab.tab.locator("svg .node.s-failed").count() == 1
+    for name in ("extract", "transform", "load", "audit"):
+        expect(graph.get_by_text(name, exact=True)).to_have_count(1)
+    expect(graph.get_by_text("report", exact=True)).to_have_count(0)
+    expect(graph.locator(".node.focus.s-completed")).to_have_count(1)
+    expect(graph.locator(".node.s-failed")).to_have_count(1)
     tab.shoot("job", screenshots)
 
     # A running job's progress bar.
     tab.open(f"/jobs/{running}")
-    assert "8 / 8 (100%)" in tab.tab.inner_text(".progress")
+    expect(tab.tab.locator(".progress")).to_contain_text("8 / 8 (100%)")
     tab.shoot("job-running", screenshots)
 
     # Schedules: the next fires with the daylight-saving mark `schedule preview` shows.
@@ -398,7 +412,12 @@ def worker_identity(client: BlockingClient, job_id: str) -> str:
 
 
 def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
-    client: BlockingClient, plugins: PluginManager, worker: Process, tab: Browser, tmp_path: Path
+    client: BlockingClient,
+    plugins: PluginManager,
+    worker: Process,
+    tab: Browser,
+    tmp_path: Path,
+    screenshots: Path,
 ) -> None:
     flag = tmp_path / "gate"
     job_id = failed_job(client, plugins, flag)
@@ -408,6 +427,7 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
     status = tab.tab.locator("[data-testid=job-status]")
     assert status.inner_text() == "failed"
     assert "the gate gate is closed" in tab.tab.inner_text("body")
+    tab.shoot("job-failed", screenshots)
 
     flag.unlink()
     tab.tab.evaluate("window.notReloaded = true")
@@ -418,7 +438,7 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
         timeout=WAIT_MS,
     )
     assert tab.tab.evaluate("window.notReloaded") is True
-    assert "Retried" in tab.tab.inner_text("#flash")
+    tab.flash_says("Retried")
     done = client.get(job_id)
     assert done.status is JobStatus.COMPLETED and done.result == {"label": "retry me"}
     assert [a.status for a in done.history][:1] == ["failed"], done.history
@@ -435,10 +455,7 @@ def test_actions_need_the_token(
     # Not logged in: the page reads, but its Retry is refused and it says so.
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
-    flash = tab.tab.locator("#flash")
-    flash.wait_for(state="visible")
-    assert "Not allowed" in flash.inner_text()
-    assert "Log in" in flash.inner_text()
+    assert "Log in" in tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
 
     # A wrong token is refused on the login page.
@@ -447,15 +464,14 @@ def test_actions_need_the_token(
     assert tab.tab.locator("[role=alert]").is_visible()
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
-    tab.tab.wait_for_function(
-        "() => document.getElementById('flash').innerText.includes('Not allowed')"
-    )
+    tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
 
     # The right one lets the same button through.
     tab.log_in()
     tab.open(f"/jobs/{job_id}")
     tab.tab.get_by_role("button", name="Retry").click()
+    tab.flash_says("Retried")
     assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
     assert tab.dialogs == [] and tab.errors == []
 

@@ -40,8 +40,11 @@ from ._options import (
     MAX_DELAY,
     check_delay,
     check_num_workers,
+    check_retention,
     check_retry_policy,
     is_retry_spec,
+    to_keep_result,
+    to_result_ttl,
 )
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
@@ -80,7 +83,7 @@ TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
-SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key")
+SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key", "result_ttl", "keep_result")
 
 #: The statuses `Kernel.retry_job` takes a job out of.
 RETRYABLE = (FAILED, TIMED_OUT, CANCELLED)
@@ -258,8 +261,8 @@ class Backend(Protocol):
         but is not a cancel (it should run again, as after a crash)."""
 
     def retried(self, job: Job) -> None:
-        """An operator made the terminal `job` PENDING again (`Kernel.retry_job`),
-        before the kernel queues it and tells the listeners."""
+        """An operator is making the terminal `job` PENDING again
+        (`Kernel.retry_job`); raise to refuse, before anything changed."""
 
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         """`Kernel.purge` forgot these terminal jobs, those in `statuses` that
@@ -448,10 +451,10 @@ class Kernel:
         retention: float | None = None,
     ) -> None:
         check_num_workers(num_workers)
-        self.result_ttl = _check_seconds("result_ttl", result_ttl)
-        self.retention = _check_seconds("retention", retention)
         if history_limit < 0:
             raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
+        self._result_ttl = to_result_ttl(result_ttl)
+        self._retention = check_retention(retention)
         self.plugins = plugins
         if strategy is None:
             strategy = default_factory(
@@ -522,6 +525,7 @@ class Kernel:
         self._thread_reports_lock = threading.Lock()
         self._queue_paused = False
         self._reaper: TimerHandle | None = None
+        self._reap_wanted = False  # a job brought its own result settings
         self._submit_hooks = plugins.submit_hooks()
         self._seq = 0
         self._unfinished = 0
@@ -577,6 +581,8 @@ class Kernel:
         depends_on: Iterable[str] = (),
         unique_key: str | None = None,
         key: str | None = None,
+        result_ttl: float | None = None,
+        keep_result: bool | None = None,
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
@@ -616,10 +622,26 @@ class Kernel:
         rerun after a crash resumes instead of starting a second copy. A key is
         known as long as its job is: while it is unfinished and, once it has
         finished, while it is among the last `history_limit` finished jobs.
+
+        `result_ttl` (seconds) and `keep_result` override the job's own
+        (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
+        result is kept, and whether it is stored at all. None keeps the job's.
         """
         if delay != 0.0:
             delay = check_delay(delay)
-        job = self._as_job(job, args, kwargs, options, (delay, depends_on, unique_key, key))
+        job = self._as_job(
+            job,
+            args,
+            kwargs,
+            options,
+            (delay, depends_on, unique_key, key, result_ttl, keep_result),
+        )
+        if result_ttl is not None:
+            job.result_ttl = to_result_ttl(result_ttl)
+            self._need_reaper()
+        if keep_result is not None:
+            job.keep_result = to_keep_result(keep_result)
+            self._need_reaper()
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -723,7 +745,9 @@ class Kernel:
                 # outright. Submit's own are common parameter names (asyncio.sleep
                 # has `delay`): refused only when given, as then it is ambiguous.
                 given = [
-                    name for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True) if value
+                    name
+                    for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True)
+                    if value or (name == "keep_result" and value is not None)
                 ]
                 refuse_option_parameters(job, given)
             job = FunctionJob(job, *args, kwargs=kwargs, **options)
@@ -980,6 +1004,7 @@ class Kernel:
                 f"{job_id} is {status.value}: only a failed, timed_out or cancelled job "
                 "can be retried"
             )
+        self._backend.retried(job)  # may refuse (a shared store's job): nothing changed yet
         if job.attempts:
             notes = self._notes_of(job_id)
             notes.history.append(
@@ -999,7 +1024,6 @@ class Kernel:
         self._seq += 1
         job.run_at = self._clock.now()
         job.status = PENDING
-        self._backend.retried(job)
         self._unfinished += 1
         self._idle.clear()
         for listener in self._listeners:
@@ -1064,8 +1088,10 @@ class Kernel:
         """Drop the results of completed jobs past their time to keep them; returns how many.
 
         A job's time is `result_ttl_of` it. The scheduler calls this from a
-        timer when `result_ttl` or `retention` is set; call it yourself to
-        apply job types' own settings without either.
+        timer, armed when it has a `result_ttl` or `retention`, or once a job
+        is submitted with ``result_ttl=`` or ``keep_result=``; a job type's own
+        defaults alone arm nothing (that would cost every submit a check):
+        call it yourself then.
         """
         now = self._clock.now()
         jobs = self._jobs
@@ -1082,13 +1108,11 @@ class Kernel:
 
     def result_ttl_of(self, job: Job) -> float | None:
         """Seconds `job`'s result is kept after it finished (None: as long as
-        the job is remembered): 0 for a job type with ``keep_result = False``,
-        else its ``result_ttl`` class attribute, else the scheduler's."""
-        cls = type(job)
-        if getattr(cls, "keep_result", True) is False:
+        the job is remembered): 0 with ``keep_result=False``, else the job's
+        ``result_ttl``, else the scheduler's."""
+        if not job.keep_result:
             return 0.0
-        ttl = getattr(cls, "result_ttl", None)
-        return self.result_ttl if ttl is None else float(ttl)
+        return self._result_ttl if job.result_ttl is None else job.result_ttl
 
     def attempt_history(self, job_id: str) -> list[AttemptRecord]:
         """The ended attempts of a job, oldest first, its current one excluded.
@@ -1255,7 +1279,7 @@ class Kernel:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
-        if self.result_ttl is not None or self.retention is not None:
+        if self._result_ttl is not None or self._retention is not None or self._reap_wanted:
             self._arm_reaper()
         for sched in list(self._recurring.values()):
             if not sched.paused:
@@ -1339,6 +1363,19 @@ class Kernel:
     def history_limit(self) -> int:
         """How many finished jobs the scheduler remembers."""
         return self._history_limit
+
+    @property
+    def result_ttl(self) -> float | None:
+        """Seconds a completed job's result is kept when the job sets no
+        ``result_ttl`` of its own (None: for good). Backends apply it: a
+        shared store through `Outcome.result_ttl` and its reaper."""
+        return self._result_ttl
+
+    @property
+    def retention(self) -> float | None:
+        """Seconds finished jobs are kept before a reaper purges them (None:
+        until purged by hand)."""
+        return self._retention
 
     @property
     def stopping(self) -> bool:
@@ -1562,11 +1599,17 @@ class Kernel:
         return self._limiter
 
     # ── Internals: retention ──────────────────────────────────────────
+    def _need_reaper(self) -> None:
+        """A job has its own result settings: make sure the reaper runs."""
+        self._reap_wanted = True
+        if self._reaper is None and self._started and not self._stopping:
+            self._arm_reaper()
+
     def _arm_reaper(self) -> None:
         # A timer, never the job path: often enough that nothing outlives its
         # time by much (a quarter of the shortest setting), at most once a second.
-        settings = [s for s in (self.result_ttl, self.retention) if s is not None]
-        period = min(60.0, max(1.0, min(settings) / 4))
+        settings = [s for s in (self._result_ttl, self._retention) if s is not None]
+        period = min(60.0, max(1.0, min(settings, default=60.0) / 4))
         self._reaper = self._clock.call_at(self._clock.now() + period, self._reap)
 
     def _reap(self) -> None:
@@ -1575,8 +1618,8 @@ class Kernel:
         if self._stopping:
             return
         self.expire_results()
-        if self.retention is not None:
-            self.purge(self.retention)
+        if self._retention is not None:
+            self.purge(self._retention)
         self._arm_reaper()
 
     # ── Internals: operator actions and progress ──────────────────────
@@ -1966,17 +2009,6 @@ class Kernel:
                 del self._keys[key]
             if self._notes:
                 self._notes.pop(oldest, None)
-
-
-def _check_seconds(what: str, value: float | None) -> float | None:
-    """A duration setting: None, or a number of seconds >= 0."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what} must be a number of seconds or None, got {value!r}")
-    if not 0 <= value < math.inf:
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
 
 
 def _statuses_of(

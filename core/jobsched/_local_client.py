@@ -78,6 +78,10 @@ class LocalClient:
         self.scheduler = scheduler
         self.codec = JobCodec(scheduler.plugins)
         self._changed: asyncio.Event | None = None
+        clock = scheduler.clock
+        # The kernel keeps monotonic times: one offset turns them into wall
+        # time, so a job reads the same every time it is read.
+        self._offset = clock.time() - clock.now()
 
     def __repr__(self) -> str:
         return f"LocalClient({self.scheduler!r})"
@@ -207,7 +211,7 @@ class LocalClient:
         scheduler = self.scheduler
         clock = scheduler.clock
         now = clock.time()
-        offset = now - clock.now()
+        offset = self._offset
         counts = {s.value: 0 for s in JobStatus}
         last = math.floor(now / 60) * 60.0
         first = last - 60.0 * (_THROUGHPUT_MINUTES - 1)
@@ -382,8 +386,7 @@ class LocalClient:
     def _info(self, job: Job, *, full: bool = False) -> JobInfo:
         """`job` as the record a `Client` returns; `full` adds its history."""
         scheduler = self.scheduler
-        clock = scheduler.clock
-        offset = clock.time() - clock.now()
+        offset = self._offset
         job_id = job.job_id
         type_name, args, options = self._describe(job, offset)
         progress = scheduler.job_progress(job_id)
@@ -467,7 +470,6 @@ class LocalClient:
         return type_name, args, options
 
     def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
-        clock = self.scheduler.clock
         trigger = sched.trigger
         spec: dict[str, Any]
         if isinstance(trigger, IntervalTrigger):
@@ -477,7 +479,7 @@ class LocalClient:
         next_run: float | None = None
         fire = sched.next_fire
         if sched.active and fire is not None:
-            next_run = fire if sched.wall_clock else fire + clock.time() - clock.now()
+            next_run = fire if sched.wall_clock else fire + self._offset
         last = self.scheduler.find(sched.last_job_id) if sched.last_job_id else None
         if last is not None:
             type_name = self._describe(last, 0.0)[0]

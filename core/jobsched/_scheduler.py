@@ -46,11 +46,13 @@ class JobScheduler(Kernel):
     `SharedStore`); False makes this process its only owner. A process
     that only submits and follows jobs uses `jobsched.Client` (docs/client.md).
 
-    `result_ttl` drops a completed job's result that many seconds after it
-    finished (a job type's own ``result_ttl`` or ``keep_result = False``
-    class attribute wins); `retention` forgets finished jobs that many
-    seconds after they finished (`purge`; a SQLite file the scheduler owns
-    deletes them). Both are applied by a timer, never on the job path.
+    `result_ttl` is how many seconds a completed job's result is kept when
+    the job sets none itself (``submit(..., result_ttl=...)``, a job type's
+    ``result_ttl`` attribute); None keeps results. `retention` is how many
+    seconds finished jobs are kept at all: a reaper purges older ones
+    (None: never). Both are applied away from the hot path, by a periodic
+    reaper (see docs/client.md); in-process, a SQLite file the scheduler
+    owns deletes what it purges.
 
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
@@ -68,9 +70,9 @@ class JobScheduler(Kernel):
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         store: StoreBase | str | None = None,
+        shared: bool | None = None,
         result_ttl: float | None = None,
         retention: float | None = None,
-        shared: bool | None = None,
     ) -> None:
         if plugins is None:
             plugins = default_plugin_manager()

@@ -21,12 +21,11 @@ from starlette.routing import BaseRoute, Route
 from jobsched import UnknownJobError
 
 from . import _views
+from ._deps import dependents, upstream
 from ._state import dashboard
 
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
-#: How many of the newest jobs the job page looks through for its dependents.
-DEPENDENT_SCAN = 2000
 #: Terminal statuses, for the overview's "recently finished".
 FINISHED = ("completed", "failed", "timed_out", "cancelled")
 
@@ -103,7 +102,6 @@ async def jobs(request: Request) -> Response:
         "page": page,
         "filters": filters,
         "offset": offset,
-        "here": link(offset),
         "prev_url": link(max(offset - PAGE_SIZE, 0)) if offset > 0 else None,
         "next_url": link(offset + PAGE_SIZE) if offset + PAGE_SIZE < page.total else None,
         "types": _views.unique(sorted(j.type for j in page.jobs)),
@@ -122,7 +120,7 @@ async def job(request: Request) -> Response:
         "title": found.name or found.type,
         "job": found,
         "progress": _views.progress_view(found.progress),
-        "graph": _views.dependency_graph(found, await _neighbourhood(client, found)),
+        "graph": _views.dependency_graph(found, await _neighbourhood(client, found), depth=1),
         "retryable": _views.RETRYABLE,
         "cancellable": _views.CANCELLABLE,
     }
@@ -163,36 +161,11 @@ def _offset(text: str | None) -> int | None:
 
 
 async def _neighbourhood(client: Any, focus: Any) -> Mapping[str, Any]:
-    """`focus`, what it depends on and what depends on it, two levels each way.
-
-    Dependencies come from ``depends_on``. Dependents are looked for among the
-    `DEPENDENT_SCAN` newest jobs, from the newest back to `focus` (a job can
-    only depend on a job submitted before it).
-    """
+    """`focus`, the jobs it depends on and the jobs that depend on it, by id
+    (the neighbourhood ``GET /api/jobs/{id}`` answers; a purged dependency is
+    left out, and drawn grey)."""
     known: dict[str, Any] = {focus.job_id: focus}
-    frontier = list(focus.depends_on)
-    for _ in range(2):
-        found: list[str] = []
-        for dep in frontier:
-            if dep in known:
-                continue
-            try:
-                known[dep] = await client.get(dep)
-            except UnknownJobError:
-                continue  # purged: drawn as a grey node
-            found.extend(known[dep].depends_on)
-        frontier = found
-    newer: list[Any] = []
-    offset = 0
-    while offset < DEPENDENT_SCAN:
-        page = await client.page(limit=200, offset=offset)
-        newer.extend(j for j in page.jobs if j.submitted_at >= focus.submitted_at)
-        if not page.jobs or page.jobs[-1].submitted_at < focus.submitted_at:
-            break
-        offset += len(page.jobs)
-    parents = {focus.job_id}
-    for _ in range(2):
-        children = [j for j in newer if parents & set(j.depends_on) and j.job_id not in known]
-        known.update((child.job_id, child) for child in children)
-        parents = {child.job_id for child in children}
+    for found in [*await upstream(client, focus), *await dependents(client, focus)]:
+        if found is not None:
+            known[found.job_id] = found
     return known

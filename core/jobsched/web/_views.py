@@ -40,13 +40,6 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def iso(ts: float | None) -> str:
-    """An epoch time in ISO 8601 with its offset, for ``<time datetime>``."""
-    if ts is None or not math.isfinite(ts):
-        return ""
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
-
-
 def duration(seconds: float | None) -> str:
     """``"850 ms"``, ``"12.5 s"``, ``"3 min 20 s"``, ``"2 h 5 min"``, ``"3 d 4 h"``."""
     if seconds is None or not math.isfinite(seconds):
@@ -433,12 +426,6 @@ def limit_percent(in_use: int, limit: int) -> float:
     return 100.0 if limit <= 0 else max(0.0, min(100.0, 100.0 * in_use / limit))
 
 
-def pages(total: int, limit: int, offset: int) -> tuple[int, int]:
-    """(this page's number, how many pages), both from 1."""
-    count = max(1, -(-total // limit))
-    return min(offset // limit + 1, count), count
-
-
 def unique(items: Iterable[str]) -> list[str]:
     """`items` without repeats, first occurrence kept."""
     return list(dict.fromkeys(items))
@@ -448,7 +435,6 @@ def install_filters(env: Any) -> None:
     """Give the Jinja2 environment `env` the filters the page templates use."""
     env.filters.update(
         when=when,
-        iso=iso,
         ago=ago,
         duration=duration,
         pretty_json=pretty_json,

@@ -1,15 +1,37 @@
 // jobsched dashboard: live updates, the CSRF header, and what an action answered.
 //
 // One EventSource on the URL in <body data-events>; every event it sends means
-// "something may have changed", so each fires `jobsched:changed` on <body>, and
-// fragments that want refreshing say hx-trigger="jobsched:changed from:body".
+// "something may have changed", so the page's live part (#region) is fetched
+// again (htmx asks, so the server answers with that fragment only): 250 ms
+// after the last event, one fetch at a time, and once more if events came
+// while one was under way, so the last change is always shown.
 // Every request htmx sends carries the CSRF token of <meta name="csrf-token">.
 // Action buttons (hx-post, hx-swap="none", data-done="what succeeded") report
 // in #flash: their data-done text, or the error the API answered.
 (function () {
   "use strict";
 
-  function changed() { htmx.trigger(document.body, "jobsched:changed"); }
+  var refreshing = false;
+  var again = false;
+  var timer = null;
+
+  function refresh() {
+    var region = document.getElementById("region");
+    if (!region) { return; }
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    htmx.ajax("GET", window.location.pathname + window.location.search,
+              { target: region, swap: "outerHTML", select: "#region" })
+      .finally(function () {
+        refreshing = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  function changed() {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 250);
+  }
 
   function flash(kind, text, link) {
     var box = document.getElementById("flash");
