@@ -1,0 +1,79 @@
+"""A dependency that completes while a job depending on it is being inserted.
+
+The insert reads its dependencies' statuses, the finish releases the
+dependents it finds: run concurrently under READ COMMITTED, neither saw the
+other and the new job waited forever for a dependency long completed. The
+insert now locks the dependencies it reads (``FOR SHARE``), so it waits for
+a finish under way and reads its outcome. The test holds a finish open in a
+second connection and checks that the insert waits for it, then counts the
+dependency as met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobsched import NewJob, StoreContext
+from jobsched_plugins.postgres_store import PostgresStore
+from pg_support import base_dsn
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def job(job_id: str, deps: tuple[str, ...] = ()) -> NewJob:
+    now = time.time()
+    return NewJob(
+        job_id=job_id,
+        key=None,
+        type="noop",
+        args={},
+        run_at=now,
+        submitted_at=now,
+        sort_key=(0.0,),
+        depends_on=deps,
+    )
+
+
+async def waiting_on_a_lock(schema: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(base_dsn(), autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE application_name = %s AND wait_event_type = 'Lock'",
+            [schema],
+        )
+        row: Any = await cur.fetchone()
+        return bool(row[0])
+
+
+async def test_an_insert_waits_for_a_finish_under_way_and_sees_it(
+    pg_schema: tuple[str, str],
+) -> None:
+    url, schema = pg_schema
+    store = PostgresStore(url)
+    await store.open(StoreContext(worker_id="probe", shared=True))
+    try:
+        await store.insert([job("upstream")])
+        async with await psycopg.AsyncConnection.connect(base_dsn()) as finisher:
+            # A finish under way: the upstream completed, not committed yet.
+            await finisher.execute(
+                f"UPDATE \"{schema}\".jobs SET status = 'completed', finished_at = %s "
+                "WHERE job_id = 'upstream'",
+                [time.time()],
+            )
+            insert = asyncio.create_task(store.insert([job("downstream", ("upstream",))]))
+            for _ in range(1200):  # the insert must block on the upstream's row
+                if await waiting_on_a_lock(schema) or insert.done():
+                    break
+                await asyncio.sleep(0.05)
+            assert not insert.done(), "the insert did not wait for the finish under way"
+            await finisher.commit()
+        await asyncio.wait_for(insert, timeout=60)
+        row = await store.get("downstream")
+        assert row is not None and row.status == "pending" and row.unmet == 0
+    finally:
+        await store.close()
