@@ -1051,11 +1051,15 @@ class Client:
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, started, finished,
+        """Return when some job may have changed (submitted, finished, retried,
         progressed), or after `timeout` seconds; True if something changed.
 
-        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll.
-        Any number of coroutines may wait at once; each sees every change.
+        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll
+        (which sees every commit, claims too; on PostgreSQL a claim sends no
+        notification, to keep claims one round trip: a page that shows
+        running jobs refreshes on the timeout as well). Any number of
+        coroutines may wait at once; each sees every change made after it
+        began waiting.
         """
         self._check_open()
         seconds = _check_seconds("timeout", timeout)

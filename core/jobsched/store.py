@@ -730,8 +730,10 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def wait_changed(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, claimed, finished,
-        progressed), or after `timeout` seconds. True if woken."""
+        """Return when some job may have changed (submitted, finished, retried,
+        progressed; claims may wake it too), or after `timeout` seconds. True
+        if woken. For live views: it need not cost the hot path anything (the
+        PostgreSQL store sends no notification for a claim)."""
         ...
 
     # ── the queue's pause flag ─────────────────────────────────────────
