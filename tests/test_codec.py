@@ -417,3 +417,25 @@ async def test_submit_takes_the_result_options_and_the_scheduler_its_defaults() 
     for bad in ({"result_ttl": -1}, {"retention": 0}, {"retention": "7d"}):
         with pytest.raises(ValueError):
             scheduler(None, **bad)
+
+
+def test_build_job_and_job_files_take_the_result_options(codec: JobCodec) -> None:
+    from jobsched import build_job
+    from jobsched.jobfile import parse_jobfile
+
+    job = build_job("noop", {}, plugins=codec.plugins, result_ttl=5, keep_result=False)
+    assert (job.result_ttl, job.keep_result) == (5.0, False)
+    assert codec.options(job, OFFSET)["result_ttl"] == 5.0
+    with pytest.raises(JobSpecError, match="result_ttl must be a number of seconds"):
+        build_job("noop", {}, plugins=codec.plugins, result_ttl="soon")
+    with pytest.raises(JobSpecError, match=r"options: name, .*result_ttl, keep_result"):
+        build_job("noop", {}, plugins=codec.plugins, result_tll=5)
+    parsed = parse_jobfile(
+        '[[job]]\nid = "a"\ntype = "noop"\nresult_ttl = "1h"\nkeep_result = false\n',
+        source="t.toml",
+        plugins=codec.plugins,
+    )
+    options = parsed.jobs[0].job_options(0.0)
+    assert (options["result_ttl"], options["keep_result"]) == (3600.0, False)
+    built = build_job("noop", {}, plugins=codec.plugins, **options)
+    assert (built.result_ttl, built.keep_result) == (3600.0, False)

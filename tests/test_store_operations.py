@@ -661,3 +661,17 @@ async def test_client_stats_report_each_limits_use(target: Target) -> None:
     assert [(w.worker, w.running) for w in stats.workers] == [(OWNER, 3)]
     assert sum(b.completed + b.failed for b in stats.throughput) == 0
     assert stats.counts["running"] == 3 and stats.counts["pending"] == 0
+
+
+async def test_an_attempt_whose_worker_died_is_in_the_history(store: Any, target: Target) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "dead-worker")
+    await target.expire_lease(store, "a")
+    assert await store.reap_expired() == 1
+    assert await store.reap_expired() == 0
+    row = await store.get("a")
+    assert row.status == "pending"
+    assert [(a.number, a.status, a.worker) for a in row.history] == [
+        (1, "lease_expired", "dead-worker")
+    ]
+    assert row.history[0].error == "lease expired: its worker stopped renewing it"

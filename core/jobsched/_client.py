@@ -103,7 +103,8 @@ class Attempt:
     #: 1 for the first attempt (a retried job counts from 1 again).
     number: int
     #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: or ``retry_wait`` (it failed and another attempt followed).
+    #: ``retry_wait`` (it failed and another attempt followed) or
+    #: ``lease_expired`` (its worker died; the job was queued again).
     status: str
     error: str | None
     started_at: float | None

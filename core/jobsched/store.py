@@ -325,8 +325,9 @@ class AttemptRow:
 
     #: The job's attempt count when it ended (1 for the first).
     number: int
-    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``
-    #: or ``retry_wait`` (failed, another attempt follows).
+    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
+    #: ``retry_wait`` (failed, another attempt follows) or ``lease_expired``
+    #: (its worker died; `SharedStore.reap_expired` queued the job again).
     status: str
     #: The attempt's error (``"ValueError: ..."``), None if it had none.
     error: str | None
@@ -539,7 +540,9 @@ class SharedStore(StoreBase, Protocol):
 
     async def reap_expired(self) -> int:
         """Queue again (``pending``, lease cleared, attempts kept) every running
-        job whose lease expired: its process died. Returns how many."""
+        job whose lease expired: its process died. Each such attempt goes to
+        the job's history with status ``lease_expired`` (worker: the old
+        owner). Returns how many."""
         ...
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
