@@ -986,9 +986,10 @@ class Client:
         return [ScheduleInfo.from_row(row) for row in await self.store.schedules()]
 
     async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
-        for row in await self.store.schedules():
+        rows: list[SharedScheduleRow] = await self.store.schedules()
+        for row in rows:
             if row.schedule_id == schedule_id:
-                return row  # type: ignore[no-any-return]
+                return row
         raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
 
     async def pause_schedule(self, schedule_id: str) -> bool:
