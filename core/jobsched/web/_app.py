@@ -56,13 +56,15 @@ def create_app(
     ``sqlite:///...``) for which the app opens a `jobsched.Client` when it
     starts and closes it when it stops; `scheduler`, a running in-process
     `jobsched.JobScheduler` (wrapped in a `jobsched.LocalClient`); or
-    `client`, an open `Client` or `LocalClient` the caller keeps open and closes.
+    `client`, a `Client` or `LocalClient` the caller opens and closes (open
+    whenever requests come: a host app's lifespan, docs/web.md).
 
     `token` allows actions (retry, cancel, pause, ...) to requests that
     present it (``Authorization: Bearer TOKEN``, or the session cookie of
-    ``POST /login``); without it the dashboard is read-only. `plugins` is
-    where ``/metrics`` finds the prometheus plugin (default: the installed
-    plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
+    ``POST /login``); without it the dashboard is read-only. `plugins` gives
+    the job types of the client `store_url` opens, the prometheus plugin of
+    ``/metrics`` and the triggers the schedules page previews (default: the
+    installed plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
     """
     given = [
         name
