@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -41,13 +42,13 @@ pytestmark = pytest.mark.slow
 
 
 @attrs.define(eq=False)
-class FailUntil(AsyncJob):
-    """Fails while the file `flag` does not exist, then returns "ok"."""
+class Report(AsyncJob):
+    """Fails (without retries) while the file `flag` does not exist, then returns "ok"."""
 
     flag: str
 
     def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "fail-until")
+        Job.__init__(self, "report")
         self.retry = RetryPolicy(max_retries=0)
 
     async def run(self) -> Any:
@@ -56,10 +57,22 @@ class FailUntil(AsyncJob):
         return "ok"
 
 
+@attrs.define(eq=False)
+class Cleanup(AsyncJob):
+    """Does nothing, successfully."""
+
+    def __attrs_post_init__(self) -> None:
+        Job.__init__(self, "cleanup")
+
+    async def run(self) -> Any:
+        return None
+
+
 class _TestJobs:
     @hookimpl
     def jobsched_register_job_types(self, register: Register) -> None:
-        register("fail-until", FailUntil)
+        register("report", Report)
+        register("cleanup", Cleanup)
 
 
 def plugins() -> PluginManager:
@@ -129,7 +142,7 @@ async def until(condition: Any, timeout: float = 60) -> None:
 async def test_a_failed_job_retried_runs_to_completion(target: Target, tmp_path: Path) -> None:
     flag = tmp_path / "flag"
     async with worker(target), Client(target.url, plugins=plugins()) as client:
-        job_id = await client.submit(FailUntil(flag=str(flag)))
+        job_id = await client.submit(Report(flag=str(flag)))
         failed = await client.wait(job_id, timeout=60)
         assert (failed.status, failed.attempts) == (JobStatus.FAILED, 1)
         flag.touch()
@@ -191,7 +204,7 @@ async def test_requeue_by_status_and_type(target: Target, tmp_path: Path) -> Non
     async with Client(target.url, plugins=plugins()) as client:
         async with worker(target):
             fails = [await client.submit(failing(f"f{i}")) for i in range(2)]
-            other = await client.submit(FailUntil(flag=str(tmp_path / "never")))
+            other = await client.submit(Report(flag=str(tmp_path / "never")))
             done = await client.submit(target.rec("done"))
             for info in await client.wait_many([*fails, other, done], timeout=60):
                 assert info.status is (
@@ -458,3 +471,94 @@ def test_durations(text: str, seconds: float) -> None:
 )
 def test_durations_shown(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+# ── docs/cli.md: the documented session, run ──────────────────────────
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+DOC_STORE = "sqlite:////srv/jobs.db"
+DOC_JOB = re.compile(r"job-\d+-[0-9a-f]{12}")
+SHOWN_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ \([+-]\d{4}\)")
+
+
+def _operator_docs() -> str:
+    text = DOCS.read_text()
+    return text[text.index("## Operating a shared store") : text.index("## Environment")]
+
+
+def _session(text: str) -> list[tuple[list[str], list[str]]]:
+    """Each ``$ jobsched ...`` line of the console blocks, with the lines it printed."""
+    steps: list[tuple[list[str], list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((shlex.split(line[2:]), []))
+            else:
+                steps[-1][1].append(line)
+    return steps
+
+
+def _comparable(text: str, known: set[str]) -> list[str]:
+    """Lines as a table prints them whatever the widths, ids and times; sorted."""
+    text = DOC_JOB.sub(lambda m: m.group(0) if m.group(0) in known else "<new job>", text)
+    text = SHOWN_TIME.sub("<time>", text)
+    lines = (" ".join(line.replace("─", "").split()) for line in text.splitlines())
+    return sorted(line for line in lines if line)
+
+
+async def test_the_documented_session(target: Target, tmp_path: Path) -> None:
+    never = str(tmp_path / "never")
+    async with Client(target.url, plugins=plugins()) as client:
+        async with worker(target):
+            ran = [await client.submit(job) for job in (Report(never), Report(never), Cleanup())]
+            await client.wait_many(ran, timeout=60)
+        cancelled = await client.submit(Report(never), delay=3600)
+        await client.cancel(cancelled)
+        waiting = await client.submit(Cleanup(), delay=3600)
+        hourly = await client.add_schedule(Cleanup(), every=3600, start_in=3600)
+        nightly = await client.add_schedule(
+            Report(never), trigger={"cron": "0 2 * * *", "tz": "America/New_York"}
+        )
+    await finished_long_ago(target, ran[2], days=8)
+    real = [ran[0], ran[1], cancelled, ran[2], waiting]
+    doc = {f"job-{n}-8c1e2f3a4b5c": job_id for n, job_id in enumerate(real, start=1)}
+    doc |= {"sched-3f9a0c2b7d1e4f58": hourly, "sched-81b2d4e6f0a3c5e7": nightly}
+    doc[DOC_STORE] = target.url
+    known = set(doc)
+
+    steps = _session(_operator_docs())
+    assert len(steps) >= 15
+    for command, printed in steps:
+        assert command[0] == "jobsched"
+        result = await cli(*(doc.get(arg, arg) for arg in command[1:]))
+        expected = "\n".join(printed)
+        assert result.returncode == (2 if "jobsched: error:" in expected else 0), result.stderr
+        output = result.stdout + result.stderr
+        for doc_text, real_text in doc.items():
+            output = output.replace(real_text, doc_text)
+        assert _comparable(output, known) == _comparable(expected, known), command
+
+
+async def test_every_json_field_is_documented(target: Target) -> None:
+    text = _operator_docs()
+    async with Client(target.url, plugins=plugins()) as client:
+        job_id = await client.submit(Cleanup(), delay=3600)
+        schedule_id = await client.add_schedule(Cleanup(), every=3600, start_in=3600)
+    url = ["--store", target.url]
+    documents = [
+        await cli_json("jobs", "cancel", job_id, *url),
+        await cli_json("jobs", "retry", job_id, *url),
+        await cli_json("jobs", "requeue", "--status", "cancelled", *url),
+        await cli_json("jobs", "purge", "--older-than", "0", *url),
+        await cli_json("schedules", "list", *url),
+        await cli_json("schedules", "pause", schedule_id, *url),
+        await cli_json("schedules", "trigger", schedule_id, *url),
+        await cli_json("queue", "pause", *url),
+    ]
+    fields: set[str] = set()
+    for document in documents:
+        for item in document if isinstance(document, list) else [document]:
+            fields |= set(item)
+            fields |= set(item.get("schedule", {}))
+    assert {"job_id", "outcome", "purged", "next_run_local", "changed", "paused"} <= fields
+    for field in fields:
+        assert f"`{field}`" in text, field
