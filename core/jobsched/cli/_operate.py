@@ -116,7 +116,8 @@ async def _operate(url: str, plugins: PluginManager, action: Callable[[Client], 
     except (SchedulerError, ValueError) as exc:
         # UnknownJobError, UnknownScheduleError, InvalidTransitionError, a
         # status refused: the store changed between our check and the action.
-        raise BadInput(str(exc).strip("'\"")) from None
+        # (A KeyError's str() is its repr: say its message.)
+        raise BadInput(str(exc.args[0]) if exc.args else str(exc)) from None
     finally:
         await client.close()
 
