@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from jobsched import (
@@ -118,7 +119,11 @@ async def test_a_worker_process_runs_what_a_client_submits(client: Client, worke
     assert done.submitted_by == client.identity
     assert done.started_at is not None and done.finished_at is not None
     assert done.submitted_at <= done.started_at <= done.finished_at
-    assert await client.get(job_id) == done
+    # `get` adds the attempts (lists and waits leave them out: a query per job).
+    got = await client.get(job_id)
+    assert [(a.number, a.status, a.error) for a in got.history] == [(1, "completed", None)]
+    assert got.history[0].worker == worker.identity
+    assert attrs.evolve(got, history=()) == done
 
 
 async def test_submit_many_stores_a_batch_with_dependencies_inside_it(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import secrets
 import threading
 import time
@@ -28,18 +29,27 @@ import attrs
 import structlog
 
 from ._codec import JobCodec, sort_key
-from ._errors import SchedulerError, UnknownJobError
+from ._errors import (
+    InvalidTransitionError,
+    JobFailedError,
+    SchedulerError,
+    UnknownJobError,
+    UnknownScheduleError,
+)
 from ._job import FunctionJob, Job, new_job_id
 from ._jobtypes import build_retry_policy
 from ._limits import Limits
 from ._options import check_delay, to_priority, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
 from ._status import JobPriority, JobStatus
-from .backends.schedules import ended, schedule_row, serve
+from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
 from .store import (
+    AttemptRow,
     NewJob,
     SharedJobRow,
+    SharedScheduleRow,
     StoreContext,
+    StoreStats,
     new_worker_id,
     resolve_store,
 )
@@ -50,9 +60,68 @@ logger = structlog.get_logger("jobsched.client")
 
 #: The store calls a client needs: a store without them cannot be shared.
 _CLIENT_CALLS = ("insert", "get", "jobs", "request_cancel", "wait_finished")
+#: The statuses `retry` and `requeue` take a job from.
+RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
+TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
+#: Minutes of throughput `Client.stats` reports.
+_THROUGHPUT_MINUTES = 60
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """What a running job last reported with `jobsched.progress` (`JobInfo.progress`)."""
+
+    #: Work done so far, in the job's own unit.
+    done: float
+    #: The whole work in that unit, None if unknown.
+    total: float | None
+    message: str | None
+    #: When it was reported, wall clock.
+    updated_at: float
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any] | None) -> Progress | None:
+        """The record of a store's progress mapping (None stays None)."""
+        if not data:
+            return None
+        total = data.get("total")
+        return cls(
+            done=float(data.get("done") or 0.0),
+            total=None if total is None else float(total),
+            message=data.get("message"),
+            updated_at=float(data.get("updated_at") or 0.0),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Attempt:
+    """One ended attempt of a job (`JobInfo.history`)."""
+
+    #: 1 for the first attempt (a retried job counts from 1 again).
+    number: int
+    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
+    #: or ``retry_wait`` (it failed and another attempt followed).
+    status: str
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    #: The worker that ran it (``host:pid:random``).
+    worker: str | None
+
+    @classmethod
+    def from_row(cls, row: AttemptRow) -> Attempt:
+        """The public record of a store's attempt row."""
+        return cls(
+            number=row.number,
+            status=row.status,
+            error=row.error,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            worker=row.worker,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -74,7 +143,7 @@ class JobInfo:
     #: The last attempt's error ("ConnectionError: ..."), None if it had none.
     last_error: str | None
     #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
-    #: a mapping with its repr).
+    #: a mapping with its repr). None once expired (`result_expires`).
     result: Any
     #: The worker holding the job while it runs (``host:pid``) and until when.
     lease_owner: str | None
@@ -90,6 +159,17 @@ class JobInfo:
     run_at: float
     started_at: float | None
     finished_at: float | None
+    #: What the job last reported with `jobsched.progress`, None if nothing.
+    progress: Progress | None = None
+    #: Its ended attempts, oldest first (`get` fills it; lists leave it empty).
+    history: tuple[Attempt, ...] = ()
+    #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
+    depends_on: tuple[str, ...] = ()
+    #: Its stored options (``name``, ``executor``, ``priority``, ``timeout``,
+    #: ``retry``, ``result_ttl``, ...: spelled as the codec stores them).
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: When its result is removed (its ``result_ttl``), None if it is kept.
+    result_expires: float | None = None
 
     @property
     def done(self) -> bool:
@@ -120,6 +200,108 @@ class JobInfo:
             run_at=row.run_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            progress=Progress.from_data(row.progress),
+            history=tuple(Attempt.from_row(a) for a in row.history),
+            depends_on=tuple(row.depends_on),
+            options=row.options,
+            result_expires=row.result_expires,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class JobPage:
+    """One page of `Client.page`: the jobs (newest first) and how many match in all."""
+
+    jobs: list[JobInfo]
+    total: int
+
+
+@attrs.frozen(kw_only=True)
+class ThroughputBucket:
+    """Jobs that ended in one minute (`Stats.throughput`)."""
+
+    #: The minute's start, wall clock (a multiple of 60).
+    start: float
+    completed: int
+    #: Failed and timed-out jobs.
+    failed: int
+
+
+@attrs.frozen(kw_only=True)
+class WorkerInfo:
+    """A worker holding leases on running jobs (`Stats.workers`)."""
+
+    worker: str
+    #: How many jobs it runs.
+    running: int
+    #: The latest of its leases' expiry times.
+    lease_expires: float | None
+
+
+@attrs.frozen(kw_only=True)
+class LimitUse:
+    """One cluster limit and how much of it is used now (`Stats.limits`)."""
+
+    #: ``"executor"``, ``"job_type"`` or ``"rate"``.
+    kind: str
+    #: The executor or job type it limits.
+    name: str
+    #: Most running jobs (a rate: its burst).
+    limit: int
+    #: Running jobs now (a rate: tokens of the burst in use).
+    in_use: int
+
+
+@attrs.frozen(kw_only=True)
+class Stats:
+    """The queue at a glance (`Client.stats`)."""
+
+    #: Jobs per status, every status present (0 when none).
+    counts: dict[str, int]
+    #: One bucket per minute over the last hour, oldest first (60, zeros included).
+    throughput: list[ThroughputBucket]
+    workers: list[WorkerInfo]
+    limits: list[LimitUse]
+    queue_paused: bool
+    #: When the store was read (its clock).
+    at: float
+
+
+@attrs.frozen(kw_only=True)
+class ScheduleInfo:
+    """A recurring schedule as the store holds it (`Client.schedules`)."""
+
+    schedule_id: str
+    #: The fired job's name (``options["name"]``).
+    name: str | None
+    #: The fired job's registered type.
+    type: str
+    #: When it fires: ``{"interval": seconds, "origin": ...}`` or a wall-clock
+    #: trigger such as ``{"cron": "0 2 * * *", "tz": "UTC"}``.
+    trigger: Mapping[str, Any]
+    #: Its next fire time, wall clock; None once it has ended.
+    next_run: float | None
+    paused: bool
+    #: False once cancelled or ended.
+    active: bool
+    fired: int
+    skipped: int
+    last_job_id: str | None
+
+    @classmethod
+    def from_row(cls, row: SharedScheduleRow) -> ScheduleInfo:
+        """The public record of a shared store's schedule row."""
+        return cls(
+            schedule_id=row.schedule_id,
+            name=row.options.get("name"),
+            type=row.type,
+            trigger=row.trigger,
+            next_run=None if ended(row) else row.next_run,
+            paused=row.paused,
+            active=row.active,
+            fired=row.fired,
+            skipped=row.skipped,
+            last_job_id=row.last_job_id,
         )
 
 
@@ -220,6 +402,7 @@ class Client:
         # `submit` calls waiting to be stored together (see `_flush_submits`).
         self._queued: list[tuple[list[NewJob], set[str], asyncio.Future[str]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._changed_event: asyncio.Event | None = None
 
     def __repr__(self) -> str:
         return f"Client({self.store.url!r})"
@@ -635,6 +818,253 @@ class Client:
             # Its last run ends it: a finished job is the moment to look again.
             await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
 
+    # ── results ─────────────────────────────────────────────────────
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """Wait until the job is finished and return its result (JSON, as stored).
+
+        A job that failed, timed out or was cancelled raises `JobFailedError`
+        (its ``error_type``, ``message`` and ``attempts``); `TimeoutError`
+        after `timeout` seconds; `UnknownJobError` for an unknown id. Woken by
+        the store's "a job finished" notification, as `wait` is. A result
+        removed by its ``result_ttl`` reads as None.
+        """
+        info = await self.wait(job_id, timeout=timeout)
+        if info.status is JobStatus.COMPLETED:
+            return info.result
+        raise JobFailedError.from_job(
+            info.job_id, info.status.value, info.last_error, info.attempts
+        )
+
+    # ── browsing ────────────────────────────────────────────────────
+    async def page(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        type: str | None = None,
+        q: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> JobPage:
+        """One page of jobs, newest first, and how many jobs match in all.
+
+        `status` is one status or several (as in `jobs`); `type` a job type;
+        `q` a case-insensitive substring of the job's id, name, type or
+        arguments (as JSON). `limit` (1 to 1000) jobs from the `offset`-th on.
+        """
+        self._check_open()
+        wanted = _statuses(status)
+        _check_count("limit", limit, low=1, high=1000)
+        _check_count("offset", offset, low=0)
+        for what, value in (("type", type), ("q", q)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{what} must be a string, got {value!r}")
+        rows, total = await self.store.page(
+            None if wanted is None else sorted(wanted), type, q or None, limit, offset
+        )
+        return JobPage(jobs=[JobInfo.from_row(row) for row in rows], total=total)
+
+    async def stats(self) -> Stats:
+        """Counts per status, throughput per minute over the last hour, the
+        workers holding leases, the limits' use and whether the queue is paused."""
+        self._check_open()
+        now = time.time()
+        first = (math.floor(now / 60) - (_THROUGHPUT_MINUTES - 1)) * 60.0
+        raw = await self.store.stats(first)
+        # The buckets follow the store's clock (it stamped finished_at).
+        last = math.floor(raw.at / 60) * 60.0
+        starts = [last - 60.0 * i for i in range(_THROUGHPUT_MINUTES - 1, -1, -1)]
+        completed = dict.fromkeys(starts, 0)
+        failed = dict.fromkeys(starts, 0)
+        for minute, status, n in raw.finished:
+            if status == "completed" and minute in completed:
+                completed[minute] += n
+            elif status in ("failed", "timed_out") and minute in failed:
+                failed[minute] += n
+        counts = {s.value: 0 for s in JobStatus}
+        counts.update(raw.counts)
+        return Stats(
+            counts=counts,
+            throughput=[
+                ThroughputBucket(start=m, completed=completed[m], failed=failed[m]) for m in starts
+            ],
+            workers=[
+                WorkerInfo(worker=owner, running=n, lease_expires=expires)
+                for owner, n, expires in sorted(raw.leases)
+            ],
+            limits=_limit_uses(raw),
+            queue_paused=raw.queue_paused,
+            at=raw.at,
+        )
+
+    # ── operator actions: jobs ──────────────────────────────────────
+    async def retry(self, job_id: str) -> JobInfo:
+        """Run a failed, timed-out or cancelled job again, now; returns it.
+
+        Its attempts count from 0 again; the earlier ones stay in
+        `JobInfo.history`. A job in another status raises
+        `InvalidTransitionError` naming it; an unknown id `UnknownJobError`.
+        """
+        self._check_open()
+        moved = await self.store.retry([job_id])
+        row = await self.store.get(job_id)
+        if row is None:
+            raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
+        if not moved:
+            if row.status in RETRYABLE:
+                raise InvalidTransitionError(
+                    f"job {job_id} cannot be retried: another unfinished job holds its "
+                    f"unique_key {row.unique_key!r}"
+                )
+            raise InvalidTransitionError(
+                f"job {job_id} is {row.status}: only failed, timed_out or cancelled jobs "
+                "can be retried"
+            )
+        return JobInfo.from_row(row)
+
+    async def requeue(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] = ("failed",),
+        type: str | None = None,
+    ) -> list[str]:
+        """`retry` every job in `status` (failed, timed_out and/or cancelled) of
+        job type `type` (None: any); returns the ids requeued, in submit order.
+        Another status is a `ValueError`."""
+        self._check_open()
+        wanted = _statuses(status) or frozenset()
+        wrong = sorted(wanted - RETRYABLE)
+        if wrong or not wanted:
+            raise ValueError(
+                "requeue takes failed, timed_out or cancelled jobs, "
+                f"not {', '.join(wrong) or 'none'}"
+            )
+        if type is not None and not isinstance(type, str):
+            raise TypeError(f"type must be a string, got {type!r}")
+        return list(await self.store.requeue(sorted(wanted), type))
+
+    async def purge(
+        self,
+        *,
+        older_than: float,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+    ) -> int:
+        """Delete finished jobs that ended more than `older_than` seconds ago,
+        with their history; returns how many. `status` narrows it to some
+        terminal statuses (None: all of them); an unfinished status is a
+        `ValueError`. Unfinished jobs are never deleted."""
+        self._check_open()
+        seconds = _check_seconds("older_than", older_than)
+        wanted = _statuses(status) or TERMINAL_STATUSES
+        wrong = sorted(wanted - TERMINAL_STATUSES)
+        if wrong:
+            raise ValueError(
+                f"purge deletes finished jobs only; {', '.join(wrong)} is not a finished status "
+                f"(finished: {', '.join(sorted(TERMINAL_STATUSES))})"
+            )
+        return int(await self.store.purge(time.time() - seconds, sorted(wanted)))
+
+    # ── operator actions: schedules ─────────────────────────────────
+    async def schedules(self) -> list[ScheduleInfo]:
+        """Every stored schedule (running, paused or ended), by id."""
+        self._check_open()
+        return [ScheduleInfo.from_row(row) for row in await self.store.schedules()]
+
+    async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
+        for row in await self.store.schedules():
+            if row.schedule_id == schedule_id:
+                return row  # type: ignore[no-any-return]
+        raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
+
+    async def pause_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule firing (for every process) until it is resumed;
+        False if it was paused already, `UnknownScheduleError` if unknown."""
+        self._check_open()
+        if await self.store.set_schedule_paused(schedule_id, True):
+            return True
+        await self._schedule(schedule_id)
+        return False
+
+    async def resume_schedule(self, schedule_id: str) -> bool:
+        """Let a paused schedule fire again, from its next period after now
+        (the periods missed while paused are not fired); False if it was not
+        paused, `UnknownScheduleError` if unknown."""
+        self._check_open()
+        row = await self._schedule(schedule_id)
+        if not row.paused:
+            return False
+        now = time.time()
+        next_run: float | None = None
+        if not ended(row) and row.next_run <= now:
+            following = next_fire(row.trigger, row.next_run, now, self._resolve_trigger)
+            next_run = math.inf if following is None else following
+        return bool(await self.store.set_schedule_paused(schedule_id, False, next_run))
+
+    async def trigger_schedule(self, schedule_id: str) -> str:
+        """Submit the schedule's job once, now, without moving its next fire;
+        returns the job's id (counted as fired). `UnknownScheduleError` if unknown."""
+        self._check_open()
+        row = await self._schedule(schedule_id)
+        job = fired_job(
+            self.codec,
+            row,
+            now=time.time(),
+            strategy_key=self.strategy.key,
+            submitted_by=self.identity,
+            job_id_suffix=self._id_suffix,
+            scheduled_for=None,
+        )
+        if not await self.store.trigger_schedule(schedule_id, job):
+            raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
+        return job.job_id
+
+    # ── operator actions: the queue ─────────────────────────────────
+    async def pause_queue(self) -> bool:
+        """Stop every worker claiming new jobs (running ones finish); False if
+        the queue was paused already."""
+        self._check_open()
+        return bool(await self.store.set_queue_paused(True))
+
+    async def resume_queue(self) -> bool:
+        """Let workers claim again (they are woken); False if it was not paused."""
+        self._check_open()
+        return bool(await self.store.set_queue_paused(False))
+
+    async def queue_paused(self) -> bool:
+        """Whether the queue is paused."""
+        self._check_open()
+        return bool(await self.store.queue_paused())
+
+    # ── live views ──────────────────────────────────────────────────
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return when some job may have changed (submitted, started, finished,
+        progressed), or after `timeout` seconds; True if something changed.
+
+        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll.
+        Any number of coroutines may wait at once; each sees every change.
+        """
+        self._check_open()
+        seconds = _check_seconds("timeout", timeout)
+        if self._changed_event is None:
+            self._changed_event = asyncio.Event()
+            self._spawn(self._watch_changes(), "jobsched-client-changes")
+        event = self._changed_event
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+        return event.is_set()
+
+    async def _watch_changes(self) -> None:
+        # One task consumes the store's wake-up and sets a fresh event per
+        # change, so every waiter sees every change (as `_watch_finished`).
+        while True:
+            if await self.store.wait_changed(_SAFETY_POLL):
+                assert self._changed_event is not None
+                self._changed_event.set()
+                self._changed_event = asyncio.Event()
+
+    @property
+    def _resolve_trigger(self) -> Any:
+        return lambda name: self.plugins.resolve("triggers", name)
+
 
 def _settle(
     future: asyncio.Future[str], *, result: str = "", exc: BaseException | None = None
@@ -646,6 +1076,43 @@ def _settle(
         future.set_exception(exc)
     else:
         future.set_result(result)
+
+
+def _check_count(what: str, value: Any, *, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{what} must be {bound}, got {value!r}")
+
+
+def _check_seconds(what: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number of seconds, got {value!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _limit_uses(raw: StoreStats) -> list[LimitUse]:
+    """Each stored limit with what uses it now."""
+    data = raw.limits or {}
+    uses = [
+        LimitUse(kind=kind, name=name, limit=int(limit), in_use=running.get(name, 0))
+        for kind, key, running in (
+            ("executor", "executors", raw.running_executors),
+            ("job_type", "job_types", raw.running_types),
+        )
+        for name, limit in sorted((data.get(key) or {}).items())
+    ]
+    for name, rate in sorted((data.get("rates") or {}).items()):
+        burst = int(rate["burst"])
+        interval = 1.0 / float(rate["per_second"])
+        # GCRA: the bucket is `ahead` seconds of tokens in debt.
+        ahead = max(raw.rate_tats.get(name, raw.at) - raw.at, 0.0)
+        used = min(burst, math.ceil(ahead / interval - 1e-9))
+        uses.append(LimitUse(kind="rate", name=name, limit=burst, in_use=max(used, 0)))
+    return uses
 
 
 def _statuses(
@@ -795,3 +1262,59 @@ class BlockingClient:
     def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
         """`Client.wait_schedule`."""
         return self._call(self._client.wait_schedule(schedule_id, timeout=timeout))
+
+    def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """`Client.result`."""
+        return self._call(self._client.result(job_id, timeout=timeout))
+
+    def page(self, **filters: Any) -> JobPage:
+        """`Client.page`."""
+        return self._call(self._client.page(**filters))
+
+    def stats(self) -> Stats:
+        """`Client.stats`."""
+        return self._call(self._client.stats())
+
+    def retry(self, job_id: str) -> JobInfo:
+        """`Client.retry`."""
+        return self._call(self._client.retry(job_id))
+
+    def requeue(self, **filters: Any) -> list[str]:
+        """`Client.requeue`."""
+        return self._call(self._client.requeue(**filters))
+
+    def purge(self, *, older_than: float, status: Any = None) -> int:
+        """`Client.purge`."""
+        return self._call(self._client.purge(older_than=older_than, status=status))
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """`Client.schedules`."""
+        return self._call(self._client.schedules())
+
+    def pause_schedule(self, schedule_id: str) -> bool:
+        """`Client.pause_schedule`."""
+        return self._call(self._client.pause_schedule(schedule_id))
+
+    def resume_schedule(self, schedule_id: str) -> bool:
+        """`Client.resume_schedule`."""
+        return self._call(self._client.resume_schedule(schedule_id))
+
+    def trigger_schedule(self, schedule_id: str) -> str:
+        """`Client.trigger_schedule`."""
+        return self._call(self._client.trigger_schedule(schedule_id))
+
+    def pause_queue(self) -> bool:
+        """`Client.pause_queue`."""
+        return self._call(self._client.pause_queue())
+
+    def resume_queue(self) -> bool:
+        """`Client.resume_queue`."""
+        return self._call(self._client.resume_queue())
+
+    def queue_paused(self) -> bool:
+        """`Client.queue_paused`."""
+        return self._call(self._client.queue_paused())
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """`Client.wait_for_change`."""
+        return self._call(self._client.wait_for_change(timeout))

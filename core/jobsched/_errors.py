@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SchedulerError(Exception):
     """Base class of every error the scheduler raises."""
@@ -16,6 +18,60 @@ class UnknownJobError(SchedulerError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownScheduleError(SchedulerError, KeyError):
+    """A recurring schedule id that the store or scheduler does not know."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class JobFailedError(SchedulerError):
+    """A job whose result was asked for ended without one (`Client.result`).
+
+    `status` is the job's terminal status (``"failed"``, ``"timed_out"`` or
+    ``"cancelled"``); `error_type` the exception class named by its last
+    error (``"ValueError"`` for ``"ValueError: bad input"``), or the status
+    itself for a timed-out or cancelled job; `message` the rest of the last
+    error; `attempts` how many attempts ran.
+    """
+
+    def __init__(
+        self, job_id: str, status: str, error_type: str, message: str, attempts: int
+    ) -> None:
+        self.job_id = job_id
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+        plural = "" if attempts == 1 else "s"
+        super().__init__(
+            f"job {job_id} {status} after {attempts} attempt{plural}: {error_type}: {message}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.job_id, self.status, self.error_type, self.message, self.attempts),
+        )
+
+    @classmethod
+    def from_job(
+        cls, job_id: str, status: str, last_error: str | None, attempts: int
+    ) -> JobFailedError:
+        """The error for a job that ended in `status` with `last_error`.
+
+        A failed job's error reads ``"Type: message"`` (how the scheduler
+        records an exception); a timed-out or cancelled job's type is its status.
+        """
+        text = last_error or ""
+        if status == "failed":
+            head, sep, rest = text.partition(": ")
+            if sep and head.replace(".", "").replace("_", "").isalnum() and " " not in head:
+                return cls(job_id, status, head, rest, attempts)
+            return cls(job_id, status, "Error", text or "failed", attempts)
+        return cls(job_id, status, status, text or status, attempts)
 
 
 class SchedulerStoppedError(SchedulerError):

@@ -61,6 +61,7 @@ from ._errors import PluginError, StoreError
 from ._status import JobStatus
 
 __all__ = [
+    "AttemptRow",
     "JobRow",
     "LimitsData",
     "NewJob",
@@ -74,6 +75,7 @@ __all__ = [
     "StoreBase",
     "StoreContext",
     "StoreError",
+    "StoreStats",
     "as_shared_store",
     "as_store",
     "check_snapshot",
@@ -293,6 +295,17 @@ class SharedJobRow:
     started_at: float | None
     finished_at: float | None
     unique_key: str | None = None
+    #: The running job's last reported progress (`SharedStore.set_progress`):
+    #: ``{"done", "total", "message", "updated_at"}``; None if it reported none.
+    progress: dict[str, Any] | None = None
+    #: When a completed job's result is removed (`SharedStore.expire_results`);
+    #: None: kept until the job is purged.
+    result_expires: float | None = None
+    #: Ended attempts, oldest first. Filled by `SharedStore.get` only (lists
+    #: leave it empty: reading every job's history would cost a query per page).
+    history: tuple[AttemptRow, ...] = ()
+    #: The jobs it waits for (or waited for). Filled by `SharedStore.get` only.
+    depends_on: tuple[str, ...] = ()
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -300,6 +313,51 @@ class SharedJobRow:
         rec = dict(rec)
         rec["sort_key"] = tuple(rec["sort_key"])
         return cls(**rec)
+
+
+@attrs.frozen(kw_only=True)
+class AttemptRow:
+    """One ended attempt of a job, as `SharedStore.finish` records it.
+
+    A retried job (`SharedStore.retry`) counts attempts from 1 again; its
+    earlier attempts stay in the history.
+    """
+
+    #: The job's attempt count when it ended (1 for the first).
+    number: int
+    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``
+    #: or ``retry_wait`` (failed, another attempt follows).
+    status: str
+    #: The attempt's error (``"ValueError: ..."``), None if it had none.
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    #: The process that ran it (the lease owner).
+    worker: str | None
+
+
+@attrs.frozen(kw_only=True)
+class StoreStats:
+    """What `SharedStore.stats` returns: one consistent look at the queue."""
+
+    #: Jobs per status (statuses with none are left out).
+    counts: dict[str, int]
+    #: ``(minute, status, n)``: how many jobs reached a terminal `status` in
+    #: the minute starting at `minute` (a multiple of 60, wall clock), for the
+    #: minutes since the `since` given to `stats`.
+    finished: list[tuple[float, str, int]]
+    #: ``(owner, running, latest lease expiry)`` per process holding leases.
+    leases: list[tuple[str, int, float | None]]
+    #: Running jobs per job type and per executor (``options["executor"]``).
+    running_types: dict[str, int]
+    running_executors: dict[str, int]
+    #: The cluster's limits (`SharedStore.sync_limits`), None without any.
+    limits: LimitsData | None
+    #: Rate limits' GCRA state: job type -> theoretical arrival time.
+    rate_tats: dict[str, float]
+    queue_paused: bool
+    #: The store's clock when it looked.
+    at: float
 
 
 @attrs.frozen(kw_only=True)
@@ -319,6 +377,10 @@ class Outcome:
     #: The attempt's error; None keeps the job's previous one.
     error: str | None = None
     run_at: float | None = None
+    #: Seconds a completed job's result is kept: the store sets
+    #: ``result_expires = now + result_ttl`` (its own clock), and
+    #: `SharedStore.expire_results` removes the result after that. None: kept.
+    result_ttl: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -345,6 +407,9 @@ class SharedScheduleRow:
     last_job_id: str | None = None
     fired: int = 0
     skipped: int = 0
+    #: Paused by an operator (`SharedStore.set_schedule_paused`): it does not
+    #: fire until resumed.
+    paused: bool = False
 
 
 #: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
@@ -454,7 +519,9 @@ class SharedStore(StoreBase, Protocol):
         or serialize claims). Each claimed job becomes ``running`` with
         ``attempts + 1``, ``started_at = now``, ``lease_owner = owner`` and
         ``lease_expires = now + lease_seconds``. With cluster limits stored
-        (`sync_limits`) jobs at a limit are skipped, not waited for.
+        (`sync_limits`) jobs at a limit are skipped, not waited for. While
+        the queue is paused (`set_queue_paused`) nothing is claimed and the
+        next due time is None; checking the flag costs no extra round trip.
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
@@ -491,7 +558,11 @@ class SharedStore(StoreBase, Protocol):
         and the cancel request. In the same transaction a completed job
         releases its dependents (one fewer unmet dependency each); a failed,
         timed-out or cancelled one cancels every unfinished job downstream
-        (``last_error`` ``"upstream ID STATUS"``). Wakes waiting processes.
+        (``last_error`` ``"upstream ID STATUS"``). Also in the same
+        transaction, with one statement for the batch, each written outcome
+        is appended to the job's history (`AttemptRow`, worker `owner`), and
+        a completed job with `Outcome.result_ttl` gets ``result_expires``.
+        Wakes waiting processes.
         """
         ...
 
@@ -559,8 +630,9 @@ class SharedStore(StoreBase, Protocol):
         ``last_job_id``). If ``allow_overlap`` is false and the previous job
         is unfinished, the period is consumed but skipped (``skipped + 1``, no
         job). When the trigger's ``times`` is reached, set ``next_run`` to
-        ``inf``. Returns False if another process fired it first (nothing
-        changed), True otherwise.
+        ``inf``. A paused schedule (`set_schedule_paused`) does not fire.
+        Returns False if another process fired it first or the schedule is
+        paused (nothing changed), True otherwise.
         """
         ...
 
@@ -574,7 +646,8 @@ class SharedStore(StoreBase, Protocol):
 
     # ── reading ────────────────────────────────────────────────────────
     async def get(self, job_id: str) -> SharedJobRow | None:
-        """The job with this id as stored now, or None if there is none."""
+        """The job with this id as stored now (with its ``history`` and
+        ``depends_on``), or None if there is none."""
         ...
 
     async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
@@ -587,6 +660,113 @@ class SharedStore(StoreBase, Protocol):
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` exist and are not terminal yet."""
+        ...
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of jobs, newest first (descending ``seq``), and how many match.
+
+        Only jobs in `statuses` (None: any), of job type `type` (None: any)
+        and, with `text`, whose id, name (``options["name"]``), type or
+        arguments' JSON contain it, case-insensitively. Skips `offset`
+        matching jobs and returns at most `limit`; the total counts every
+        matching job. Rows come without ``history`` and ``depends_on``.
+        """
+        ...
+
+    async def stats(self, since: float) -> StoreStats:
+        """Counts, jobs finished per minute since `since` (wall clock), lease
+        holders, running jobs per limit key, limits and the queue's pause flag,
+        read in one transaction (`StoreStats`)."""
+        ...
+
+    # ── operator actions ───────────────────────────────────────────────
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        """Run failed, timed-out or cancelled jobs again; returns the ids moved.
+
+        Each job of `job_ids` that is in one of those statuses becomes
+        ``pending`` with ``attempts`` 0, ``run_at`` now, no lease,
+        ``finished_at``, result, ``result_expires``, progress or cancel request;
+        its history stays. A job that waits for dependencies counts the ones
+        not completed again (``unmet``). Other ids (unknown, another status, or
+        a job whose ``unique_key`` another unfinished job holds now) are left
+        as they are and not returned. Wakes waiting processes.
+        """
+        ...
+
+    async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
+        """`retry` every job in `statuses` (a subset of failed, timed_out and
+        cancelled) of job type `type` (None: any); returns the ids moved, in
+        ``seq`` order."""
+        ...
+
+    async def purge(self, before: float, statuses: Sequence[str]) -> int:
+        """Delete the jobs in `statuses` (terminal ones only) that finished
+        before `before` (wall clock), with their dependency edges and attempt
+        history; returns how many jobs were deleted. Unfinished jobs are never
+        deleted."""
+        ...
+
+    async def expire_results(self) -> int:
+        """Remove every result whose ``result_expires`` has passed (the job
+        stays, its result None); returns how many. Called by a reaper, never on
+        the hot path."""
+        ...
+
+    async def set_progress(self, updates: Sequence[tuple[str, dict[str, Any]]], owner: str) -> None:
+        """Store the progress of running jobs, in one statement.
+
+        Each update is ``(job_id, {"done", "total", "message", "updated_at"})``;
+        only jobs still ``running`` under `owner`'s lease are written (others
+        are ignored: the attempt has ended or belongs to someone else).
+        Wakes `wait_changed` waiters.
+        """
+        ...
+
+    async def wait_changed(self, timeout: float) -> bool:
+        """Return when some job may have changed (submitted, claimed, finished,
+        progressed), or after `timeout` seconds. True if woken."""
+        ...
+
+    # ── the queue's pause flag ─────────────────────────────────────────
+    async def set_queue_paused(self, paused: bool) -> bool:
+        """Pause or resume claiming for the whole cluster; False if it already was.
+
+        While paused `claim` returns no job (and no next due time); running
+        jobs finish. Resuming wakes waiting processes.
+        """
+        ...
+
+    async def queue_paused(self) -> bool:
+        """Whether claiming is paused (`set_queue_paused`)."""
+        ...
+
+    # ── schedules: operator actions ────────────────────────────────────
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every schedule (active or not), ordered by id."""
+        ...
+
+    async def set_schedule_paused(
+        self, schedule_id: str, paused: bool, next_run: float | None = None
+    ) -> bool:
+        """Pause or resume a schedule; False if unknown or already so.
+
+        A paused schedule does not fire (`fire_schedule` returns False for it).
+        Resuming sets ``next_run`` to `next_run` when given (the caller
+        computes the next period after now from the trigger).
+        """
+        ...
+
+    async def trigger_schedule(self, schedule_id: str, job: NewJob) -> bool:
+        """Insert `job` for the schedule now, once, without moving ``next_run``;
+        counts it as fired (``fired + 1``, ``last_job_id``). Paused schedules
+        may be triggered. False (nothing inserted) if the schedule is unknown."""
         ...
 
 
@@ -621,6 +801,19 @@ SHARED_STORE_MEMBERS = (
     "jobs",
     "counts",
     "unfinished",
+    "page",
+    "stats",
+    "retry",
+    "requeue",
+    "purge",
+    "expire_results",
+    "set_progress",
+    "wait_changed",
+    "set_queue_paused",
+    "queue_paused",
+    "schedules",
+    "set_schedule_paused",
+    "trigger_schedule",
 )
 
 

@@ -26,6 +26,8 @@ class WakeupEvents:
         self.on_resync: Callable[[], None] | None = None
         self.work_event = asyncio.Event()
         self.finished_event = asyncio.Event()
+        #: Set on any change another process or this one made (live views).
+        self.changed_event = asyncio.Event()
 
     async def wait(self, timeout: float) -> bool:
         """Wait until new work may be due or `timeout`; True if woken."""
@@ -34,6 +36,10 @@ class WakeupEvents:
     async def wait_finished(self, timeout: float) -> bool:
         """Wait until some job may have finished, or `timeout`; True if woken."""
         return await wait_event(self.finished_event, timeout)
+
+    async def wait_changed(self, timeout: float) -> bool:
+        """Wait until some job may have changed, or `timeout`; True if woken."""
+        return await wait_event(self.changed_event, timeout)
 
 
 class DelegatedWakeups:
@@ -75,6 +81,11 @@ class DelegatedWakeups:
     async def wait_finished(self, timeout: float) -> bool:
         """Wait until some job may have finished, or `timeout`; True if woken."""
         return await self.wakeups.wait_finished(timeout)
+
+    async def wait_changed(self, timeout: float) -> bool:
+        """Wait until some job may have changed (submitted, claimed, finished,
+        progressed), or `timeout`; True if woken."""
+        return await self.wakeups.wait_changed(timeout)
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:

@@ -204,15 +204,31 @@ async def serve(
     """
     log = logger.bind(schedule=schedule.schedule_id, process=submitted_by)
     resolve = _resolver(codec.plugins)
-    label = f"job of schedule {schedule.schedule_id}"
     while not ended(schedule):
+        if schedule.paused:
+            # An operator paused it (every process): look again now and then;
+            # resuming sets the next period, which the loop then waits for.
+            await asyncio.sleep(retry_pause)
+            try:
+                schedule = await store.get_schedule(schedule.schedule_id)
+            except Exception as exc:
+                log.error("cannot read a paused schedule", error=str(exc))
+            continue
         wait = schedule.next_run - time.time()
         if wait > 0:
             await asyncio.sleep(wait)
         now = time.time()
         try:
             following = next_fire(schedule.trigger, schedule.next_run, now, resolve)
-            job = _fired_job(codec, schedule, label, now, strategy_key, submitted_by, job_id_suffix)
+            job = fired_job(
+                codec,
+                schedule,
+                now=now,
+                strategy_key=strategy_key,
+                submitted_by=submitted_by,
+                job_id_suffix=job_id_suffix,
+                scheduled_for=schedule.next_run,
+            )
         except (JobSpecError, ValueError) as exc:
             # A job type or trigger this process lacks: processes that have it serve it.
             log.error("cannot serve schedule", error=str(exc))
@@ -237,16 +253,23 @@ async def serve(
             log.error("cannot mark an ended schedule inactive", error=str(exc))
 
 
-def _fired_job(
+def fired_job(
     codec: JobCodec,
     schedule: SharedScheduleRow,
-    label: str,
+    *,
     now: float,
     strategy_key: Callable[[Job], SortKey],
     submitted_by: str,
     job_id_suffix: str,
+    scheduled_for: float | None,
 ) -> NewJob:
-    """The job one period of `schedule` submits (built from its stored data)."""
+    """The job one period of `schedule` submits (built from its stored data).
+
+    `scheduled_for` is the period's time (None for a job an operator
+    triggered outside the periods).
+    A job type or option this process lacks is a `JobSpecError`.
+    """
+    label = f"job of schedule {schedule.schedule_id}"
     # The job's deadline goes from data to a job and back to data: any offset
     # cancels out, and 0 keeps it in wall-clock time for the sort key.
     job = codec.build(schedule.type, schedule.args, schedule.options, 0.0, label)
@@ -257,7 +280,7 @@ def _fired_job(
         now=now,
         offset=0.0,
         schedule_id=schedule.schedule_id,
-        scheduled_for=schedule.next_run,
+        scheduled_for=scheduled_for,
         submitted_by=submitted_by,
     )
 

@@ -44,9 +44,9 @@ async def claim(
     async def body(
         conn: psycopg.AsyncConnection[Any],
     ) -> tuple[list[SharedJobRow], float | None]:
-        # The plain claim claims nothing while limits are stored; whether
-        # they are is asked only when it got fewer than `n` (no extra round
-        # trip for a busy queue without limits).
+        # The plain claim claims nothing while limits are stored or the
+        # queue is paused; whether they are is asked only when it got fewer
+        # than `n` (no extra round trip for a busy queue without limits).
         cur = await conn.execute(
             db.q(
                 "WITH now AS (SELECT " + NOW + " AS t), "
@@ -55,11 +55,12 @@ async def claim(
                     WHERE status IN ('pending', 'retry_wait') AND unmet = 0
                       AND run_at <= (SELECT t FROM now)
                       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
+                      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
                     ORDER BY sort_key, seq
                     LIMIT %s FOR UPDATE SKIP LOCKED)
                 UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
                     lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
-                    started_at = (SELECT t FROM now)
+                    started_at = (SELECT t FROM now), progress = NULL
                 FROM picked WHERE j.job_id = picked.job_id
                 RETURNING j.*"""
             ),
@@ -73,11 +74,14 @@ async def claim(
             cur = await conn.execute(
                 db.q(
                     "SELECT min(run_at) AS t, "
-                    "(SELECT data FROM {s}.limits WHERE id = 1) AS limits FROM {s}.jobs "
+                    "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
+                    "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
                     "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
                 )
             )
             rec = await cur.fetchone()
+            if rec is not None and rec["paused"]:
+                return [], None  # resuming wakes every claimer
             if rec is not None and rec["limits"]:
                 limits.found = True
                 return await _claim_limited(db, conn, lease_seconds, n, owner, rec["limits"])
@@ -192,7 +196,7 @@ async def _claim_limited(
         cur = await conn.execute(
             db.q(
                 """UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
-                    lease_owner = %s, lease_expires = %s, started_at = %s
+                    lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
                 WHERE job_id = ANY(%s) RETURNING *"""
             ),
             [owner, now + lease_seconds, now, taken],
@@ -364,19 +368,33 @@ async def finish(
         return []
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        # One statement: the outcomes, and each written one in the history.
         cur = await conn.execute(
             db.q(
-                """UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
+                """WITH done AS (
+                UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
                     last_error = coalesce(u.error, j.last_error),
                     run_at = coalesce(u.run_at, j.run_at),
                     finished_at = CASE WHEN u.status = 'retry_wait' THEN NULL ELSE """
                 + NOW
                 + """ END,
+                    result_expires = CASE WHEN u.status = 'completed' AND u.ttl IS NOT NULL
+                        THEN """
+                + NOW
+                + """ + u.ttl END,
                     lease_owner = NULL, lease_expires = NULL, cancel_requested = false
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[])
-                    AS u(job_id, status, result, error, run_at)
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
+                    %s::float8[]) AS u(job_id, status, result, error, run_at, ttl)
                 WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
-                RETURNING j.job_id, j.status"""
+                RETURNING j.job_id, j.status, j.attempts, u.error, j.started_at, j.finished_at
+            ), history AS (
+                INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
+                    finished_at, worker)
+                SELECT job_id, attempts, status, error, started_at, coalesce(finished_at, """
+                + NOW
+                + """), %s FROM done
+            )
+            SELECT job_id, status FROM done"""
             ),
             [
                 [o.job_id for o in outcomes],
@@ -384,6 +402,8 @@ async def finish(
                 [o.result for o in outcomes],  # JSON text already (Outcome.result)
                 [o.error for o in outcomes],
                 [o.run_at for o in outcomes],
+                [o.result_ttl for o in outcomes],
+                owner,
                 owner,
             ],
         )

@@ -39,6 +39,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 WORK = "w"  # new work may be due
 _FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
+CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
 
 def to_json(value: Any) -> str:
@@ -194,6 +195,10 @@ class Database:
         """Tell every process that some job may have finished."""
         await self._notify(conn, _FINISHED)
 
+    async def notify_changed(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Tell live views that some job changed (progress)."""
+        await self._notify(conn, CHANGED)
+
     async def notify_cancel(self, conn: psycopg.AsyncConnection[Any], job_id: str) -> None:
         """Ask the process that runs `job_id` to cancel it."""
         await self._notify(conn, _CANCEL + job_id)
@@ -237,6 +242,7 @@ class Wakeups(WakeupEvents):
                 # Anything could have happened while we were not listening.
                 self.work_event.set()
                 self.finished_event.set()
+                self.changed_event.set()
                 if self.on_resync is not None and self._listening.is_set():
                     self.on_resync()
                 self._listening.set()
@@ -254,6 +260,7 @@ class Wakeups(WakeupEvents):
                         await conn.close()
 
     def _dispatch(self, payload: str) -> None:
+        self.changed_event.set()
         if payload == WORK:
             self.work_event.set()
             if self.on_work is not None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -80,6 +80,30 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE {s}.limits (id integer PRIMARY KEY CHECK (id = 1), data jsonb NOT NULL)",
         "CREATE TABLE {s}.rate_buckets (job_type text PRIMARY KEY, tat float8 NOT NULL)",
         "CREATE INDEX jobs_running_type ON {s}.jobs (type) WHERE status = 'running'",
+    ],
+    # 4: operating a deployment (issue 11): progress, result retention,
+    # attempt history, paused schedules and a paused queue.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN progress jsonb, ADD COLUMN result_expires float8",
+        "ALTER TABLE {s}.schedules ADD COLUMN paused boolean NOT NULL DEFAULT false",
+        # No foreign key: `finish` appends here on the hot path; `purge` deletes.
+        """CREATE TABLE {s}.attempts (
+            id bigserial PRIMARY KEY,
+            job_id text NOT NULL,
+            number integer NOT NULL,
+            status text NOT NULL,
+            error text,
+            started_at float8,
+            finished_at float8,
+            worker text
+        )""",
+        "CREATE INDEX attempts_job ON {s}.attempts (job_id, id)",
+        # A row means the queue is paused (claims take nothing).
+        "CREATE TABLE {s}.paused (id integer PRIMARY KEY CHECK (id = 1))",
+        # Throughput per minute and purges read finished jobs by time.
+        "CREATE INDEX jobs_finished ON {s}.jobs (finished_at) WHERE finished_at IS NOT NULL",
+        """CREATE INDEX jobs_result_expires ON {s}.jobs (result_expires)
+            WHERE result_expires IS NOT NULL""",
     ],
 ]
 

@@ -5,21 +5,155 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import SharedJobRow
+from jobsched.store import AttemptRow, SharedJobRow, StoreStats
 
-from .connection import Database
+from .connection import NOW, Database
 
 if TYPE_CHECKING:
     import psycopg
 
 
 async def get(db: Database, job_id: str) -> SharedJobRow | None:
-    """One job, or None."""
+    """One job with its attempt history and dependencies, or None."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> SharedJobRow | None:
-        cur = await conn.execute(db.q("SELECT * FROM {s}.jobs WHERE job_id = %s"), [job_id])
+        cur = await conn.execute(
+            db.q(
+                """SELECT j.*,
+                    (SELECT coalesce(array_agg(upstream ORDER BY upstream), '{{}}')
+                     FROM {s}.dependencies WHERE job_id = j.job_id) AS depends_on,
+                    (SELECT coalesce(json_agg(json_build_array(number, status, error,
+                        started_at, finished_at, worker) ORDER BY id), '[]')
+                     FROM {s}.attempts WHERE job_id = j.job_id) AS history
+                FROM {s}.jobs j WHERE j.job_id = %s"""
+            ),
+            [job_id],
+        )
         rec = await cur.fetchone()
-        return None if rec is None else SharedJobRow.from_record(rec)
+        if rec is None:
+            return None
+        rec["depends_on"] = tuple(rec["depends_on"])
+        rec["history"] = tuple(
+            AttemptRow(
+                number=a[0], status=a[1], error=a[2], started_at=a[3], finished_at=a[4], worker=a[5]
+            )
+            for a in rec["history"]
+        )
+        return SharedJobRow.from_record(rec)
+
+    return await db.transaction(body)
+
+
+async def page(
+    db: Database,
+    statuses: Sequence[str] | None,
+    type: str | None,
+    text: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[SharedJobRow], int]:
+    """One page of matching jobs, newest first, and how many match."""
+    where: list[str] = []
+    params: list[Any] = []
+    if statuses is not None:
+        where.append("status = ANY(%s)")
+        params.append(list(statuses))
+    if type is not None:
+        where.append("type = %s")
+        params.append(type)
+    if text:
+        # strpos, not LIKE: the text is taken literally (no % or _ wildcards).
+        where.append(
+            "(strpos(lower(job_id), %s) > 0 OR strpos(lower(type), %s) > 0 "
+            "OR strpos(lower(args::text), %s) > 0 "
+            "OR strpos(lower(coalesce(options->>'name', '')), %s) > 0)"
+        )
+        params += [text.lower()] * 4
+    clause = (" WHERE " + " AND ".join(where)) if where else ""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[SharedJobRow], int]:
+        cur = await conn.execute(db.q("SELECT count(*)::int AS n FROM {s}.jobs" + clause), params)
+        total = (await cur.fetchone() or {"n": 0})["n"]
+        cur = await conn.execute(
+            db.q("SELECT * FROM {s}.jobs" + clause + " ORDER BY seq DESC LIMIT %s OFFSET %s"),
+            [*params, limit, offset],
+        )
+        return [SharedJobRow.from_record(r) for r in await cur.fetchall()], int(total)
+
+    return await db.transaction(body)
+
+
+async def stats(db: Database, since: float) -> StoreStats:
+    """The queue at a glance (see `SharedStore.stats`), in one transaction."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> StoreStats:
+        cur = await conn.execute(
+            db.q(
+                "SELECT "
+                + NOW
+                + """ AS at,
+                    EXISTS (SELECT 1 FROM {s}.paused) AS paused,
+                    (SELECT data FROM {s}.limits WHERE id = 1) AS limits,
+                    (SELECT coalesce(json_object_agg(job_type, tat), '{{}}')
+                     FROM {s}.rate_buckets) AS tats"""
+            )
+        )
+        head = await cur.fetchone()
+        assert head is not None
+        cur = await conn.execute(
+            db.q(
+                """SELECT floor(finished_at / 60) * 60 AS minute, status, count(*)::int AS n
+                FROM {s}.jobs WHERE finished_at >= %s
+                  AND status IN ('completed', 'failed', 'timed_out', 'cancelled')
+                GROUP BY 1, 2"""
+            ),
+            [since],
+        )
+        finished = [(float(r["minute"]), r["status"], r["n"]) for r in await cur.fetchall()]
+        cur = await conn.execute(
+            db.q(
+                """SELECT type, options->>'executor' AS exe, lease_owner, count(*)::int AS n,
+                    max(lease_expires) AS expires
+                FROM {s}.jobs WHERE status = 'running' GROUP BY 1, 2, 3"""
+            )
+        )
+        running_types: dict[str, int] = {}
+        running_executors: dict[str, int] = {}
+        leases: dict[str, tuple[int, float | None]] = {}
+        for r in await cur.fetchall():
+            n = r["n"]
+            running_types[r["type"]] = running_types.get(r["type"], 0) + n
+            if r["exe"] is not None:
+                running_executors[r["exe"]] = running_executors.get(r["exe"], 0) + n
+            if r["lease_owner"] is not None:
+                count, expires = leases.get(r["lease_owner"], (0, None))
+                latest = r["expires"] if expires is None else max(expires, r["expires"] or 0.0)
+                leases[r["lease_owner"]] = (count + n, latest)
+        cur = await conn.execute(
+            db.q("SELECT status, count(*)::int AS n FROM {s}.jobs GROUP BY status")
+        )
+        return StoreStats(
+            counts={r["status"]: r["n"] for r in await cur.fetchall()},
+            finished=finished,
+            leases=[(owner, n, exp) for owner, (n, exp) in sorted(leases.items())],
+            running_types=running_types,
+            running_executors=running_executors,
+            limits=head["limits"],
+            rate_tats={k: float(v) for k, v in head["tats"].items()},
+            queue_paused=bool(head["paused"]),
+            at=float(head["at"]),
+        )
+
+    return await db.transaction(body)
+
+
+async def queue_paused(db: Database) -> bool:
+    """Whether the queue is paused."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(db.q("SELECT EXISTS (SELECT 1 FROM {s}.paused) AS p"))
+        rec = await cur.fetchone()
+        return bool(rec and rec["p"])
 
     return await db.transaction(body)
 

@@ -73,7 +73,7 @@ async def fire_schedule(
         cur = await conn.execute(
             db.q(
                 """UPDATE {s}.schedules SET next_run = %s
-                WHERE schedule_id = %s AND next_run = %s AND active
+                WHERE schedule_id = %s AND next_run = %s AND active AND NOT paused
                 RETURNING allow_overlap, last_job_id"""
             ),
             [new_next, schedule_id, expected_next],
@@ -93,24 +93,7 @@ async def fire_schedule(
                     [schedule_id],
                 )
                 return True
-        await conn.execute(
-            db.q(
-                """INSERT INTO {s}.jobs (job_id, type, args, options, status, run_at,
-                    submitted_at, sort_key, schedule_id, submitted_by)
-                VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s)"""
-            ),
-            [
-                job.job_id,
-                job.type,
-                to_json(job.args),
-                to_json(job.options),
-                job.run_at,
-                job.submitted_at,
-                [float(x) for x in job.sort_key],
-                schedule_id,
-                job.submitted_by,
-            ],
-        )
+        await insert_fired(db, conn, schedule_id, job)
         await conn.execute(
             db.q(
                 # A schedule with `times` ends with its last run, for everyone.
@@ -124,6 +107,40 @@ async def fire_schedule(
         )
         await db.notify_work(conn)
         return True
+
+    return await db.transaction(body)
+
+
+async def insert_fired(
+    db: Database, conn: psycopg.AsyncConnection[Any], schedule_id: str, job: NewJob
+) -> None:
+    """Insert the job a schedule fires (pending, no dependencies)."""
+    await conn.execute(
+        db.q(
+            """INSERT INTO {s}.jobs (job_id, type, args, options, status, run_at,
+                submitted_at, sort_key, schedule_id, submitted_by)
+            VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s)"""
+        ),
+        [
+            job.job_id,
+            job.type,
+            to_json(job.args),
+            to_json(job.options),
+            job.run_at,
+            job.submitted_at,
+            [float(x) for x in job.sort_key],
+            schedule_id,
+            job.submitted_by,
+        ],
+    )
+
+
+async def schedules(db: Database) -> list[SharedScheduleRow]:
+    """Every schedule, by id."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedScheduleRow]:
+        cur = await conn.execute(db.q("SELECT * FROM {s}.schedules ORDER BY schedule_id"))
+        return [SharedScheduleRow(**r) for r in await cur.fetchall()]
 
     return await db.transaction(body)
 

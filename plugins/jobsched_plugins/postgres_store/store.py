@@ -15,10 +15,11 @@ from jobsched.store import (
     Snapshot,
     StoreContext,
     StoreError,
+    StoreStats,
 )
 
 from .._wakeups import DelegatedWakeups
-from . import claims, migrations, queries, schedules, submit
+from . import claims, migrations, operations, queries, schedules, submit
 from .connection import Database, Wakeups
 
 if TYPE_CHECKING:
@@ -210,6 +211,64 @@ class PostgresStore(DelegatedWakeups):
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` are not terminal yet."""
         return await queries.unfinished(self.db, job_ids)
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of matching jobs, newest first, and how many match."""
+        return await queries.page(self.db, statuses, type, text, limit, offset)
+
+    async def stats(self, since: float) -> StoreStats:
+        """Counts, finished per minute since `since`, leases, limits' use, pause flag."""
+        return await queries.stats(self.db, since)
+
+    async def queue_paused(self) -> bool:
+        """Whether claiming is paused."""
+        return await queries.queue_paused(self.db)
+
+    # ── Operator actions ────────────────────────────────────────────
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        """Failed, timed-out or cancelled jobs back to pending; the ids moved."""
+        return await operations.retry(self.db, job_ids)
+
+    async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
+        """`retry` every job in `statuses` of job type `type`; the ids moved."""
+        return await operations.requeue(self.db, statuses, type)
+
+    async def purge(self, before: float, statuses: Sequence[str]) -> int:
+        """Delete terminal jobs finished before `before`; how many."""
+        return await operations.purge(self.db, before, statuses)
+
+    async def expire_results(self) -> int:
+        """Remove results whose ``result_expires`` has passed; how many."""
+        return await operations.expire_results(self.db)
+
+    async def set_progress(self, updates: Sequence[tuple[str, dict[str, Any]]], owner: str) -> None:
+        """Store the progress of jobs `owner` still runs (one statement)."""
+        await operations.set_progress(self.db, updates, owner)
+
+    async def set_queue_paused(self, paused: bool) -> bool:
+        """Pause or resume claiming for every process; False if it already was so."""
+        return await operations.set_queue_paused(self.db, paused)
+
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every schedule, by id."""
+        return await schedules.schedules(self.db)
+
+    async def set_schedule_paused(
+        self, schedule_id: str, paused: bool, next_run: float | None = None
+    ) -> bool:
+        """Pause or resume a schedule; False if unknown or already so."""
+        return await operations.set_schedule_paused(self.db, schedule_id, paused, next_run)
+
+    async def trigger_schedule(self, schedule_id: str, job: NewJob) -> bool:
+        """Insert `job` for the schedule now without moving its next fire."""
+        return await operations.trigger_schedule(self.db, schedule_id, job)
 
 
 # mypy checks here that the store keeps the shared-store contract.

@@ -19,7 +19,7 @@ from typing import Any
 from jobsched.store import Outcome, SharedJobRow, StoreError
 
 from .connection import TERMINAL, now
-from .queries import JOB_COLUMNS, job_row
+from .queries import JOB_COLUMNS, job_row, queue_paused
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
 
@@ -36,7 +36,7 @@ def _take(
         return []
     conn.execute(
         f"""UPDATE jobsched_shared_jobs SET status = 'running', attempts = attempts + 1,
-            lease_owner = ?, lease_expires = ?, started_at = ?
+            lease_owner = ?, lease_expires = ?, started_at = ?, progress = NULL
         WHERE job_id IN ({_in(job_ids)})""",
         [owner, t + lease_seconds, t, *job_ids],
     )
@@ -63,6 +63,8 @@ def claim(
     and whether cluster limits are stored (finishing a job then frees a slot).
     """
     t = now()
+    if queue_paused(conn):
+        return [], None, False
     limits = stored_limits(conn)
     if limits:
         rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t)
@@ -271,25 +273,36 @@ def finish(
     """
     t = now()
     written: list[tuple[str, str]] = []
+    history: list[tuple[Any, ...]] = []
     for o in outcomes:
         cur = conn.execute(
             """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
                 last_error = coalesce(?, last_error), run_at = coalesce(?, run_at),
-                finished_at = ?, lease_owner = NULL, lease_expires = NULL,
-                cancel_requested = 0
+                finished_at = ?, result_expires = ?, lease_owner = NULL,
+                lease_expires = NULL, cancel_requested = 0
             WHERE job_id = ? AND lease_owner = ? AND status = 'running'
-            RETURNING job_id, status""",
+            RETURNING job_id, status, attempts, started_at""",
             (
                 o.status,
                 o.result,  # JSON text already (Outcome.result)
                 o.error,
                 o.run_at,
                 None if o.status == "retry_wait" else t,
+                t + o.result_ttl if o.result_ttl is not None and o.status == "completed" else None,
                 o.job_id,
                 owner,
             ),
         )
-        written += cur.fetchall()
+        for job_id, status, attempts, started_at in cur.fetchall():
+            written.append((job_id, status))
+            history.append((job_id, attempts, status, o.error, started_at, t, owner))
+    if history:
+        # The batch's attempts, in one statement.
+        conn.executemany(
+            "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
+            "finished_at, worker) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            history,
+        )
     completed = [job_id for job_id, status in written if status == "completed"]
     broken = [job_id for job_id, status in written if status in TERMINAL[1:]]
     wake = any(status == "retry_wait" for _, status in written)

@@ -337,11 +337,16 @@ class Wakeups(WakeupEvents):
     # ── this process's own commits ──────────────────────────────────
     def work(self) -> None:
         self.work_event.set()
+        self.changed_event.set()
         if self.on_work is not None:
             self.on_work()
 
     def finished(self) -> None:
         self.finished_event.set()
+        self.changed_event.set()
+
+    def changed(self) -> None:
+        self.changed_event.set()
 
     def cancel(self, job_id: str) -> None:
         if self.on_cancel is not None:
@@ -362,6 +367,7 @@ class Wakeups(WakeupEvents):
             seen = version
             self.work_event.set()
             self.finished_event.set()
+            self.changed_event.set()
             if self.on_work is not None:
                 self.on_work()
             for job_id in cancels:

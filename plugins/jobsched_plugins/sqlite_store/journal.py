@@ -114,6 +114,8 @@ def _claim(
             migrations.refuse_other_mode(db.url, db.path, found, mode)
             if found is None:
                 migrations.create(conn, mode)
+        if mode == migrations.SHARED:
+            migrations.migrate_shared(conn)
         conn.execute(
             "INSERT OR REPLACE INTO jobsched_meta VALUES ('opened_by', ?)", (context.worker_id,)
         )

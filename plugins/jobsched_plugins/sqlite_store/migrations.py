@@ -21,8 +21,9 @@ import sqlite3
 from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SINGLE_OWNER_VERSION = 1
+#: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
 
 SINGLE_OWNER = "single-owner"
@@ -135,6 +136,50 @@ CREATE TABLE jobsched_shared_rate_buckets (
     tat REAL NOT NULL
 ) WITHOUT ROWID;
 """
+
+# Each entry migrates a shared file to its version (from the one before).
+# Never edit a released entry: append a new one, so every file walks the
+# same path (a new file is created at SHARED_VERSION and migrated too).
+SHARED_MIGRATIONS: dict[int, list[str]] = {
+    # 3: operating a deployment (issue 11): progress, result retention,
+    # attempt history, paused schedules and a paused queue.
+    3: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN progress TEXT",
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN result_expires REAL",
+        "ALTER TABLE jobsched_shared_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE jobsched_shared_attempts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            error TEXT,
+            started_at REAL,
+            finished_at REAL,
+            worker TEXT
+        )""",
+        "CREATE INDEX jobsched_shared_attempts_job ON jobsched_shared_attempts (job_id, id)",
+        # A row means the queue is paused (claims take nothing).
+        "CREATE TABLE jobsched_shared_paused (id INTEGER PRIMARY KEY CHECK (id = 1))",
+        # Throughput per minute and purges read finished jobs by time.
+        """CREATE INDEX jobsched_shared_finished ON jobsched_shared_jobs (finished_at)
+            WHERE finished_at IS NOT NULL""",
+        """CREATE INDEX jobsched_shared_expires ON jobsched_shared_jobs (result_expires)
+            WHERE result_expires IS NOT NULL""",
+    ],
+}
+
+
+def migrate_shared(conn: sqlite3.Connection) -> None:
+    """Bring a shared file to `SCHEMA_VERSION` (inside the caller's write transaction)."""
+    raw = conn.execute("SELECT value FROM jobsched_meta WHERE name = 'schema_version'").fetchone()
+    version = int(raw[0]) if raw is not None else SHARED_VERSION
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in SHARED_MIGRATIONS[target]:
+            conn.execute(statement)
+        conn.execute(
+            "UPDATE jobsched_meta SET value = ? WHERE name = 'schema_version'", (str(target),)
+        )
+
 
 _USED_BY = {
     SINGLE_OWNER: "single-owner store (jobsched run --store, JobScheduler(store=...))",

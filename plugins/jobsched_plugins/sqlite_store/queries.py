@@ -10,19 +10,32 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched.store import JobRow, SharedJobRow, SharedScheduleRow, Snapshot
+import attrs
+
+from jobsched.store import (
+    AttemptRow,
+    JobRow,
+    SharedJobRow,
+    SharedScheduleRow,
+    Snapshot,
+    StoreStats,
+)
 
 from .connection import TERMINAL, unpack_sort_key
 
-JOB_COLUMNS = (
+#: The columns of schema version 2 (what ``jobsched status`` reads, so it
+#: reads a file no process has migrated yet).
+BASE_JOB_COLUMNS = (
     "job_id, key, type, args, options, status, attempts, run_at, submitted_at, seq, "
     "sort_key, unmet, lease_owner, lease_expires, cancel_requested, result, last_error, "
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
+JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires"
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
-    "last_job_id, fired, skipped"
+    "last_job_id, fired, skipped, paused"
 )
+ATTEMPT_COLUMNS = "number, status, error, started_at, finished_at, worker"
 
 
 def job_row(r: Sequence[Any]) -> SharedJobRow:
@@ -50,6 +63,8 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
         started_at=r[19],
         finished_at=r[20],
         unique_key=r[21],
+        progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
+        result_expires=r[23] if len(r) > 23 else None,
     )
 
 
@@ -67,6 +82,7 @@ def schedule_row(r: Sequence[Any]) -> SharedScheduleRow:
         last_job_id=r[8],
         fired=r[9],
         skipped=r[10],
+        paused=bool(r[11]),
     )
 
 
@@ -75,15 +91,38 @@ def _in(ids: Sequence[str]) -> str:
 
 
 def get(conn: sqlite3.Connection, job_id: str) -> SharedJobRow | None:
+    """One job with its attempt history and dependencies, or None."""
     r = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE job_id = ?", (job_id,)
     ).fetchone()
-    return None if r is None else job_row(r)
+    if r is None:
+        return None
+    history = tuple(
+        AttemptRow(
+            number=a[0], status=a[1], error=a[2], started_at=a[3], finished_at=a[4], worker=a[5]
+        )
+        for a in conn.execute(
+            f"SELECT {ATTEMPT_COLUMNS} FROM jobsched_shared_attempts WHERE job_id = ? ORDER BY id",
+            (job_id,),
+        )
+    )
+    depends_on = tuple(
+        d[0]
+        for d in conn.execute(
+            "SELECT upstream FROM jobsched_shared_dependencies WHERE job_id = ? ORDER BY upstream",
+            (job_id,),
+        )
+    )
+    return attrs.evolve(job_row(r), history=history, depends_on=depends_on)
 
 
-def jobs(conn: sqlite3.Connection, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
+def jobs(
+    conn: sqlite3.Connection,
+    job_ids: Sequence[str] | None = None,
+    columns: str = JOB_COLUMNS,
+) -> list[SharedJobRow]:
     if job_ids is None:
-        cur = conn.execute(f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs ORDER BY seq")
+        cur = conn.execute(f"SELECT {columns} FROM jobsched_shared_jobs ORDER BY seq")
         return [job_row(r) for r in cur]
     rows: list[SharedJobRow] = []
     ids = list(job_ids)
@@ -132,6 +171,86 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
             last_error=r.last_error,
             schedule_id=r.schedule_id,
         )
-        for r in jobs(conn)
+        for r in jobs(conn, columns=BASE_JOB_COLUMNS)
     ]
     return Snapshot(jobs=rows)
+
+
+def page(
+    conn: sqlite3.Connection,
+    statuses: Sequence[str] | None,
+    type: str | None,
+    text: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[SharedJobRow], int]:
+    """One page of matching jobs, newest first, and how many match."""
+    where: list[str] = []
+    params: list[Any] = []
+    if statuses is not None:
+        where.append(f"status IN ({_in(statuses)})")
+        params += statuses
+    if type is not None:
+        where.append("type = ?")
+        params.append(type)
+    if text:
+        # instr, not LIKE: the text is taken literally (no % or _ wildcards).
+        where.append(
+            "(instr(lower(job_id), ?) OR instr(lower(type), ?) OR instr(lower(args), ?) "
+            "OR instr(lower(coalesce(json_extract(options, '$.name'), '')), ?))"
+        )
+        params += [text.lower()] * 4
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    total = conn.execute(f"SELECT count(*) FROM jobsched_shared_jobs{clause}", params).fetchone()[0]
+    cur = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs{clause} ORDER BY seq DESC "
+        "LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return [job_row(r) for r in cur], int(total)
+
+
+def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
+    """The queue at a glance (see `SharedStore.stats`), read in the caller's transaction."""
+    finished = [
+        (float(minute), status, n)
+        for minute, status, n in conn.execute(
+            "SELECT CAST(finished_at / 60 AS INTEGER) * 60, status, count(*) "
+            "FROM jobsched_shared_jobs WHERE finished_at >= ? "
+            "AND status IN ('completed', 'failed', 'timed_out', 'cancelled') GROUP BY 1, 2",
+            (since,),
+        )
+    ]
+    leases = [
+        (owner, n, expires)
+        for owner, n, expires in conn.execute(
+            "SELECT lease_owner, count(*), max(lease_expires) FROM jobsched_shared_jobs "
+            "WHERE status = 'running' AND lease_owner IS NOT NULL GROUP BY 1 ORDER BY 1"
+        )
+    ]
+    running_types: dict[str, int] = {}
+    running_executors: dict[str, int] = {}
+    for kind, executor, n in conn.execute(
+        "SELECT type, json_extract(options, '$.executor'), count(*) FROM jobsched_shared_jobs "
+        "WHERE status = 'running' GROUP BY 1, 2"
+    ):
+        running_types[kind] = running_types.get(kind, 0) + n
+        if executor is not None:
+            running_executors[executor] = running_executors.get(executor, 0) + n
+    limits = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
+    return StoreStats(
+        counts=counts(conn),
+        finished=finished,
+        leases=leases,
+        running_types=running_types,
+        running_executors=running_executors,
+        limits=None if limits is None else json.loads(limits[0]),
+        rate_tats=dict(conn.execute("SELECT job_type, tat FROM jobsched_shared_rate_buckets")),
+        queue_paused=queue_paused(conn),
+        at=at,
+    )
+
+
+def queue_paused(conn: sqlite3.Connection) -> bool:
+    """Whether the queue is paused (a row in ``jobsched_shared_paused``)."""
+    return conn.execute("SELECT 1 FROM jobsched_shared_paused").fetchone() is not None

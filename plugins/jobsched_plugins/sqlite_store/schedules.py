@@ -54,7 +54,7 @@ def fire_schedule(
     """
     won = conn.execute(
         """UPDATE jobsched_shared_schedules SET next_run = ?
-        WHERE schedule_id = ? AND next_run = ? AND active
+        WHERE schedule_id = ? AND next_run = ? AND active AND NOT paused
         RETURNING allow_overlap, last_job_id""",
         (new_next, schedule_id, expected_next),
     ).fetchone()
@@ -71,6 +71,21 @@ def fire_schedule(
                 (schedule_id,),
             )
             return True
+    insert_fired(conn, schedule_id, job)
+    # A schedule with `times` ends with its last run, for everyone.
+    conn.execute(
+        """UPDATE jobsched_shared_schedules SET fired = fired + 1, last_job_id = ?,
+            next_run = CASE WHEN json_extract(trigger, '$.times') IS NOT NULL
+                AND fired + 1 >= json_extract(trigger, '$.times')
+                THEN 9e999 ELSE next_run END
+        WHERE schedule_id = ?""",
+        (job.job_id, schedule_id),
+    )
+    return True
+
+
+def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> None:
+    """Insert the job a schedule fires (pending, no dependencies)."""
     conn.execute(
         """INSERT INTO jobsched_shared_jobs (job_id, type, args, options, status, run_at,
             submitted_at, sort_key, schedule_id, submitted_by)
@@ -87,16 +102,14 @@ def fire_schedule(
             job.submitted_by,
         ),
     )
-    # A schedule with `times` ends with its last run, for everyone.
-    conn.execute(
-        """UPDATE jobsched_shared_schedules SET fired = fired + 1, last_job_id = ?,
-            next_run = CASE WHEN json_extract(trigger, '$.times') IS NOT NULL
-                AND fired + 1 >= json_extract(trigger, '$.times')
-                THEN 9e999 ELSE next_run END
-        WHERE schedule_id = ?""",
-        (job.job_id, schedule_id),
+
+
+def schedules(conn: sqlite3.Connection) -> list[SharedScheduleRow]:
+    """Every schedule, by id."""
+    cur = conn.execute(
+        f"SELECT {SCHEDULE_COLUMNS} FROM jobsched_shared_schedules ORDER BY schedule_id"
     )
-    return True
+    return [schedule_row(r) for r in cur]
 
 
 def deactivate_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:

@@ -18,11 +18,12 @@ from jobsched.store import (
     Store,
     StoreContext,
     StoreError,
+    StoreStats,
 )
 
 from .._wakeups import DelegatedWakeups
-from . import claims, journal, migrations, queries, schedules, submit
-from .connection import Database, Wakeups, seconds_option
+from . import claims, journal, migrations, operations, queries, schedules, submit
+from .connection import Database, Wakeups, now, seconds_option
 
 T = TypeVar("T")
 
@@ -292,6 +293,109 @@ class SQLiteStore(DelegatedWakeups):
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` are not terminal yet."""
         return await self._read(lambda conn: queries.unfinished(conn, job_ids))
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of matching jobs, newest first, and how many match."""
+        return await self._read(
+            lambda conn: queries.page(conn, statuses, type, text, limit, offset)
+        )
+
+    async def stats(self, since: float) -> StoreStats:
+        """Counts, finished per minute since `since`, leases, limits' use, pause flag."""
+        return await self._read(lambda conn: queries.stats(conn, since, now()))
+
+    # ── Shared mode: operator actions ───────────────────────────────
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        """Failed, timed-out or cancelled jobs back to pending; the ids moved."""
+        self._need(migrations.SHARED, "retry")
+        moved = await self.db.transaction(
+            lambda conn: operations.retry(conn, job_ids), "retry jobs in"
+        )
+        if moved:
+            self.wakeups.work()
+        return moved
+
+    async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
+        """`retry` every job in `statuses` of job type `type`; the ids moved."""
+        self._need(migrations.SHARED, "requeue")
+        moved = await self.db.transaction(
+            lambda conn: operations.requeue(conn, statuses, type), "requeue jobs in"
+        )
+        if moved:
+            self.wakeups.work()
+        return moved
+
+    async def purge(self, before: float, statuses: Sequence[str]) -> int:
+        """Delete terminal jobs finished before `before`; how many."""
+        self._need(migrations.SHARED, "purge")
+        deleted = await self.db.transaction(
+            lambda conn: operations.purge(conn, before, statuses), "purge jobs from"
+        )
+        if deleted:
+            self.wakeups.changed()
+        return deleted
+
+    async def expire_results(self) -> int:
+        """Remove results whose ``result_expires`` has passed; how many."""
+        self._need(migrations.SHARED, "expire_results")
+        return await self.db.transaction(operations.expire_results, "expire results in")
+
+    async def set_progress(self, updates: Sequence[tuple[str, dict[str, Any]]], owner: str) -> None:
+        """Store the progress of jobs `owner` still runs (one transaction)."""
+        self._need(migrations.SHARED, "set_progress")
+        if not updates:
+            return
+        written = await self.db.transaction(
+            lambda conn: operations.set_progress(conn, updates, owner), "store progress in"
+        )
+        if written:
+            self.wakeups.changed()
+
+    async def set_queue_paused(self, paused: bool) -> bool:
+        """Pause or resume claiming for every process; False if it already was so."""
+        self._need(migrations.SHARED, "set_queue_paused")
+        changed = await self.db.transaction(
+            lambda conn: operations.set_queue_paused(conn, paused), "pause the queue in"
+        )
+        if changed and not paused:
+            self.wakeups.work()
+        return changed
+
+    async def queue_paused(self) -> bool:
+        """Whether claiming is paused."""
+        return await self._read(queries.queue_paused)
+
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every schedule, by id."""
+        return await self._read(schedules.schedules)
+
+    async def set_schedule_paused(
+        self, schedule_id: str, paused: bool, next_run: float | None = None
+    ) -> bool:
+        """Pause or resume a schedule; False if unknown or already so."""
+        self._need(migrations.SHARED, "set_schedule_paused")
+        return await self.db.transaction(
+            lambda conn: operations.set_schedule_paused(conn, schedule_id, paused, next_run),
+            "pause a schedule in",
+        )
+
+    async def trigger_schedule(self, schedule_id: str, job: NewJob) -> bool:
+        """Insert `job` for the schedule now without moving its next fire."""
+        self._need(migrations.SHARED, "trigger_schedule")
+        done = await self.db.transaction(
+            lambda conn: operations.trigger_schedule(conn, schedule_id, job),
+            "trigger a schedule in",
+        )
+        if done:
+            self.wakeups.work()
+        return done
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         self._need(migrations.SHARED, "read jobs")
