@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -18,65 +19,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
+import ops_jobs
 import pg_jobs
-from jobsched import (
-    AsyncJob,
-    Client,
-    Job,
-    JobScheduler,
-    JobStatus,
-    PluginManager,
-    RetryPolicy,
-    UnknownJobError,
-    hookimpl,
-)
+from jobsched import Client, JobScheduler, JobStatus, PluginManager, RetryPolicy, UnknownJobError
 from jobsched.cli._operate import format_duration, parse_duration
-from jobsched.hookspecs import Register
+from ops_jobs import Cleanup, Report
 from shared_support import Target
 from test_cli import assert_bad_input, jobsched
 
 pytestmark = pytest.mark.slow
 
 
-@attrs.define(eq=False)
-class Report(AsyncJob):
-    """Fails (without retries) while the file `flag` does not exist, then returns "ok"."""
-
-    flag: str
-
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "report")
-        self.retry = RetryPolicy(max_retries=0)
-
-    async def run(self) -> Any:
-        if not Path(self.flag).exists():
-            raise RuntimeError(f"{self.flag} does not exist yet")
-        return "ok"
-
-
-@attrs.define(eq=False)
-class Cleanup(AsyncJob):
-    """Does nothing, successfully."""
-
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "cleanup")
-
-    async def run(self) -> Any:
-        return None
-
-
-class _TestJobs:
-    @hookimpl
-    def jobsched_register_job_types(self, register: Register) -> None:
-        register("report", Report)
-        register("cleanup", Cleanup)
-
-
 def plugins() -> PluginManager:
-    return PluginManager([pg_jobs, _TestJobs()], autoload=False)
+    return PluginManager([pg_jobs, ops_jobs], autoload=False)
 
 
 def worker(target: Target) -> JobScheduler:
@@ -90,9 +47,32 @@ def failing(message: str = "boom") -> pg_jobs.Fail:
     return job
 
 
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def ops_plugin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a ``jobsched`` with the test job types installed (plugin ``ops``)."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "jobsched_test_ops-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jobsched-test-ops\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[jobsched]\nops = ops_jobs\n")
+    (info / "RECORD").write_text("")
+    return {"PYTHONPATH": f"{site}{os.pathsep}{TESTS}"}
+
+
+_ENV: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _with_ops_plugin(ops_plugin: dict[str, str]) -> None:
+    _ENV.update(ops_plugin)
+
+
 async def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``jobsched ARGS`` in a thread: the event loop (and a worker on it) keeps running."""
-    return await asyncio.to_thread(jobsched, *args)
+    return await asyncio.to_thread(jobsched, *args, env=_ENV)
 
 
 async def cli_ok(*args: str) -> str:
@@ -150,9 +130,11 @@ async def test_a_failed_job_retried_runs_to_completion(target: Target, tmp_path:
         out = await cli_ok("jobs", "retry", job_id, "--store", target.url)
         assert out == f"retried {job_id} (failed -> pending)\n"
 
-        done = await client.wait(job_id, timeout=60)
+        await client.wait(job_id, timeout=60)
+        done = await client.get(job_id)
     assert (done.status, done.result, done.attempts) == (JobStatus.COMPLETED, "ok", 1)
-    assert [(a.number, a.status) for a in done.history] == [(1, "failed")]
+    # Every ended attempt, oldest first: the failed one, then the one the retry started.
+    assert [(a.number, a.status) for a in done.history] == [(1, "failed"), (1, "completed")]
     assert done.history[0].error == f"RuntimeError: {flag} does not exist yet"
 
 
@@ -302,9 +284,9 @@ async def test_purge_older_than_and_by_status(target: Target) -> None:
 # ── schedules ─────────────────────────────────────────────────────────
 async def test_schedules_list_pause_resume_trigger(target: Target) -> None:
     async with Client(target.url, plugins=plugins()) as client:
-        hourly = await client.add_schedule(target.rec("tick"), every=3600, start_in=3600)
+        hourly = await client.add_schedule(Cleanup(), every=3600, start_in=3600)
         nightly = await client.add_schedule(
-            target.rec("night"), trigger={"cron": "0 2 * * *", "tz": "America/New_York"}
+            Report("never"), trigger={"cron": "0 2 * * *", "tz": "America/New_York"}
         )
     # The client that added them is closed: nothing fires them but our commands.
     listed = {
@@ -313,7 +295,7 @@ async def test_schedules_list_pause_resume_trigger(target: Target) -> None:
     assert set(listed) == {hourly, nightly}
     tick = listed[hourly]
     assert (tick["paused"], tick["active"], tick["fired"], tick["skipped"]) == (False, True, 0, 0)
-    assert tick["type"] == "record" and tick["last_job_id"] is None
+    assert (tick["type"], tick["name"]) == ("cleanup", "cleanup") and tick["last_job_id"] is None
     assert tick["next_run"] > time.time() + 3000
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT02:00:00-0[45]:00", listed[nightly]["next_run_local"])
 
@@ -327,7 +309,7 @@ async def test_schedules_list_pause_resume_trigger(target: Target) -> None:
     triggered = await cli_json("schedules", "trigger", hourly, "--store", target.url)
     async with Client(target.url, plugins=plugins()) as client:
         fired = await client.get(triggered["job_id"])
-    assert fired.schedule_id == hourly and fired.type == "record"
+    assert fired.schedule_id == hourly and fired.type == "cleanup"
     # Fired once now; the period did not move.
     assert triggered["schedule"]["next_run"] == tick["next_run"]
 
@@ -353,6 +335,7 @@ async def test_schedules_list_pause_resume_trigger(target: Target) -> None:
 
 # ── queue ─────────────────────────────────────────────────────────────
 async def test_a_paused_queue_is_claimed_from_by_no_worker(target: Target) -> None:
+    await (await target.open_store("creator")).close()  # the commands act on a store that exists
     assert await cli_ok("queue", "status", "--store", target.url) == (
         "queue is running: workers claim jobs\n"
     )

@@ -40,7 +40,12 @@ def add_parser(subparsers: Any) -> None:
     for name, verb, text in (
         ("pause", "pause", "it fires no more until resumed (jobs it submitted still run)"),
         ("resume", "resume", "it fires again from the next period after now"),
-        ("trigger", "fire", "submit its job once now; its next fire time does not move"),
+        (
+            "trigger",
+            "fire",
+            "submit its job once now (its job type must be installed here); its next "
+            "fire time does not move",
+        ),
     ):
         sub = commands.add_parser(
             name,
