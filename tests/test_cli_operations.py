@@ -407,8 +407,8 @@ async def test_a_single_owner_sqlite_file_is_refused(tmp_path: Path) -> None:
         result = await cli(*command, "--store", url)
         assert_bad_input(
             result,
-            "cannot be opened as one",
-            "single-owner",
+            "is not one: ",
+            "is a single-owner store",
             "operator actions need a shared store",
         )
     # Still the single-owner store it was, with its one job.

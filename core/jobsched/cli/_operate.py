@@ -124,9 +124,9 @@ async def _operate(url: str, plugins: PluginManager, action: Callable[[Client], 
 
 def _not_shared(url: str, why: str) -> BadInput:
     return BadInput(
-        f"--store {url!r} {why}: operator actions need a shared store, the one "
-        "`jobsched worker --store URL` serves and a Client opens (postgresql://host/db, "
-        "or sqlite:////abs/path/jobs.db in shared mode)"
+        "operator actions need a shared store, the one `jobsched worker --store URL` "
+        "serves and a Client opens (postgresql://host/db, or sqlite:////abs/path/jobs.db "
+        f"in shared mode); --store {url!r} {why}"
     )
 
 
@@ -151,7 +151,7 @@ async def open_client(url: str, plugins: PluginManager) -> Client:
     try:
         await client.open()
     except StoreError as exc:
-        raise _not_shared(url, f"cannot be opened as one ({exc})") from None
+        raise _not_shared(url, f"is not one: {exc}") from None
     return client
 
 
