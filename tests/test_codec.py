@@ -74,6 +74,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         deadline=50.0,
     )
     job.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    job.result_ttl, job.keep_result = 60.0, False
     type_name, args, options = described(codec, job)
     assert (type_name, args) == ("noop", {"label": "x"})
     assert options == {
@@ -84,6 +85,8 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         "retry": {"policy": "fixed", "max_retries": 4, "seconds": 2.0},
         "deadline": 50.0 + OFFSET,
         "traceparent": job.traceparent,
+        "result_ttl": 60.0,
+        "keep_result": False,
     }
     assert list(options) == list(OPTIONS)  # written in one order
     # Another process, whose monotonic clock started elsewhere.
@@ -93,7 +96,31 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
     assert again.retry == FixedRetryPolicy(max_retries=4, seconds=2.0)
     assert again.deadline == pytest.approx(50.0 + OFFSET - 2_000_000.0)
     assert again.traceparent == job.traceparent
+    assert (again.result_ttl, again.keep_result) == (60.0, False)
     assert described(codec, again, 2_000_000.0)[2] == options  # stable
+
+
+def test_result_options_come_from_the_job_type_unless_the_job_sets_its_own(
+    codec: JobCodec,
+) -> None:
+    class Kept(Noop):
+        result_ttl = 3600
+        keep_result = False
+
+    job = Kept()
+    assert (job.result_ttl, job.keep_result) == (3600.0, False)
+    assert Kept.__dict__.get("result_ttl") is None, "the slot stays per job"
+    job.result_ttl = 5.0
+    assert (job.result_ttl, Kept().result_ttl) == (5.0, 3600.0)
+    options = codec.options(job, OFFSET)
+    assert (options["result_ttl"], options["keep_result"]) == (5.0, False)
+    with pytest.raises(ValueError, match="result_ttl must be a number of seconds >= 0"):
+
+        class Broken(Noop):
+            result_ttl = -1
+
+    with pytest.raises(JobSpecError, match="keep_result must be true or false"):
+        codec.build("noop", {}, {"keep_result": "no"}, OFFSET, "job x")
 
 
 def test_options_at_their_defaults_are_left_out(codec: JobCodec) -> None:

@@ -39,7 +39,7 @@ from ._errors import (
 from ._job import FunctionJob, Job, new_job_id
 from ._jobtypes import build_retry_policy
 from ._limits import Limits
-from ._options import check_delay, to_priority, to_timeout
+from ._options import check_delay, to_keep_result, to_priority, to_result_ttl, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
@@ -323,6 +323,9 @@ class Submission:
     timeout: float | bool | None = False
     retry: Any = None
     name: str | None = None
+    #: None keeps the job's own (see `Client.submit`).
+    result_ttl: float | None = None
+    keep_result: bool | None = None
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
@@ -476,6 +479,8 @@ class Client:
         timeout: float | bool | None = False,
         retry: Any = None,
         name: str | None = None,
+        result_ttl: float | None = None,
+        keep_result: bool | None = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -488,6 +493,10 @@ class Client:
         `timeout` (False: the job's own, None: none), `retry` and `name`
         override the job's own, spelled as in `JobScheduler.submit` (``"low"``,
         ``retry="none"`` or ``{"policy": "fixed", "seconds": 2}``).
+        `result_ttl` (seconds the result is kept once completed; then a
+        worker's reaper removes it) and `keep_result` (False: store no result)
+        override the job's own; None keeps them (the workers' ``--result-ttl``
+        applies to a job without one).
 
         Concurrent calls (many coroutines submitting at once) are stored
         together, one insert for all the calls waiting at that moment; each
@@ -503,6 +512,8 @@ class Client:
             timeout=timeout,
             retry=retry,
             name=name,
+            result_ttl=result_ttl,
+            keep_result=keep_result,
         )
         self._check_open()
         # Checked and encoded now: a bad job is refused at the call.
@@ -635,6 +646,10 @@ class Client:
             if not isinstance(item.name, str) or not item.name:
                 raise ValueError(f"name must be a non-empty string, got {item.name!r}")
             probe.name = item.name
+        if item.result_ttl is not None:
+            probe.result_ttl = to_result_ttl(item.result_ttl)
+        if item.keep_result is not None:
+            probe.keep_result = to_keep_result(item.keep_result)
         for hook in self._submit_hooks:
             hook(probe)
         offset = time.time() - time.monotonic()

@@ -23,6 +23,10 @@ deadline    wall-clock epoch seconds; left out when there is none
 traceparent the W3C trace context of the submit (``00-<trace id>-<span
             id>-<flags>``), set by a tracing plugin (``otel``) through the
             ``jobsched_submit_hook``; left out when there is none
+result_ttl  seconds a completed job's result is kept (then a reaper
+            removes it); left out when it is kept for good (or for the
+            worker's default, ``JobScheduler(result_ttl=...)``)
+keep_result ``false``: the result is not stored at all; left out when true
 =========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
@@ -50,7 +54,14 @@ from ._jobtypes import (
     jsonable,
     retry_policy_data,
 )
-from ._options import describe_value, priority_name, to_priority, to_timeout
+from ._options import (
+    describe_value,
+    priority_name,
+    to_keep_result,
+    to_priority,
+    to_result_ttl,
+    to_timeout,
+)
 from ._status import JobPriority
 from .store import NewJob, encode_json
 
@@ -60,7 +71,17 @@ if TYPE_CHECKING:
     from ._strategy import SortKey
 
 #: The options a stored job has, in the order they are written.
-OPTIONS = ("name", "executor", "priority", "timeout", "retry", "deadline", "traceparent")
+OPTIONS = (
+    "name",
+    "executor",
+    "priority",
+    "timeout",
+    "retry",
+    "deadline",
+    "traceparent",
+    "result_ttl",
+    "keep_result",
+)
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
 _KNOWN_KEYS = frozenset(OPTIONS + STORE_KEYS)
@@ -194,7 +215,15 @@ class JobCodec:
         model = job.model
         cache_key = None
         if job.deadline is None and job.traceparent is None:
-            cache_key = (job.name, job.priority, job.timeout, id(retry), model)
+            cache_key = (
+                job.name,
+                job.priority,
+                job.timeout,
+                id(retry),
+                model,
+                job.result_ttl,
+                job.keep_result,
+            )
             cached = self._options.get(cache_key)
             if cached is not None and cached[0] is retry:
                 return cached[1], cached[2]
@@ -212,6 +241,10 @@ class JobCodec:
             options["deadline"] = job.deadline + offset
         if job.traceparent is not None:
             options["traceparent"] = job.traceparent
+        if job.result_ttl is not None:
+            options["result_ttl"] = job.result_ttl
+        if not job.keep_result:
+            options["keep_result"] = False
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -325,6 +358,11 @@ class JobCodec:
         if traceparent is not None and not isinstance(traceparent, str):
             raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
         job.traceparent = traceparent
+        # Left out: the job type's own default (what a job built now has).
+        if "result_ttl" in options:
+            job.result_ttl = to_result_ttl(options["result_ttl"])
+        if "keep_result" in options:
+            job.keep_result = to_keep_result(options["keep_result"])
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

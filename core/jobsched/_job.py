@@ -5,13 +5,20 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import types
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
 from ._errors import BadArgumentsError
-from ._options import check_retry_policy, to_priority, to_timeout
+from ._options import (
+    check_retry_policy,
+    to_keep_result,
+    to_priority,
+    to_result_ttl,
+    to_timeout,
+)
 from ._retry import RetryPolicy, RetryPolicyLike
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 
@@ -30,6 +37,7 @@ def reserve_job_ids(floor: int) -> None:
     _job_ids = itertools.count(max(following, floor + 1))
 
 
+_UNSET = object()
 DEFAULT_RETRY = RetryPolicy()
 DEFAULT_TIMEOUT = 30.0
 
@@ -61,11 +69,13 @@ class Job(ABC):
         "deadline",
         "finished_at",
         "job_id",
+        "keep_result",
         "last_error",
         "last_failure_timed_out",
         "name",
         "priority",
         "result",
+        "result_ttl",
         "retry",
         "run_at",
         "seq",
@@ -76,6 +86,10 @@ class Job(ABC):
         "traceparent",
     )
     _spec: object  # set only by record_spec; reading it unset raises AttributeError
+    # What a job type's body says (``result_ttl = 3600``, ``keep_result =
+    # False``), moved here by __init_subclass__ so the slots stay per job.
+    _default_result_ttl: ClassVar[float | None] = None
+    _default_keep_result: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -119,9 +133,21 @@ class Job(ABC):
         # The W3C trace context of the submit (set by a tracing plugin, kept by
         # stores as the ``traceparent`` option): the attempts join that trace.
         self.traceparent: str | None = None
+        #: Seconds a completed job's result is kept (None: for good), and
+        #: whether it is kept at all. A job type sets them in its body; submit's
+        #: ``result_ttl=`` / ``keep_result=`` override them for one job.
+        self.result_ttl: float | None = self._default_result_ttl
+        self.keep_result: bool = self._default_keep_result
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # ``result_ttl = 3600`` in a job type's body is its default: kept
+        # aside, so the slot (a per-job value) is not hidden by it.
+        for name, check in (("result_ttl", to_result_ttl), ("keep_result", to_keep_result)):
+            value = cls.__dict__.get(name, _UNSET)
+            if value is not _UNSET and not isinstance(value, types.MemberDescriptorType):
+                setattr(cls, f"_default_{name}", check(value))
+                delattr(cls, name)
         # An @attrs.define job type: wrap attrs' field-only __init__ so the job
         # also takes the job options and gets its execution state.
         if "__attrs_attrs__" in cls.__dict__:

@@ -29,7 +29,14 @@ import attrs
 
 from ._errors import PluginError, SchedulerError
 from ._job import Job, record_spec, recorded_spec
-from ._options import describe_value, priority_name, to_priority, to_timeout
+from ._options import (
+    describe_value,
+    priority_name,
+    to_keep_result,
+    to_priority,
+    to_result_ttl,
+    to_timeout,
+)
 from ._retry import RetryPolicyLike
 from ._status import JobPriority
 
@@ -38,6 +45,9 @@ if TYPE_CHECKING:
 
 #: The options every job accepts beside its arguments (see `Job`).
 JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline")
+#: Options about a job's result, set on the job once it is built (a job type
+#: sets its defaults as class attributes, not in its constructor).
+RESULT_OPTIONS = ("result_ttl", "keep_result")
 #: The retry policy a ``retry = {...}`` table without ``policy`` uses.
 DEFAULT_RETRY_POLICY = "exponential"
 # Slots the kernel writes (and the options): an attrs field must not shadow them.
@@ -529,8 +539,9 @@ def _normalize_options(
     for key, value in options.items():
         if key not in JOB_OPTIONS:
             raise JobSpecError(
-                f"{label}: unknown option {key!r}{_did_you_mean(key, JOB_OPTIONS)} "
-                f"(options: {', '.join(JOB_OPTIONS)})"
+                f"{label}: unknown option {key!r}"
+                f"{_did_you_mean(key, JOB_OPTIONS + RESULT_OPTIONS)} "
+                f"(options: {', '.join(JOB_OPTIONS + RESULT_OPTIONS)})"
             )
         try:
             if key == "name":
@@ -689,7 +700,10 @@ def build_job(
     except JobSpecError as exc:
         raise JobSpecError(f"{label}: {exc}") from None
     checked = check_arguments(info, args, label)
-    kwargs, data = _normalize_options(options, plugins, label)
+    result_options = {k: options[k] for k in RESULT_OPTIONS if k in options}
+    kwargs, data = _normalize_options(
+        {k: v for k, v in options.items() if k not in RESULT_OPTIONS}, plugins, label
+    )
     name = kwargs.pop("name", None)
     factory = info.factory
     where = f"{label} ({type_name})" if type_name not in label else label
@@ -708,6 +722,13 @@ def build_job(
         raise JobSpecError(f"{where}: the factory returned {job!r}, not a Job")
     if name is not None:
         job.name = name
+    try:
+        if "result_ttl" in result_options:
+            job.result_ttl = data["result_ttl"] = to_result_ttl(result_options["result_ttl"])
+        if "keep_result" in result_options:
+            job.keep_result = data["keep_result"] = to_keep_result(result_options["keep_result"])
+    except ValueError as exc:
+        raise JobSpecError(f"{where}: {exc}") from None
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options=data)
     record_spec(job, spec)
     return job

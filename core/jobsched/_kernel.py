@@ -37,8 +37,11 @@ from ._options import (
     MAX_DELAY,
     check_delay,
     check_num_workers,
+    check_retention,
     check_retry_policy,
     is_retry_spec,
+    to_keep_result,
+    to_result_ttl,
 )
 from ._plugins import DISABLE_PLUGINS_ENV, PluginManager, Registration, TransitionListener
 from ._recurring import (
@@ -68,7 +71,7 @@ TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
-SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key")
+SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key", "result_ttl", "keep_result")
 
 
 class _CancelCountingTask(asyncio.Task):  # type: ignore[type-arg]
@@ -336,10 +339,14 @@ class Kernel:
         history_limit: int = 10_000,
         clock: Clock | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
+        result_ttl: float | None = None,
+        retention: float | None = None,
     ) -> None:
         check_num_workers(num_workers)
         if history_limit < 0:
             raise ValueError(f"history_limit must be >= 0, got {history_limit!r}")
+        self._result_ttl = to_result_ttl(result_ttl)
+        self._retention = check_retention(retention)
         self.plugins = plugins
         if strategy is None:
             strategy = default_factory(
@@ -432,6 +439,8 @@ class Kernel:
         depends_on: Iterable[str] = (),
         unique_key: str | None = None,
         key: str | None = None,
+        result_ttl: float | None = None,
+        keep_result: bool | None = None,
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
@@ -471,10 +480,24 @@ class Kernel:
         rerun after a crash resumes instead of starting a second copy. A key is
         known as long as its job is: while it is unfinished and, once it has
         finished, while it is among the last `history_limit` finished jobs.
+
+        `result_ttl` (seconds) and `keep_result` override the job's own
+        (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
+        result is kept, and whether it is stored at all. None keeps the job's.
         """
         if delay != 0.0:
             delay = check_delay(delay)
-        job = self._as_job(job, args, kwargs, options, (delay, depends_on, unique_key, key))
+        job = self._as_job(
+            job,
+            args,
+            kwargs,
+            options,
+            (delay, depends_on, unique_key, key, result_ttl, keep_result),
+        )
+        if result_ttl is not None:
+            job.result_ttl = to_result_ttl(result_ttl)
+        if keep_result is not None:
+            job.keep_result = to_keep_result(keep_result)
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -577,7 +600,9 @@ class Kernel:
                 # outright. Submit's own are common parameter names (asyncio.sleep
                 # has `delay`): refused only when given, as then it is ambiguous.
                 given = [
-                    name for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True) if value
+                    name
+                    for name, value in zip(SUBMIT_OPTIONS, scheduling, strict=True)
+                    if value or (name == "keep_result" and value is not None)
                 ]
                 refuse_option_parameters(job, given)
             job = FunctionJob(job, *args, kwargs=kwargs, **options)
@@ -954,6 +979,19 @@ class Kernel:
     def history_limit(self) -> int:
         """How many finished jobs the scheduler remembers."""
         return self._history_limit
+
+    @property
+    def result_ttl(self) -> float | None:
+        """Seconds a completed job's result is kept when the job sets no
+        ``result_ttl`` of its own (None: for good). Backends apply it: a
+        shared store through `Outcome.result_ttl` and its reaper."""
+        return self._result_ttl
+
+    @property
+    def retention(self) -> float | None:
+        """Seconds finished jobs are kept before a reaper purges them (None:
+        until purged by hand)."""
+        return self._retention
 
     @property
     def stopping(self) -> bool:

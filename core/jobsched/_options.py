@@ -8,6 +8,7 @@ written, and a number past a bound is refused with the bound named.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,6 +68,37 @@ def to_timeout(value: Any) -> float | None:
             "(None or False: no timeout)"
         )
     return value  # type: ignore[no-any-return]
+
+
+def to_result_ttl(value: Any) -> float | None:
+    """Seconds a completed job's result is kept, as given; None keeps it for good."""
+    if value is None:
+        return None
+    if not _is_number(value) or not (value >= 0 and math.isfinite(value)):
+        raise ValueError(
+            f"result_ttl must be a number of seconds >= 0, got {describe_value(value)} "
+            "(None: keep the result)"
+        )
+    return float(value)
+
+
+def check_retention(value: Any) -> float | None:
+    """Seconds finished jobs are kept before a reaper purges them; None: for good."""
+    if value is None:
+        return None
+    if not _is_number(value) or not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            f"retention must be a positive number of seconds, got {describe_value(value)} "
+            "(None: keep finished jobs)"
+        )
+    return float(value)
+
+
+def to_keep_result(value: Any) -> bool:
+    """Whether a completed job's result is stored at all (True or False only)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"keep_result must be true or false, got {describe_value(value)}")
+    return value
 
 
 def check_max_retries(value: Any, what: str = "max_retries") -> int:

@@ -46,6 +46,13 @@ class JobScheduler(Kernel):
     `SharedStore`); False makes this process its only owner. A process
     that only submits and follows jobs uses `jobsched.Client` (docs/client.md).
 
+    `result_ttl` is how many seconds a completed job's result is kept when
+    the job sets none itself (``submit(..., result_ttl=...)``, a job type's
+    ``result_ttl`` attribute); None keeps results. `retention` is how many
+    seconds finished jobs are kept at all: a reaper purges older ones
+    (None: never). Both are applied away from the hot path, by a periodic
+    reaper (see docs/client.md).
+
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
     naming the plugin and the ``JOBSCHED_DISABLE_PLUGINS`` fix), nothing else.
@@ -63,6 +70,8 @@ class JobScheduler(Kernel):
         limits: Limits | Mapping[str, Any] | None = None,
         store: StoreBase | str | None = None,
         shared: bool | None = None,
+        result_ttl: float | None = None,
+        retention: float | None = None,
     ) -> None:
         if plugins is None:
             plugins = default_plugin_manager()
@@ -78,6 +87,8 @@ class JobScheduler(Kernel):
             history_limit=history_limit,
             clock=clock,
             limits=limits,
+            result_ttl=result_ttl,
+            retention=retention,
         )
         self.store = resolved
 

@@ -27,6 +27,8 @@ async def run_worker(
     grace: float = 30.0,
     stop: asyncio.Event | None = None,
     on_started: Callable[[JobScheduler], None] | None = None,
+    result_ttl: float | None = None,
+    retention: float | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -35,9 +37,18 @@ async def run_worker(
     the running attempts `grace` seconds to finish; those still running then
     are interrupted and handed back too (another process runs them again,
     their attempt counted).
+
+    `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
+    ``--retention`` (seconds; see `JobScheduler`).
     """
     scheduler = JobScheduler(
-        strategy, num_workers=workers, plugins=plugins, store=store, shared=True
+        strategy,
+        num_workers=workers,
+        plugins=plugins,
+        store=store,
+        shared=True,
+        result_ttl=result_ttl,
+        retention=retention,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

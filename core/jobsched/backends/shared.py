@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import random
 import secrets
 import socket
 import time
@@ -59,6 +60,10 @@ logger = structlog.get_logger("jobsched.shared")
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
+COMPLETED = JobStatus.COMPLETED
+TERMINAL = ("completed", "failed", "timed_out", "cancelled")
+#: Seconds between two reaper passes (on average: each wait is jittered ±50 %).
+REAP_INTERVAL = 60.0
 CANCELLED = JobStatus.CANCELLED
 SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
 
@@ -150,6 +155,7 @@ class SharedBackend(LocalBackend):
         self._tasks = [
             asyncio.create_task(self._feed(), name="jobsched-feeder"),
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
+            asyncio.create_task(self._reap(), name="jobsched-reaper"),
         ]
         for row in self._schedules:
             self._start_schedule(row)
@@ -355,6 +361,32 @@ class SharedBackend(LocalBackend):
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
 
+    # ── Retention: expired results and old finished jobs ────────────
+    async def _reap(self) -> None:
+        """Expire results and purge by `Kernel.retention`: once at start, then
+        every `REAP_INTERVAL` seconds (jittered, so a cluster's workers spread
+        out). Never on the claim or finish path."""
+        rng = random.Random()
+        while True:
+            await self.reap_once()
+            await asyncio.sleep(REAP_INTERVAL * (0.5 + rng.random()))
+
+    async def reap_once(self) -> tuple[int, int]:
+        """One pass of the reaper: ``(results expired, jobs purged)``; a store
+        error is logged (the next pass tries again) and counts as nothing."""
+        retention = self.kernel.retention
+        try:
+            expired = await self.store.expire_results()
+            purged = 0
+            if retention is not None:
+                purged = await self.store.purge(time.time() - retention, TERMINAL)
+        except Exception as exc:
+            self._log.error("reaper failed", error=str(exc))
+            return 0, 0
+        if expired or purged:
+            self._log.info("reaped", results_expired=expired, jobs_purged=purged)
+        return expired, purged
+
     def _on_cancel(self, job_id: str) -> None:
         s = self.kernel
         job = s.find(job_id)
@@ -389,9 +421,20 @@ class SharedBackend(LocalBackend):
                 error=job.last_error,
                 run_at=job.run_at + wall_offset(self.kernel.clock),
             )
+        elif new is COMPLETED:
+            # keep_result=False stores nothing; a result_ttl makes the store
+            # stamp result_expires, and the reaper removes it after that.
+            keep = job.keep_result
+            ttl = job.result_ttl if job.result_ttl is not None else self.kernel.result_ttl
+            self._outcome(
+                job.job_id,
+                "completed",
+                result=encode_result(job.result) if keep else None,
+                error=job.last_error,
+                result_ttl=ttl if keep else None,
+            )
         else:
-            result = encode_result(job.result) if new is JobStatus.COMPLETED else None
-            self._outcome(job.job_id, new.value, result=result, error=job.last_error)
+            self._outcome(job.job_id, new.value, error=job.last_error)
         self._wake.set()
 
     def interrupted(self, job: Job) -> None:
@@ -416,10 +459,18 @@ class SharedBackend(LocalBackend):
         result: str | None = None,
         error: str | None = None,
         run_at: float | None = None,
+        result_ttl: float | None = None,
     ) -> None:
         self._held.discard(job_id)
         self._outcomes.append(
-            Outcome(job_id=job_id, status=status, result=result, error=error, run_at=run_at)
+            Outcome(
+                job_id=job_id,
+                status=status,
+                result=result,
+                error=error,
+                run_at=run_at,
+                result_ttl=result_ttl,
+            )
         )
         if self._outcome_task is None and len(self._outcomes) == 1:
             asyncio.get_running_loop().call_soon(self._flush_outcomes)

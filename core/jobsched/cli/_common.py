@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,27 @@ class BadInput(Exception):
 BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError, StoreError)
 
 __all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput", "load_plugins"]
+
+
+_DURATION_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "": 1.0}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """Seconds from ``7d``, ``12h``, ``30m``, ``45s`` or plain seconds (``90``,
+    ``1.5``); anything else, or a negative or endless one, is `BadInput`
+    naming `option`."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:] in ("d", "h", "m", "s") else ""
+    number = value[: len(value) - len(unit)]
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except ValueError:
+        seconds = math.nan
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise BadInput(
+            f"{option} {text!r} is not a duration (7d, 12h, 30m, 45s or a number of seconds)"
+        )
+    return seconds
 
 
 def error(message: str) -> None:

@@ -28,6 +28,7 @@ from ._common import (
     add_logging_options,
     configure_logging,
     make_console,
+    parse_duration,
     print_json,
 )
 from ._metrics import add_metrics_options, start_metrics
@@ -62,6 +63,19 @@ def add_parser(subparsers: Any) -> None:
         help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
         "interrupted and handed back to the queue (default: 30)",
     )
+    worker.add_argument(
+        "--result-ttl",
+        metavar="DURATION",
+        help="keep a completed job's result this long (7d, 12h, 30m, 45s or seconds) unless "
+        "the job sets its own result_ttl; then this worker's reaper removes it "
+        "(default: keep results)",
+    )
+    worker.add_argument(
+        "--retention",
+        metavar="DURATION",
+        help="delete finished jobs (and their history) this long after they finished; "
+        "the reaper runs at start and about once a minute (default: keep them)",
+    )
     add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
     worker.set_defaults(handler=worker_command)
@@ -84,6 +98,12 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
     if args.workers < 1:
         raise BadInput(f"--workers must be at least 1, got {args.workers}")
+    ttl, retention = (
+        None if text is None else parse_duration(text, option)
+        for text, option in ((args.result_ttl, "--result-ttl"), (args.retention, "--retention"))
+    )
+    if retention == 0:
+        raise BadInput("--retention must be longer than 0 (leave it out to keep finished jobs)")
     store = _shared_store(args.store, plugins)
     start_metrics(args, plugins)
     asyncio.run(
@@ -93,6 +113,8 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             plugins=plugins,
             strategy=args.strategy,
             grace=max(0.0, args.grace),
+            result_ttl=ttl,
+            retention=retention,
         )
     )
     return 0

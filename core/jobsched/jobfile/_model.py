@@ -299,6 +299,14 @@ class JobTemplate:
         default=None,
         doc="seconds after the run starts that the job is due (the edf strategy uses it)",
     )
+    result_ttl: float | None = key(
+        non_negative_duration,
+        default=None,
+        doc="how long a completed job's result is kept (default: for good)",
+    )
+    keep_result: bool | None = key(
+        boolean, default=None, doc="false stores no result at all (default true)"
+    )
     line: int | None = None
 
     @property
@@ -320,6 +328,10 @@ class JobTemplate:
             options["retry"] = self.retry
         if self.deadline is not None:
             options["deadline"] = now + self.deadline
+        if self.result_ttl is not None:
+            options["result_ttl"] = self.result_ttl
+        if self.keep_result is not None:
+            options["keep_result"] = self.keep_result
         return options
 
     def check(self) -> None:
