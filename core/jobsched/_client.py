@@ -747,9 +747,11 @@ class Client:
         # One task consumes the store's "finished" wake-up and counts it, so
         # every waiter sees every notification (several waiters reading the
         # store's one event would take it from each other).
+        # The loop also ends on the state `close` sets before cancelling this
+        # task: Python 3.11's wait_for loses a cancellation that arrives as the
+        # awaited event is set (a store poll seeing our own write), and
+        # `close` would wait for this task forever.
         assert self._finished_event is not None
-        # Not `while True`: on Python 3.11 `asyncio.wait_for` swallows a cancel
-        # that arrives as the event is set, and `close` would wait forever.
         while self._state == "open":
             await self.store.wait_finished(_SAFETY_POLL)
             self._finished += 1

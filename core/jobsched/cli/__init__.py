@@ -21,12 +21,12 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from .. import PluginManager, __version__
-from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
+from . import _demo, _jobs, _plugins, _queue, _run, _schedule, _schedules, _status, _worker
 from ._commands import PluginCommands, failure_line
 from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error, load_plugins
 
 #: The command modules, in the order ``jobsched --help`` lists them.
-COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule)
+COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule, _schedules, _queue)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +55,8 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     """
     parser = _Parser(
         prog="jobsched",
-        description="Run jobs from a TOML job file and inspect jobsched's plugins and job types.",
+        description="Run jobs from a TOML job file, inspect jobsched's plugins and job types, "
+        "and operate a shared store (retry, cancel and purge jobs; pause schedules and the queue).",
         epilog="Exit codes: 0 every job completed, 1 a job failed, timed out or was cancelled, "
         "2 bad input (the file, a name, an argument), 3 jobsched itself crashed, "
         "130 interrupted. See docs/cli.md.",

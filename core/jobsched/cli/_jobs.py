@@ -1,4 +1,8 @@
-"""``jobsched jobs list`` and ``jobsched jobs show NAME``: the registered job types."""
+"""``jobsched jobs list`` and ``jobsched jobs show NAME``: the registered job types.
+
+The same group holds the operator actions on a shared store's jobs (``jobs
+retry``, ``requeue``, ``cancel``, ``purge``: `_job_actions`).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,16 @@ import sys
 from typing import Any
 
 from .. import ArgumentInfo, JobTypeInfo, PluginManager, describe_job_type, job_type_info, job_types
+from . import _job_actions
 from ._common import make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
     group = subparsers.add_parser(
         "jobs",
-        help="list and describe the registered job types",
-        description="Inspect the job types that plugins register (what a job file's `type` names).",
+        help="list and describe job types; retry, requeue, cancel and purge stored jobs",
+        description="Inspect the job types that plugins register (what a job file's `type` "
+        "names), and act on the jobs of a shared store (--store URL).",
     )
     commands = group.add_subparsers(title="commands", metavar="COMMAND", required=True)
     listing = commands.add_parser(
@@ -37,6 +43,7 @@ def add_parser(subparsers: Any) -> None:
     show.add_argument("name", metavar="NAME", help="a job type name, as in `jobs list`")
     show.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
     show.set_defaults(handler=show_job)
+    _job_actions.add_parsers(commands)
 
 
 def _argument(arg: ArgumentInfo) -> str:
