@@ -2,8 +2,8 @@
 
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
-plugin management, function jobs, durable stores and the ``hookimpl`` marker
-for plugins.
+plugin management, function jobs, tasks (``@task``: a function that is a
+registered job type), durable stores and the ``hookimpl`` marker for plugins.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ._errors import (
     NonRetryableError,
     NotPicklableError,
     PluginError,
+    Retry,
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
@@ -60,6 +61,7 @@ from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
+from ._task import Task, TaskCall, TaskJob, task
 from .store import (
     JobRow,
     NewJob,
@@ -154,6 +156,7 @@ __all__ = [
     "PriorityStrategy",
     "Rate",
     "RecurringSchedule",
+    "Retry",
     "RetryPolicy",
     "RetryPolicyLike",
     "ScheduleRow",
@@ -170,6 +173,9 @@ __all__ = [
     "StoreError",
     "Submission",
     "SystemClock",
+    "Task",
+    "TaskCall",
+    "TaskJob",
     "Trigger",
     "UnknownJobError",
     "build_job",
@@ -187,4 +193,5 @@ __all__ = [
     "retry_count",
     "retry_delay",
     "run_with_token",
+    "task",
 ]

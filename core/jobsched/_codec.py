@@ -20,6 +20,9 @@ timeout     seconds per attempt, or null for none; left out when 30.0
 retry       ``{"policy": NAME, ...the policy's fields}``; left out for the
             default policy
 deadline    wall-clock epoch seconds; left out when there is none
+retry_on    the exception names worth a retry (``["TimeoutError",
+            "myapp.errors.Transient"]``); left out when empty
+no_retry_on the exception names never retried; left out when empty
 traceparent the W3C trace context of the submit (``00-<trace id>-<span
             id>-<flags>``), set by a tracing plugin (``otel``) through the
             ``jobsched_submit_hook``; left out when there is none
@@ -60,7 +63,17 @@ if TYPE_CHECKING:
     from ._strategy import SortKey
 
 #: The options a stored job has, in the order they are written.
-OPTIONS = ("name", "executor", "priority", "timeout", "retry", "deadline", "traceparent")
+OPTIONS = (
+    "name",
+    "executor",
+    "priority",
+    "timeout",
+    "retry",
+    "deadline",
+    "traceparent",
+    "retry_on",
+    "no_retry_on",
+)
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
 _KNOWN_KEYS = frozenset(OPTIONS + STORE_KEYS)
@@ -194,7 +207,15 @@ class JobCodec:
         model = job.model
         cache_key = None
         if job.deadline is None and job.traceparent is None:
-            cache_key = (job.name, job.priority, job.timeout, id(retry), model)
+            cache_key = (
+                job.name,
+                job.priority,
+                job.timeout,
+                id(retry),
+                model,
+                job.retry_on,
+                job.no_retry_on,
+            )
             cached = self._options.get(cache_key)
             if cached is not None and cached[0] is retry:
                 return cached[1], cached[2]
@@ -212,6 +233,10 @@ class JobCodec:
             options["deadline"] = job.deadline + offset
         if job.traceparent is not None:
             options["traceparent"] = job.traceparent
+        if job.retry_on:
+            options["retry_on"] = list(job.retry_on)
+        if job.no_retry_on:
+            options["no_retry_on"] = list(job.no_retry_on)
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -325,6 +350,14 @@ class JobCodec:
         if traceparent is not None and not isinstance(traceparent, str):
             raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
         job.traceparent = traceparent
+        # Names only: loading a store imports nothing (`_retry_filter` matches by name).
+        for option in ("retry_on", "no_retry_on"):
+            names = options.get(option, [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise JobSpecError(
+                    f"{option} must be a list of exception names, got {describe_value(names)}"
+                )
+            setattr(job, option, tuple(names))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(
