@@ -25,6 +25,7 @@ from ..store import (
 from ..worker import run_worker
 from ._common import (
     BadInput,
+    add_import_option,
     add_logging_options,
     configure_logging,
     make_console,
@@ -62,6 +63,7 @@ def add_parser(subparsers: Any) -> None:
         help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
         "interrupted and handed back to the queue (default: 30)",
     )
+    add_import_option(worker)
     add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
     worker.set_defaults(handler=worker_command)
