@@ -53,7 +53,7 @@ from ._jobtypes import (
     jsonable,
     retry_policy_data,
 )
-from ._options import describe_value, priority_name, to_priority, to_timeout
+from ._options import describe_value, is_retry_spec, priority_name, to_priority, to_timeout
 from ._status import JobPriority
 from .store import NewJob, encode_json
 
@@ -252,7 +252,10 @@ class JobCodec:
         cached = self._retry_cache.get(id(policy))
         if cached is not None and cached[0] is policy:
             return cached[1]
-        described = retry_policy_data(policy, self.plugins)
+        # A policy still written as data (a task's retry={...}; a scheduler
+        # resolves it at submit, a client does not): these plugins resolve it.
+        resolved = build_retry_policy(policy, self.plugins) if is_retry_spec(policy) else policy
+        described = retry_policy_data(resolved, self.plugins)
         if described is None:
             raise JobSpecError(
                 f"{job!r}: a store keeps jobs as data, and its retry policy {policy!r} is not "
