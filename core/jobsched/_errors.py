@@ -63,5 +63,9 @@ class Retry(Exception):
         self.reason = reason
 
     def __str__(self) -> str:
-        when = "after the retry policy's delay" if self.delay is None else f"in {self.delay}s"
+        delay = self.delay
+        if delay is None:
+            when = "after the retry policy's delay"
+        else:
+            when = f"in {delay:g}s" if isinstance(delay, int | float) else f"in {delay!r}s"
         return f"retry requested {when}" + (f": {self.reason}" if self.reason else "")
