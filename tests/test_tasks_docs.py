@@ -89,3 +89,11 @@ def test_the_worked_example_runs_with_a_worker_process(tmp_path: Path, store_url
     finally:
         worker.terminate()
         assert worker.wait(timeout=60) == 0
+
+
+def test_the_readmes_five_lines_run(tmp_path: Path) -> None:
+    readme = (DOC.parent.parent / "README.md").read_text()
+    section = readme.split("## Five lines", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert code is not None and "@task" in code.group(1)
+    assert run([sys.executable, "-c", code.group(1)], tmp_path) == "fetched https://example.org\n"
