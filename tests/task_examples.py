@@ -44,6 +44,11 @@ def pid_of(tag: str) -> list[object]:
     return [tag, os.getpid()]
 
 
+@task(model="subprocess")
+def pid_in_child(tag: str) -> list[object]:
+    return [tag, os.getpid()]
+
+
 def _attempt(path: str) -> int:
     """This attempt's number (1, 2, ...), counted in the file `path`."""
     file = pathlib.Path(path)

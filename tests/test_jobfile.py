@@ -68,6 +68,7 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "no_retry_on",
         "delay",
         "depends_on",
+        "trigger_rule",
         "cancel_after",
         "unique_key",
     ]

@@ -36,7 +36,7 @@ from jobsched import (
     task,
 )
 from jobsched.jobfile import load_jobfile, run_jobfile
-from task_examples import Color, add, paint, pid_of, send_email
+from task_examples import Color, add, paint, pid_in_child, pid_of, send_email
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -114,9 +114,10 @@ def test_a_job_pickles_by_its_tasks_module_and_name() -> None:
     assert pickle.loads(pickle.dumps(paint)) is paint
 
 
-async def test_a_process_task_runs_in_another_process() -> None:
+@pytest.mark.parametrize("runs_elsewhere", [pid_of, pid_in_child])
+async def test_process_and_subprocess_tasks_run_in_another_process(runs_elsewhere: Any) -> None:
     async with JobScheduler() as scheduler:
-        job_id = scheduler.submit(pid_of.job("p"))
+        job_id = scheduler.submit(runs_elsewhere.job("p"))
         await scheduler.join()
     job = scheduler.get(job_id)
     assert job.status is JobStatus.COMPLETED, job.last_error

@@ -41,9 +41,11 @@ def run(args: list[str], cwd: Path) -> str:
 
 def test_the_page_has_the_examples_these_tests_run() -> None:
     code = python_blocks()
-    assert len(code) == 4
+    assert len(code) == 5
     assert [c.splitlines()[0] for c in code[1:3]] == ["# file: myapp/tasks.py", "# file: submit.py"]
-    compile(code[3], "fetch example", "exec")  # the Retry sketch: its I/O is made up
+    # Sketches whose I/O and tasks are made up: the Retry one, the trigger rules one.
+    for sketch in code[3:]:
+        compile(sketch, "sketch", "exec")
 
 
 def test_the_first_example_prints_what_the_page_says(tmp_path: Path) -> None:

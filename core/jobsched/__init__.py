@@ -62,6 +62,7 @@ from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 from ._task import Task, TaskCall, TaskJob, task
+from ._trigger_rules import TRIGGER_RULES
 from .store import (
     JobRow,
     NewJob,
@@ -117,6 +118,7 @@ __all__ = [
     "MAX_RETRIES",
     "MAX_WORKERS",
     "MIN_INTERVAL",
+    "TRIGGER_RULES",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",

@@ -52,6 +52,7 @@ from ._retry import RetryPolicy
 from ._retry_filter import retry_verdict
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
+from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -69,7 +70,7 @@ TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
-SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key")
+SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key", "trigger_rule")
 
 
 class _CancelCountingTask(asyncio.Task):  # type: ignore[type-arg]
@@ -377,6 +378,8 @@ class Kernel:
         self._delayed: list[tuple[float, int, Job]] = []
         self._blocked: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = {}
+        # Blocked job id -> its upstreams' outcomes, for a rule other than all_success.
+        self._rules: dict[str, Upstreams] = {}
         # Finished, dependents held until the backend says the state is kept.
         self._unreleased: set[str] = set()
         self._finished: deque[str] = deque()  # terminal job ids, oldest first
@@ -433,6 +436,7 @@ class Kernel:
         depends_on: Iterable[str] = (),
         unique_key: str | None = None,
         key: str | None = None,
+        trigger_rule: str | None = None,
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
@@ -472,10 +476,28 @@ class Kernel:
         rerun after a crash resumes instead of starting a second copy. A key is
         known as long as its job is: while it is unfinished and, once it has
         finished, while it is among the last `history_limit` finished jobs.
+
+        `trigger_rule` says when a job with `depends_on` runs: ``"all_success"``
+        (None, the default: once every upstream completed), ``"all_done"``,
+        ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
+        docs/tasks.md); a job whose rule can no longer be met is cancelled
+        with the reason. Only an in-memory scheduler keeps rules for now.
         """
         if delay != 0.0:
             delay = check_delay(delay)
-        job = self._as_job(job, args, kwargs, options, (delay, depends_on, unique_key, key))
+        upstreams = None
+        if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
+            if self._admit is not None or self._on_finished is not None:
+                raise SchedulerError(
+                    f"trigger_rule={trigger_rule!r}: only an in-memory scheduler keeps trigger "
+                    "rules for now (a store would drop them)"
+                )
+            if not depends_on:
+                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
+            upstreams = Upstreams(trigger_rule, len(set(depends_on)))
+        job = self._as_job(
+            job, args, kwargs, options, (delay, depends_on, unique_key, key, trigger_rule)
+        )
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -535,7 +557,10 @@ class Kernel:
         self._unfinished += 1
         if self._unfinished == 1:
             self._idle.clear()
-        if deps:
+        if deps and upstreams is not None:
+            if self._wait_by_rule(job, deps, upstreams):
+                return job_id
+        elif deps:
             jobs = self._jobs
             for d in sorted(deps):
                 status = jobs[d].status
@@ -593,6 +618,27 @@ class Kernel:
             # scheduler's plugins say what the names mean.
             job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
         return job
+
+    def _wait_by_rule(self, job: Job, deps: set[str], upstreams: Upstreams) -> bool:
+        """Hold `job` until its trigger rule decides; False: it may run now."""
+        job_id = job.job_id
+        unmet = set()
+        for d in sorted(deps):
+            status = self._jobs[d].status
+            if not status.is_terminal:
+                unmet.add(d)
+                continue
+            run, reason = upstreams.settle(d, status)
+            if run is False:
+                self._finish(job, CANCELLED, error=reason)
+                return True
+            if run:
+                return False
+        self._blocked[job_id] = unmet
+        self._rules[job_id] = upstreams
+        for d in unmet:
+            self._dependents.setdefault(d, []).append(job_id)
+        return True
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
         """Submit from any thread; returns the job id at once.
@@ -1406,6 +1452,8 @@ class Kernel:
             self._transition(job, status)
             job_id = job.job_id
             self._blocked.pop(job_id, None)
+            if self._rules:
+                self._rules.pop(job_id, None)
             on_finished = self._on_finished
             if on_finished is None:
                 dependents = self._dependents.pop(job_id, None)
@@ -1436,7 +1484,21 @@ class Kernel:
             dependent = self._jobs.get(dep_id)
             if dependent is None or dependent.status.is_terminal:
                 continue
-            if status is COMPLETED:
+            upstreams = self._rules.get(dep_id) if self._rules else None
+            if upstreams is not None:  # kept until it finishes
+                unmet = self._blocked.get(dep_id)
+                if unmet is None:
+                    continue  # released early: how its other upstreams end no longer matters
+                run, reason = upstreams.settle(job_id, status)
+                if run is None:
+                    unmet.discard(job_id)
+                    continue
+                del self._blocked[dep_id]
+                if run:
+                    self._enqueue(dependent)
+                else:
+                    work.append((dependent, CANCELLED, reason))
+            elif status is COMPLETED:
                 unmet = self._blocked.get(dep_id)
                 if unmet is not None:
                     unmet.discard(job_id)

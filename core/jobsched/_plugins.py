@@ -118,13 +118,6 @@ def define_job_type(name: str, factory: Any, source: str) -> None:
     _definitions_version += 1
 
 
-def undefine_job_type(name: str) -> None:
-    """Forget a job type `define_job_type` defined (nothing if it is unknown)."""
-    global _definitions_version
-    if _definitions.pop(name, None) is not None:
-        _definitions_version += 1
-
-
 def defined_job_type(name: str) -> Any | None:
     """The factory `define_job_type` defined as `name`, or None."""
     reg = _definitions.get(name)

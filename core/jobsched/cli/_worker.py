@@ -200,6 +200,12 @@ def run_shared(
     from .. import Client
     from ._run import print_summary
 
+    for entry in jobfile.jobs:
+        if entry.trigger_rule != "all_success":
+            raise BadInput(
+                f"{jobfile.source}: {entry.label}: trigger_rule {entry.trigger_rule!r} "
+                "not supported with a shared store yet (run the file without --store)"
+            )
     for rec in jobfile.recurring:
         # Shared schedules coalesce missed periods into one fire and have no jitter.
         unsupported = [

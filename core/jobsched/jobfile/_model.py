@@ -17,7 +17,16 @@ from typing import Any
 
 import attrs
 
-from .. import COALESCE_POLICIES, MAX_DELAY, MAX_RETRIES, MAX_WORKERS, MIN_INTERVAL, Limits, Rate
+from .. import (
+    COALESCE_POLICIES,
+    MAX_DELAY,
+    MAX_RETRIES,
+    MAX_WORKERS,
+    MIN_INTERVAL,
+    TRIGGER_RULES,
+    Limits,
+    Rate,
+)
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"
@@ -233,6 +242,12 @@ def exception_list(value: Any) -> tuple[str, ...]:
     return tuple(items)
 
 
+def trigger_rule(value: Any) -> str:
+    if value not in TRIGGER_RULES:
+        raise ValueError(f"must be one of {', '.join(TRIGGER_RULES)}, got {_describe(value)}")
+    return str(value)
+
+
 def limit_table(value: Any) -> dict[str, int]:
     """A table of names to positive integers: ``{ process = 2 }``."""
     out = {}
@@ -362,6 +377,12 @@ class JobEntry(JobTemplate):
         factory=tuple,
         doc="ids of [[job]] entries that must complete first (in any order in the file)",
     )
+    trigger_rule: str = key(
+        trigger_rule,
+        default="all_success",
+        doc="when the job runs after its depends_on: all_success, all_done, one_success, "
+        "one_failed or none_failed",
+    )
     cancel_after: float | None = key(
         non_negative_duration,
         default=None,
@@ -378,6 +399,10 @@ class JobEntry(JobTemplate):
     @property
     def table_name(self) -> str:
         return "job"
+
+    def check(self) -> None:
+        if self.trigger_rule != "all_success" and not self.depends_on:
+            raise ValueError(f"trigger_rule {self.trigger_rule!r} needs depends_on")
 
 
 @attrs.frozen(kw_only=True)
