@@ -220,3 +220,25 @@ async def test_a_job_file_with_a_rule_and_a_store_is_refused(tmp_path: Path) -> 
     jobfile = load_jobfile(path, plugins=jobsched.default_plugin_manager())
     with pytest.raises(JobFileError, match="trigger_rule 'all_done' runs without a store"):
         await run_jobfile(jobfile, store=f"sqlite:///{tmp_path / 'jobs.db'}")
+
+
+@pytest.mark.slow
+def test_jobsched_run_refuses_a_rule_with_a_shared_store(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "jobs.toml"
+    path.write_text(JOBFILE.format(rule='trigger_rule = "all_done"'))
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "run", str(path), "--store", pg_schema[0]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"jobsched: error: {path}: job 'cleanup': trigger_rule 'all_done' not supported "
+        "with a shared store yet (run the file without --store)\n"
+    )
