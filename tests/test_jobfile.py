@@ -66,8 +66,11 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "deadline",
         "result_ttl",
         "keep_result",
+        "retry_on",
+        "no_retry_on",
         "delay",
         "depends_on",
+        "trigger_rule",
         "cancel_after",
         "unique_key",
     ]

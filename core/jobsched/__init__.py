@@ -2,8 +2,8 @@
 
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
-plugin management, function jobs, durable stores and the ``hookimpl`` marker
-for plugins.
+plugin management, function jobs, tasks (``@task``: a function that is a
+registered job type), durable stores and the ``hookimpl`` marker for plugins.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ._errors import (
     NonRetryableError,
     NotPicklableError,
     PluginError,
+    Retry,
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
@@ -83,6 +84,8 @@ from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
+from ._task import Task, TaskCall, TaskJob, task
+from ._trigger_rules import TRIGGER_RULES
 from .store import (
     JobRow,
     NewJob,
@@ -139,6 +142,7 @@ __all__ = [
     "MAX_WORKERS",
     "MIN_INTERVAL",
     "PROGRESS_INTERVAL",
+    "TRIGGER_RULES",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
@@ -185,6 +189,7 @@ __all__ = [
     "ProgressThrottle",
     "Rate",
     "RecurringSchedule",
+    "Retry",
     "RetryPolicy",
     "RetryPolicyLike",
     "ScheduleInfo",
@@ -203,6 +208,9 @@ __all__ = [
     "StoreError",
     "Submission",
     "SystemClock",
+    "Task",
+    "TaskCall",
+    "TaskJob",
     "ThroughputBucket",
     "Trigger",
     "UnknownJobError",
@@ -226,4 +234,5 @@ __all__ = [
     "retry_count",
     "retry_delay",
     "run_with_token",
+    "task",
 ]

@@ -62,8 +62,10 @@ from ._recurring import (
     build_trigger,
 )
 from ._retry import RetryPolicy
+from ._retry_filter import retry_verdict
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
+from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -83,7 +85,15 @@ TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
-SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key", "result_ttl", "keep_result")
+SUBMIT_OPTIONS = (
+    "delay",
+    "depends_on",
+    "unique_key",
+    "key",
+    "result_ttl",
+    "keep_result",
+    "trigger_rule",
+)
 
 #: The statuses `Kernel.retry_job` takes a job out of.
 RETRYABLE = (FAILED, TIMED_OUT, CANCELLED)
@@ -491,6 +501,8 @@ class Kernel:
         self._delayed: list[tuple[float, int, Job]] = []
         self._blocked: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = {}
+        # Blocked job id -> its upstreams' outcomes, for a rule other than all_success.
+        self._rules: dict[str, Upstreams] = {}
         # Finished, dependents held until the backend says the state is kept.
         self._unreleased: set[str] = set()
         self._finished: deque[str] = deque()  # terminal job ids, oldest first
@@ -583,6 +595,7 @@ class Kernel:
         key: str | None = None,
         result_ttl: float | None = None,
         keep_result: bool | None = None,
+        trigger_rule: str | None = None,
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
@@ -626,15 +639,31 @@ class Kernel:
         `result_ttl` (seconds) and `keep_result` override the job's own
         (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
         result is kept, and whether it is stored at all. None keeps the job's.
+
+        `trigger_rule` says when a job with `depends_on` runs: ``"all_success"``
+        (None, the default: once every upstream completed), ``"all_done"``,
+        ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
+        docs/tasks.md); a job whose rule can no longer be met is cancelled
+        with the reason. Only an in-memory scheduler keeps rules for now.
         """
         if delay != 0.0:
             delay = check_delay(delay)
+        upstreams = None
+        if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
+            if self._admit is not None or self._on_finished is not None:
+                raise SchedulerError(
+                    f"trigger_rule={trigger_rule!r}: only an in-memory scheduler keeps trigger "
+                    "rules for now (a store would drop them)"
+                )
+            if not depends_on:
+                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
+            upstreams = Upstreams(trigger_rule, len(set(depends_on)))
         job = self._as_job(
             job,
             args,
             kwargs,
             options,
-            (delay, depends_on, unique_key, key, result_ttl, keep_result),
+            (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
         )
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
@@ -703,6 +732,10 @@ class Kernel:
             self._idle.clear()
         if deps:
             self._notes_of(job_id).depends_on = tuple(sorted(deps))
+        if deps and upstreams is not None:
+            if self._wait_by_rule(job, deps, upstreams):
+                return job_id
+        elif deps:
             jobs = self._jobs
             for d in sorted(deps):
                 status = jobs[d].status
@@ -762,6 +795,27 @@ class Kernel:
             # scheduler's plugins say what the names mean.
             job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
         return job
+
+    def _wait_by_rule(self, job: Job, deps: set[str], upstreams: Upstreams) -> bool:
+        """Hold `job` until its trigger rule decides; False: it may run now."""
+        job_id = job.job_id
+        unmet = set()
+        for d in sorted(deps):
+            status = self._jobs[d].status
+            if not status.is_terminal:
+                unmet.add(d)
+                continue
+            run, reason = upstreams.settle(d, status)
+            if run is False:
+                self._finish(job, CANCELLED, error=reason)
+                return True
+            if run:
+                return False
+        self._blocked[job_id] = unmet
+        self._rules[job_id] = upstreams
+        for d in unmet:
+            self._dependents.setdefault(d, []).append(job_id)
+        return True
 
     def submit_threadsafe(self, job: Job | Callable[..., Any], *args: Any, **kwargs: Any) -> str:
         """Submit from any thread; returns the job id at once.
@@ -1790,12 +1844,15 @@ class Kernel:
         if cancelled:
             self._finish(job, CANCELLED, error="cancelled")
         elif expired:
-            self._after_failure(job, f"timed out after {timeout}s", timed_out=True)
+            retry, _, note = retry_verdict(None, job.retry_on, job.no_retry_on)
+            self._after_failure(
+                job, f"timed out after {timeout}s{note}", retryable=retry, timed_out=True
+            )
         elif error is not None:
-            # CancelledError, SystemExit, KeyboardInterrupt...: the job asked to
-            # stop, not to be tried again.
-            retryable = isinstance(error, Exception) and not isinstance(error, NonRetryableError)
-            self._after_failure(job, _describe_error(error), retryable=retryable)
+            # Not CancelledError, SystemExit...: the job asked to stop, not to
+            # be tried again; nor what the job's retry_on/no_retry_on rule out.
+            retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
+            self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
         else:
             job.result = result
             self._finish(job, COMPLETED)
@@ -1842,13 +1899,19 @@ class Kernel:
             self._arm_watchdog(earliest)
 
     def _after_failure(
-        self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
+        self,
+        job: Job,
+        error: str,
+        *,
+        retryable: bool = True,
+        timed_out: bool = False,
+        delay: float | None = None,
     ) -> None:
         job.last_error = error
         job.last_failure_timed_out = timed_out
         wait = None
         if retryable and not self._stopping:
-            wait, error = self._retry_wait(job, error)
+            wait, error = self._retry_wait(job, error, delay)
         if wait is not None:
             # The failed attempt joins the job's history; the final one is
             # the job's own fields, so a job that never retries records nothing.
@@ -1870,10 +1933,13 @@ class Kernel:
         else:
             self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
 
-    def _retry_wait(self, job: Job, error: str) -> tuple[float | None, str]:
+    def _retry_wait(
+        self, job: Job, error: str, delay: float | None = None
+    ) -> tuple[float | None, str]:
         """Seconds until the failed job's next attempt (None: no more), and its error.
 
-        A retry policy that raises or asks for a wait that is not 0 to
+        `delay` (a `jobsched.Retry`'s) replaces the policy's delay, not its
+        count. A retry policy that raises or asks for a wait that is not 0 to
         `MAX_DELAY` seconds ends the job, with the reason added to its error:
         the worker and the run go on.
         """
@@ -1881,7 +1947,7 @@ class Kernel:
         try:
             if job.attempts > policy.max_retries:
                 return None, error
-            wait = policy.delay(job.attempts, self._rng)
+            wait = policy.delay(job.attempts, self._rng) if delay is None else delay
             if not 0 <= wait <= MAX_DELAY:  # also NaN
                 raise ValueError(f"it asked to wait {wait!r}s; the most is {MAX_DELAY:.0f}s")
         except Exception as exc:
@@ -1958,6 +2024,8 @@ class Kernel:
             self._transition(job, status)
             job_id = job.job_id
             self._blocked.pop(job_id, None)
+            if self._rules:
+                self._rules.pop(job_id, None)
             on_finished = self._on_finished
             if on_finished is None:
                 dependents = self._dependents.pop(job_id, None)
@@ -1988,7 +2056,21 @@ class Kernel:
             dependent = self._jobs.get(dep_id)
             if dependent is None or dependent.status.is_terminal:
                 continue
-            if status is COMPLETED:
+            upstreams = self._rules.get(dep_id) if self._rules else None
+            if upstreams is not None:  # kept until it finishes
+                unmet = self._blocked.get(dep_id)
+                if unmet is None:
+                    continue  # released early: how its other upstreams end no longer matters
+                run, reason = upstreams.settle(job_id, status)
+                if run is None:
+                    unmet.discard(job_id)
+                    continue
+                del self._blocked[dep_id]
+                if run:
+                    self._enqueue(dependent)
+                else:
+                    work.append((dependent, CANCELLED, reason))
+            elif status is COMPLETED:
                 unmet = self._blocked.get(dep_id)
                 if unmet is not None:
                     unmet.discard(job_id)

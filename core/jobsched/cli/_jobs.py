@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import ArgumentInfo, JobTypeInfo, PluginManager, describe_job_type, job_type_info, job_types
 from . import _job_actions
-from ._common import make_console, print_json
+from ._common import add_import_option, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -33,6 +33,7 @@ def add_parser(subparsers: Any) -> None:
         "that type cannot run until one plugin is disabled.",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON array (docs/cli.md)")
+    add_import_option(listing)
     listing.set_defaults(handler=list_jobs)
     show = commands.add_parser(
         "show",
@@ -42,6 +43,7 @@ def add_parser(subparsers: Any) -> None:
     )
     show.add_argument("name", metavar="NAME", help="a job type name, as in `jobs list`")
     show.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    add_import_option(show)
     show.set_defaults(handler=show_job)
     _job_actions.add_parsers(commands)
 

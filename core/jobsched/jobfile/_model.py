@@ -17,7 +17,16 @@ from typing import Any
 
 import attrs
 
-from .. import COALESCE_POLICIES, MAX_DELAY, MAX_RETRIES, MAX_WORKERS, MIN_INTERVAL, Limits, Rate
+from .. import (
+    COALESCE_POLICIES,
+    MAX_DELAY,
+    MAX_RETRIES,
+    MAX_WORKERS,
+    MIN_INTERVAL,
+    TRIGGER_RULES,
+    Limits,
+    Rate,
+)
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
 META = "jobsched.jobfile"
@@ -222,6 +231,23 @@ def _check_retry_bounds(options: Mapping[str, Any]) -> None:
             )
 
 
+def exception_list(value: Any) -> tuple[str, ...]:
+    """Exception class names: ``["TimeoutError", "myapp.errors.Transient"]`` (or one name)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise ValueError(
+            'must be an array of exception class names, like ["TimeoutError", '
+            f'"myapp.errors.Transient"], got {_describe(value)}'
+        )
+    return tuple(items)
+
+
+def trigger_rule(value: Any) -> str:
+    if value not in TRIGGER_RULES:
+        raise ValueError(f"must be one of {', '.join(TRIGGER_RULES)}, got {_describe(value)}")
+    return str(value)
+
+
 def limit_table(value: Any) -> dict[str, int]:
     """A table of names to positive integers: ``{ process = 2 }``."""
     out = {}
@@ -307,6 +333,15 @@ class JobTemplate:
     keep_result: bool | None = key(
         boolean, default=None, doc="false stores no result at all (default true)"
     )
+    retry_on: tuple[str, ...] = key(
+        exception_list,
+        factory=tuple,
+        doc='retry only these failures: exception names, a builtin bare ("TimeoutError"), '
+        'others as "module.Class"',
+    )
+    no_retry_on: tuple[str, ...] = key(
+        exception_list, factory=tuple, doc="never retry these failures (exception names)"
+    )
     line: int | None = None
 
     @property
@@ -332,6 +367,10 @@ class JobTemplate:
             options["result_ttl"] = self.result_ttl
         if self.keep_result is not None:
             options["keep_result"] = self.keep_result
+        if self.retry_on:
+            options["retry_on"] = list(self.retry_on)
+        if self.no_retry_on:
+            options["no_retry_on"] = list(self.no_retry_on)
         return options
 
     def check(self) -> None:
@@ -350,6 +389,12 @@ class JobEntry(JobTemplate):
         factory=tuple,
         doc="ids of [[job]] entries that must complete first (in any order in the file)",
     )
+    trigger_rule: str = key(
+        trigger_rule,
+        default="all_success",
+        doc="when the job runs after its depends_on: all_success, all_done, one_success, "
+        "one_failed or none_failed",
+    )
     cancel_after: float | None = key(
         non_negative_duration,
         default=None,
@@ -366,6 +411,10 @@ class JobEntry(JobTemplate):
     @property
     def table_name(self) -> str:
         return "job"
+
+    def check(self) -> None:
+        if self.trigger_rule != "all_success" and not self.depends_on:
+            raise ValueError(f"trigger_rule {self.trigger_rule!r} needs depends_on")
 
 
 @attrs.frozen(kw_only=True)

@@ -17,6 +17,7 @@ import attrs
 from .. import Job, JobScheduler, JobStatus, UnknownJobError, build_job
 from ..backends import JournalBackend
 from ..store import result_as_json
+from ._load import JobFileError
 from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
@@ -186,6 +187,15 @@ async def run_jobfile(
         history_limit=_EVERY_JOB,
     )
     durable = isinstance(scheduler.backend, JournalBackend)
+    if durable:
+        ruled = [e for e in jobfile.jobs if e.trigger_rule != "all_success"]
+        if ruled:
+            raise JobFileError(
+                f"{ruled[0].label}: trigger_rule {ruled[0].trigger_rule!r} runs without a "
+                "store for now (a store does not keep trigger rules yet)",
+                source=jobfile.source,
+                line=ruled[0].line,
+            )
     plugins = scheduler.plugins
     if on_scheduler is not None:
         on_scheduler(scheduler)
@@ -228,6 +238,7 @@ async def run_jobfile(
             depends_on=[ids[d] for d in entry.depends_on],
             unique_key=entry.unique_key,
             key=entry.id if durable else None,
+            trigger_rule=entry.trigger_rule,
         )
         ids[entry.id] = job_id
         # A restored job stands for its entry; a job with the same unique_key
