@@ -72,6 +72,8 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         timeout=5,
         retry=FixedRetryPolicy(max_retries=4, seconds=2.0),
         deadline=50.0,
+        retry_on=[TimeoutError, "myapp.errors.Transient"],
+        no_retry_on=[PermissionError],
     )
     job.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     job.result_ttl, job.keep_result = 60.0, False
@@ -87,6 +89,8 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         "traceparent": job.traceparent,
         "result_ttl": 60.0,
         "keep_result": False,
+        "retry_on": ["TimeoutError", "myapp.errors.Transient"],
+        "no_retry_on": ["PermissionError"],
     }
     assert list(options) == list(OPTIONS)  # written in one order
     # Another process, whose monotonic clock started elsewhere.
@@ -97,6 +101,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
     assert again.deadline == pytest.approx(50.0 + OFFSET - 2_000_000.0)
     assert again.traceparent == job.traceparent
     assert (again.result_ttl, again.keep_result) == (60.0, False)
+    assert (again.retry_on, again.no_retry_on) == (job.retry_on, job.no_retry_on)
     assert described(codec, again, 2_000_000.0)[2] == options  # stable
 
 

@@ -66,6 +66,8 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "deadline",
         "result_ttl",
         "keep_result",
+        "retry_on",
+        "no_retry_on",
         "delay",
         "depends_on",
         "cancel_after",

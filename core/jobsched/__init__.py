@@ -2,8 +2,8 @@
 
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
-plugin management, function jobs, durable stores and the ``hookimpl`` marker
-for plugins.
+plugin management, function jobs, tasks (``@task``: a function that is a
+registered job type), durable stores and the ``hookimpl`` marker for plugins.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ._errors import (
     NonRetryableError,
     NotPicklableError,
     PluginError,
+    Retry,
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
@@ -75,6 +76,7 @@ from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
+from ._task import Task, TaskCall, TaskJob, task
 from .store import (
     JobRow,
     NewJob,
@@ -174,6 +176,7 @@ __all__ = [
     "Progress",
     "Rate",
     "RecurringSchedule",
+    "Retry",
     "RetryPolicy",
     "RetryPolicyLike",
     "ScheduleInfo",
@@ -192,6 +195,9 @@ __all__ = [
     "StoreError",
     "Submission",
     "SystemClock",
+    "Task",
+    "TaskCall",
+    "TaskJob",
     "ThroughputBucket",
     "Trigger",
     "UnknownJobError",
@@ -212,4 +218,5 @@ __all__ = [
     "retry_count",
     "retry_delay",
     "run_with_token",
+    "task",
 ]

@@ -20,6 +20,9 @@ timeout     seconds per attempt, or null for none; left out when 30.0
 retry       ``{"policy": NAME, ...the policy's fields}``; left out for the
             default policy
 deadline    wall-clock epoch seconds; left out when there is none
+retry_on    the exception names worth a retry (``["TimeoutError",
+            "myapp.errors.Transient"]``); left out when empty
+no_retry_on the exception names never retried; left out when empty
 traceparent the W3C trace context of the submit (``00-<trace id>-<span
             id>-<flags>``), set by a tracing plugin (``otel``) through the
             ``jobsched_submit_hook``; left out when there is none
@@ -56,6 +59,7 @@ from ._jobtypes import (
 )
 from ._options import (
     describe_value,
+    is_retry_spec,
     priority_name,
     to_keep_result,
     to_priority,
@@ -81,6 +85,8 @@ OPTIONS = (
     "traceparent",
     "result_ttl",
     "keep_result",
+    "retry_on",
+    "no_retry_on",
 )
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
@@ -223,6 +229,8 @@ class JobCodec:
                 model,
                 job.result_ttl,
                 job.keep_result,
+                job.retry_on,
+                job.no_retry_on,
             )
             cached = self._options.get(cache_key)
             if cached is not None and cached[0] is retry:
@@ -245,6 +253,10 @@ class JobCodec:
             options["result_ttl"] = job.result_ttl
         if not job.keep_result:
             options["keep_result"] = False
+        if job.retry_on:
+            options["retry_on"] = list(job.retry_on)
+        if job.no_retry_on:
+            options["no_retry_on"] = list(job.no_retry_on)
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -260,7 +272,10 @@ class JobCodec:
         cached = self._retry_cache.get(id(policy))
         if cached is not None and cached[0] is policy:
             return cached[1]
-        described = retry_policy_data(policy, self.plugins)
+        # A policy still written as data (a task's retry={...}; a scheduler
+        # resolves it at submit, a client does not): these plugins resolve it.
+        resolved = build_retry_policy(policy, self.plugins) if is_retry_spec(policy) else policy
+        described = retry_policy_data(resolved, self.plugins)
         if described is None:
             raise JobSpecError(
                 f"{job!r}: a store keeps jobs as data, and its retry policy {policy!r} is not "
@@ -363,6 +378,14 @@ class JobCodec:
             job.result_ttl = to_result_ttl(options["result_ttl"])
         if "keep_result" in options:
             job.keep_result = to_keep_result(options["keep_result"])
+        # Names only: loading a store imports nothing (`_retry_filter` matches by name).
+        for option in ("retry_on", "no_retry_on"):
+            names = options.get(option, [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise JobSpecError(
+                    f"{option} must be a list of exception names, got {describe_value(names)}"
+                )
+            setattr(job, option, tuple(names))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

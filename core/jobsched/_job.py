@@ -20,6 +20,7 @@ from ._options import (
     to_timeout,
 )
 from ._retry import RetryPolicy, RetryPolicyLike
+from ._retry_filter import exception_names
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 
 _job_ids = itertools.count(1)
@@ -38,6 +39,9 @@ def reserve_job_ids(floor: int) -> None:
 
 
 _UNSET = object()
+#: How ``retry_on``/``no_retry_on`` take exceptions: classes or names, one or a list.
+ExceptionNames = type[BaseException] | str | Iterable[type[BaseException] | str] | None
+
 DEFAULT_RETRY = RetryPolicy()
 DEFAULT_TIMEOUT = 30.0
 
@@ -49,7 +53,11 @@ class Job(ABC):
     `timeout` is seconds per attempt, or None or False for none; `retry` is a
     retry policy, a registered policy name (``"none"``, ``"fixed"``,
     ``"exponential"``) or a table like ``{"policy": "fixed", "seconds": 2}``,
-    resolved when the job is submitted. Anything else is refused here.
+    resolved when the job is submitted. `retry_on` and `no_retry_on` limit
+    retries to the failures worth retrying: exception classes, or names
+    (``"TimeoutError"``, ``"myapp.errors.Transient"``), kept as names (see
+    `jobsched.Retry` for a job that asks for a retry itself). Anything else is
+    refused here.
 
     Execution state (status, attempts, times, result, error) is written only by
     the scheduler, on its event-loop thread. A job stays picklable (no locks,
@@ -73,10 +81,12 @@ class Job(ABC):
         "last_error",
         "last_failure_timed_out",
         "name",
+        "no_retry_on",
         "priority",
         "result",
         "result_ttl",
         "retry",
+        "retry_on",
         "run_at",
         "seq",
         "started_at",
@@ -99,6 +109,8 @@ class Job(ABC):
         timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
         retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
         deadline: float | None = None,
+        retry_on: ExceptionNames = (),
+        no_retry_on: ExceptionNames = (),
     ) -> None:
         # The job file's spellings work here too (priority="low", timeout=False,
         # retry="none"); the defaults skip the checks, as most jobs use them.
@@ -116,6 +128,11 @@ class Job(ABC):
         self.timeout: float | None = timeout
         self.retry: RetryPolicyLike = retry  # type: ignore[assignment]
         self.deadline = deadline  # monotonic seconds; used by EDF
+        # Exception names (`_retry_filter`): the failures worth retrying, and not.
+        self.retry_on: tuple[str, ...] = exception_names(retry_on, "retry_on") if retry_on else ()
+        self.no_retry_on: tuple[str, ...] = (
+            exception_names(no_retry_on, "no_retry_on") if no_retry_on else ()
+        )
         self.status = JobStatus.PENDING
         self.attempts = 0
         self.result: Any = None
@@ -189,7 +206,17 @@ class CpuBoundJob(BlockingJob):
 
 
 #: The keywords `FunctionJob` (and so ``submit``) takes as job options.
-FUNCTION_JOB_OPTIONS = ("model", "name", "priority", "timeout", "retry", "deadline", "kwargs")
+FUNCTION_JOB_OPTIONS = (
+    "model",
+    "name",
+    "priority",
+    "timeout",
+    "retry",
+    "deadline",
+    "retry_on",
+    "no_retry_on",
+    "kwargs",
+)
 
 
 class FunctionJob(Job):
@@ -222,6 +249,8 @@ class FunctionJob(Job):
         timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
         retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
         deadline: float | None = None,
+        retry_on: ExceptionNames = (),
+        no_retry_on: ExceptionNames = (),
         kwargs: Mapping[str, Any] | None = None,
         **fn_kwargs: Any,
     ) -> None:
@@ -261,6 +290,8 @@ class FunctionJob(Job):
             timeout=timeout,
             retry=retry,
             deadline=deadline,
+            retry_on=retry_on,
+            no_retry_on=no_retry_on,
         )
         self.fn = fn
         self.args = args

@@ -38,13 +38,14 @@ from ._options import (
     to_timeout,
 )
 from ._retry import RetryPolicyLike
+from ._retry_filter import exception_names
 from ._status import JobPriority
 
 if TYPE_CHECKING:
     from ._plugins import PluginManager
 
 #: The options every job accepts beside its arguments (see `Job`).
-JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline")
+JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline", "retry_on", "no_retry_on")
 #: Options about a job's result, set on the job once it is built (a job type
 #: sets its defaults as class attributes, not in its constructor).
 RESULT_OPTIONS = ("result_ttl", "keep_result")
@@ -144,8 +145,9 @@ class JobSpec:
     `options` holds only what was given, JSON-ready: ``name`` (str),
     ``priority`` (``"low"``/``"medium"``/``"high"``/``"critical"``),
     ``timeout`` (seconds, or None for no timeout), ``retry``
-    (``{"policy": name, ...policy options}``) and ``deadline`` (monotonic
-    seconds, as `Job.deadline`). Delay and dependencies are not part of a
+    (``{"policy": name, ...policy options}``), ``deadline`` (monotonic
+    seconds, as `Job.deadline`), ``retry_on`` and ``no_retry_on`` (lists of
+    exception names). Delay and dependencies are not part of a
     job; they are given to ``submit``.
     """
 
@@ -566,6 +568,12 @@ def _normalize_options(
                 ):
                     raise JobSpecError(f"deadline must be a number, got {_show(value)}")
                 kwargs[key] = data[key] = None if value is None else float(value)
+            elif key in ("retry_on", "no_retry_on"):
+                try:
+                    kwargs[key] = exception_names(value, key)
+                except (TypeError, ValueError) as exc:
+                    raise JobSpecError(str(exc)) from None
+                data[key] = list(kwargs[key])
         except JobSpecError as exc:
             raise JobSpecError(f"{label}: {exc}") from None
     return kwargs, data
@@ -790,4 +798,7 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
     if retry is None:
         return None
     options["retry"] = retry
+    for option in ("retry_on", "no_retry_on"):
+        if getattr(job, option):
+            options[option] = list(getattr(job, option))
     return JobSpec(type=names[0], args=args, options=options)

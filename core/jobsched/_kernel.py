@@ -52,6 +52,7 @@ from ._recurring import (
     build_trigger,
 )
 from ._retry import RetryPolicy
+from ._retry_filter import retry_verdict
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 
@@ -1276,12 +1277,15 @@ class Kernel:
         if cancelled:
             self._finish(job, CANCELLED, error="cancelled")
         elif expired:
-            self._after_failure(job, f"timed out after {timeout}s", timed_out=True)
+            retry, _, note = retry_verdict(None, job.retry_on, job.no_retry_on)
+            self._after_failure(
+                job, f"timed out after {timeout}s{note}", retryable=retry, timed_out=True
+            )
         elif error is not None:
-            # CancelledError, SystemExit, KeyboardInterrupt...: the job asked to
-            # stop, not to be tried again.
-            retryable = isinstance(error, Exception) and not isinstance(error, NonRetryableError)
-            self._after_failure(job, _describe_error(error), retryable=retryable)
+            # Not CancelledError, SystemExit...: the job asked to stop, not to
+            # be tried again; nor what the job's retry_on/no_retry_on rule out.
+            retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
+            self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
         else:
             job.result = result
             self._finish(job, COMPLETED)
@@ -1326,13 +1330,19 @@ class Kernel:
             self._arm_watchdog(earliest)
 
     def _after_failure(
-        self, job: Job, error: str, *, retryable: bool = True, timed_out: bool = False
+        self,
+        job: Job,
+        error: str,
+        *,
+        retryable: bool = True,
+        timed_out: bool = False,
+        delay: float | None = None,
     ) -> None:
         job.last_error = error
         job.last_failure_timed_out = timed_out
         wait = None
         if retryable and not self._stopping:
-            wait, error = self._retry_wait(job, error)
+            wait, error = self._retry_wait(job, error, delay)
         if wait is not None:
             job.run_at = self._clock.now() + wait
             self._transition(job, RETRY_WAIT)
@@ -1343,10 +1353,13 @@ class Kernel:
         else:
             self._finish(job, TIMED_OUT if timed_out else FAILED, error=error)
 
-    def _retry_wait(self, job: Job, error: str) -> tuple[float | None, str]:
+    def _retry_wait(
+        self, job: Job, error: str, delay: float | None = None
+    ) -> tuple[float | None, str]:
         """Seconds until the failed job's next attempt (None: no more), and its error.
 
-        A retry policy that raises or asks for a wait that is not 0 to
+        `delay` (a `jobsched.Retry`'s) replaces the policy's delay, not its
+        count. A retry policy that raises or asks for a wait that is not 0 to
         `MAX_DELAY` seconds ends the job, with the reason added to its error:
         the worker and the run go on.
         """
@@ -1354,7 +1367,7 @@ class Kernel:
         try:
             if job.attempts > policy.max_retries:
                 return None, error
-            wait = policy.delay(job.attempts, self._rng)
+            wait = policy.delay(job.attempts, self._rng) if delay is None else delay
             if not 0 <= wait <= MAX_DELAY:  # also NaN
                 raise ValueError(f"it asked to wait {wait!r}s; the most is {MAX_DELAY:.0f}s")
         except Exception as exc:

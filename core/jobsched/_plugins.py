@@ -97,6 +97,40 @@ class Registration:
     plugin: str
 
 
+# ── job types defined in code ─────────────────────────────────────────
+# ``@jobsched.task`` defines a job type by decorating a function: every plugin
+# manager of the process sees it, whenever it was defined (a worker imports the
+# tasks' module after loading its plugins). `_definitions_version` tells a
+# manager that its registry is out of date.
+_definitions: dict[str, Registration] = {}
+_definitions_version = 0
+
+
+def define_job_type(name: str, factory: Any, source: str) -> None:
+    """Make `factory` the job type `name` in every plugin manager, now and later.
+
+    `source` stands for the plugin (the defining module: ``jobs list`` shows
+    it). Defining a name again replaces it (a module imported again); a name a
+    plugin registers too is a `NameClash`, as between two plugins.
+    """
+    global _definitions_version
+    _definitions[name] = Registration("job_types", name, factory, source)
+    _definitions_version += 1
+
+
+def undefine_job_type(name: str) -> None:
+    """Forget a job type `define_job_type` defined (nothing if it is unknown)."""
+    global _definitions_version
+    if _definitions.pop(name, None) is not None:
+        _definitions_version += 1
+
+
+def defined_job_type(name: str) -> Any | None:
+    """The factory `define_job_type` defined as `name`, or None."""
+    reg = _definitions.get(name)
+    return None if reg is None else reg.factory
+
+
 @attrs.frozen(kw_only=True)
 class NameClash:
     """One name registered by several plugins: unusable until all but one are disabled.
@@ -217,6 +251,7 @@ class PluginManager:
             autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0", "false", "no")
         self._records: dict[str, PluginRecord] = {}
         self._registry: dict[str, dict[str, Registration]] | None = None
+        self._definitions_seen = -1
         self._clashes: dict[tuple[str, str], NameClash] = {}
         # Plugins that raised in a hook called outside the registry (commands).
         self._hook_failures: dict[str, str] = {}
@@ -334,6 +369,9 @@ class PluginManager:
                     )
                     continue
                 by_plugin.setdefault(plugin_name, []).extend(added)
+        self._definitions_seen = _definitions_version
+        for reg in _definitions.values():
+            by_plugin.setdefault(reg.plugin, []).append(reg)
         for plugin_name, error in failed.items():
             old = self._records.get(plugin_name)
             if old is None:  # unregistered since
@@ -404,7 +442,7 @@ class PluginManager:
     @property
     def registry(self) -> dict[str, dict[str, Registration]]:
         """Everything registered, by kind then name."""
-        if self._registry is None:
+        if self._registry is None or self._definitions_seen != _definitions_version:
             self._registry = self._build_registry()
         return self._registry
 

@@ -23,7 +23,14 @@ from typing import NoReturn
 from .. import PluginManager, __version__
 from . import _demo, _jobs, _plugins, _run, _schedule, _status, _worker
 from ._commands import PluginCommands, failure_line
-from ._common import BAD_INPUT_ERRORS, EXIT_BAD_INPUT, EXIT_CRASH, error, load_plugins
+from ._common import (
+    BAD_INPUT_ERRORS,
+    EXIT_BAD_INPUT,
+    EXIT_CRASH,
+    error,
+    import_modules,
+    load_plugins,
+)
 
 #: The command modules, in the order ``jobsched --help`` lists them.
 COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule)
@@ -82,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # commands), the command and everything it composes use it.
             plugins = load_plugins()
             args = build_parser(plugins).parse_args(argv)
+            import_modules(getattr(args, "imports", []))  # tasks join every registry
             code: int = args.handler(args, plugins)
     except BAD_INPUT_ERRORS as exc:
         error(str(exc))

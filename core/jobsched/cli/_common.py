@@ -30,7 +30,15 @@ class BadInput(Exception):
 #: the message names the file and the problem, and nothing was changed.)
 BAD_INPUT_ERRORS = (BadInput, JobFileError, JobSpecError, PluginError, StoreError)
 
-__all__ = ["BAD_INPUT_ERRORS", "EXIT_BAD_INPUT", "EXIT_CRASH", "BadInput", "load_plugins"]
+__all__ = [
+    "BAD_INPUT_ERRORS",
+    "EXIT_BAD_INPUT",
+    "EXIT_CRASH",
+    "BadInput",
+    "add_import_option",
+    "import_modules",
+    "load_plugins",
+]
 
 
 _DURATION_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "": 1.0}
@@ -73,6 +81,36 @@ def _say_slow_import(name: str, distribution: str | None) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+# ── --import MODULE ───────────────────────────────────────────────────
+def add_import_option(parser: Any) -> None:
+    """``--import MODULE`` (repeatable): modules that define tasks (``@jobsched.task``)."""
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import this module first, so the tasks it defines (@jobsched.task) are job "
+        "types here (repeatable; the current directory is searched too, as by `python -m`)",
+    )
+
+
+def import_modules(names: list[str]) -> None:
+    """Import each module of ``--import``; one that fails is bad input naming it."""
+    if not names:
+        return
+    import importlib
+
+    # As `python -m`: a module beside the command's working directory is found.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise BadInput(f"--import {name}: {type(exc).__name__}: {exc}") from None
 
 
 def print_json(data: Any) -> None:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .. import ArgumentInfo, JobTypeInfo, PluginManager, describe_job_type, job_type_info, job_types
-from ._common import make_console, print_json
+from ._common import add_import_option, make_console, print_json
 
 
 def add_parser(subparsers: Any) -> None:
@@ -27,6 +27,7 @@ def add_parser(subparsers: Any) -> None:
         "that type cannot run until one plugin is disabled.",
     )
     listing.add_argument("--json", action="store_true", help="print a JSON array (docs/cli.md)")
+    add_import_option(listing)
     listing.set_defaults(handler=list_jobs)
     show = commands.add_parser(
         "show",
@@ -36,6 +37,7 @@ def add_parser(subparsers: Any) -> None:
     )
     show.add_argument("name", metavar="NAME", help="a job type name, as in `jobs list`")
     show.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    add_import_option(show)
     show.set_defaults(handler=show_job)
 
 

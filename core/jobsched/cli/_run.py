@@ -19,7 +19,13 @@ from ..jobfile import (
     load_jobfile,
     run_jobfile,
 )
-from ._common import add_logging_options, configure_logging, make_console, print_json
+from ._common import (
+    add_import_option,
+    add_logging_options,
+    configure_logging,
+    make_console,
+    print_json,
+)
 from ._metrics import add_metrics_options, start_metrics
 
 if TYPE_CHECKING:
@@ -57,6 +63,7 @@ def add_parser(subparsers: Any) -> None:
         "jobs are submitted there, `jobsched worker` processes run them and this command "
         "follows them to the end (docs/postgres.md)",
     )
+    add_import_option(parser)
     add_run_options(parser)
     add_metrics_options(parser)
     parser.set_defaults(handler=run_command)

@@ -25,6 +25,7 @@ from ..store import (
 from ..worker import run_worker
 from ._common import (
     BadInput,
+    add_import_option,
     add_logging_options,
     configure_logging,
     make_console,
@@ -76,6 +77,7 @@ def add_parser(subparsers: Any) -> None:
         help="delete finished jobs (and their history) this long after they finished; "
         "the reaper runs at start and about once a minute (default: keep them)",
     )
+    add_import_option(worker)
     add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
     worker.set_defaults(handler=worker_command)

@@ -319,7 +319,8 @@ def _check_against_plugins(
         except JobSpecError as exc:
             text = str(exc)
             key = "type" if "unknown job type" in text else "args"
-            for option in ("retry", "priority", "timeout", "deadline"):
+            # (retry_on after retry: the longer name wins)
+            for option in ("retry", "priority", "timeout", "deadline", "retry_on", "no_retry_on"):
                 if text.startswith(f"{entry.label}: {option}") or f": {option} " in text:
                     key = option
             raise fail(text, lines.key(entry.line, key)) from None

@@ -222,6 +222,17 @@ def _check_retry_bounds(options: Mapping[str, Any]) -> None:
             )
 
 
+def exception_list(value: Any) -> tuple[str, ...]:
+    """Exception class names: ``["TimeoutError", "myapp.errors.Transient"]`` (or one name)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise ValueError(
+            'must be an array of exception class names, like ["TimeoutError", '
+            f'"myapp.errors.Transient"], got {_describe(value)}'
+        )
+    return tuple(items)
+
+
 def limit_table(value: Any) -> dict[str, int]:
     """A table of names to positive integers: ``{ process = 2 }``."""
     out = {}
@@ -307,6 +318,15 @@ class JobTemplate:
     keep_result: bool | None = key(
         boolean, default=None, doc="false stores no result at all (default true)"
     )
+    retry_on: tuple[str, ...] = key(
+        exception_list,
+        factory=tuple,
+        doc='retry only these failures: exception names, a builtin bare ("TimeoutError"), '
+        'others as "module.Class"',
+    )
+    no_retry_on: tuple[str, ...] = key(
+        exception_list, factory=tuple, doc="never retry these failures (exception names)"
+    )
     line: int | None = None
 
     @property
@@ -332,6 +352,10 @@ class JobTemplate:
             options["result_ttl"] = self.result_ttl
         if self.keep_result is not None:
             options["keep_result"] = self.keep_result
+        if self.retry_on:
+            options["retry_on"] = list(self.retry_on)
+        if self.no_retry_on:
+            options["no_retry_on"] = list(self.no_retry_on)
         return options
 
     def check(self) -> None:
