@@ -20,11 +20,12 @@ DOC_URL = "postgresql://jobs@db/jobs"
 
 
 def examples() -> list[tuple[str, str | None]]:
-    """Each ``python`` block of the page, with the ``text`` block right after it (its output)."""
+    """Each ``python`` block written for a shared store (its URL), with the ``text`` block
+    right after it (its output)."""
     blocks = re.findall(r"```(\w*)\n(.*?)```", DOC.read_text(), flags=re.S)
     found = []
     for n, (lang, body) in enumerate(blocks):
-        if lang == "python":
+        if lang == "python" and DOC_URL in body:  # LocalClient's: test_local_client.py
             after = blocks[n + 1] if n + 1 < len(blocks) else ("", "")
             found.append((body, after[1] if after[0] == "text" else None))
     return found

@@ -55,6 +55,7 @@ from ._jobtypes import (
     job_types,
 )
 from ._limits import Limits, Rate, job_type_of
+from ._local_client import LocalClient
 from ._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
@@ -62,6 +63,13 @@ from ._plugins import (
     PluginRecord,
     default_plugin_manager,
     load_plugins,
+)
+from ._progress import (
+    PROGRESS_INTERVAL,
+    ProgressThrottle,
+    progress,
+    progress_reporter,
+    progress_sender,
 )
 from ._recurring import (
     COALESCE_POLICIES,
@@ -132,6 +140,7 @@ __all__ = [
     "MAX_RETRIES",
     "MAX_WORKERS",
     "MIN_INTERVAL",
+    "PROGRESS_INTERVAL",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
@@ -165,6 +174,7 @@ __all__ = [
     "JobTypeInfo",
     "LimitUse",
     "Limits",
+    "LocalClient",
     "NewJob",
     "NonRetryableError",
     "NotPicklableError",
@@ -174,6 +184,7 @@ __all__ = [
     "PluginRecord",
     "PriorityStrategy",
     "Progress",
+    "ProgressThrottle",
     "Rate",
     "RecurringSchedule",
     "Retry",
@@ -215,6 +226,9 @@ __all__ = [
     "job_type_of",
     "job_types",
     "load_plugins",
+    "progress",
+    "progress_reporter",
+    "progress_sender",
     "retry_count",
     "retry_delay",
     "run_with_token",

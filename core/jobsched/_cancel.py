@@ -33,12 +33,16 @@ class CancelToken:
     # dispatch, and most tokens are never waited on. Under the GIL the
     # flag-then-event order in `cancel` and event-then-flag order in `wait`
     # cannot miss each other.
-    __slots__ = ("_event", "_set", "reason")
+    __slots__ = ("_event", "_set", "job", "reason", "reporter")
 
-    def __init__(self) -> None:
+    def __init__(self, job: object = None, reporter: object = None) -> None:
         self._set = False
         self._event: threading.Event | None = None
         self.reason: str | None = None
+        #: The job of the attempt, and where its `jobsched.progress` reports go
+        #: (the scheduler's; None outside a scheduler).
+        self.job = job
+        self.reporter = reporter
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Set the token (the scheduler does this; tests may too)."""

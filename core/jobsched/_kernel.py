@@ -10,12 +10,14 @@ methods (the ones under "Backend-facing API"), never its private state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -28,11 +30,12 @@ from ._errors import (
     SchedulerError,
     SchedulerStoppedError,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from ._executor import Executor
 from ._job import FunctionJob, Job, refuse_option_parameters
 from ._jobtypes import build_retry_policy
-from ._limits import Limiter, Limits
+from ._limits import Limiter, Limits, job_type_of
 from ._options import (
     MAX_DELAY,
     check_delay,
@@ -43,7 +46,14 @@ from ._options import (
     to_keep_result,
     to_result_ttl,
 )
-from ._plugins import DISABLE_PLUGINS_ENV, PluginManager, Registration, TransitionListener
+from ._plugins import (
+    DISABLE_PLUGINS_ENV,
+    PluginManager,
+    ProgressListener,
+    Registration,
+    TransitionListener,
+)
+from ._progress import ProgressThrottle, set_worker_reporter
 from ._recurring import (
     CoalescePolicy,
     IntervalTrigger,
@@ -62,6 +72,8 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("jobsched")
 
 JobListener = Callable[[Job, JobStatus, JobStatus], None]
+#: ``listener(job, done, total, message)``: see `Kernel.add_progress_listener`.
+JobProgressListener = Callable[[Job, float, "float | None", "str | None"], None]
 
 PENDING = JobStatus.PENDING
 RUNNING = JobStatus.RUNNING
@@ -73,6 +85,88 @@ CANCELLED = JobStatus.CANCELLED
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
 SUBMIT_OPTIONS = ("delay", "depends_on", "unique_key", "key", "result_ttl", "keep_result")
+
+#: The statuses `Kernel.retry_job` takes a job out of.
+RETRYABLE = (FAILED, TIMED_OUT, CANCELLED)
+
+
+class AttemptRecord(tuple):  # type: ignore[type-arg]
+    """One ended attempt of a job: ``(number, status, error, started_at, finished_at)``.
+
+    Times are the kernel clock's monotonic seconds. A plain tuple subclass:
+    one is built only when an attempt fails and is retried, or when an
+    operator retries a finished job.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        number: int,
+        status: JobStatus,
+        error: str | None,
+        started_at: float | None,
+        finished_at: float | None,
+    ) -> AttemptRecord:
+        return tuple.__new__(cls, (number, status, error, started_at, finished_at))
+
+    number = property(lambda self: self[0], doc="1 for the first attempt")
+    status = property(lambda self: self[1], doc="how it ended (FAILED, TIMED_OUT, ...)")
+    error = property(lambda self: self[2], doc="its error, if any")
+    started_at = property(lambda self: self[3], doc="monotonic start")
+    finished_at = property(lambda self: self[4], doc="monotonic end")
+
+
+class JobProgress(tuple):  # type: ignore[type-arg]
+    """A job's latest progress report: ``(done, total, message, updated_at)``.
+
+    `updated_at` is wall-clock epoch seconds (the clock's ``time()``).
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, done: float, total: float | None, message: str | None, updated_at: float
+    ) -> JobProgress:
+        return tuple.__new__(cls, (done, total, message, updated_at))
+
+    done = property(lambda self: self[0], doc="how much is done")
+    total = property(lambda self: self[1], doc="out of how much (None: unknown)")
+    message = property(lambda self: self[2], doc="what it is doing")
+    updated_at = property(lambda self: self[3], doc="when it was reported (wall clock)")
+
+
+class _Notes:
+    """What the kernel knows about a job beyond its own fields; most jobs have none."""
+
+    __slots__ = ("depends_on", "history", "progress", "throttle")
+
+    def __init__(self) -> None:
+        self.depends_on: tuple[str, ...] = ()
+        self.history: list[AttemptRecord] = []
+        self.progress: JobProgress | None = None
+        self.throttle: ProgressThrottle | None = None
+
+
+class _WorkerReporter:
+    """Where `jobsched.progress` reports go from the jobs one worker runs."""
+
+    __slots__ = ("kernel", "slot")
+
+    def __init__(self, kernel: Kernel, slot: _Slot) -> None:
+        self.kernel = kernel
+        self.slot = slot
+
+    def report_current(self, done: float, total: float | None, message: str | None) -> None:
+        job = self.slot.job
+        if job is None:
+            raise SchedulerError("progress() called outside a running job")
+        self.kernel.report_progress(job, done, total, message)
+
+    def report_threadsafe(
+        self, job: Job, done: float, total: float | None, message: str | None
+    ) -> None:
+        self.kernel.report_progress_threadsafe(job, done, total, message)
 
 
 class _CancelCountingTask(asyncio.Task):  # type: ignore[type-arg]
@@ -107,7 +201,7 @@ def _start_worker(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[No
 class _Slot:
     """One worker and the attempt it is running, if any."""
 
-    __slots__ = ("cancel_requested", "deadline", "expired", "job", "task")
+    __slots__ = ("cancel_requested", "deadline", "expired", "job", "reporter", "task")
 
     def __init__(self) -> None:
         self.job: Job | None = None
@@ -115,6 +209,7 @@ class _Slot:
         self.deadline = math.inf
         self.expired = False  # the watchdog cancelled this attempt: a timeout
         self.cancel_requested = False  # cancel(job_id) cancelled this attempt
+        self.reporter: _WorkerReporter | None = None
 
 
 #: ``admit(job, delay, depends_on, key, unique_key)``: see `Backend.admit`.
@@ -142,11 +237,15 @@ class Backend(Protocol):
     - ``finished(job_id, status)``: a job reached a terminal state. With this
       hook the kernel holds its dependents back until the backend calls
       `Kernel.release_committed` (durable before visible).
+    - ``progress(job, done, total, message)``: a running job's progress,
+      throttled (at most 4 a second per job); called only for jobs that
+      report progress.
     """
 
     listener: TransitionListener | None
     admit: AdmitHook | None
     finished: FinishedHook | None
+    progress: ProgressListener | None
 
     def bind(self, kernel: Kernel) -> None:
         """Called once by the kernel's constructor, before anything else."""
@@ -161,6 +260,15 @@ class Backend(Protocol):
     def interrupted(self, job: Job) -> None:
         """A shutdown tears down `job`'s attempt: it ends CANCELLED in the kernel,
         but is not a cancel (it should run again, as after a crash)."""
+
+    def retried(self, job: Job) -> None:
+        """An operator is making the terminal `job` PENDING again
+        (`Kernel.retry_job`); raise to refuse, before anything changed."""
+
+    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
+        """`Kernel.purge` forgot these terminal jobs, those in `statuses` that
+        finished at or before `before` (monotonic): a store deletes them (and
+        older ones of the same kind it keeps)."""
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job the kernel does not know (held elsewhere); False if unknown."""
@@ -404,6 +512,21 @@ class Kernel:
             self._plugin_listeners = (backend.listener, *self._plugin_listeners)
         self._user_listeners: list[JobListener] = []
         self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+        self._plugin_progress = plugins.progress_listeners()
+        if backend.progress is not None:
+            self._plugin_progress = (backend.progress, *self._plugin_progress)
+        self._progress_listeners: tuple[ProgressListener, ...] = self._plugin_progress
+        self._user_progress: list[JobProgressListener] = []
+        # Job id -> its history and progress: only for jobs that were retried
+        # or report progress, so the plain job path never touches it.
+        self._notes: dict[str, _Notes] = {}
+        # Jobs whose progress throttle may hold a value: flushed when the attempt ends.
+        self._throttled: dict[str, _Notes] = {}
+        self._thread_reports: dict[str, tuple[Job, float, float | None, str | None]] = {}
+        self._thread_reports_lock = threading.Lock()
+        self._queue_paused = False
+        self._reaper: TimerHandle | None = None
+        self._reap_wanted = False  # a job brought its own result settings
         self._submit_hooks = plugins.submit_hooks()
         self._seq = 0
         self._unfinished = 0
@@ -431,6 +554,25 @@ class Kernel:
         """
         self._user_listeners.append(listener)
         self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+
+    def remove_listener(self, listener: JobListener) -> None:
+        """Stop calling a listener `add_listener` added (`ValueError` if it was not)."""
+        self._user_listeners.remove(listener)
+        self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+
+    def add_progress_listener(self, listener: JobProgressListener) -> None:
+        """Called as ``listener(job, done, total, message)`` when a running job
+        reports progress (`jobsched.progress`), throttled to at most 4 calls a
+        second per job, the latest report always included. On the loop thread;
+        one that raises is logged and skipped.
+        """
+        self._user_progress.append(listener)
+        self._progress_listeners = self._plugin_progress + tuple(self._user_progress)
+
+    def remove_progress_listener(self, listener: JobProgressListener) -> None:
+        """Stop calling a listener `add_progress_listener` added."""
+        self._user_progress.remove(listener)
+        self._progress_listeners = self._plugin_progress + tuple(self._user_progress)
 
     def submit(
         self,
@@ -497,8 +639,10 @@ class Kernel:
         )
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
+            self._need_reaper()
         if keep_result is not None:
             job.keep_result = to_keep_result(keep_result)
+            self._need_reaper()
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
@@ -559,6 +703,7 @@ class Kernel:
         if self._unfinished == 1:
             self._idle.clear()
         if deps:
+            self._notes_of(job_id).depends_on = tuple(sorted(deps))
             jobs = self._jobs
             for d in sorted(deps):
                 status = jobs[d].status
@@ -747,7 +892,7 @@ class Kernel:
             self._schedule_keys[key] = sched.schedule_id
             self._schedule_key_of[sched.schedule_id] = key
         self._recurring[sched.schedule_id] = sched
-        if self._started:
+        if self._started and not sched.paused:
             self._arm_schedule(sched)
         return sched.schedule_id
 
@@ -841,6 +986,238 @@ class Kernel:
             "running": running,
         }
 
+    # ── Operator actions (call on the loop thread) ────────────────────
+    def retry_job(self, job_id: str) -> Job:
+        """Run a failed, timed-out or cancelled job again; returns it, PENDING.
+
+        Its attempts start again from 0 and its last error and result are
+        cleared; the attempt that ended it is kept in `attempt_history`. It
+        is queued at once, whatever it depended on. A job in any other
+        status raises `InvalidTransitionError` naming it; an id the
+        scheduler does not know (or no longer remembers) `UnknownJobError`.
+        """
+        if self._stopping:
+            raise SchedulerStoppedError(f"scheduler is stopping; {job_id} was not retried")
+        job = self.get(job_id)
+        status = job.status
+        if status not in RETRYABLE:
+            raise InvalidTransitionError(
+                f"{job_id} is {status.value}: only a failed, timed_out or cancelled job "
+                "can be retried"
+            )
+        self._backend.retried(job)  # may refuse (a shared store's job): nothing changed yet
+        if job.attempts:
+            notes = self._notes_of(job_id)
+            notes.history.append(
+                AttemptRecord(job.attempts, status, job.last_error, job.started_at, job.finished_at)
+            )
+        # A job cancelled while queued may still sit in a heap (lazy deletion):
+        # take that entry out, or the job would be run twice.
+        self._drop_queued(job)
+        with contextlib.suppress(ValueError):  # not in the history: restored as finished
+            self._finished.remove(job_id)
+        job.attempts = 0
+        job.last_error = None
+        job.last_failure_timed_out = False
+        job.result = None
+        job.started_at = job.finished_at = None
+        job.seq = self._seq
+        self._seq += 1
+        job.run_at = self._clock.now()
+        job.status = PENDING
+        self._unfinished += 1
+        self._idle.clear()
+        for listener in self._listeners:
+            try:
+                listener(job, status, PENDING)
+            except Exception:
+                logger.exception("listener failed", job_id=job_id, listener=repr(listener))
+        self._enqueue(job)
+        return job
+
+    def retry_jobs(
+        self, statuses: Iterable[JobStatus | str] = (FAILED,), job_type: str | None = None
+    ) -> list[str]:
+        """`retry_job` every job in `statuses` (failed, timed_out, cancelled) of
+        `job_type` (its `jobsched.job_type_of` name; None: any); returns their
+        ids in submit order. Any other status raises `ValueError`."""
+        wanted = _statuses_of(statuses, RETRYABLE, "retried (requeued)")
+        registered = self._registered_types()
+        chosen = [
+            job
+            for job in self._jobs.values()
+            if job.status in wanted
+            and (job_type is None or job_type_of(job, registered) == job_type)
+        ]
+        chosen.sort(key=lambda job: job.seq)
+        return [self.retry_job(job.job_id).job_id for job in chosen]
+
+    def purge(self, older_than: float, statuses: Iterable[JobStatus | str] | None = None) -> int:
+        """Forget terminal jobs that finished more than `older_than` seconds ago.
+
+        `statuses` (default: every terminal one) must all be terminal, else
+        `ValueError`; unfinished jobs are never purged. A durable store
+        deletes them too (a one-owner store also the older ones it keeps
+        beyond the history). Returns how many jobs the scheduler forgot.
+        """
+        if isinstance(older_than, bool) or not isinstance(older_than, int | float):
+            raise TypeError(f"older_than must be a number of seconds, got {older_than!r}")
+        if not older_than >= 0:
+            raise ValueError(f"older_than must be >= 0 seconds, got {older_than!r}")
+        terminal = tuple(s for s in JobStatus if s.is_terminal)
+        wanted = terminal if statuses is None else _statuses_of(statuses, terminal, "purged")
+        before = self._clock.now() - older_than
+        jobs = self._jobs
+        gone = [
+            job_id
+            for job_id in self._finished
+            if (job := jobs.get(job_id)) is not None
+            and job.status in wanted
+            and job.finished_at is not None
+            and job.finished_at <= before
+            and job_id not in self._unreleased
+        ]
+        if gone:
+            removed = set(gone)
+            self._finished = deque(j for j in self._finished if j not in removed)
+            for job_id in gone:
+                self._forget_finished(job_id)
+        self._backend.purged(gone, before, wanted)
+        return len(gone)
+
+    def expire_results(self) -> int:
+        """Drop the results of completed jobs past their time to keep them; returns how many.
+
+        A job's time is `result_ttl_of` it. The scheduler calls this from a
+        timer, armed when it has a `result_ttl` or `retention`, or once a job
+        is submitted with ``result_ttl=`` or ``keep_result=``; a job type's own
+        defaults alone arm nothing (that would cost every submit a check):
+        call it yourself then.
+        """
+        now = self._clock.now()
+        jobs = self._jobs
+        expired = 0
+        for job_id in self._finished:
+            job = jobs.get(job_id)
+            if job is None or job.status is not COMPLETED or job.result is None:
+                continue
+            ttl = self.result_ttl_of(job)
+            if ttl is not None and job.finished_at is not None and job.finished_at + ttl <= now:
+                job.result = None
+                expired += 1
+        return expired
+
+    def result_ttl_of(self, job: Job) -> float | None:
+        """Seconds `job`'s result is kept after it finished (None: as long as
+        the job is remembered): 0 with ``keep_result=False``, else the job's
+        ``result_ttl``, else the scheduler's."""
+        if not job.keep_result:
+            return 0.0
+        return self._result_ttl if job.result_ttl is None else job.result_ttl
+
+    def attempt_history(self, job_id: str) -> list[AttemptRecord]:
+        """The ended attempts of a job, oldest first, its current one excluded.
+
+        An attempt that failed and was retried, and the attempt that ended a
+        job an operator retried. The attempt that ended a terminal job is in
+        the job's own fields (`attempts`, `last_error`, times), not here.
+        """
+        self.get(job_id)
+        notes = self._notes.get(job_id)
+        return list(notes.history) if notes is not None else []
+
+    def depends_on(self, job_id: str) -> tuple[str, ...]:
+        """The ids of the jobs `job_id` was submitted to wait for (met or not)."""
+        notes = self._notes.get(job_id)
+        return notes.depends_on if notes is not None else ()
+
+    def job_progress(self, job_id: str) -> JobProgress | None:
+        """The latest progress the job reported (kept after it ends), or None."""
+        notes = self._notes.get(job_id)
+        return notes.progress if notes is not None else None
+
+    def pause_queue(self) -> bool:
+        """Start no new attempt until `resume_queue`; running ones finish.
+
+        Jobs are still accepted and queued. False if already paused.
+        """
+        if self._queue_paused:
+            return False
+        self._queue_paused = True
+        # Swapped, not branched on: the dispatch path is unchanged while running.
+        self._take_next = self._take_nothing  # type: ignore[method-assign]
+        return True
+
+    def resume_queue(self) -> bool:
+        """Start attempts again after `pause_queue`; False if it was not paused."""
+        if not self._queue_paused:
+            return False
+        self._queue_paused = False
+        del self._take_next  # back to the class's (or the limiter's) method
+        if self._limiter is not None:
+            self._take_next = self._take_next_limited  # type: ignore[method-assign]
+        self._work_available.set()
+        return True
+
+    @property
+    def queue_paused(self) -> bool:
+        """True between `pause_queue` and `resume_queue`."""
+        return self._queue_paused
+
+    def pause_schedule(self, schedule_id: str) -> bool:
+        """Stop a recurring schedule from firing until `resume_schedule`.
+
+        False if it is already paused; `UnknownScheduleError` naming it if
+        the scheduler runs no such schedule.
+        """
+        sched = self._schedule(schedule_id)
+        if sched.paused:
+            return False
+        sched.paused = True
+        if sched.timer is not None:
+            sched.timer.cancel()
+            sched.timer = None
+        self._backend.schedule_changed(sched)
+        return True
+
+    def resume_schedule(self, schedule_id: str) -> bool:
+        """Let a paused schedule fire again: its next fire is the first one after now
+        (the fires it missed while paused are skipped). False if not paused."""
+        sched = self._schedule(schedule_id)
+        if not sched.paused:
+            return False
+        sched.paused = False
+        sched.skip_past(self._clock)
+        self._backend.schedule_changed(sched)
+        if self._started and not self._stopping:
+            self._arm_schedule(sched)
+        return True
+
+    def trigger_schedule(self, schedule_id: str) -> str:
+        """Submit the schedule's job once, now; its next fire time does not move.
+
+        Returns the job's id. Fires even while the schedule is paused, and
+        regardless of `allow_overlap`.
+        """
+        if self._stopping:
+            raise SchedulerStoppedError("scheduler is stopping")
+        sched = self._schedule(schedule_id)
+        key = self._schedule_key_of.get(sched.schedule_id)
+        job_id = self.submit(
+            sched.factory(), key=None if key is None else f"{key}#{sched.fired + 1}"
+        )
+        sched.fired += 1
+        sched.last_job_id = job_id
+        self._backend.schedule_fired(sched, job_id)
+        self._backend.schedule_changed(sched)
+        return job_id
+
+    def _schedule(self, schedule_id: str) -> RecurringSchedule:
+        sched = self._recurring.get(schedule_id)
+        if sched is None:
+            raise UnknownScheduleError(f"unknown recurring schedule {schedule_id!r}")
+        return sched
+
     @property
     def running(self) -> int:
         """Attempts in flight right now."""
@@ -856,6 +1233,10 @@ class Kernel:
     def lookup(self, key: str) -> str | None:
         """The id of the job submitted (or restored) with this external key, if any."""
         return self._keys.get(key)
+
+    def key_of(self, job_id: str) -> str | None:
+        """The external key the job was submitted (or restored) with, if any."""
+        return self._key_of.get(job_id)
 
     def resolve(self, job_id: str) -> str:
         """The id under which the store keeps the job `submit` returned `job_id` for.
@@ -899,8 +1280,11 @@ class Kernel:
         ]
         if self._delayed:
             self._arm_delay_timer(self._delayed[0][0])
+        if self._result_ttl is not None or self._retention is not None or self._reap_wanted:
+            self._arm_reaper()
         for sched in list(self._recurring.values()):
-            self._arm_schedule(sched)
+            if not sched.paused:
+                self._arm_schedule(sched)
 
     async def stop(self, *, cancel_running: bool = False) -> None:
         """Graceful shutdown.
@@ -936,10 +1320,10 @@ class Kernel:
         self._work_available.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        for timer in (self._delay_timer, self._watchdog):
+        for timer in (self._delay_timer, self._watchdog, self._reaper):
             if timer is not None:
                 timer.cancel()
-        self._delay_timer = self._watchdog = None
+        self._delay_timer = self._watchdog = self._reaper = None
         for executor in self._executors.values():
             executor.shutdown()
         store_error = await self._backend.close() if self._started else None
@@ -1091,6 +1475,8 @@ class Kernel:
     def forget(self, job: Job) -> None:
         """The backend keeps this unfinished job from now on (a shared retry):
         the kernel no longer counts or knows it."""
+        if self._notes:
+            self._notes.pop(job.job_id, None)  # the store keeps its history
         if self._jobs.pop(job.job_id, None) is not None:
             self._unfinished -= 1
             if self._unfinished == 0:
@@ -1213,9 +1599,137 @@ class Kernel:
         """The scheduler's limits at run time (None when none are configured)."""
         return self._limiter
 
+    # ── Internals: retention ──────────────────────────────────────────
+    def _need_reaper(self) -> None:
+        """A job has its own result settings: make sure the reaper runs."""
+        self._reap_wanted = True
+        if self._reaper is None and self._started and not self._stopping:
+            self._arm_reaper()
+
+    def _arm_reaper(self) -> None:
+        # A timer, never the job path: often enough that nothing outlives its
+        # time by much (a quarter of the shortest setting), at most once a second.
+        settings = [s for s in (self._result_ttl, self._retention) if s is not None]
+        period = min(60.0, max(1.0, min(settings, default=60.0) / 4))
+        self._reaper = self._clock.call_at(self._clock.now() + period, self._reap)
+
+    def _reap(self) -> None:
+        """Drop expired results, purge jobs past `retention`, and re-arm."""
+        self._reaper = None
+        if self._stopping:
+            return
+        self.expire_results()
+        if self._retention is not None:
+            self.purge(self._retention)
+        self._arm_reaper()
+
+    # ── Internals: operator actions and progress ──────────────────────
+    def _take_nothing(self) -> Job | None:
+        """`_take_next` while the queue is paused."""
+        return None
+
+    def _registered_types(self) -> dict[type, str]:
+        return {
+            reg.factory: name
+            for name, reg in self.plugins.registry["job_types"].items()
+            if isinstance(reg.factory, type)
+        }
+
+    def _notes_of(self, job_id: str) -> _Notes:
+        notes = self._notes.get(job_id)
+        if notes is None:
+            notes = self._notes[job_id] = _Notes()
+        return notes
+
+    def _drop_queued(self, job: Job) -> None:
+        """Take `job`'s stale entries out of the ready and delayed heaps."""
+        if any(entry[-1] is job for entry in self._ready):
+            self._ready = [entry for entry in self._ready if entry[-1] is not job]
+            heapify(self._ready)
+        if any(entry[2] is job for entry in self._delayed):
+            self._delayed = [entry for entry in self._delayed if entry[2] is not job]
+            heapify(self._delayed)
+
+    def _forget_finished(self, job_id: str) -> None:
+        """Drop a terminal job and what is kept beside it (its key, its notes)."""
+        self._jobs.pop(job_id, None)
+        if self._key_of and (key := self._key_of.pop(job_id, None)) is not None:
+            del self._keys[key]
+        if self._notes:
+            self._notes.pop(job_id, None)
+
+    def report_progress(
+        self, job: Job, done: float, total: float | None, message: str | None
+    ) -> None:
+        """Backend- and executor-facing: `job` reported progress (on the loop thread).
+
+        Kept at once (`job_progress`); passed to the progress listeners, the
+        hook and the backend through the job's throttle. A report for an
+        attempt that has ended is dropped.
+        """
+        job_id = job.job_id
+        if job.status is not RUNNING or self._jobs.get(job_id) is not job:
+            return
+        notes = self._notes_of(job_id)
+        value = notes.progress = JobProgress(done, total, message, self._clock.time())
+        if not self._progress_listeners:
+            return
+        throttle = notes.throttle
+        if throttle is None:
+            clock = self._clock
+            throttle = notes.throttle = ProgressThrottle(
+                lambda value: self._publish_progress(job, value),
+                clock.now,
+                lambda delay, fn: clock.call_at(clock.now() + delay, fn),
+            )
+        self._throttled[job_id] = notes
+        throttle.update(value)
+
+    def report_progress_threadsafe(
+        self, job: Job, done: float, total: float | None, message: str | None
+    ) -> None:
+        """`report_progress` from any thread: the latest report of each job
+        crosses to the loop, one hand-over in flight at a time."""
+        loop = self._loop
+        if loop is None:
+            return
+        with self._thread_reports_lock:
+            first = not self._thread_reports
+            self._thread_reports[job.job_id] = (job, done, total, message)
+        if first:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+                loop.call_soon_threadsafe(self._take_thread_reports)
+
+    def _take_thread_reports(self) -> None:
+        with self._thread_reports_lock:
+            reports, self._thread_reports = self._thread_reports, {}
+        for job, done, total, message in reports.values():
+            self.report_progress(job, done, total, message)
+
+    def _publish_progress(self, job: Job, value: JobProgress) -> None:
+        done, total, message = value[0], value[1], value[2]
+        for listener in self._progress_listeners:
+            try:
+                listener(job, done, total, message)
+            except Exception:
+                logger.exception(
+                    "progress listener failed", job_id=job.job_id, listener=repr(listener)
+                )
+
+    def _end_progress(self, job: Job) -> None:
+        """The attempt of `job` ends: what its throttle holds is passed on now."""
+        notes = self._throttled.pop(job.job_id, None)
+        if notes is not None and notes.throttle is not None:
+            notes.throttle.flush()
+            notes.throttle = None
+
     # ── Internals: workers ────────────────────────────────────────────
     async def _worker(self, slot: _Slot) -> None:
         slot.task = asyncio.current_task()
+        # Once per worker, not per job: async jobs find their reporter in the
+        # worker task's context (tasks they create inherit it).
+        slot.reporter = _WorkerReporter(self, slot)
+        set_worker_reporter(slot.reporter)
         work = self._work_available
         while not self._stopping:
             job = self._take_next()
@@ -1293,6 +1807,8 @@ class Kernel:
     def _release(self, slot: _Slot) -> None:
         if self._limiter is not None:
             self._limiter.release(slot.job)  # type: ignore[arg-type]
+        if self._throttled:
+            self._end_progress(slot.job)  # type: ignore[arg-type]
         slot.job = None
         slot.deadline = math.inf
         slot.expired = slot.cancel_requested = False
@@ -1344,6 +1860,17 @@ class Kernel:
         if retryable and not self._stopping:
             wait, error = self._retry_wait(job, error, delay)
         if wait is not None:
+            # The failed attempt joins the job's history; the final one is
+            # the job's own fields, so a job that never retries records nothing.
+            self._notes_of(job.job_id).history.append(
+                AttemptRecord(
+                    job.attempts,
+                    TIMED_OUT if timed_out else FAILED,
+                    error,
+                    job.started_at,
+                    self._clock.now(),
+                )
+            )
             job.run_at = self._clock.now() + wait
             self._transition(job, RETRY_WAIT)
             if self._backend.retry(job):
@@ -1386,7 +1913,7 @@ class Kernel:
 
     def _on_schedule(self, sched: RecurringSchedule) -> None:
         sched.timer = None
-        if not sched.active or self._stopping:
+        if not sched.active or sched.paused or self._stopping:
             return
         fires = sched.take_due(self._clock)
         self._backend.schedule_changed(sched)  # its next fire time moved on
@@ -1493,6 +2020,27 @@ class Kernel:
             self._jobs.pop(oldest, None)
             if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
                 del self._keys[key]
+            if self._notes:
+                self._notes.pop(oldest, None)
+
+
+def _statuses_of(
+    statuses: Iterable[JobStatus | str], allowed: tuple[JobStatus, ...], what: str
+) -> tuple[JobStatus, ...]:
+    """`statuses` as members of `allowed`; `ValueError` naming any other."""
+    if isinstance(statuses, JobStatus | str):
+        statuses = (statuses,)
+    found: list[JobStatus] = []
+    for given in statuses:
+        try:
+            status = JobStatus(given)
+        except ValueError:
+            status = None
+        if status not in allowed:
+            names = ", ".join(s.value for s in allowed)
+            raise ValueError(f"status {given!r} cannot be {what}: use one of {names}")
+        found.append(status)
+    return tuple(found)
 
 
 def _describe_error(error: BaseException) -> str:

@@ -51,6 +51,8 @@ ESSENTIAL_PLUGINS: Mapping[str, str] = {
 SLOW_IMPORT_SECONDS = 2.0
 
 TransitionListener = Callable[[Any, Any, Any], None]
+#: ``listener(job, done, total, message)``: a compiled ``jobsched_job_progress``.
+ProgressListener = Callable[[Any, Any, Any, Any], None]
 
 
 @attrs.frozen(kw_only=True)
@@ -527,6 +529,15 @@ class PluginManager:
             listeners.append(_adapt_listener(impl.function, tuple(impl.argnames)))
         return tuple(listeners)
 
+    def progress_listeners(self) -> tuple[ProgressListener, ...]:
+        """``jobsched_job_progress`` implementations as plain ``(job, done, total,
+        message)`` callables; empty when no plugin implements it (then progress
+        costs no hook call at all)."""
+        listeners: list[ProgressListener] = []
+        for impl in reversed(self._pm.hook.jobsched_job_progress.get_hookimpls()):
+            listeners.append(_adapt_progress(impl.function, tuple(impl.argnames)))
+        return tuple(listeners)
+
     def submit_hooks(self) -> tuple[Callable[[Any], None], ...]:
         """What the ``jobsched_submit_hook`` implementations return: plain ``(job)`` callables."""
         returned = reversed(self._pm.hook.jobsched_submit_hook())
@@ -567,6 +578,17 @@ def _adapt_listener(fn: Callable[..., object], argnames: Sequence[str]) -> Trans
 
     def listener(job: Any, old: Any, new: Any) -> None:
         values = {"job": job, "old": old, "new": new}
+        fn(**{name: values[name] for name in argnames})
+
+    return listener
+
+
+def _adapt_progress(fn: Callable[..., object], argnames: Sequence[str]) -> ProgressListener:
+    if tuple(argnames) == ("job", "done", "total", "message"):
+        return fn  # type: ignore[return-value]
+
+    def listener(job: Any, done: Any, total: Any, message: Any) -> None:
+        values = {"job": job, "done": done, "total": total, "message": message}
         fn(**{name: values[name] for name in argnames})
 
     return listener

@@ -197,6 +197,8 @@ class RecurringSchedule:
         self.next_run = math.inf if first_run is None else first_run
         self._bound = first_run is not None
         self.active = True
+        #: Paused by an operator (`Kernel.pause_schedule`): armed for no fire.
+        self.paused = False
         self.last_job_id: str | None = None
         self.fired = 0  # runs submitted
         self.skipped = 0  # fires skipped by the overlap guard
@@ -333,6 +335,16 @@ class RecurringSchedule:
         )
         self.pending_misfires.append((fire, now - fire, count))
 
+    def skip_past(self, clock: Clock) -> None:
+        """Move the next fire past now, dropping the fires due meanwhile (a resume)."""
+        fire = self.next_fire
+        if fire is None:
+            return
+        now = clock.time() if self.wall_clock else clock.now()
+        if fire > now + EPSILON:
+            return
+        self.next_fire = self._collect(fire, now)[1]
+
     def jitter_delay(self, rng: random.Random) -> float:
         """The random delay to submit one run with."""
         return rng.uniform(0.0, self.jitter) if self.jitter else 0.0
@@ -369,6 +381,7 @@ class RecurringSchedule:
             "coalesced": self.coalesced,
             "misfired": self.misfired,
             "active": self.active,
+            "paused": self.paused,
         }
 
 

@@ -51,7 +51,8 @@ class JobScheduler(Kernel):
     ``result_ttl`` attribute); None keeps results. `retention` is how many
     seconds finished jobs are kept at all: a reaper purges older ones
     (None: never). Both are applied away from the hot path, by a periodic
-    reaper (see docs/client.md).
+    reaper (see docs/client.md); in-process, a SQLite file the scheduler
+    owns deletes what it purges.
 
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error

@@ -293,6 +293,27 @@ def jobsched_job_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
 
 
 @hookspec
+def jobsched_job_progress(job: Job, done: float, total: float | None, message: str | None) -> None:
+    """Called when a running `job` reported progress with `jobsched.progress`.
+
+    On the scheduler's loop thread, whatever executor runs the job (a thread
+    or process job's report crosses to the loop first). Throttled: at most 4
+    calls a second per job, and the job's latest report always arrives
+    (within 0.25 s, or when its attempt ends). Compiled into a plain call
+    like `jobsched_job_transition`: when no plugin implements it, progress
+    costs no hook call. Keep it fast; an exception is logged and dropped.
+    Implement only the arguments you need.
+
+    Example::
+
+        @hookimpl
+        def jobsched_job_progress(job, done, total):
+            if total:
+                gauge.labels(job.name).set(done / total)
+    """
+
+
+@hookspec
 def jobsched_submit_hook() -> Callable[[Job], None] | None:
     """Return what ``submit`` should call for each job it accepts, or None.
 

@@ -66,6 +66,7 @@ __all__ = [
     "LimitsData",
     "NewJob",
     "Outcome",
+    "PurgeRow",
     "ScheduleRow",
     "SharedJobRow",
     "SharedScheduleRow",
@@ -184,6 +185,20 @@ class ScheduleRow:
     last_job_id: str | None = None
     fired: int = 0
     skipped: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class PurgeRow:
+    """In a one-owner store's batch: delete finished jobs (``Kernel.purge``).
+
+    Delete every job whose status is in `statuses` (terminal ones) and that
+    finished at or before `before` (wall clock), except a job an unfinished
+    job depends on (its dependent would lose its upstream on restore). The
+    batch's `JobRow` and `ScheduleRow` rows are written first.
+    """
+
+    before: float
+    statuses: tuple[str, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -454,8 +469,11 @@ class Store(StoreBase, Protocol):
     """A store with **one owner**: one scheduler process keeps the queues in
     memory and journals every change here (the SQLite store)."""
 
-    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+    async def write(self, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> None:
         """Upsert `batch` in **one transaction**: all rows or none.
+
+        A `PurgeRow` (an operator purged finished jobs) deletes the rows it
+        describes, after the batch's other rows are written.
 
         Each row is the full current state of its job or schedule, keyed by
         ``job_id`` / ``schedule_id``; rows come in the order the scheduler

@@ -4,16 +4,20 @@ Reads one pickled request from stdin: ``{"sys_path": [...], "job": pickled job}`
 runs the job; writes one pickled reply to the stdout it was started with:
 ``("ok", result)`` or ``("error", exception)`` (or ``("error-text", type
 name, message)`` when the exception cannot be pickled). Anything the job
-prints to stdout goes to stderr, so it cannot corrupt the reply.
+prints to stdout goes to stderr, so it cannot corrupt the reply. Progress
+reports go to the pipe ``progress_fd`` names, one JSON line each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import json
 import os
 import pickle
 import sys
+from collections.abc import Iterator
 
 
 def main() -> int:
@@ -32,15 +36,34 @@ def main() -> int:
         error = _not_picklable(f"the job cannot be unpickled in the child process ({why})")
         return _reply(reply_fd, ("error", error))
     try:
-        run_sync = getattr(job, "run_sync", None)
-        if run_sync is not None and not inspect.iscoroutinefunction(run_sync):
-            result = run_sync()
-        else:
-            result = asyncio.run(job.run())
+        with _progress_to(request.get("progress_fd")):
+            run_sync = getattr(job, "run_sync", None)
+            if run_sync is not None and not inspect.iscoroutinefunction(run_sync):
+                result = run_sync()
+            else:
+                result = asyncio.run(job.run())
         reply = ("ok", result)
     except BaseException as exc:  # report everything, even SystemExit, to the parent
         reply = ("error", exc)
     return _reply(reply_fd, reply)
+
+
+@contextlib.contextmanager
+def _progress_to(fd: int | None) -> Iterator[None]:
+    """`jobsched.progress` in the job writes JSON lines to the parent's pipe `fd`."""
+    if fd is None:
+        yield
+        return
+    from jobsched import progress_sender
+
+    with os.fdopen(fd, "wb", buffering=0) as pipe:
+
+        def send(done: float, total: float | None, message: str | None) -> None:
+            with contextlib.suppress(OSError):  # the parent is gone: nobody to tell
+                pipe.write(json.dumps([done, total, message]).encode() + b"\n")
+
+        with progress_sender(send):
+            yield
 
 
 def _reply(reply_fd: int, reply: tuple[object, ...]) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from jobsched import hookimpl
 from jobsched.hookspecs import Register
-from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext
+from jobsched.store import JobRow, PurgeRow, ScheduleRow, Snapshot, StoreContext
 
 
 class MemoryStore:
@@ -30,7 +30,7 @@ class MemoryStore:
     async def open(self, context: StoreContext) -> Snapshot:
         return Snapshot()
 
-    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+    async def write(self, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> None:
         pass
 
     async def close(self) -> None:

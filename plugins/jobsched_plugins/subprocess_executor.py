@@ -7,6 +7,9 @@ attempt times out or is cancelled the child's whole process group gets
 SIGKILL (after SIGTERM and `kill_grace` seconds, if set) and is reaped before
 the worker moves on: the job has really stopped and its slot is reused.
 
+`jobsched.progress` in the child writes one JSON line per (throttled) report
+to a pipe the child inherits; the parent hands each to the scheduler.
+
 Costs a Python start-up per attempt (tens of milliseconds): for long, untrusted
 or hang-prone work, not for many tiny jobs. Like ``process``, the job and its
 result must be picklable (module-level classes and functions).
@@ -16,16 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import pickle
 import signal
 import sys
 from typing import Any
 
-from jobsched import Job, NotPicklableError, hookimpl
+from jobsched import Job, NotPicklableError, hookimpl, progress_reporter
 from jobsched.hookspecs import Register
 
 CHILD_MODULE = "jobsched_plugins._subprocess_child"
+#: Seconds to wait, after the child exited, for the end of its progress pipe.
+_REPORTS_GRACE = 1.0
 
 
 class SubprocessJobError(Exception):
@@ -51,28 +57,48 @@ class SubprocessExecutor:
 
     async def invoke(self, job: Job) -> Any:
         try:
-            payload = pickle.dumps({"sys_path": list(sys.path), "job": pickle.dumps(job)})
+            pickled_job = pickle.dumps(job)
         except Exception as exc:
             raise NotPicklableError(
                 f"{job!r} cannot run on the subprocess executor: it is not picklable "
                 f"({type(exc).__name__}: {exc})"
             ) from exc
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            CHILD_MODULE,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,  # its own process group: kill grandchildren too
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()  # progress reports, child -> here
+        try:
+            payload = pickle.dumps(
+                {"sys_path": list(sys.path), "job": pickled_job, "progress_fd": write_fd}
+            )
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                CHILD_MODULE,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own process group: kill grandchildren too
+                pass_fds=(write_fd,),
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the child has its copy: EOF when it exits
+        transport, reports = await loop.connect_read_pipe(
+            lambda: _Reports(job, progress_reporter()), os.fdopen(read_fd, "rb", buffering=0)
         )
         self.children[job.job_id] = proc.pid
         try:
             out, _ = await proc.communicate(payload)
+            # Every report the child wrote is delivered at EOF; a grandchild
+            # holding the pipe open must not hold the attempt.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reports.closed), _REPORTS_GRACE)
         except asyncio.CancelledError:
             await self._kill(proc)
             raise
         finally:
             self.children.pop(job.job_id, None)
+            transport.close()
         return _decode(out, proc.returncode)
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:
@@ -86,6 +112,31 @@ class SubprocessExecutor:
 
     def shutdown(self) -> None:
         pass
+
+
+class _Reports(asyncio.Protocol):
+    """Reads the child's progress lines (``[done, total, message]``) and reports them."""
+
+    def __init__(self, job: Job, reporter: Any) -> None:
+        self.job = job
+        self.reporter = reporter
+        self.buffer = b""
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        if self.reporter is None:
+            return
+        for line in lines:
+            try:
+                done, total, message = json.loads(line)
+            except ValueError:
+                continue  # not a report: nothing the parent can do with it
+            self.reporter.report_threadsafe(self.job, done, total, message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _signal_group(pid: int, sig: int) -> None:

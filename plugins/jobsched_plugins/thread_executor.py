@@ -6,7 +6,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from jobsched import CancelToken, Job, hookimpl, run_with_token
+from jobsched import CancelToken, Job, hookimpl, progress_reporter, run_with_token
 from jobsched.hookspecs import Register
 
 
@@ -30,7 +30,9 @@ class ThreadExecutor:
             pool = self._pool = ThreadPoolExecutor(
                 max_workers=self.max_workers, thread_name_prefix="jobsched"
             )
-        token = CancelToken()
+        # The token also carries the job and its progress reporter: the
+        # thread finds both through cancel_token(), for jobsched.progress().
+        token = CancelToken(job, progress_reporter())
         try:
             return await asyncio.get_running_loop().run_in_executor(
                 pool,

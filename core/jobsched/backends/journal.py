@@ -33,6 +33,7 @@ from .._recurring import (
 from .._status import JobStatus
 from ..store import (
     JobRow,
+    PurgeRow,
     ScheduleRow,
     Snapshot,
     Store,
@@ -80,7 +81,7 @@ class _ScheduleStatic:
 
 @attrs.define
 class _Batch:
-    rows: list[JobRow | ScheduleRow]
+    rows: list[JobRow | ScheduleRow | PurgeRow]
     jobs: dict[str, Job]
     schedules: dict[str, RecurringSchedule]
     finished: dict[str, JobStatus]
@@ -109,6 +110,7 @@ class Journal:
         self._clock = clock
         self._dirty: dict[str, Job] = {}
         self._dirty_schedules: dict[str, RecurringSchedule] = {}
+        self._purges: list[PurgeRow] = []
         self._static: dict[str, _Static] = {}
         self._schedule_static: dict[str, _ScheduleStatic] = {}
         self._held: dict[str, JobStatus] = {}  # finished, terminal state not yet taken
@@ -245,6 +247,26 @@ class Journal:
         """
         self._interrupted.setdefault(job.job_id, job.last_error)
 
+    def retried(self, job: Job) -> None:
+        """A terminal job runs again: keep writing its row (`Kernel.retry_job`)."""
+        if job.job_id in self._static:
+            return  # its terminal state is not written yet: what is known stays
+        type_name, args, options = self.codec.describe(job, self._offset())
+        # Its stored row keeps what never changes (an update leaves type,
+        # arguments and dependencies alone); the static part serves new stores.
+        self._static[job.job_id] = _Static(
+            self.kernel.key_of(job.job_id), type_name, args, options, ()
+        )
+
+    def purge(self, before: float, statuses: Iterable[JobStatus]) -> None:
+        """Delete finished jobs from the store with the next batch (see `PurgeRow`)."""
+        self._purges.append(
+            PurgeRow(before=before + self._offset(), statuses=tuple(s.value for s in statuses))
+        )
+        if not self._woken:
+            self._woken = True
+            self._wake.set()  # type: ignore[union-attr]
+
     def discard_changes(self) -> None:
         """Forget every change not written yet (a restore that failed half-way)."""
         self._dirty.clear()
@@ -280,7 +302,7 @@ class Journal:
         """
         if self._task is None:
             return
-        if self._dirty or self._dirty_schedules or self._held:
+        if self._dirty or self._dirty_schedules or self._held or self._purges:
             target = self._generation + 1
         elif self._inflight is not None:
             target = self._generation
@@ -319,7 +341,7 @@ class Journal:
         schedules, self._dirty_schedules = self._dirty_schedules, {}
         finished, self._held = self._held, {}
         offset = self._offset()
-        rows: list[JobRow | ScheduleRow] = []
+        rows: list[JobRow | ScheduleRow | PurgeRow] = []
         static = self._static
         interrupted = self._interrupted
         for job_id, job in dirty.items():
@@ -368,6 +390,9 @@ class Journal:
                     skipped=sched.skipped,
                 )
             )
+        if self._purges:
+            rows.extend(self._purges)
+            self._purges = []
         self._generation += 1
         return _Batch(rows, dirty, schedules, finished, self._generation)
 
@@ -380,6 +405,7 @@ class Journal:
         self._dirty_schedules = batch.schedules
         batch.finished.update(self._held)
         self._held = batch.finished
+        self._purges[:0] = [row for row in batch.rows if type(row) is PurgeRow]
 
     def _settle_waiters(self, error: BaseException | None = None) -> None:
         keep = []
@@ -399,7 +425,7 @@ class Journal:
         assert wake is not None and closing is not None
         backoff = 0.0
         while True:
-            if not (self._dirty or self._dirty_schedules or self._held):
+            if not (self._dirty or self._dirty_schedules or self._held or self._purges):
                 self._settle_waiters()
                 if closing.is_set():
                     return
@@ -545,6 +571,12 @@ class JournalBackend(LocalBackend):
 
     def interrupted(self, job: Job) -> None:
         self.journal.interrupt(job)
+
+    def retried(self, job: Job) -> None:
+        self.journal.retried(job)
+
+    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
+        self.journal.purge(before, statuses)
 
     def schedule_added(self, sched: RecurringSchedule, spec: Any, key: str | None) -> None:
         self.journal.admit_schedule(sched, spec, key)

@@ -6,7 +6,7 @@ call at all: this is the speed of the kernel alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..store import StoreBase, StoreContext, new_worker_id
@@ -14,8 +14,9 @@ from ..store import StoreBase, StoreContext, new_worker_id
 if TYPE_CHECKING:
     from .._job import Job
     from .._kernel import AdmitHook, FinishedHook, Kernel
-    from .._plugins import TransitionListener
+    from .._plugins import ProgressListener, TransitionListener
     from .._recurring import RecurringSchedule, Trigger
+    from .._status import JobStatus
 
 
 class LocalBackend:
@@ -28,6 +29,7 @@ class LocalBackend:
     listener: TransitionListener | None = None
     admit: AdmitHook | None = None
     finished: FinishedHook | None = None
+    progress: ProgressListener | None = None
 
     def __init__(self, store: StoreBase | None = None) -> None:
         self.store = store
@@ -57,6 +59,12 @@ class LocalBackend:
 
     def cancel(self, job_id: str) -> bool:
         return False  # not the kernel's: unknown
+
+    def retried(self, job: Job) -> None:
+        pass
+
+    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
+        pass
 
     def resolve(self, job_id: str) -> str:
         return job_id

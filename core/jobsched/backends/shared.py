@@ -117,6 +117,10 @@ class SharedBackend(LocalBackend):
         # The kernel's per-job hooks: the store's queue, not the kernel's.
         self.listener = self._on_transition
         self.admit = self._submit
+        # Progress of held jobs, written in batches (`SharedStore.set_progress`).
+        self.progress = self._on_progress
+        self._progress: dict[str, dict[str, Any]] = {}
+        self._progress_task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
@@ -208,7 +212,9 @@ class SharedBackend(LocalBackend):
         while True:
             self._flush_inserts()
             self._flush_outcomes()
-            pending = [t for t in (self._insert_task, self._outcome_task) if t is not None]
+            self._flush_progress()
+            tasks = (self._insert_task, self._outcome_task, self._progress_task)
+            pending = [t for t in tasks if t is not None]
             if not pending:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
@@ -437,6 +443,42 @@ class SharedBackend(LocalBackend):
             self._outcome(job.job_id, new.value, error=job.last_error)
         self._wake.set()
 
+    def _on_progress(self, job: Job, done: float, total: float | None, message: str | None) -> None:
+        """Progress listener (throttled by the kernel): written with the next batch."""
+        if job.job_id not in self._held:
+            return
+        self._progress[job.job_id] = {
+            "done": done,
+            "total": total,
+            "message": message,
+            "updated_at": time.time(),
+        }
+        if self._progress_task is None and len(self._progress) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_progress)
+
+    def _flush_progress(self) -> None:
+        if self._progress_task is not None or not self._progress:
+            return
+        self._progress_task = asyncio.create_task(self._progress_writer())
+
+    async def _progress_writer(self) -> None:
+        try:
+            await self._write_progress()
+        finally:
+            self._progress_task = None
+            if self._progress:
+                self._flush_progress()
+
+    async def _write_progress(self) -> None:
+        """Write the progress waiting to be written, if any (never raises)."""
+        if not self._progress:
+            return
+        batch, self._progress = list(self._progress.items()), {}
+        try:
+            await self.store.set_progress(batch, self.identity)
+        except Exception as exc:  # progress is advisory: the job runs on
+            self._log.warning("could not record progress", count=len(batch), error=str(exc))
+
     def interrupted(self, job: Job) -> None:
         """Torn down by our own shutdown: handed back, so another process runs it again.
 
@@ -450,6 +492,13 @@ class SharedBackend(LocalBackend):
     def retry(self, job: Job) -> bool:
         """A job waiting for its retry goes back to the store, not the local heap."""
         return True
+
+    def retried(self, job: Job) -> None:
+        """Refused: the store decides where a job runs again (`Client.retry`)."""
+        raise SchedulerError(
+            f"{job.job_id} is kept in the shared store {self.store.url}: retry it with "
+            "jobsched.Client(store).retry(job_id), which any worker then runs"
+        )
 
     def _outcome(
         self,
@@ -483,6 +532,11 @@ class SharedBackend(LocalBackend):
 
     async def _write_outcomes(self, batch: list[Any]) -> None:
         try:
+            # A job's last progress is written while this process still holds it.
+            progress = self._progress_task
+            if progress is not None:
+                await asyncio.shield(progress)
+            await self._write_progress()
             await self.store.finish(batch, self.identity)
         except Exception as exc:
             # The leases expire and another process runs these again.

@@ -153,6 +153,7 @@ def shared_status(url: str, plugins: PluginManager, *, as_json: bool) -> int:
                     "submitted_by": r.submitted_by,
                     "error": r.last_error,
                     "result": r.result,
+                    "progress": r.progress,
                 }
                 for r in rows
             ]

@@ -14,7 +14,15 @@ import os
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext, StoreError, check_snapshot
+from jobsched.store import (
+    JobRow,
+    PurgeRow,
+    ScheduleRow,
+    Snapshot,
+    StoreContext,
+    StoreError,
+    check_snapshot,
+)
 
 from . import migrations, queries
 from .connection import Database
@@ -176,13 +184,27 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
     return Snapshot(jobs=jobs, schedules=schedules)
 
 
-def write(db: Database, batch: Sequence[JobRow | ScheduleRow]) -> None:
+# A purge spares an upstream of an unfinished job: restoring that job needs it.
+_PURGE = """
+DELETE FROM jobsched_jobs
+WHERE status IN ({statuses}) AND finished_at IS NOT NULL AND finished_at <= ?
+  AND job_id NOT IN (
+    SELECT d.value FROM jobsched_jobs AS j, json_each(j.depends_on) AS d
+    WHERE j.status IN ('pending', 'running', 'retry_wait')
+  )
+"""
+
+
+def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> None:
     """One transaction holding the full current state of each row (in the store's thread)."""
     jobs = []
     keyed = []
     schedules = []
+    purges: list[PurgeRow] = []
     for r in batch:
-        if type(r) is JobRow:
+        if type(r) is PurgeRow:
+            purges.append(r)
+        elif type(r) is JobRow:
             if r.key is not None:
                 keyed.append((r.key, r.job_id))
             jobs.append(
@@ -228,5 +250,8 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow]) -> None:
             conn.executemany(_UPSERT_JOB, jobs)
         if schedules:
             conn.executemany(_UPSERT_SCHEDULE, schedules)
+        for purge in purges:
+            marks = ",".join("?" * len(purge.statuses))
+            conn.execute(_PURGE.format(statuses=marks), (*purge.statuses, purge.before))
 
     db.in_transaction(body, f"write {len(batch)} rows to")

@@ -10,6 +10,7 @@ from jobsched.store import (
     JobRow,
     NewJob,
     Outcome,
+    PurgeRow,
     ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
@@ -101,7 +102,7 @@ class SQLiteStore(DelegatedWakeups):
         return await self.db.call(run)
 
     # ── Single-owner mode ───────────────────────────────────────────
-    async def write(self, batch: Sequence[JobRow | ScheduleRow]) -> None:
+    async def write(self, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> None:
         """One transaction holding the full current state of each row."""
         self._need(migrations.SINGLE_OWNER, "write")
         await self.db.call(journal.write, self.db, batch)

@@ -1,0 +1,542 @@
+"""`LocalClient`: the operator API of `Client` over a scheduler running in this process.
+
+A web app that runs its own `JobScheduler` (the memory store, or a SQLite
+file it owns) uses ``LocalClient(scheduler)`` where another would open a
+`Client` on a shared store: the same coroutines (`get`, `page`, `stats`,
+`retry`, `pause_queue`, `wait_for_change`, ...) returning the same records
+(`JobInfo`, `Stats`, `ScheduleInfo`, ...). Everything is read from and done
+to the scheduler itself, on its loop: no store is read, and a scheduler that
+no `LocalClient` looks at does no work for one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ._client import (
+    Attempt,
+    JobInfo,
+    JobPage,
+    LimitUse,
+    Progress,
+    ScheduleInfo,
+    Stats,
+    ThroughputBucket,
+    WorkerInfo,
+)
+from ._codec import JobCodec
+from ._errors import (
+    JobFailedError,
+    SchedulerError,
+    UnknownJobError,
+)
+from ._job import FunctionJob, Job, callable_name
+from ._limits import job_type_of
+from ._recurring import IntervalTrigger, RecurringSchedule
+from ._status import JobStatus
+from .backends import SharedBackend
+from .store import encode_json, result_as_json
+
+if TYPE_CHECKING:
+    from ._scheduler import JobScheduler
+
+#: Minutes of throughput `LocalClient.stats` reports (as `Client.stats`).
+_THROUGHPUT_MINUTES = 60
+_FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
+
+
+class LocalClient:
+    """`Client`'s operator API over a `JobScheduler` running in this process.
+
+    ``client = LocalClient(scheduler)``; no `open`/`close` is needed, but
+    ``async with LocalClient(scheduler) as client:`` works too (leaving it
+    stops the client's listeners). Every method is a coroutine to await on
+    the scheduler's loop. A scheduler on a shared store (PostgreSQL, SQLite
+    in shared mode) holds only the jobs it runs: operate it with
+    ``Client(store_url)`` instead; this refuses it with `SchedulerError`.
+
+    What the scheduler remembers is what a `LocalClient` sees: unfinished
+    jobs and the last `history_limit` finished ones (with the SQLite store
+    the file keeps the rest). Jobs that are plain functions show the
+    function's qualified name as their `JobInfo.type` and their arguments'
+    reprs as `args` (``{"args": [...], "kwargs": {...}}``).
+    """
+
+    def __init__(self, scheduler: JobScheduler) -> None:
+        if isinstance(scheduler.backend, SharedBackend):
+            raise SchedulerError(
+                f"{scheduler.store!r} is shared by several processes: a LocalClient sees only "
+                "this process's jobs; use jobsched.Client(store) to operate the shared store"
+            )
+        self.scheduler = scheduler
+        self.codec = JobCodec(scheduler.plugins)
+        self._changed: asyncio.Event | None = None
+        clock = scheduler.clock
+        # The kernel keeps monotonic times: one offset turns them into wall
+        # time, so a job reads the same every time it is read.
+        self._offset = clock.time() - clock.now()
+
+    def __repr__(self) -> str:
+        return f"LocalClient({self.scheduler!r})"
+
+    # ── lifecycle (nothing to open) ─────────────────────────────────
+    async def open(self) -> LocalClient:
+        """Nothing to open; returns the client (for code written for `Client`)."""
+        return self
+
+    async def close(self) -> None:
+        """Stop the client's listeners (`wait_for_change`). The scheduler runs on."""
+        if self._changed is not None:
+            self.scheduler.remove_listener(self._on_transition)
+            self.scheduler.remove_progress_listener(self._on_progress)
+            self._changed.set()  # waiters return
+            self._changed = None
+
+    async def __aenter__(self) -> LocalClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ── submitting and waiting ──────────────────────────────────────
+    async def submit(self, job: Job | Any, *args: Any, **options: Any) -> str:
+        """`JobScheduler.submit`: queue a job (or a function and its arguments)."""
+        return self.scheduler.submit(job, *args, **options)
+
+    async def get(self, job_id: str) -> JobInfo:
+        """The job with this id now, with its history and progress;
+        `UnknownJobError` if the scheduler does not know it."""
+        return self._info(self._job(job_id), full=True)
+
+    async def jobs(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobInfo]:
+        """The jobs the scheduler knows in submit order, optionally only those in
+        `status` (one or several) or of job type `type`; at most `limit`."""
+        wanted = _statuses(status)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an integer, got {limit!r}")
+        found: list[JobInfo] = []
+        for job in sorted(self.scheduler.jobs(), key=_seq):
+            if limit is not None and len(found) >= limit:
+                break
+            if wanted is not None and job.status not in wanted:
+                continue
+            info = self._info(job)
+            if type is None or info.type == type:
+                found.append(info)
+        return found
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
+        """Wait until the job is finished and return it; `TimeoutError` after `timeout` s."""
+        job = self._job(job_id)
+        if not job.status.is_terminal:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not job.status.is_terminal:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"job {job_id} did not finish within {timeout} s")
+                await self._next_change(left)
+                # A retried job is the same object; a forgotten one is gone.
+                job = self._job(job_id)
+        return self._info(job, full=True)
+
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """Wait until the job is finished and return its result as a store keeps
+        it (JSON: a result JSON cannot hold reads as its repr). A job that
+        failed, timed out or was cancelled raises `JobFailedError`;
+        `TimeoutError` after `timeout` s; `UnknownJobError` for an unknown id."""
+        info = await self.wait(job_id, timeout=timeout)
+        if info.status is JobStatus.COMPLETED:
+            return info.result
+        raise JobFailedError.from_job(
+            info.job_id, info.status.value, info.last_error, info.attempts
+        )
+
+    # ── browsing ────────────────────────────────────────────────────
+    async def page(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+        type: str | None = None,
+        q: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> JobPage:
+        """One page of jobs, newest first, and how many jobs match in all.
+
+        `status` is one status or several; `type` a job type; `q` a
+        case-insensitive substring of the job's id, name, type or arguments
+        (as JSON). `limit` (1 to 1000) jobs from the `offset`-th on.
+        """
+        wanted = _statuses(status)
+        _check_count("limit", limit, low=1, high=1000)
+        _check_count("offset", offset, low=0)
+        for what, value in (("type", type), ("q", q)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{what} must be a string, got {value!r}")
+        needle = q.lower() if q else None
+        matched: list[JobInfo] = []
+        for job in sorted(self.scheduler.jobs(), key=_seq, reverse=True):
+            if wanted is not None and job.status not in wanted:
+                continue
+            info = self._info(job)
+            if type is not None and info.type != type:
+                continue
+            if needle is not None and not _matches(info, needle):
+                continue
+            matched.append(info)
+        return JobPage(jobs=matched[offset : offset + limit], total=len(matched))
+
+    async def stats(self) -> Stats:
+        """Counts per status, throughput per minute over the last hour (from
+        the finish times of the jobs the scheduler remembers), this process
+        as the one worker, the limits' use and whether the queue is paused."""
+        scheduler = self.scheduler
+        clock = scheduler.clock
+        now = clock.time()
+        offset = self._offset
+        counts = {s.value: 0 for s in JobStatus}
+        last = math.floor(now / 60) * 60.0
+        first = last - 60.0 * (_THROUGHPUT_MINUTES - 1)
+        completed = [0] * _THROUGHPUT_MINUTES
+        failed = [0] * _THROUGHPUT_MINUTES
+        for job in scheduler.jobs():
+            status = job.status
+            counts[status.value] += 1
+            if job.finished_at is None or not status.is_terminal:
+                continue
+            minute = int((job.finished_at + offset - first) // 60)
+            if 0 <= minute < _THROUGHPUT_MINUTES:
+                if status is JobStatus.COMPLETED:
+                    completed[minute] += 1
+                elif status in _FAILED:
+                    failed[minute] += 1
+        running = scheduler.running
+        return Stats(
+            counts=counts,
+            throughput=[
+                ThroughputBucket(start=first + 60.0 * i, completed=completed[i], failed=failed[i])
+                for i in range(_THROUGHPUT_MINUTES)
+            ],
+            workers=[WorkerInfo(worker="local", running=running, lease_expires=None)]
+            if running
+            else [],
+            limits=self._limit_uses(),
+            queue_paused=scheduler.queue_paused,
+            at=now,
+        )
+
+    def _limit_uses(self) -> list[LimitUse]:
+        limiter = self.scheduler.limiter
+        if limiter is None:
+            return []
+        limits = limiter.limits
+        uses = [
+            LimitUse(kind="executor", name=name, limit=n, in_use=limiter.running(executor=name))
+            for name, n in sorted(limits.executors.items())
+        ]
+        uses += [
+            LimitUse(kind="job_type", name=name, limit=n, in_use=limiter.running(job_type=name))
+            for name, n in sorted(limits.job_types.items())
+        ]
+        uses += [
+            LimitUse(kind="rate", name=name, limit=rate.burst, in_use=0)
+            for name, rate in sorted(limits.rates.items())
+        ]
+        return uses
+
+    # ── operator actions: jobs ──────────────────────────────────────
+    async def retry(self, job_id: str) -> JobInfo:
+        """Run a failed, timed-out or cancelled job again, now; returns it.
+
+        Its attempts count from 0 again; the earlier ones stay in
+        `JobInfo.history`. A job in another status raises
+        `InvalidTransitionError` naming it; an unknown id `UnknownJobError`.
+        """
+        self._job(job_id)
+        return self._info(self.scheduler.retry_job(job_id), full=True)
+
+    async def requeue(
+        self,
+        *,
+        status: JobStatus | str | Iterable[JobStatus | str] = ("failed",),
+        type: str | None = None,
+    ) -> list[str]:
+        """`retry` every job in `status` (failed, timed_out and/or cancelled) of
+        job type `type` (None: any); returns the ids requeued, in submit order.
+        Another status is a `ValueError`."""
+        if type is not None and not isinstance(type, str):
+            raise TypeError(f"type must be a string, got {type!r}")
+        if isinstance(status, JobStatus | str):
+            status = (status,)
+        return self.scheduler.retry_jobs(tuple(status), job_type=type)
+
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job; False if it had already finished, `UnknownJobError` if unknown."""
+        self._job(job_id)
+        return self.scheduler.cancel(job_id)
+
+    async def purge(
+        self,
+        *,
+        older_than: float,
+        status: JobStatus | str | Iterable[JobStatus | str] | None = None,
+    ) -> int:
+        """Forget finished jobs that ended more than `older_than` seconds ago
+        (a SQLite file the scheduler owns deletes them); returns how many the
+        scheduler forgot. `status` narrows it to some terminal statuses (None:
+        all); an unfinished status is a `ValueError`."""
+        if isinstance(status, JobStatus | str):
+            status = (status,)
+        return self.scheduler.purge(older_than, None if status is None else tuple(status))
+
+    # ── operator actions: schedules ─────────────────────────────────
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The scheduler's recurring schedules (running or paused), by id."""
+        return [self._schedule_info(s) for s in self.scheduler.recurring()]
+
+    async def pause_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule firing until it is resumed; False if it was paused
+        already, `UnknownScheduleError` if unknown."""
+        return self.scheduler.pause_schedule(schedule_id)
+
+    async def resume_schedule(self, schedule_id: str) -> bool:
+        """Let a paused schedule fire again, from its next period after now;
+        False if it was not paused, `UnknownScheduleError` if unknown."""
+        return self.scheduler.resume_schedule(schedule_id)
+
+    async def trigger_schedule(self, schedule_id: str) -> str:
+        """Submit the schedule's job once, now, without moving its next fire;
+        returns the job's id. `UnknownScheduleError` if unknown."""
+        return self.scheduler.trigger_schedule(schedule_id)
+
+    # ── operator actions: the queue ─────────────────────────────────
+    async def pause_queue(self) -> bool:
+        """Start no new job (running ones finish); False if paused already."""
+        return self.scheduler.pause_queue()
+
+    async def resume_queue(self) -> bool:
+        """Start jobs again; False if the queue was not paused."""
+        return self.scheduler.resume_queue()
+
+    async def queue_paused(self) -> bool:
+        """Whether the queue is paused."""
+        return self.scheduler.queue_paused
+
+    # ── live views ──────────────────────────────────────────────────
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return when some job changed (submitted, started, finished,
+        progressed), or after `timeout` seconds; True if something changed.
+
+        The first call attaches two listeners to the scheduler (a transition
+        and a progress listener setting an event); `close` takes them off.
+        """
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        return await self._next_change(timeout)
+
+    async def _next_change(self, timeout: float | None) -> bool:
+        event = self._changed
+        if event is None:
+            event = self._changed = asyncio.Event()
+            self.scheduler.add_listener(self._on_transition)
+            self.scheduler.add_progress_listener(self._on_progress)
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+        return event.is_set()
+
+    def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        self._wake()
+
+    def _on_progress(self, job: Job, done: float, total: float | None, message: Any) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        # Each waiter holds the event it waits on: set it, and give the next
+        # waiters a fresh one. Every waiter sees every change.
+        event = self._changed
+        if event is not None:
+            event.set()
+            self._changed = asyncio.Event()
+
+    # ── records ─────────────────────────────────────────────────────
+    def _job(self, job_id: str) -> Job:
+        job = self.scheduler.find(job_id)
+        if job is None:
+            raise UnknownJobError(f"unknown job {job_id!r}")
+        return job
+
+    def _info(self, job: Job, *, full: bool = False) -> JobInfo:
+        """`job` as the record a `Client` returns; `full` adds its history."""
+        scheduler = self.scheduler
+        offset = self._offset
+        job_id = job.job_id
+        type_name, args, options = self._describe(job, offset)
+        progress = scheduler.job_progress(job_id)
+        history: tuple[Attempt, ...] = ()
+        if full:
+            history = tuple(
+                Attempt(
+                    number=a.number,
+                    status=a.status.value,
+                    error=a.error,
+                    started_at=_wall(a.started_at, offset),
+                    finished_at=_wall(a.finished_at, offset),
+                    worker=None,
+                )
+                for a in scheduler.attempt_history(job_id)
+            )
+        status = job.status
+        return JobInfo(
+            job_id=job_id,
+            type=type_name,
+            args=args,
+            status=status,
+            name=job.name,
+            priority=job.priority,
+            attempts=job.attempts,
+            last_error=job.last_error,
+            result=result_as_json(job.result) if status is JobStatus.COMPLETED else None,
+            lease_owner=None,
+            lease_expires=None,
+            key=scheduler.key_of(job_id),
+            unique_key=None,
+            schedule_id=None,
+            submitted_by=None,
+            submitted_at=job.submitted_at + offset,
+            run_at=job.run_at + offset,
+            started_at=_wall(job.started_at, offset),
+            finished_at=_wall(job.finished_at, offset),
+            progress=None
+            if progress is None
+            else Progress(
+                done=progress.done,
+                total=progress.total,
+                message=progress.message,
+                updated_at=progress.updated_at,
+            ),
+            history=history,
+            depends_on=scheduler.depends_on(job_id),
+            options=options,
+            result_expires=self._result_expires(job, offset),
+        )
+
+    def _result_expires(self, job: Job, offset: float) -> float | None:
+        if job.status is not JobStatus.COMPLETED or job.finished_at is None:
+            return None
+        ttl = self.scheduler.result_ttl_of(job)
+        return None if ttl is None else job.finished_at + ttl + offset
+
+    def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """The job's type, arguments and options as a store would keep them;
+        a job that is not data (a plain function) by name and reprs."""
+        if not isinstance(job, FunctionJob):
+            try:
+                return self.codec.describe_data(job, offset)
+            except SchedulerError:  # JobSpecError: not a registered, describable type
+                pass
+        if isinstance(job, FunctionJob):
+            type_name = callable_name(job.fn)
+            args: dict[str, Any] = {
+                "args": [repr(a) for a in job.args],
+                "kwargs": {k: repr(v) for k, v in job.kwargs.items()},
+            }
+        else:
+            type_name = job_type_of(job)
+            args = {}
+        options: dict[str, Any] = {
+            "name": job.name,
+            "executor": str(job.model),
+            "priority": job.priority.name.lower(),
+            "timeout": job.timeout,
+        }
+        return type_name, args, options
+
+    def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
+        trigger = sched.trigger
+        spec: dict[str, Any]
+        if isinstance(trigger, IntervalTrigger):
+            spec = {"interval": trigger.seconds}
+        else:
+            spec = {"trigger": repr(trigger)}
+        next_run: float | None = None
+        fire = sched.next_fire
+        if sched.active and fire is not None:
+            next_run = fire if sched.wall_clock else fire + self._offset
+        last = self.scheduler.find(sched.last_job_id) if sched.last_job_id else None
+        if last is not None:
+            type_name = self._describe(last, 0.0)[0]
+        else:
+            type_name = callable_name(sched.factory)
+        return ScheduleInfo(
+            schedule_id=sched.schedule_id,
+            name=sched.name,
+            type=type_name,
+            trigger=spec,
+            next_run=next_run,
+            paused=sched.paused,
+            active=sched.active,
+            fired=sched.fired,
+            skipped=sched.skipped,
+            last_job_id=sched.last_job_id,
+        )
+
+
+def _seq(job: Job) -> int:
+    return job.seq
+
+
+def _wall(monotonic: float | None, offset: float) -> float | None:
+    return None if monotonic is None else monotonic + offset
+
+
+def _matches(info: JobInfo, needle: str) -> bool:
+    if needle in info.job_id.lower() or needle in info.type.lower():
+        return True
+    if info.name is not None and needle in info.name.lower():
+        return True
+    try:
+        return needle in encode_json(info.args).lower()
+    except (TypeError, ValueError):
+        return needle in json.dumps(info.args, default=repr).lower()
+
+
+def _statuses(
+    status: JobStatus | str | Iterable[JobStatus | str] | None,
+) -> frozenset[JobStatus] | None:
+    if status is None:
+        return None
+    given = [status] if isinstance(status, JobStatus | str) else list(status)
+    found = set()
+    for one in given:
+        try:
+            found.add(JobStatus(one))
+        except ValueError:
+            known = ", ".join(s.value for s in JobStatus)
+            raise ValueError(f"unknown status {one!r} (statuses: {known})") from None
+    return frozenset(found)
+
+
+def _check_count(what: str, value: Any, *, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{what} must be {bound}, got {value!r}")
