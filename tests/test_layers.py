@@ -1,7 +1,7 @@
 """The layering of DESIGN.md §8, checked by `pytest` alone.
 
 - the import-linter contracts in pyproject.toml (layers, no cycles) hold;
-- applications (cli, jobfile, testing, worker) and plugins import only public
+- applications (cli, jobfile, testing, worker, integrations) and plugins import only public
   modules of jobsched;
 - no module reads or writes another module's private attributes.
 
@@ -28,6 +28,7 @@ APPLICATIONS = (
     "jobsched.testing",
     "jobsched.worker",
     "jobsched._pytest_plugin",
+    "jobsched.integrations",
 )
 PLUGIN_PACKAGES = ("jobsched_plugins", "jobsched_contrib")
 
