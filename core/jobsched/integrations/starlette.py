@@ -90,12 +90,11 @@ def lifespan(
     async def run(app: Any) -> AsyncIterator[dict[str, Any]]:
         async with contextlib.AsyncExitStack() as stack:
             jobs: JobschedClient
-            if scheduler is not None:
-                running = _scheduler(scheduler)
-                await stack.enter_async_context(running)
-                jobs = LocalClient(running)
-            if store is not None:
+            if scheduler is None:
                 jobs = Client(store, **client_options)
+            else:
+                running = await stack.enter_async_context(_scheduler(scheduler))
+                jobs = LocalClient(running) if store is None else Client(store, **client_options)
             await stack.enter_async_context(jobs)
             state = {STATE_KEY: jobs}
             if inner is not None:
