@@ -218,7 +218,11 @@ async def test_when_the_apps_lifespan_fails_jobsched_is_closed(
         (lambda: lifespan(), r"lifespan\(\) needs store= \(a shared store's URL, for a Client\)"),
         (
             lambda: lifespan(scheduler=JobScheduler, strategy="fifo"),
-            r"lifespan\(\): strategy configure a Client: they need store=",
+            r"lifespan\(\) got Client options \(strategy\) without store=",
+        ),
+        (
+            lambda: lifespan("sqlite:///jobs.db", stratgy="fifo"),
+            "lifespan\\(\\) got an unexpected keyword argument 'stratgy'",
         ),
         (
             lambda: lifespan(scheduler=42),

@@ -28,7 +28,7 @@ except ImportError as exc:
         "pip install starlette"
     ) from exc
 
-__all__ = ["STATE_KEY", "InnerLifespan", "JobschedClient", "client", "lifespan"]
+__all__ = ["CLIENT_OPTIONS", "STATE_KEY", "InnerLifespan", "JobschedClient", "client", "lifespan"]
 
 #: The name of the client in the lifespan state (``request.state.jobsched``).
 STATE_KEY = "jobsched"
@@ -37,6 +37,9 @@ STATE_KEY = "jobsched"
 #: over the app's own scheduler. Both have the same coroutines
 #: (`submit`, `get`, `wait`, `result`, `cancel`, ...).
 JobschedClient = Client | LocalClient
+
+#: The keyword arguments `lifespan` hands to `Client`.
+CLIENT_OPTIONS = ("plugins", "strategy", "limits")
 
 #: An app's own lifespan, as Starlette takes it: ``app -> async context
 #: manager`` yielding None or a state mapping.
@@ -52,10 +55,12 @@ def lifespan(
 ) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
     """A lifespan for ``Starlette(lifespan=...)`` or ``FastAPI(lifespan=...)``.
 
-    - ``lifespan(store)``: open ``Client(store, **client_options)`` (a URL
-      or a `jobsched.SharedStore`; `client_options` are `Client`'s
-      ``plugins``, ``strategy`` and ``limits``) when the app starts, close
-      it when it stops. Workers are other processes (``jobsched worker``).
+    - ``lifespan(store)``: open ``Client(store, **client_options)`` when the
+      app starts and close it when it stops. `store` is a shared store's URL
+      (a fresh connection each time the app starts) or a
+      `jobsched.SharedStore`; `client_options` are `Client`'s ``plugins``,
+      ``strategy`` and ``limits``. Workers are other processes (``jobsched
+      worker``).
     - ``lifespan(scheduler=...)``: start a `JobScheduler` with the app and
       stop it with the app (running jobs finish, queued ones stay queued:
       give it a durable store to keep them). Handlers get a `LocalClient`
@@ -66,18 +71,22 @@ def lifespan(
     - both: start the scheduler (a worker of the shared store) and hand
       handlers a `Client` on `store`.
 
-    `inner` is the app's own lifespan: it runs inside this one (the client
-    is open for its startup and shutdown), and the state it yields is merged
-    with ``{"jobsched": client}``.
+    `inner` is the app's own lifespan: it starts once the client is open
+    (and the scheduler started) and stops before they close; the state it
+    yields is merged with ``{"jobsched": client}``. If it fails to start,
+    what this opened is closed again.
     """
     if store is None and scheduler is None:
         raise TypeError(
             "lifespan() needs store= (a shared store's URL, for a Client) "
             "or scheduler= (a JobScheduler to run in the app's process)"
         )
+    unknown = sorted(set(client_options) - set(CLIENT_OPTIONS))
+    if unknown:
+        raise TypeError(f"lifespan() got an unexpected keyword argument {unknown[0]!r}")
     if client_options and store is None:
         raise TypeError(
-            f"lifespan(): {', '.join(sorted(client_options))} configure a Client: they need store="
+            f"lifespan() got Client options ({', '.join(sorted(client_options))}) without store="
         )
     if scheduler is not None and not (isinstance(scheduler, JobScheduler) or callable(scheduler)):
         raise TypeError(
