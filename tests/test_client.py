@@ -16,15 +16,23 @@ import attrs
 import pytest
 
 from jobsched import (
+    Attempt,
     BlockingClient,
     Client,
+    InvalidTransitionError,
     Job,
+    JobFailedError,
     JobInfo,
+    JobPage,
     JobPriority,
     JobStatus,
+    Progress,
+    ScheduleInfo,
     SchedulerError,
+    Stats,
     Submission,
     UnknownJobError,
+    UnknownScheduleError,
     build_job,
 )
 
@@ -43,7 +51,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 class Worker:
     """A ``jobsched worker --store URL`` process, started and stopped by the test."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *options: str) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -54,6 +62,7 @@ class Worker:
                 url,
                 "--workers=2",
                 "--grace=0",
+                *options,
             ],
             stderr=subprocess.PIPE,
             text=True,
@@ -349,3 +358,303 @@ def test_wait_is_woken_by_the_store_not_a_busy_loop(store_url: str, worker: Work
         assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
     # One read before waiting, one per wake-up: a poll would read every few ms.
     assert reads <= 4
+
+
+# ── results (issue 11) ─────────────────────────────────────────────────
+async def test_result_returns_what_a_worker_process_computed(
+    client: Client, worker: Worker
+) -> None:
+    job_id = await client.submit(email("r@example.com"))
+    assert await client.result(job_id, timeout=60) == "sent to r@example.com"
+    assert await client.result(job_id) == "sent to r@example.com", "a finished job at once"
+
+
+async def test_result_raises_the_recorded_failure(client: Client, worker: Worker) -> None:
+    flaky = build_job("flaky-upload", {"path": "x.csv", "failures": 5})
+    failed_id = await client.submit(
+        flaky, retry={"policy": "fixed", "max_retries": 1, "seconds": 0}
+    )
+    with pytest.raises(JobFailedError) as info:
+        await client.result(failed_id, timeout=60)
+    error = info.value
+    assert (error.job_id, error.status, error.error_type) == (
+        failed_id,
+        "failed",
+        "ConnectionError",
+    )
+    assert (error.message, error.attempts) == ("attempt 2: connection reset", 2)
+    assert "ConnectionError: attempt 2: connection reset" in str(error)
+    assert isinstance(error, SchedulerError)
+    history = (await client.get(failed_id)).history
+    assert [(a.number, a.status) for a in history] == [(1, "retry_wait"), (2, "failed")]
+    assert all(isinstance(a, Attempt) and a.worker == worker.identity for a in history)
+    cancelled_id = await client.submit(email("c@example.com"), delay=3600)
+    await client.cancel(cancelled_id)
+    with pytest.raises(JobFailedError) as info:
+        await client.result(cancelled_id, timeout=60)
+    assert (info.value.status, info.value.error_type, info.value.attempts) == (
+        "cancelled",
+        "cancelled",
+        0,
+    )
+
+
+async def test_result_times_out_and_knows_unknown_jobs(client: Client) -> None:
+    waiting = await client.submit(email("later@example.com"), delay=3600)
+    with pytest.raises(TimeoutError):
+        await client.result(waiting, timeout=0.05)
+    with pytest.raises(UnknownJobError):
+        await client.result("job-nope", timeout=1)
+
+
+def test_job_failed_error_reads_the_type_from_the_last_error() -> None:
+    error = JobFailedError.from_job("j", "failed", "KeyError: 'x': missing", 3)
+    assert (error.error_type, error.message, error.attempts) == ("KeyError", "'x': missing", 3)
+    odd = JobFailedError.from_job("j", "failed", "something broke: badly", 1)
+    assert (odd.error_type, odd.message) == ("Error", "something broke: badly")
+    timed = JobFailedError.from_job("j", "timed_out", "timed out after 5s", 1)
+    assert (timed.error_type, timed.message) == ("timed_out", "timed out after 5s")
+    import pickle
+
+    again = pickle.loads(pickle.dumps(error))
+    assert (again.job_id, again.error_type, again.attempts) == ("j", "KeyError", 3)
+
+
+async def test_result_ttl_and_keep_result_reach_the_store(client: Client, worker: Worker) -> None:
+    short = await client.submit(email("s@example.com"), result_ttl=0)
+    dropped = await client.submit(email("d@example.com"), keep_result=False)
+    kept = await client.submit(email("k@example.com"))
+    assert (await client.get(short)).options["result_ttl"] == 0.0
+    assert (await client.get(dropped)).options["keep_result"] is False
+    await client.wait_many([short, dropped, kept], timeout=60)
+    assert await client.result(dropped) is None, "no result stored"
+    info = await client.get(short)
+    assert info.result == "sent to s@example.com" and info.result_expires is not None
+    assert info.result_expires == pytest.approx(info.finished_at)
+    # The reaper's call, driven here: the ttl has passed.
+    assert await client.store.expire_results() == 1
+    gone = await client.get(short)
+    assert (gone.status, gone.result, gone.result_expires) == (JobStatus.COMPLETED, None, None)
+    assert await client.result(kept) == "sent to k@example.com"
+    assert (await client.get(kept)).result_expires is None
+    with pytest.raises(ValueError, match="result_ttl"):
+        await client.submit(email("x@example.com"), result_ttl=-1)
+    with pytest.raises(ValueError, match="keep_result"):
+        await client.submit(email("x@example.com"), keep_result="no")  # type: ignore[arg-type]
+
+
+async def test_a_workers_default_result_ttl_and_retention(store_url: str, client: Client) -> None:
+    first = Worker(store_url, "--result-ttl", "1h")
+    try:
+        old = await client.submit(email("old@example.com"))
+        await client.wait(old, timeout=60)
+        info = await client.get(old)
+        assert info.result_expires == pytest.approx(info.finished_at + 3600)
+    finally:
+        first.stop()
+    waiting = await client.submit(email("w@example.com"), delay=3600)
+    # A worker purges, when it starts, what finished longer ago than its retention.
+    second = Worker(store_url, "--retention", "0.001")
+    try:
+
+        async def purged() -> bool:
+            return [j.job_id for j in await client.jobs()] == [waiting]
+
+        await until(purged, "the reaper to purge the finished job")
+    finally:
+        second.stop()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--result-ttl", "soon"), ("--retention", "-1d"), ("--retention", "0")]
+)
+def test_a_bad_retention_duration_exits_2(store_url: str, option: str, value: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "worker", "--store", store_url, option, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert option in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# ── browsing and progress ──────────────────────────────────────────────
+async def test_page_stats_and_progress(client: Client, worker: Worker) -> None:
+    done = await client.submit(email("p@example.com"), name="Newsletter")
+    await client.wait(done, timeout=60)
+    long = await client.submit(nap("long", 3600), timeout=None)
+
+    async def running() -> bool:
+        return (await client.get(long)).status is JobStatus.RUNNING
+
+    await until(running, "the worker to start the long job")
+    page = await client.page(q="newsletter")
+    assert isinstance(page, JobPage) and [j.job_id for j in page.jobs] == [done]
+    assert page.total == 1
+    page = await client.page(limit=1)
+    assert ([j.job_id for j in page.jobs], page.total) == ([long], 2)
+    page = await client.page(status=["completed", "running"], type="sleep")
+    assert [j.job_id for j in page.jobs] == [long]
+    stats = await client.stats()
+    assert isinstance(stats, Stats)
+    assert (stats.counts["completed"], stats.counts["running"], stats.counts["failed"]) == (1, 1, 0)
+    assert len(stats.throughput) == 60 and stats.throughput[-1].completed == 1
+    assert [b.start for b in stats.throughput] == sorted(b.start for b in stats.throughput)
+    assert stats.throughput[-1].start <= stats.at < stats.throughput[-1].start + 60
+    assert [(w.worker, w.running) for w in stats.workers] == [(worker.identity, 1)]
+    assert stats.limits == [] and stats.queue_paused is False
+    # Progress as the worker's scheduler writes it (the store call it uses).
+    await client.store.set_progress(
+        [(long, {"done": 3, "total": 10, "message": "copying", "updated_at": 5.0})],
+        worker.identity,
+    )
+    assert (await client.get(long)).progress == Progress(
+        done=3.0, total=10.0, message="copying", updated_at=5.0
+    )
+    await client.cancel(long)
+    await client.wait(long, timeout=60)
+    for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"status": "sleeping"}):
+        with pytest.raises(ValueError):
+            await client.page(**bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await client.page(limit="5")  # type: ignore[arg-type]
+
+
+async def test_wait_for_change_wakes_every_waiter(store_url: str, client: Client) -> None:
+    async with Client(store_url) as other:
+        await client.wait_for_change(0)  # the changes so far
+        waiters = [asyncio.create_task(client.wait_for_change(60)) for _ in range(3)]
+        await asyncio.sleep(0)
+        await other.submit(email("change@example.com"))
+        assert await asyncio.gather(*waiters) == [True, True, True]
+    with pytest.raises(ValueError, match="timeout"):
+        await client.wait_for_change(-1)
+
+
+# ── operator actions ───────────────────────────────────────────────────
+async def test_retry_runs_a_job_again_and_keeps_its_history(client: Client, worker: Worker) -> None:
+    flaky = build_job("flaky-upload", {"path": "x.csv", "failures": 5})
+    failed_id = await client.submit(flaky, retry="none")
+    await client.wait(failed_id, timeout=60)
+    assert (await client.retry(failed_id)).job_id == failed_id
+    again = await client.wait(failed_id, timeout=60)
+    assert again.status is JobStatus.FAILED and again.attempts == 1
+    history = (await client.get(failed_id)).history
+    assert [(a.number, a.status) for a in history] == [(1, "failed"), (1, "failed")]
+    with pytest.raises(InvalidTransitionError, match="is pending"):
+        await client.retry(await client.submit(email("x@example.com"), delay=3600))
+    with pytest.raises(UnknownJobError):
+        await client.retry("job-nope")
+    # In bulk: the cancelled jobs run now.
+    ids = [await client.submit(email(f"{n}@example.com"), delay=3600) for n in "ab"]
+    for job_id in ids:
+        await client.cancel(job_id)
+    assert await client.requeue(status="cancelled") == ids
+    assert [i.status for i in await client.wait_many(ids, timeout=60)] == [JobStatus.COMPLETED] * 2
+    assert await client.requeue(status=["failed", "timed_out"], type="email") == []
+    with pytest.raises(ValueError, match="not completed"):
+        await client.requeue(status=["failed", "completed"])
+
+
+async def test_retry_moves_a_job_back_to_pending_at_once(client: Client) -> None:
+    # No worker: the job stays as retry left it.
+    job_id = await client.submit(email("later@example.com"), delay=3600)
+    await client.cancel(job_id)
+    retried = await client.retry(job_id)
+    assert (retried.status, retried.attempts, retried.finished_at, retried.last_error) == (
+        JobStatus.PENDING,
+        0,
+        None,
+        None,
+    )
+    assert retried.run_at <= (await client.stats()).at, "due now, not after its delay"
+    with pytest.raises(InvalidTransitionError, match="only failed, timed_out or cancelled"):
+        await client.retry(job_id)
+
+
+async def test_purge_deletes_finished_jobs_only(client: Client, worker: Worker) -> None:
+    done = await client.submit(email("x@example.com"))
+    await client.wait(done, timeout=60)
+    waiting = await client.submit(email("y@example.com"), delay=3600)
+    assert await client.purge(older_than=3600) == 0, "too recent"
+    assert await client.purge(older_than=0, status="failed") == 0
+    assert await client.purge(older_than=0) == 1
+    assert [j.job_id for j in await client.jobs()] == [waiting]
+    with pytest.raises(ValueError, match="pending is not a finished status"):
+        await client.purge(older_than=0, status=["completed", "pending"])
+    with pytest.raises(ValueError, match="older_than"):
+        await client.purge(older_than=-1)
+
+
+async def test_schedules_are_paused_resumed_and_triggered(client: Client, worker: Worker) -> None:
+    schedule_id = await client.add_schedule(email("s@example.com"), every=3600, start_in=3600)
+    (info,) = await client.schedules()
+    assert isinstance(info, ScheduleInfo)
+    assert (info.schedule_id, info.type, info.paused, info.active) == (
+        schedule_id,
+        "email",
+        False,
+        True,
+    )
+    assert info.name == email("s@example.com").name
+    assert info.next_run is not None and info.trigger["interval"] == 3600
+    first_fire = info.next_run
+    assert await client.pause_schedule(schedule_id) is True
+    assert await client.pause_schedule(schedule_id) is False
+    assert (await client.schedules())[0].paused is True
+    # Triggering runs it once now, and leaves the next fire where it was.
+    job_id = await client.trigger_schedule(schedule_id)
+    assert await client.result(job_id, timeout=60) == "sent to s@example.com"
+    (info,) = await client.schedules()
+    assert (info.fired, info.last_job_id, info.next_run) == (1, job_id, first_fire)
+    assert (await client.get(job_id)).schedule_id == schedule_id
+    assert await client.resume_schedule(schedule_id) is True
+    assert await client.resume_schedule(schedule_id) is False
+    (info,) = await client.schedules()
+    assert info.paused is False and info.next_run == first_fire, "its next period is ahead"
+    for call in (client.pause_schedule, client.resume_schedule, client.trigger_schedule):
+        with pytest.raises(UnknownScheduleError, match="sched-nope"):
+            await call("sched-nope")
+
+
+async def test_a_paused_queue_holds_new_jobs_until_resumed(client: Client, worker: Worker) -> None:
+    assert await client.queue_paused() is False
+    assert await client.pause_queue() is True
+    assert await client.pause_queue() is False
+    assert (await client.stats()).queue_paused is True
+    job_id = await client.submit(email("q@example.com"))
+    assert (await client.get(job_id)).status is JobStatus.PENDING
+    assert await client.resume_queue() is True
+    assert await client.resume_queue() is False
+    assert await client.result(job_id, timeout=60) == "sent to q@example.com"
+
+
+def test_the_blocking_client_mirrors_the_operator_api(store_url: str, worker: Worker) -> None:
+    with BlockingClient(store_url) as client:
+        job_id = client.submit(email("b@example.com"), result_ttl=60)
+        assert client.result(job_id, timeout=60) == "sent to b@example.com"
+        assert client.page(status="completed").total == 1
+        assert client.stats().counts["completed"] == 1
+        with pytest.raises(InvalidTransitionError):
+            client.retry(job_id)
+        assert client.requeue(status="failed") == []
+        schedule_id = client.add_schedule(email("t@example.com"), every=3600, start_in=3600)
+        assert [s.schedule_id for s in client.schedules()] == [schedule_id]
+        assert client.pause_schedule(schedule_id) is True
+        assert client.resume_schedule(schedule_id) is True
+        triggered = client.trigger_schedule(schedule_id)
+        assert client.result(triggered, timeout=60) == "sent to t@example.com"
+        assert client.pause_queue() is True and client.queue_paused() is True
+        assert client.resume_queue() is True and client.queue_paused() is False
+        woken: list[bool] = []
+        waiter = threading.Thread(target=lambda: woken.append(client.wait_for_change(60)))
+        waiter.start()
+        with BlockingClient(store_url) as other:
+            # Each submit is a change; the waiter sees the first one after it began.
+            while waiter.is_alive() and len(other.jobs()) < 50:
+                other.submit(email("w@example.com"))
+                waiter.join(0.2)
+        waiter.join()
+        assert woken == [True]
+        assert client.purge(older_than=0, status="completed") >= 2

@@ -53,11 +53,11 @@ def run_example(code: str, url: str) -> str:
 
 
 def test_the_page_has_the_examples_this_test_runs() -> None:
-    assert len(examples()) == 3
-    assert [expected is not None for _, expected in examples()] == [True, True, False]
+    assert len(examples()) == 4
+    assert [expected is not None for _, expected in examples()] == [True, True, False, True]
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 1, 3])
 def test_an_example_prints_what_the_page_says(worker: str, index: int) -> None:
     code, expected = examples()[index]
     assert run_example(code, worker) == expected

@@ -20,6 +20,10 @@ from typing import Any
 
 import pytest
 
+import pg_jobs
+from jobsched import PluginManager
+from jobsched._codec import JobCodec
+from jobsched.backends.schedules import schedule_row, serve
 from jobsched.store import (
     SHARED_STORE_MEMBERS,
     NewJob,
@@ -570,3 +574,64 @@ def test_progress_is_stored_as_json(tmp_path: Path) -> None:
             await store.close()
 
     assert json.loads(asyncio.run(body())) == {"done": 1, "message": "é"}
+
+
+# ── serving a paused schedule ──────────────────────────────────────────
+class Spy:
+    """A store that counts the schedule calls `serve` makes."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.reads = 0
+        self.fires = 0
+        self.read = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
+        self.reads += 1
+        self.read.set()
+        return await self.store.get_schedule(schedule_id)  # type: ignore[no-any-return]
+
+    async def fire_schedule(self, *args: Any) -> bool:
+        self.fires += 1
+        return await self.store.fire_schedule(*args)  # type: ignore[no-any-return]
+
+
+async def test_serve_fires_nothing_while_a_schedule_is_paused(store: Any, target: Target) -> None:
+    plugins = PluginManager([pg_jobs], autoload=False)
+    codec = JobCodec(plugins)
+    now = time.time()
+    row = schedule_row(codec, target.rec("tick"), every=60, now=now - 120, offset=0.0)
+    stored = await store.add_schedule(row)
+    assert stored.next_run < now, "a period is due"
+    await store.set_schedule_paused(stored.schedule_id, True)
+    spy = Spy(store)
+    serving = asyncio.create_task(
+        serve(
+            spy,
+            await store.get_schedule(stored.schedule_id),
+            codec=codec,
+            strategy_key=lambda job: (0.0,),
+            submitted_by="server",
+            job_id_suffix="s",
+            retry_pause=0.01,
+        )
+    )
+    try:
+        while spy.reads < 3:  # it looked at the paused schedule again and again
+            spy.read.clear()
+            await asyncio.wait_for(spy.read.wait(), 30)
+        assert spy.fires == 0 and await store.schedule_jobs(stored.schedule_id) == []
+        await store.set_schedule_paused(stored.schedule_id, False, time.time())
+        for _ in range(3000):  # the serving task fires it soon after
+            if await store.schedule_jobs(stored.schedule_id):
+                break
+            await asyncio.sleep(0.01)
+        assert len(await store.schedule_jobs(stored.schedule_id)) == 1
+        assert (await store.get_schedule(stored.schedule_id)).fired == 1
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
