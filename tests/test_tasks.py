@@ -300,6 +300,38 @@ def test_jobs_list_and_show_see_the_tasks_of_an_imported_module() -> None:
 
 
 @pytest.mark.slow
+def test_a_module_of_tasks_that_is_an_entry_point_needs_no_import(tmp_path: Path) -> None:
+    # A real distribution on the path whose `jobsched` entry point names the module.
+    site = tmp_path / "site"
+    (site / "shop").mkdir(parents=True)
+    (site / "shop" / "__init__.py").write_text("")
+    (site / "shop" / "tasks.py").write_text(
+        "from jobsched import task\n\n\n"
+        "@task\ndef restock(sku: str, count: int = 1) -> str:\n"
+        "    return f'{count} x {sku}'\n"
+    )
+    info = site / "shop-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shop\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[jobsched]\nshop = shop.tasks\n")
+    (info / "RECORD").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "jobs", "show", "shop.tasks.restock", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert (shown["plugin"], [a["name"] for a in shown["arguments"]]) == (
+        "shop.tasks",
+        ["sku", "count"],
+    )
+
+
+@pytest.mark.slow
 def test_an_import_that_fails_is_bad_input_naming_the_module() -> None:
     done = jobsched_cli("jobs", "list", "--import", "no_such_tasks")
     assert done.returncode == 2
@@ -431,6 +463,23 @@ async def test_a_task_worker_runs_process_tasks(task_worker: str) -> None:
         info = await client.wait(await client.submit(pid_of.job("w")), timeout=60)
     assert info.status is JobStatus.COMPLETED, info.last_error
     assert info.result[0] == "w" and info.result[1] != os.getpid()
+
+
+@pytest.mark.slow
+async def test_a_worker_that_does_not_know_the_task_fails_its_jobs(store_url: str) -> None:
+    from test_client import Worker  # a worker without --import
+
+    worker = Worker(store_url)
+    try:
+        async with Client(store_url) as client:
+            info = await client.wait(await client.submit(add.job(1)), timeout=60)
+    finally:
+        worker.stop()
+    assert (info.status, info.attempts) == (JobStatus.FAILED, 1)  # the claim counts
+    assert info.last_error is not None
+    assert info.last_error.startswith(
+        f"cannot build job: job {info.job_id}: unknown job type 'examples.add'"
+    )
 
 
 async def test_a_durable_scheduler_keeps_task_jobs_as_data(tmp_path: Path) -> None:
