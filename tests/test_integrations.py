@@ -174,6 +174,22 @@ async def test_the_apps_own_lifespan_runs_inside_and_its_state_is_merged() -> No
         scheduler.submit(send_email.job("too@late"))
 
 
+async def test_the_apps_lifespan_can_enter_jobscheds_and_use_its_client(tmp_path: Path) -> None:
+    jobs_lifespan = lifespan(sqlite_url(tmp_path))
+    submitted: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def app_lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        async with jobs_lifespan(app) as state:
+            submitted.append(await state[STATE_KEY].submit(send_email.job("boot@x")))
+            yield state
+
+    async with served(app_with(app_lifespan)) as (http, _):
+        assert (await http.get("/")).json() == {"client": "Client", "in_state": True}
+    async with Client(sqlite_url(tmp_path)) as other:
+        assert (await other.get(submitted[0])).status is JobStatus.PENDING
+
+
 @contextlib.asynccontextmanager
 async def state_with_jobsched(app: Starlette) -> AsyncIterator[dict[str, Any]]:
     yield {"jobsched": "mine"}
