@@ -74,7 +74,9 @@ def lifespan(
     `inner` is the app's own lifespan: it starts once the client is open
     (and the scheduler started) and stops before they close; the state it
     yields is merged with ``{"jobsched": client}``. If it fails to start,
-    what this opened is closed again.
+    what this opened is closed again. An app whose own startup needs the
+    client nests the other way: ``async with jobs_lifespan(app) as state:``
+    inside its lifespan (``state["jobsched"]`` is the client).
     """
     if store is None and scheduler is None:
         raise TypeError(
