@@ -393,3 +393,54 @@ def _at(job: Any, deadline: float) -> Any:
 def test_a_sort_key_must_be_numbers(codec: JobCodec) -> None:
     with pytest.raises(JobSpecError, match="a shared store needs a key of numbers only"):
         sort_key(lambda j: ("a",), Noop(), submitted_at=0.0, offset=0.0)
+
+
+# ── result options on a scheduler's submit ─────────────────────────────
+def with_result_ttl_parameter(result_ttl: float = 1.0) -> float:
+    return result_ttl
+
+
+async def test_submit_takes_the_result_options_and_the_scheduler_its_defaults() -> None:
+    sched = scheduler(None, result_ttl=60, retention=3600)
+    assert (sched.result_ttl, sched.retention) == (60.0, 3600.0)
+    assert (scheduler(None).result_ttl, scheduler(None).retention) == (None, None)
+    async with sched:
+        job_id = sched.submit(Noop(), result_ttl=5, keep_result=False)
+        job = sched.get(job_id)
+        assert (job.result_ttl, job.keep_result) == (5.0, False)
+        kept = sched.get(sched.submit(Noop()))
+        assert (kept.result_ttl, kept.keep_result) == (None, True), "the job's own"
+        # A function whose parameter is named like one is refused only when it is given.
+        with pytest.raises(TypeError, match="parameter named 'result_ttl'"):
+            sched.submit(with_result_ttl_parameter, result_ttl=5)
+        fn_job = sched.submit(with_result_ttl_parameter, kwargs={"result_ttl": 2.0}, result_ttl=9)
+        assert sched.get(fn_job).result_ttl == 9.0
+        with pytest.raises(ValueError, match="result_ttl"):
+            sched.submit(Noop(), result_ttl=float("nan"))
+        with pytest.raises(ValueError, match="keep_result"):
+            sched.submit(Noop(), keep_result=0)
+    for bad in ({"result_ttl": -1}, {"retention": 0}, {"retention": "7d"}):
+        with pytest.raises(ValueError):
+            scheduler(None, **bad)
+
+
+def test_build_job_and_job_files_take_the_result_options(codec: JobCodec) -> None:
+    from jobsched import build_job
+    from jobsched.jobfile import parse_jobfile
+
+    job = build_job("noop", {}, plugins=codec.plugins, result_ttl=5, keep_result=False)
+    assert (job.result_ttl, job.keep_result) == (5.0, False)
+    assert codec.options(job, OFFSET)["result_ttl"] == 5.0
+    with pytest.raises(JobSpecError, match="result_ttl must be a number of seconds"):
+        build_job("noop", {}, plugins=codec.plugins, result_ttl="soon")
+    with pytest.raises(JobSpecError, match=r"options: name, .*result_ttl, keep_result"):
+        build_job("noop", {}, plugins=codec.plugins, result_tll=5)
+    parsed = parse_jobfile(
+        '[[job]]\nid = "a"\ntype = "noop"\nresult_ttl = "1h"\nkeep_result = false\n',
+        source="t.toml",
+        plugins=codec.plugins,
+    )
+    options = parsed.jobs[0].job_options(0.0)
+    assert (options["result_ttl"], options["keep_result"]) == (3600.0, False)
+    built = build_job("noop", {}, plugins=codec.plugins, **options)
+    assert (built.result_ttl, built.keep_result) == (3600.0, False)

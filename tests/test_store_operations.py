@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import pg_jobs
-from jobsched import PluginManager
+from jobsched import Client, Limits, PluginManager, Rate
 from jobsched._codec import JobCodec
 from jobsched.backends.schedules import schedule_row, serve
 from jobsched.store import (
@@ -635,3 +635,43 @@ async def test_serve_fires_nothing_while_a_schedule_is_paused(store: Any, target
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
+
+
+# ── what Client.stats makes of a store's stats ────────────────────────
+async def test_client_stats_report_each_limits_use(target: Target) -> None:
+    limits = Limits(
+        executors={"async": 3},
+        job_types={"noop": 2},
+        rates={"email": Rate(per_second=1.0, burst=4)},
+    )
+    async with Client(
+        target.url, plugins=PluginManager([pg_jobs], autoload=False), limits=limits
+    ) as client:
+        store = client.store
+        await store.insert([new("a"), new("b", type="email"), new("c", type="email")])
+        claimed, _ = await store.claim(5, OWNER)
+        assert len(claimed) == 3
+        stats = await client.stats()
+    uses = {(u.kind, u.name): (u.limit, u.in_use) for u in stats.limits}
+    assert uses == {
+        ("executor", "async"): (3, 3),
+        ("job_type", "noop"): (2, 1),
+        ("rate", "email"): (4, 2),
+    }
+    assert [(w.worker, w.running) for w in stats.workers] == [(OWNER, 3)]
+    assert sum(b.completed + b.failed for b in stats.throughput) == 0
+    assert stats.counts["running"] == 3 and stats.counts["pending"] == 0
+
+
+async def test_an_attempt_whose_worker_died_is_in_the_history(store: Any, target: Target) -> None:
+    await store.insert([new("a")])
+    await store.claim(1, "dead-worker")
+    await target.expire_lease(store, "a")
+    assert await store.reap_expired() == 1
+    assert await store.reap_expired() == 0
+    row = await store.get("a")
+    assert row.status == "pending"
+    assert [(a.number, a.status, a.worker) for a in row.history] == [
+        (1, "lease_expired", "dead-worker")
+    ]
+    assert row.history[0].error == "lease expired: its worker stopped renewing it"

@@ -103,7 +103,8 @@ class Attempt:
     #: 1 for the first attempt (a retried job counts from 1 again).
     number: int
     #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: or ``retry_wait`` (it failed and another attempt followed).
+    #: ``retry_wait`` (it failed and another attempt followed) or
+    #: ``lease_expired`` (its worker died; the job was queued again).
     status: str
     error: str | None
     started_at: float | None
@@ -985,9 +986,10 @@ class Client:
         return [ScheduleInfo.from_row(row) for row in await self.store.schedules()]
 
     async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
-        for row in await self.store.schedules():
+        rows: list[SharedScheduleRow] = await self.store.schedules()
+        for row in rows:
             if row.schedule_id == schedule_id:
-                return row  # type: ignore[no-any-return]
+                return row
         raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
 
     async def pause_schedule(self, schedule_id: str) -> bool:
@@ -1051,11 +1053,15 @@ class Client:
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, started, finished,
+        """Return when some job may have changed (submitted, finished, retried,
         progressed), or after `timeout` seconds; True if something changed.
 
-        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll.
-        Any number of coroutines may wait at once; each sees every change.
+        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll
+        (which sees every commit, claims too; on PostgreSQL a claim sends no
+        notification, to keep claims one round trip: a page that shows
+        running jobs refreshes on the timeout as well). Any number of
+        coroutines may wait at once; each sees every change made after it
+        began waiting.
         """
         self._check_open()
         seconds = _check_seconds("timeout", timeout)

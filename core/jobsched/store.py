@@ -340,8 +340,9 @@ class AttemptRow:
 
     #: The job's attempt count when it ended (1 for the first).
     number: int
-    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``
-    #: or ``retry_wait`` (failed, another attempt follows).
+    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
+    #: ``retry_wait`` (failed, another attempt follows) or ``lease_expired``
+    #: (its worker died; `SharedStore.reap_expired` queued the job again).
     status: str
     #: The attempt's error (``"ValueError: ..."``), None if it had none.
     error: str | None
@@ -557,7 +558,9 @@ class SharedStore(StoreBase, Protocol):
 
     async def reap_expired(self) -> int:
         """Queue again (``pending``, lease cleared, attempts kept) every running
-        job whose lease expired: its process died. Returns how many."""
+        job whose lease expired: its process died. Each such attempt goes to
+        the job's history with status ``lease_expired`` (worker: the old
+        owner). Returns how many."""
         ...
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
@@ -748,8 +751,10 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def wait_changed(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, claimed, finished,
-        progressed), or after `timeout` seconds. True if woken."""
+        """Return when some job may have changed (submitted, finished, retried,
+        progressed; claims may wake it too), or after `timeout` seconds. True
+        if woken. For live views: it need not cost the hot path anything (the
+        PostgreSQL store sends no notification for a claim)."""
         ...
 
     # ── the queue's pause flag ─────────────────────────────────────────

@@ -83,7 +83,7 @@ class DelegatedWakeups:
         return await self.wakeups.wait_finished(timeout)
 
     async def wait_changed(self, timeout: float) -> bool:
-        """Wait until some job may have changed (submitted, claimed, finished,
+        """Wait until some job may have changed (submitted, finished, retried,
         progressed), or `timeout`; True if woken."""
         return await self.wakeups.wait_changed(timeout)
 

@@ -310,15 +310,27 @@ async def reap_expired(db: Database) -> int:
     """Put jobs whose lease expired (their process died) back in the queue."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> int:
+        # The attempts that ended with their process go to the history too.
         cur = await conn.execute(
             db.q(
-                """UPDATE {s}.jobs SET status = 'pending', lease_owner = NULL,
-                    lease_expires = NULL
-                WHERE job_id IN (SELECT job_id FROM {s}.jobs
-                    WHERE status = 'running' AND lease_expires < """
+                """WITH reaped AS (
+                    UPDATE {s}.jobs j SET status = 'pending', lease_owner = NULL,
+                        lease_expires = NULL
+                    FROM (SELECT job_id, lease_owner FROM {s}.jobs
+                        WHERE status = 'running' AND lease_expires < """
                 + NOW
-                + """ FOR UPDATE SKIP LOCKED)
-                RETURNING job_id, lease_owner"""
+                + """ FOR UPDATE SKIP LOCKED) old
+                    WHERE j.job_id = old.job_id
+                    RETURNING j.job_id, j.attempts, j.started_at, old.lease_owner
+                ), history AS (
+                    INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
+                        finished_at, worker)
+                    SELECT job_id, attempts, 'lease_expired',
+                        'lease expired: its worker stopped renewing it', started_at, """
+                + NOW
+                + """, lease_owner FROM reaped
+                )
+                SELECT job_id, lease_owner FROM reaped"""
             )
         )
         reaped = await cur.fetchall()

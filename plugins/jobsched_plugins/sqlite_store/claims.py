@@ -237,13 +237,28 @@ def renew(
 
 
 def reap_expired(conn: sqlite3.Connection) -> int:
-    """Put jobs whose lease expired (their process died) back in the queue."""
-    cur = conn.execute(
+    """Put jobs whose lease expired (their process died) back in the queue; the
+    attempts that ended so go to the history."""
+    t = now()
+    expired = conn.execute(
+        "SELECT job_id, attempts, started_at, lease_owner FROM jobsched_shared_jobs "
+        "WHERE status = 'running' AND lease_expires < ?",
+        (t,),
+    ).fetchall()
+    if not expired:
+        return 0
+    conn.executemany(
         "UPDATE jobsched_shared_jobs SET status = 'pending', lease_owner = NULL, "
-        "lease_expires = NULL WHERE status = 'running' AND lease_expires < ? RETURNING job_id",
-        (now(),),
+        "lease_expires = NULL WHERE job_id = ?",
+        [(job_id,) for job_id, *_ in expired],
     )
-    return len(cur.fetchall())
+    conn.executemany(
+        "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
+        "finished_at, worker) VALUES (?, ?, 'lease_expired', "
+        "'lease expired: its worker stopped renewing it', ?, ?, ?)",
+        [(job_id, attempts, started, t, owner) for job_id, attempts, started, owner in expired],
+    )
+    return len(expired)
 
 
 def release(conn: sqlite3.Connection, job_ids: list[str], owner: str) -> int:
