@@ -23,7 +23,6 @@ from jobsched import (
     StoreError,
     hookimpl,
 )
-from jobsched.store import PurgeRow
 
 # Events of Gate jobs, by tag: (started, release). Set up per test.
 GATES: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
@@ -209,24 +208,11 @@ class RecordingStore:
         if self.fail is not None:
             raise StoreError(f"{self.url}: {self.fail}")
         self.batches.append(list(batch))
-        purges = []
         for row in batch:
             if isinstance(row, JobRow):
                 self.jobs[row.job_id] = attrs.evolve(row)
-            elif isinstance(row, PurgeRow):
-                purges.append(row)
             else:
                 self.schedules[row.schedule_id] = attrs.evolve(row)
-        for purge in purges:
-            needed = {d for r in self.jobs.values() if r.finished_at is None for d in r.depends_on}
-            for job_id, r in list(self.jobs.items()):
-                if (
-                    r.status in purge.statuses
-                    and r.finished_at is not None
-                    and r.finished_at <= purge.before
-                    and job_id not in needed
-                ):
-                    del self.jobs[job_id]
 
     async def close(self) -> None:
         self.closed += 1
