@@ -1,7 +1,7 @@
 """The layering of DESIGN.md §8, checked by `pytest` alone.
 
 - the import-linter contracts in pyproject.toml (layers, no cycles) hold;
-- applications (cli, jobfile, testing, worker, web) and plugins import only public
+- applications (cli, jobfile, testing, worker, web, integrations) and plugins import only public
   modules of jobsched;
 - no module reads or writes another module's private attributes.
 
@@ -29,6 +29,7 @@ APPLICATIONS = (
     "jobsched.worker",
     "jobsched._pytest_plugin",
     "jobsched.web",
+    "jobsched.integrations",
 )
 PLUGIN_PACKAGES = ("jobsched_plugins", "jobsched_contrib")
 

@@ -1,0 +1,5 @@
+"""jobsched inside other frameworks' applications (docs/integrations.md).
+
+Each integration is a module of its own, importing its framework only when
+it is imported: ``jobsched.integrations.starlette`` (Starlette and FastAPI).
+"""
