@@ -13,7 +13,7 @@ from ..store import StoreBase, StoreContext, new_worker_id
 
 if TYPE_CHECKING:
     from .._job import Job
-    from .._kernel import AdmitHook, FinishedHook, Kernel
+    from .._kernel import AdmitHook, FinishedHook, Kernel, StartingHook
     from .._plugins import TransitionListener
     from .._recurring import RecurringSchedule, Trigger
 
@@ -28,6 +28,7 @@ class LocalBackend:
     listener: TransitionListener | None = None
     admit: AdmitHook | None = None
     finished: FinishedHook | None = None
+    starting: StartingHook | None = None
 
     def __init__(self, store: StoreBase | None = None) -> None:
         self.store = store
