@@ -106,6 +106,11 @@ def runs_of(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Run]]:
     return by_job
 
 
+def faults_in(records: Iterable[Mapping[str, Any]]) -> list[Fault]:
+    """The faults the soak wrote to the ledger (``fault`` records)."""
+    return [Fault(r["kind"], r["victim"], r["t0"], r["t1"]) for r in records if r["e"] == "fault"]
+
+
 def _faulted(faults: list[Fault], pid: int, after: float, before: float) -> bool:
     """Did a fault hit process `pid` between `after` and `before`?"""
     return any(

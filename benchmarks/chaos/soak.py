@@ -51,7 +51,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchmarks.chaos import ledger
-from benchmarks.chaos.check import ALL_WORKERS, Fault, Report, check
+from benchmarks.chaos.check import ALL_WORKERS, Fault, Report, check, faults_in
 from benchmarks.chaos.producer import TICK_EVERY, plugins, tick
 from jobsched import Client
 
@@ -409,8 +409,14 @@ async def soak(args: argparse.Namespace, folder: Path) -> tuple[Report, Store, f
     finally:
         procs.stop_all()
         await client.close()
+    for fault in faults.done:  # the ledger keeps them beside what ran
+        ledger.append(
+            procs.ledger,
+            "soak",
+            {"e": "fault", "kind": fault.kind, "victim": fault.pid, "t0": fault.t0, "t1": fault.t1},
+        )
     records, torn = ledger.read(folder / "ledger")
-    report = check(records, rows, faults.done, interval=TICK_EVERY, torn=torn)
+    report = check(records, rows, faults_in(records), interval=TICK_EVERY, torn=torn)
     return report, store, time.monotonic() - started
 
 
