@@ -4,6 +4,7 @@ console entry on each shared store."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,13 @@ def test_a_tiny_soak_passes_through_the_console_entry(kind: str, tmp_path: Path)
         assert line in out
     assert "faults injected: " in out and "faults injected: none" not in out
     assert out.rstrip().splitlines()[-2] == "OK"
+
+
+def test_reliability_md_names_only_options_the_soak_has() -> None:
+    from benchmarks.chaos.soak import build_parser
+
+    text = (ROOT / "docs" / "reliability.md").read_text()
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+    assert named >= {"--store", "--workers", "--jobs", "--duration", "--seed", "--dir", "--lease"}
+    known = set(re.findall(r"--[a-z][a-z-]*", build_parser().format_help()))
+    assert named <= known, named - known

@@ -452,7 +452,8 @@ def print_report(report: Report, args: argparse.Namespace, store: Store, wall: f
         print(f"FAILED: {len(report.violations)} violations; reproduce with --seed {args.seed}")
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The soak's command line."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.chaos",
         description="Run jobs on a shared store while injecting faults; check the ledger.",
@@ -473,6 +474,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--dir", default=None, help="folder for the ledger and logs (default: temp)"
     )
+    return parser
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("workers", "slots", "jobs"):
         if getattr(args, name) < 1:
