@@ -214,3 +214,24 @@ def test_reliability_md_names_only_options_the_soak_has() -> None:
     assert named >= {"--store", "--workers", "--jobs", "--duration", "--seed", "--dir", "--lease"}
     known = set(re.findall(r"--[a-z][a-z-]*", build_parser().format_help()))
     assert named <= known, named - known
+
+
+def test_a_stall_the_worker_reported_explains_a_rerun_but_not_a_zombie_start() -> None:
+    """W1 started the attempt (lease fresh), then stalled past its lease before
+    the body ran; W2 took the job over. W1 logged "lease lost" for it."""
+    stalled = run("a", W1, 5.0, 5.1)
+    stalled[0]["started"] = 1.0  # the worker started it at 1.0; the body got to run at 5.0
+    records = [*run("a", W2, 3.0, 4.0), *stalled]
+    reported = [Fault("lease_lost", W1, 0.0, 5.2, job="a")]
+    report = check(records, [row("a")], reported)
+    assert report.ok, report.violations
+    assert (report.doubled_after_faults, report.after_stalls, report.leases_lost) == (1, 2, 1)
+    assert not report.faults  # not an injected fault
+    # Not reported: a violation; reported for another job: still one.
+    assert kinds(check(records, [row("a")], [])) == ["doubled"]
+    other = [Fault("lease_lost", W1, 0.0, 5.2, job="b")]
+    assert kinds(check(records, [row("a")], other)) == ["doubled"]
+    # A zombie that *started* the job after W2 had (issue 15) is not excused
+    # by its own "lease lost".
+    zombie = [*run("a", W2, 3.0, 4.0), *run("a", W1, 5.0, 5.1)]
+    assert kinds(check(zombie, [row("a")], reported)) == ["doubled"]

@@ -12,8 +12,13 @@ hand-made ledgers (tests/test_chaos.py):
 * **doubled**: a body ran to completion twice. Allowed only when the
   earlier run's process suffered a fault (killed, paused, its connections
   cut) between that run's start and the later run's start: its result was
-  never recorded, or its lease ran out. Any other re-execution that is not
-  a retry after a failed attempt is a violation too (``rerun``).
+  never recorded, or its lease ran out; or when that process itself
+  reported losing that job's lease (``lease lost``: it stalled longer than
+  the lease after it had started the attempt, a fault the machine injected).
+  Runs are ordered by when their worker started them (after checking the
+  lease), not by when the body wrote its first record. Any other
+  re-execution that is not a retry after a failed attempt is a violation
+  too (``rerun``).
 * **order**: a job started before one of its dependencies had run to the
   end, or ran although a dependency never completed.
 * **schedule**: a schedule period fired twice, or off its grid.
@@ -41,6 +46,7 @@ class Run:
 
     job: str
     pid: int
+    #: When the worker started the attempt (after checking its lease).
     start: float
     #: "end" (ran to completion), "fail" (failed on purpose) or None (cut short).
     outcome: str | None
@@ -49,12 +55,18 @@ class Run:
 
 @attrs.frozen
 class Fault:
-    """A fault the soak injected: `pid` None means every worker."""
+    """A fault the soak injected (`pid` None: every worker), or a ``lease lost``
+    a worker reported for `job` (a stall the soak did not cause)."""
 
     kind: str
     pid: int | None
     t0: float
     t1: float
+    job: str | None = None
+
+
+#: The kind of the faults that are a worker's own report of a lost lease.
+LEASE_LOST = "lease_lost"
 
 
 @attrs.define
@@ -68,10 +80,14 @@ class Report:
     retries: int = 0
     reruns_after_faults: int = 0
     doubled_after_faults: int = 0
+    #: Of those: explained by a stall the worker reported, not by an injected fault.
+    after_stalls: int = 0
     schedule_periods: int = 0
     unique_keys: int = 0
     batches: int = 0
     torn_lines: int = 0
+    #: "lease lost" lines the workers logged (each names one job).
+    leases_lost: int = 0
     faults: Counter[str] = attrs.field(factory=Counter)
     violations: list[tuple[str, str]] = attrs.field(factory=list)
 
@@ -94,12 +110,12 @@ def runs_of(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Run]]:
         if r["e"] == "start":
             if key in open_runs:  # the same attempt started again in one process: cut short
                 old = open_runs.pop(key)
-                done.append(Run(r["job"], r["pid"], old["t"], None, None))
+                done.append(Run(r["job"], r["pid"], old.get("started", old["t"]), None, None))
             open_runs[key] = r
         elif r["e"] in ("end", "fail") and key in open_runs:
             start = open_runs.pop(key)
-            done.append(Run(r["job"], r["pid"], start["t"], r["e"], r["t"]))
-    done += [Run(k[0], k[1], r["t"], None, None) for k, r in open_runs.items()]
+            done.append(Run(r["job"], r["pid"], start.get("started", start["t"]), r["e"], r["t"]))
+    done += [Run(k[0], k[1], r.get("started", r["t"]), None, None) for k, r in open_runs.items()]
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in sorted(done, key=lambda run: run.start):
         by_job[run.job].append(run)
@@ -108,13 +124,24 @@ def runs_of(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Run]]:
 
 def faults_in(records: Iterable[Mapping[str, Any]]) -> list[Fault]:
     """The faults the soak wrote to the ledger (``fault`` records)."""
-    return [Fault(r["kind"], r["victim"], r["t0"], r["t1"]) for r in records if r["e"] == "fault"]
+    return [
+        Fault(r["kind"], r["victim"], r["t0"], r["t1"], r.get("job"))
+        for r in records
+        if r["e"] == "fault"
+    ]
 
 
-def _faulted(faults: list[Fault], pid: int, after: float, before: float) -> bool:
-    """Did a fault hit process `pid` between `after` and `before`?"""
+def _faulted(
+    faults: list[Fault], pid: int, after: float, before: float, job: str | None = None
+) -> bool:
+    """Did a fault hit process `pid` between `after` and `before` (`job`'s lease, for
+    a reported lease loss)?"""
     return any(
-        (f.pid is ALL_WORKERS or f.pid == pid) and f.t1 >= after and f.t0 <= before for f in faults
+        (f.pid is ALL_WORKERS or f.pid == pid)
+        and f.t1 >= after
+        and f.t0 <= before
+        and (f.job is None or f.job == job)
+        for f in faults
     )
 
 
@@ -136,7 +163,8 @@ def check(
     ``fail``.
     """
     report = Report(torn_lines=torn)
-    report.faults.update(f.kind for f in faults)
+    report.faults.update(f.kind for f in faults if f.kind != LEASE_LOST)
+    report.leases_lost = sum(1 for f in faults if f.kind == LEASE_LOST)
     violations = report.violations
     stored = {row["job_id"]: row for row in rows}
     report.jobs = len(stored)
@@ -185,11 +213,23 @@ def check(
 
 
 def _check_reruns(runs: dict[str, list[Run]], faults: list[Fault], report: Report) -> None:
-    """A job's runs after its first: retries after a failure, or re-executions a fault explains."""
+    """A job's runs after its first: retries after a failure, or re-executions a fault
+    explains: one the soak injected, or a stall its worker reported (``lease lost``)."""
+    injected = [f for f in faults if f.kind != LEASE_LOST]
+    stalls = [f for f in faults if f.kind == LEASE_LOST]
+
+    def explained(job_id: str, before: Run, after: Run) -> bool:
+        if _faulted(injected, before.pid, before.start, after.start):
+            return True
+        if _faulted(stalls, before.pid, before.start, after.start, job_id):
+            report.after_stalls += 1
+            return True
+        return False
+
     for job_id, job_runs in runs.items():
         completed = [run for run in job_runs if run.outcome == "end"]
         for earlier, later in itertools.pairwise(completed):
-            if _faulted(faults, earlier.pid, earlier.start, later.start):
+            if explained(job_id, earlier, later):
                 report.doubled_after_faults += 1
             else:
                 report.violations.append(
@@ -202,7 +242,7 @@ def _check_reruns(runs: dict[str, list[Run]], faults: list[Fault], report: Repor
         for before, run in itertools.pairwise(job_runs):
             if before.outcome == "fail" and before.stop is not None and before.stop <= run.start:
                 report.retries += 1
-            elif _faulted(faults, before.pid, before.start, run.start):
+            elif explained(job_id, before, run):
                 report.reruns_after_faults += 1
             elif not (before.outcome == run.outcome == "end"):  # that is "doubled", above
                 report.violations.append(
@@ -275,7 +315,7 @@ def _check_unique(
             (run.start, run.stop, job_id)
             for job_id in job_ids
             for run in runs.get(job_id, [])
-            if run.stop is not None and not _faulted(faults, run.pid, run.start, run.stop)
+            if run.stop is not None and not _faulted(faults, run.pid, run.start, run.stop, job_id)
         ]
         spans.sort()
         for i, (_, end, first) in enumerate(spans):

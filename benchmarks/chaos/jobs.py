@@ -4,7 +4,8 @@ The soak installs it for its workers as a distribution on their
 ``PYTHONPATH`` (a ``*.dist-info`` folder whose entry point in the
 ``jobsched`` group names this module), as any third-party job type would be.
 
-Every attempt appends ``start`` to the ledger; an attempt that fails on
+Every attempt appends ``start`` to the ledger (with ``started``, when the
+worker started the attempt); an attempt that fails on
 purpose appends ``fail``; a body that ran to completion appends ``end``
 just before it returns. A cancelled or killed attempt appends nothing more.
 """
@@ -12,6 +13,7 @@ just before it returns. A cancelled or killed attempt appends nothing more.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import attrs
@@ -38,7 +40,10 @@ class Chaos(AsyncJob):
 
     async def run(self) -> Any:
         attempt = self.attempts
-        await self._record("start", attempt)
+        # When the worker started this attempt (its lease checked), on the wall
+        # clock: a process that stalls right after has not run the body yet.
+        started = time.time() - (time.monotonic() - (self.started_at or time.monotonic()))
+        await self._record("start", attempt, started=started)
         if self.seconds:
             await asyncio.sleep(self.seconds)
         if attempt <= self.fail_times:
@@ -47,8 +52,8 @@ class Chaos(AsyncJob):
         await self._record("end", attempt)
         return None
 
-    async def _record(self, event: str, attempt: int) -> None:
-        record = {"e": event, "job": self.job_id, "attempt": attempt, "kind": self.kind}
+    async def _record(self, event: str, attempt: int, **extra: float) -> None:
+        record = {"e": event, "job": self.job_id, "attempt": attempt, "kind": self.kind, **extra}
         await asyncio.to_thread(ledger.append, self.ledger, "worker", record)
 
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
+import json
 import os
 import random
 import shutil
@@ -51,7 +53,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchmarks.chaos import ledger
-from benchmarks.chaos.check import ALL_WORKERS, Fault, Report, check, faults_in
+from benchmarks.chaos.check import ALL_WORKERS, LEASE_LOST, Fault, Report, check, faults_in
 from benchmarks.chaos.producer import TICK_EVERY, plugins, tick
 from jobsched import Client
 
@@ -369,6 +371,24 @@ async def drain(client: Client, timeout: float) -> None:
         await asyncio.sleep(0.5)
 
 
+def leases_lost(logs: Path) -> list[Fault]:
+    """The ``lease lost`` lines of the workers' JSON logs, as faults naming their job."""
+    found = []
+    for path in sorted(logs.glob("worker-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"lease lost"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+                pid = int(entry["process"].rsplit(":", 1)[1].split("/")[0])
+                when = dt.datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            except (ValueError, KeyError, IndexError):
+                continue
+            if entry.get("event") == "lease lost":
+                found.append(Fault(LEASE_LOST, pid, 0.0, when.timestamp(), entry["job_id"]))
+    return found
+
+
 def row_of(row: Any) -> dict[str, Any]:
     return {
         "job_id": row.job_id,
@@ -409,11 +429,20 @@ async def soak(args: argparse.Namespace, folder: Path) -> tuple[Report, Store, f
     finally:
         procs.stop_all()
         await client.close()
-    for fault in faults.done:  # the ledger keeps them beside what ran
+    # The ledger keeps the faults beside what ran: those injected, and each
+    # "lease lost" a worker logged (a stall longer than the lease; the machine's doing).
+    for fault in [*faults.done, *leases_lost(procs.logs)]:
         ledger.append(
             procs.ledger,
             "soak",
-            {"e": "fault", "kind": fault.kind, "victim": fault.pid, "t0": fault.t0, "t1": fault.t1},
+            {
+                "e": "fault",
+                "kind": fault.kind,
+                "victim": fault.pid,
+                "t0": fault.t0,
+                "t1": fault.t1,
+                "job": fault.job,
+            },
         )
     records, torn = ledger.read(folder / "ledger")
     report = check(records, rows, faults_in(records), interval=TICK_EVERY, torn=torn)
@@ -434,6 +463,11 @@ def print_report(report: Report, args: argparse.Namespace, store: Store, wall: f
         f"{report.reruns_after_faults}, completed twice after faults {report.doubled_after_faults}"
     )
     print(f"  faults injected: {faults}")
+    print(
+        f"  leases lost, as the workers logged them: {report.leases_lost}; re-runs explained "
+        f"only by such a loss (a worker stalled past its lease, not injected): "
+        f"{report.after_stalls}"
+    )
     print(f"  not terminal: {kinds['not terminal']}")
     print(f"  lost: {kinds['lost']}")
     print(f"  partial batches: {kinds['partial batch']}")
