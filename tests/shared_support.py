@@ -93,6 +93,27 @@ class Target:
                 )
             )
 
+    async def steal_lease(self, store: Any, job_ids: list[str], owner: str) -> None:
+        """Make `owner` hold the running jobs `job_ids` (their lease expired, another
+        process reaped and claimed them), all in one step: nobody else can take them."""
+        far = 4e9  # a lease that never runs out during a test
+        if self.kind == "postgresql":
+            async with store.connection() as conn:
+                await conn.execute(
+                    f'UPDATE "{self.schema}".jobs SET lease_owner = %s, lease_expires = %s, '
+                    "attempts = attempts + 1 WHERE job_id = ANY(%s) AND status = 'running'",
+                    [owner, far, job_ids],
+                )
+        else:
+            marks = ", ".join("?" * len(job_ids))
+            await store.call(
+                lambda conn: conn.execute(
+                    "UPDATE jobsched_shared_jobs SET lease_owner = ?, lease_expires = ?, "
+                    f"attempts = attempts + 1 WHERE job_id IN ({marks}) AND status = 'running'",
+                    (owner, far, *job_ids),
+                )
+            )
+
 
 def _sqlite_target(tmp_path: Path) -> Iterator[Target]:
     side = tmp_path / "side.db"

@@ -332,7 +332,7 @@ class FakeSharedStore:
     async def finish(self, outcomes: list[Any], owner: str) -> list[str]:
         self.outcomes.extend(outcomes)
         self.finished.set()
-        return []
+        return [o.job_id for o in outcomes]
 
     async def request_cancel(self, job_id: str) -> bool:
         return False

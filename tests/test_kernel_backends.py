@@ -222,3 +222,48 @@ async def test_a_broken_executor_fails_only_the_jobs_that_ask_for_it() -> None:
     assert "no GPU here" in (failed.last_error or "")
     assert "JOBSCHED_DISABLE_PLUGINS=" in (failed.last_error or "")
     assert scheduler.get(plain_id).status is JobStatus.COMPLETED
+
+
+@pytest.mark.parametrize("limits", [None, {"job_types": {"gate": 1}}])
+async def test_a_claim_the_backend_will_not_start_is_dropped_without_a_transition(
+    limits: Any,
+) -> None:
+    """`Backend.starting` says no (a lease that may have run out): the kernel
+    forgets the job, no listener sees it, and a limit's slot is not kept."""
+    from jobsched.testing import VirtualClock
+
+    first_started, first_release = gate("first")
+    again_started, again_release = gate("again")
+    store = FakeSharedStore()
+    store.queue = [
+        FakeClaim("job-1", "gate", {"tag": "first"}),
+        FakeClaim("job-2", "gate", {"tag": "again"}),
+    ]
+    released: list[Any] = []
+
+    async def release(job_ids: Any, owner: str) -> int:
+        released.extend(job_ids)
+        return len(job_ids)
+
+    store.release = release  # type: ignore[method-assign]
+    clock = VirtualClock()
+    s = JobScheduler(
+        "priority", plugins=[jobs_plugin], store=store, num_workers=1, clock=clock, limits=limits
+    )
+    seen: list[tuple[str, str]] = []
+    s.add_listener(lambda job, old, new: seen.append((job.job_id, new.value)))
+    async with s:
+        await asyncio.wait_for(first_started.wait(), 10)
+        await until(lambda: s.backend.leases_held == 2)  # type: ignore[attr-defined]
+        await clock.jump(store.lease_seconds)  # paused as long as the lease lasts
+        first_release.set()
+        await until(lambda: released == ["job-2"])
+        assert not again_started.is_set()
+        assert ("job-2", "running") not in seen and s.job_counts()["pending"] == 0
+        # Claimed afresh, it runs: no limit slot was kept for the dropped claim.
+        store.queue = [FakeClaim("job-2", "gate", {"tag": "again"})]
+        store.on_work()
+        await asyncio.wait_for(again_started.wait(), 10)
+        again_release.set()
+        assert (await outcome_of(store, "job-2")).status == "completed"
+    assert [e for e in seen if e[0] == "job-2"] == [("job-2", "running"), ("job-2", "completed")]

@@ -225,6 +225,8 @@ class _Slot:
 AdmitHook = Callable[[Job, float, "Sequence[str]", "str | None", "str | None"], "str | None"]
 #: ``finished(job_id, status)``: see `Backend.finished`.
 FinishedHook = Callable[[str, JobStatus], None]
+#: ``starting(job) -> bool``: see `Backend.starting`.
+StartingHook = Callable[[Job], bool]
 
 
 class Backend(Protocol):
@@ -235,7 +237,7 @@ class Backend(Protocol):
     kernel through the kernel's backend-facing methods.
 
     Per-job hooks are attributes that may be None: None costs nothing on the
-    per-job path (the in-memory backend sets all three to None).
+    per-job path (the in-memory backend sets all four to None).
 
     - ``listener(job, old, new)``: called first on every transition.
     - ``admit(job, delay, depends_on, key, unique_key) -> str | None``: a new
@@ -249,12 +251,17 @@ class Backend(Protocol):
     - ``progress(job, done, total, message)``: a running job's progress,
       throttled (at most 4 a second per job); called only for jobs that
       report progress.
+    - ``starting(job) -> bool``: a worker took `job` from the ready heap and
+      is about to start it. False drops it unstarted: the kernel forgets it
+      (no transition, as `forget`), because the backend no longer holds it
+      (a shared store's lease that ran out).
     """
 
     listener: TransitionListener | None
     admit: AdmitHook | None
     finished: FinishedHook | None
     progress: ProgressListener | None
+    starting: StartingHook | None
 
     def bind(self, kernel: Kernel) -> None:
         """Called once by the kernel's constructor, before anything else."""
@@ -518,6 +525,7 @@ class Kernel:
         backend.bind(self)
         self._admit = backend.admit
         self._on_finished = backend.finished
+        self._starting = backend.starting
         self._plugin_listeners = plugins.transition_listeners()
         if backend.listener is not None:
             self._plugin_listeners = (backend.listener, *self._plugin_listeners)
@@ -1530,7 +1538,8 @@ class Kernel:
         the kernel no longer counts or knows it."""
         if self._notes:
             self._notes.pop(job.job_id, None)  # the store keeps its history
-        if self._jobs.pop(job.job_id, None) is not None:
+        if self._jobs.get(job.job_id) is job:
+            del self._jobs[job.job_id]
             self._unfinished -= 1
             if self._unfinished == 0:
                 self._idle.set()
@@ -1595,10 +1604,14 @@ class Kernel:
     def _take_next(self) -> Job | None:
         """Pop the best runnable job and mark it RUNNING. No await inside: atomic."""
         ready = self._ready
+        starting = self._starting
         while ready:
             job: Job = heappop(ready)[-1]
             if job.status.is_terminal:
                 continue  # lazily deleted: cancelled while queued
+            if starting is not None and not starting(job):
+                self.forget(job)  # no longer the backend's to run
+                continue
             self._transition(job, RUNNING)
             return job
         return None
@@ -1609,10 +1622,15 @@ class Kernel:
         limiter = self._limiter
         assert limiter is not None
         admit = limiter.admit
+        starting = self._starting
         while ready:
             job: Job = heappop(ready)[-1]
             if job.status.is_terminal:
                 limiter.skipped(job)
+                continue
+            if starting is not None and not starting(job):
+                limiter.skipped(job)
+                self.forget(job)
                 continue
             wait = admit(job)
             if wait:

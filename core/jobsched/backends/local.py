@@ -13,7 +13,7 @@ from ..store import StoreBase, StoreContext, new_worker_id
 
 if TYPE_CHECKING:
     from .._job import Job
-    from .._kernel import AdmitHook, FinishedHook, Kernel
+    from .._kernel import AdmitHook, FinishedHook, Kernel, StartingHook
     from .._plugins import ProgressListener, TransitionListener
     from .._recurring import RecurringSchedule, Trigger
     from .._status import JobStatus
@@ -30,6 +30,7 @@ class LocalBackend:
     admit: AdmitHook | None = None
     finished: FinishedHook | None = None
     progress: ProgressListener | None = None
+    starting: StartingHook | None = None
 
     def __init__(self, store: StoreBase | None = None) -> None:
         self.store = store

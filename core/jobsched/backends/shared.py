@@ -11,6 +11,11 @@ work only by claiming it. `SharedBackend` holds everything that differs:
 * the **renewer** extends the leases of the jobs this process holds, picks up
   cancel requests a lost notification missed, and re-queues jobs whose owner
   died (expired leases);
+* a claimed job starts only while its lease is sure to be alive: a process
+  that was paused or stalled past its lease (another process may have run
+  the job meanwhile) hands the job back unstarted; an attempt whose lease
+  the renewer finds lost is stopped and its end is not written (see
+  `SharedBackend.starting`);
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
   releases or cancels dependents in the database;
@@ -105,8 +110,11 @@ class SharedBackend(LocalBackend):
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
-        self._held: set[str] = set()  # claimed here, not yet written back
+        # Claimed here, not yet written back -> when its lease was last known
+        # alive (the kernel's monotonic clock as the claim or renewal began).
+        self._held: dict[str, float] = {}
         self._outcomes: list[Any] = []
+        self._writing: set[str] = set()  # ids whose outcome is not written yet
         self._outcome_task: asyncio.Task[None] | None = None
         self._inserts: list[Any] = []
         self._insert_task: asyncio.Task[None] | None = None
@@ -121,6 +129,7 @@ class SharedBackend(LocalBackend):
         self.progress = self._on_progress
         self._progress: dict[str, dict[str, Any]] = {}
         self._progress_task: asyncio.Task[None] | None = None
+        self.starting = self._starting_job
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
@@ -317,13 +326,14 @@ class SharedBackend(LocalBackend):
             # Claim in batches (a round trip per job would cost more than the
             # job): when half the local backlog is gone or the heap ran dry.
             if room >= s.num_workers or (room > 0 and not queued):
+                asked_at = s.clock.now()  # the leases begin after this
                 try:
                     rows, next_due = await self.store.claim(room, self.identity)
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
                     rows, next_due = [], None
                 for row in rows:
-                    self._adopt(row)
+                    self._adopt(row, asked_at)
                 if len(rows) == room:
                     continue
                 if next_due is not None:
@@ -332,9 +342,17 @@ class SharedBackend(LocalBackend):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
 
-    def _adopt(self, row: SharedJobRow) -> None:
+    def _adopt(self, row: SharedJobRow, asked_at: float) -> None:
         """Make a claimed row a local job in the ready heap (no await: atomic)."""
         s = self.kernel
+        earlier = s.find(row.job_id)
+        if row.job_id in self._writing or (earlier is not None and not earlier.status.is_terminal):
+            # An earlier attempt of this job is still here: its lease ran out
+            # unnoticed and the job was queued again. Its result must not be
+            # written over this claim, so this claim is handed back.
+            self._lose(row.job_id, "claimed again while its earlier attempt is here")
+            self._hand_back([row.job_id])
+            return
         offset = wall_offset(s.clock)
         try:
             job = self._codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
@@ -346,21 +364,80 @@ class SharedBackend(LocalBackend):
         job.job_id = row.job_id
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
-        self._held.add(job.job_id)
+        self._held[job.job_id] = asked_at
         s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
             s.cancel(job.job_id)
 
     # ── Leases, cancel requests, dead owners ────────────────────────
+    def _starting_job(self, job: Job) -> bool:
+        """The kernel's starting hook: start `job` only while its lease is sure to last.
+
+        That is, while at least one renewal interval of the lease is left
+        since it was last known alive, so the renewer can extend it in time.
+        A process paused or stalled longer than that may have lost the lease
+        to another process, which may have run the job already: the job is
+        handed back unstarted (released, if the lease is still this
+        process's after all). A job whose lease the renewer found lost is
+        no longer held and is dropped here too.
+        """
+        confirmed = self._held.get(job.job_id)
+        if confirmed is None:
+            return False
+        lease = self.store.lease_seconds
+        age = self.kernel.clock.now() - confirmed
+        if age <= lease - lease / 3:
+            return True
+        self._lose(job.job_id, f"lease not renewed for {age:.1f}s (it lasts {lease:g}s)")
+        self._hand_back([job.job_id])
+        return False
+
+    def _lose(self, job_id: str, reason: str) -> None:
+        """Stop holding `job_id`: another process may own it now. Says so once.
+
+        An attempt running here is cancelled, and its end is not written (the
+        store's owner guard would ignore it anyway); a claim not started yet
+        is dropped when a worker takes it (`_starting_job`).
+        """
+        if self._held.pop(job_id, None) is None:
+            return
+        job = self.kernel.find(job_id)
+        running = job is not None and job.status is RUNNING
+        self._log.warning(
+            "lease lost",
+            job_id=job_id,
+            reason=reason,
+            action="attempt stopped" if running else "not started",
+        )
+        if running:
+            self.kernel.cancel(job_id)
+
+    def _hand_back(self, job_ids: list[str]) -> None:
+        """Release claims this process will not start (a no-op for leases it lost)."""
+        task = asyncio.get_running_loop().create_task(self._release(job_ids))
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _release(self, job_ids: list[str]) -> None:
+        try:
+            await self.store.release(job_ids, self.identity)
+        except Exception as exc:  # the leases expire and the jobs are reaped
+            self._log.error("could not hand back jobs", job_ids=job_ids, error=str(exc))
+
     async def _renew(self) -> None:
         interval = self.store.lease_seconds / 3
+        clock = self.kernel.clock
         while True:
             await asyncio.sleep(interval)
             try:
-                lost = await self.store.renew(list(self._held), self.identity)
-                for job_id in lost & self._held:
-                    self._log.warning("lease lost; the job may run elsewhere too", job_id=job_id)
+                asked, asked_at = list(self._held), clock.now()
+                lost = await self.store.renew(asked, self.identity)
+                for job_id in asked:
+                    if job_id in lost:
+                        self._lose(job_id, "renewal found the lease taken")
+                    elif job_id in self._held:
+                        self._held[job_id] = max(self._held[job_id], asked_at)
                 for job_id in await self.store.cancel_requests(self.identity):
                     self._on_cancel(job_id)
                 await self.store.reap_expired()
@@ -510,7 +587,8 @@ class SharedBackend(LocalBackend):
         run_at: float | None = None,
         result_ttl: float | None = None,
     ) -> None:
-        self._held.discard(job_id)
+        self._held.pop(job_id, None)
+        self._writing.add(job_id)
         self._outcomes.append(
             Outcome(
                 job_id=job_id,
@@ -537,11 +615,22 @@ class SharedBackend(LocalBackend):
             if progress is not None:
                 await asyncio.shield(progress)
             await self._write_progress()
-            await self.store.finish(batch, self.identity)
+            written = set(await self.store.finish(batch, self.identity))
+            for outcome in batch:
+                if outcome.job_id not in written:
+                    # Its lease ran out before the attempt ended (the renewer
+                    # had not noticed yet): the job is another process's now.
+                    self._log.warning(
+                        "lease lost",
+                        job_id=outcome.job_id,
+                        reason="the store refused the attempt's end",
+                        action="result not recorded",
+                    )
         except Exception as exc:
             # The leases expire and another process runs these again.
             self._log.error("could not record results", count=len(batch), error=str(exc))
         finally:
+            self._writing.difference_update(o.job_id for o in batch)
             self._outcome_task = None
             if self._outcomes:
                 self._flush_outcomes()
