@@ -675,3 +675,24 @@ async def test_an_attempt_whose_worker_died_is_in_the_history(store: Any, target
         (1, "lease_expired", "dead-worker")
     ]
     assert row.history[0].error == "lease expired: its worker stopped renewing it"
+
+
+async def test_a_client_closes_even_when_a_wake_up_swallows_its_cancel() -> None:
+    # Python 3.11's asyncio.wait_for returns instead of raising when the cancel
+    # arrives as the awaited event is set: the client's watchers must still end.
+    from store_support import FakeSharedStore
+
+    class Swallowing(FakeSharedStore):
+        async def wait_finished(self, timeout: float) -> bool:
+            try:
+                await asyncio.sleep(timeout)
+            except asyncio.CancelledError:
+                return True  # what wait_for does in that race
+            return False
+
+        wait_changed = wait_finished
+
+    client = Client(Swallowing())
+    await client.open()
+    assert await client.wait_for_change(0) is False
+    await asyncio.wait_for(client.close(), 30)

@@ -748,7 +748,9 @@ class Client:
         # every waiter sees every notification (several waiters reading the
         # store's one event would take it from each other).
         assert self._finished_event is not None
-        while True:
+        # Not `while True`: on Python 3.11 `asyncio.wait_for` swallows a cancel
+        # that arrives as the event is set, and `close` would wait forever.
+        while self._state == "open":
             await self.store.wait_finished(_SAFETY_POLL)
             self._finished += 1
             self._finished_event.set()
@@ -1076,7 +1078,7 @@ class Client:
     async def _watch_changes(self) -> None:
         # One task consumes the store's wake-up and sets a fresh event per
         # change, so every waiter sees every change (as `_watch_finished`).
-        while True:
+        while self._state == "open":
             if await self.store.wait_changed(_SAFETY_POLL):
                 assert self._changed_event is not None
                 self._changed_event.set()
