@@ -9,8 +9,9 @@ as an installed plugin: a ``*.dist-info`` on its ``PYTHONPATH``.
 Chromium is the system's (``/usr/bin/chromium``, ``apt-get install chromium``);
 nothing is downloaded at run time (never ``playwright install``). Without
 Chromium or Playwright the tests skip, except under
-``JOBSCHED_REQUIRE_SERVICES=1`` (CI), where they fail. The SQLite run saves
-a screenshot of every page to docs/web/, which docs/web.md shows.
+``JOBSCHED_REQUIRE_SERVICES=1`` (CI), where they fail. Every page is shot;
+with JOBSCHED_UPDATE_SCREENSHOTS=1 the SQLite run saves them to docs/web/,
+which docs/web.md shows.
 """
 
 from __future__ import annotations
@@ -259,8 +260,12 @@ def tab(browser: Any, dashboard: str) -> Iterator[Browser]:
 
 @pytest.fixture
 def screenshots(store_url: str, tmp_path: Path) -> Path:
-    """Where the screenshots go: docs/web for the SQLite run, tmp_path for PostgreSQL."""
-    return SCREENSHOTS if store_url.startswith("sqlite:") else tmp_path / "screenshots"
+    """Where the screenshots go: docs/web for the SQLite run when
+    JOBSCHED_UPDATE_SCREENSHOTS=1 asks for them (so a test run leaves the
+    checkout as it was), else tmp_path (every page is still shot)."""
+    if store_url.startswith("sqlite:") and os.environ.get("JOBSCHED_UPDATE_SCREENSHOTS") == "1":
+        return SCREENSHOTS
+    return tmp_path / "screenshots"
 
 
 def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
