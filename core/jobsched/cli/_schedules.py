@@ -128,36 +128,39 @@ async def _find(client: Client, schedule_id: str) -> ScheduleInfo:
     raise BadInput(f"unknown schedule id in {client.store.url}: {schedule_id}; nothing was changed")
 
 
-def pause_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    async def pause(client: Client) -> tuple[bool, ScheduleInfo]:
+def _set_paused(args: argparse.Namespace, plugins: PluginManager, *, paused: bool) -> int:
+    """``schedules pause ID`` (`paused`) or ``schedules resume ID``."""
+
+    async def change(client: Client) -> tuple[bool, ScheduleInfo]:
         await _find(client, args.schedule_id)
-        changed = await client.pause_schedule(args.schedule_id)
+        if paused:
+            changed = await client.pause_schedule(args.schedule_id)
+        else:
+            changed = await client.resume_schedule(args.schedule_id)
         return changed, await _find(client, args.schedule_id)
 
-    changed, info = operate(args, plugins, pause)
+    changed, info = operate(args, plugins, change)
     if args.json:
         print_json({"changed": changed, "schedule": schedule_json(info)})
-    elif changed:
-        print(f"paused schedule {info.schedule_id}")
-    else:
-        print(f"schedule {info.schedule_id} was already paused")
-    return 0
-
-
-def resume_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    async def resume(client: Client) -> tuple[bool, ScheduleInfo]:
-        await _find(client, args.schedule_id)
-        changed = await client.resume_schedule(args.schedule_id)
-        return changed, await _find(client, args.schedule_id)
-
-    changed, info = operate(args, plugins, resume)
-    if args.json:
-        print_json({"changed": changed, "schedule": schedule_json(info)})
+    elif paused:
+        print(
+            f"paused schedule {info.schedule_id}"
+            if changed
+            else f"schedule {info.schedule_id} was already paused"
+        )
     elif changed:
         print(f"resumed schedule {info.schedule_id}: next fire {_next_fire(info)}")
     else:
         print(f"schedule {info.schedule_id} was not paused: next fire {_next_fire(info)}")
     return 0
+
+
+def pause_command(args: argparse.Namespace, plugins: PluginManager) -> int:
+    return _set_paused(args, plugins, paused=True)
+
+
+def resume_command(args: argparse.Namespace, plugins: PluginManager) -> int:
+    return _set_paused(args, plugins, paused=False)
 
 
 def trigger_command(args: argparse.Namespace, plugins: PluginManager) -> int:
