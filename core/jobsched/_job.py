@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
+import attrs
+
 from ._errors import BadArgumentsError
 from ._options import (
     check_retry_policy,
@@ -42,6 +44,27 @@ _UNSET = object()
 #: How ``retry_on``/``no_retry_on`` take exceptions: classes or names, one or a list.
 ExceptionNames = type[BaseException] | str | Iterable[type[BaseException] | str] | None
 
+
+@attrs.frozen
+class JobExtras:
+    """A job's rarely set options, in one slot that stays None for a job that
+    sets none of them: a slot each would add 40 bytes to every pending job.
+
+    Frozen: a setter replaces the record, so a `copy.copy` of a job (the
+    client's probe) never changes the original's options.
+    """
+
+    result_ttl: float | None
+    keep_result: bool
+    retry_on: tuple[str, ...] = ()
+    no_retry_on: tuple[str, ...] = ()
+    traceparent: str | None = None
+
+
+#: The job options kept in `JobExtras` (properties of `Job`, not slots).
+EXTRA_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent")
+
+
 DEFAULT_RETRY = RetryPolicy()
 DEFAULT_TIMEOUT = 30.0
 
@@ -72,32 +95,28 @@ class Job(ABC):
 
     # Slots keep a pending job small: a scheduler may hold a million of them.
     __slots__ = (
+        "_extras",  # the rarely set options: see JobExtras
         "_spec",  # the JobSpec it was built from: see record_spec below
         "attempts",
         "deadline",
         "finished_at",
         "job_id",
-        "keep_result",
         "last_error",
         "last_failure_timed_out",
         "name",
-        "no_retry_on",
         "priority",
         "result",
-        "result_ttl",
         "retry",
-        "retry_on",
         "run_at",
         "seq",
         "started_at",
         "status",
         "submitted_at",
         "timeout",
-        "traceparent",
     )
     _spec: object  # set only by record_spec; reading it unset raises AttributeError
     # What a job type's body says (``result_ttl = 3600``, ``keep_result =
-    # False``), moved here by __init_subclass__ so the slots stay per job.
+    # False``), moved here by __init_subclass__ so the properties stay per job.
     _default_result_ttl: ClassVar[float | None] = None
     _default_keep_result: ClassVar[bool] = True
 
@@ -129,10 +148,11 @@ class Job(ABC):
         self.retry: RetryPolicyLike = retry  # type: ignore[assignment]
         self.deadline = deadline  # monotonic seconds; used by EDF
         # Exception names (`_retry_filter`): the failures worth retrying, and not.
-        self.retry_on: tuple[str, ...] = exception_names(retry_on, "retry_on") if retry_on else ()
-        self.no_retry_on: tuple[str, ...] = (
-            exception_names(no_retry_on, "no_retry_on") if no_retry_on else ()
-        )
+        self._extras: JobExtras | None = None
+        if retry_on:
+            self.retry_on = exception_names(retry_on, "retry_on")
+        if no_retry_on:
+            self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
         self.status = JobStatus.PENDING
         self.attempts = 0
         self.result: Any = None
@@ -147,19 +167,71 @@ class Job(ABC):
         self.seq = 0  # submit order, the universal tie-breaker
         self.started_at: float | None = None
         self.finished_at: float | None = None
-        # The W3C trace context of the submit (set by a tracing plugin, kept by
-        # stores as the ``traceparent`` option): the attempts join that trace.
-        self.traceparent: str | None = None
-        #: Seconds a completed job's result is kept (None: for good), and
-        #: whether it is kept at all. A job type sets them in its body; submit's
-        #: ``result_ttl=`` / ``keep_result=`` override them for one job.
-        self.result_ttl: float | None = self._default_result_ttl
-        self.keep_result: bool = self._default_keep_result
+
+    # ── the rarely set options (one `JobExtras` slot) ──────────────────
+    def _with_extras(self, **changes: Any) -> None:
+        extras = self._extras
+        if extras is None:
+            extras = JobExtras(self._default_result_ttl, self._default_keep_result)
+        self._extras = attrs.evolve(extras, **changes)
+
+    @property
+    def result_ttl(self) -> float | None:
+        """Seconds a completed job's result is kept (None: for good). A job type
+        sets it in its body; submit's ``result_ttl=`` overrides it for one job."""
+        extras = self._extras
+        return self._default_result_ttl if extras is None else extras.result_ttl
+
+    @result_ttl.setter
+    def result_ttl(self, value: float | None) -> None:
+        self._with_extras(result_ttl=value)
+
+    @property
+    def keep_result(self) -> bool:
+        """Whether a completed job's result is kept at all (job type default, or
+        submit's ``keep_result=``)."""
+        extras = self._extras
+        return self._default_keep_result if extras is None else extras.keep_result
+
+    @keep_result.setter
+    def keep_result(self, value: bool) -> None:
+        self._with_extras(keep_result=value)
+
+    @property
+    def retry_on(self) -> tuple[str, ...]:
+        """Exception names (`_retry_filter`): the only failures worth retrying."""
+        extras = self._extras
+        return () if extras is None else extras.retry_on
+
+    @retry_on.setter
+    def retry_on(self, value: tuple[str, ...]) -> None:
+        self._with_extras(retry_on=tuple(value))
+
+    @property
+    def no_retry_on(self) -> tuple[str, ...]:
+        """Exception names (`_retry_filter`): failures never retried."""
+        extras = self._extras
+        return () if extras is None else extras.no_retry_on
+
+    @no_retry_on.setter
+    def no_retry_on(self, value: tuple[str, ...]) -> None:
+        self._with_extras(no_retry_on=tuple(value))
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C trace context of the submit (set by a tracing plugin, kept by
+        stores as the ``traceparent`` option): the attempts join that trace."""
+        extras = self._extras
+        return None if extras is None else extras.traceparent
+
+    @traceparent.setter
+    def traceparent(self, value: str | None) -> None:
+        self._with_extras(traceparent=value)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # ``result_ttl = 3600`` in a job type's body is its default: kept
-        # aside, so the slot (a per-job value) is not hidden by it.
+        # aside, so the property (a per-job value) is not hidden by it.
         for name, check in (("result_ttl", to_result_ttl), ("keep_result", to_keep_result)):
             value = cls.__dict__.get(name, _UNSET)
             if value is not _UNSET and not isinstance(value, types.MemberDescriptorType):
