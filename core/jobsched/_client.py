@@ -678,7 +678,7 @@ class Client:
         """Stored jobs in submit order, optionally only those in `status` (one or
         several), of job type `type` or fired by `schedule`; at most `limit`."""
         self._check_open()
-        wanted = _statuses(status)
+        wanted = wanted_statuses(status)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an integer, got {limit!r}")
         if schedule is not None:
@@ -848,12 +848,7 @@ class Client:
         the store's "a job finished" notification, as `wait` is. A result
         removed by its ``result_ttl`` reads as None.
         """
-        info = await self.wait(job_id, timeout=timeout)
-        if info.status is JobStatus.COMPLETED:
-            return info.result
-        raise JobFailedError.from_job(
-            info.job_id, info.status.value, info.last_error, info.attempts
-        )
+        return finished_result(await self.wait(job_id, timeout=timeout))
 
     # ── browsing ────────────────────────────────────────────────────
     async def page(
@@ -872,12 +867,7 @@ class Client:
         arguments (as JSON). `limit` (1 to 1000) jobs from the `offset`-th on.
         """
         self._check_open()
-        wanted = _statuses(status)
-        _check_count("limit", limit, low=1, high=1000)
-        _check_count("offset", offset, low=0)
-        for what, value in (("type", type), ("q", q)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{what} must be a string, got {value!r}")
+        wanted = check_page_query(status, type, q, limit, offset)
         rows, total = await self.store.page(
             None if wanted is None else sorted(wanted), type, q or None, limit, offset
         )
@@ -951,7 +941,7 @@ class Client:
         job type `type` (None: any); returns the ids requeued, in submit order.
         Another status is a `ValueError`."""
         self._check_open()
-        wanted = _statuses(status) or frozenset()
+        wanted = wanted_statuses(status) or frozenset()
         wrong = sorted(wanted - RETRYABLE)
         if wrong or not wanted:
             raise ValueError(
@@ -974,7 +964,7 @@ class Client:
         `ValueError`. Unfinished jobs are never deleted."""
         self._check_open()
         seconds = _check_seconds("older_than", older_than)
-        wanted = _statuses(status) or TERMINAL_STATUSES
+        wanted = wanted_statuses(status) or TERMINAL_STATUSES
         wrong = sorted(wanted - TERMINAL_STATUSES)
         if wrong:
             raise ValueError(
@@ -1140,9 +1130,11 @@ def _limit_uses(raw: StoreStats) -> list[LimitUse]:
     return uses
 
 
-def _statuses(
+def wanted_statuses(
     status: JobStatus | str | Iterable[JobStatus | str] | None,
 ) -> frozenset[str] | None:
+    """The status values `status` names (one status or several; None: any),
+    or a `ValueError` naming an unknown one."""
     if status is None:
         return None
     given = [status] if isinstance(status, JobStatus | str) else list(status)
@@ -1154,6 +1146,31 @@ def _statuses(
             raise ValueError(f"unknown status {one!r} (statuses: {', '.join(sorted(known))})")
         values.add(value)
     return frozenset(values)
+
+
+def check_page_query(
+    status: JobStatus | str | Iterable[JobStatus | str] | None,
+    type: str | None,
+    q: str | None,
+    limit: int,
+    offset: int,
+) -> frozenset[str] | None:
+    """The arguments of a ``page`` call checked (as every client checks them);
+    returns the status values wanted."""
+    wanted = wanted_statuses(status)
+    _check_count("limit", limit, low=1, high=1000)
+    _check_count("offset", offset, low=0)
+    for what, value in (("type", type), ("q", q)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{what} must be a string, got {value!r}")
+    return wanted
+
+
+def finished_result(info: JobInfo) -> Any:
+    """A finished job's result, or `JobFailedError` if it did not complete."""
+    if info.status is JobStatus.COMPLETED:
+        return info.result
+    raise JobFailedError.from_job(info.job_id, info.status.value, info.last_error, info.attempts)
 
 
 class BlockingClient:

@@ -30,10 +30,12 @@ from ._client import (
     Stats,
     ThroughputBucket,
     WorkerInfo,
+    check_page_query,
+    finished_result,
+    wanted_statuses,
 )
 from ._codec import JobCodec
 from ._errors import (
-    JobFailedError,
     SchedulerError,
     UnknownJobError,
 )
@@ -129,14 +131,14 @@ class LocalClient:
     ) -> list[JobInfo]:
         """The jobs the scheduler knows in submit order, optionally only those in
         `status` (one or several) or of job type `type`; at most `limit`."""
-        wanted = _statuses(status)
+        wanted = wanted_statuses(status)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an integer, got {limit!r}")
         found: list[JobInfo] = []
         for job in sorted(self.scheduler.jobs(), key=_seq):
             if limit is not None and len(found) >= limit:
                 break
-            if wanted is not None and job.status not in wanted:
+            if wanted is not None and job.status.value not in wanted:
                 continue
             info = self._info(job)
             if type is None or info.type == type:
@@ -162,12 +164,7 @@ class LocalClient:
         it (JSON: a result JSON cannot hold reads as its repr). A job that
         failed, timed out or was cancelled raises `JobFailedError`;
         `TimeoutError` after `timeout` s; `UnknownJobError` for an unknown id."""
-        info = await self.wait(job_id, timeout=timeout)
-        if info.status is JobStatus.COMPLETED:
-            return info.result
-        raise JobFailedError.from_job(
-            info.job_id, info.status.value, info.last_error, info.attempts
-        )
+        return finished_result(await self.wait(job_id, timeout=timeout))
 
     # ── browsing ────────────────────────────────────────────────────
     async def page(
@@ -185,16 +182,11 @@ class LocalClient:
         case-insensitive substring of the job's id, name, type or arguments
         (as JSON). `limit` (1 to 1000) jobs from the `offset`-th on.
         """
-        wanted = _statuses(status)
-        _check_count("limit", limit, low=1, high=1000)
-        _check_count("offset", offset, low=0)
-        for what, value in (("type", type), ("q", q)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"{what} must be a string, got {value!r}")
+        wanted = check_page_query(status, type, q, limit, offset)
         needle = q.lower() if q else None
         matched: list[JobInfo] = []
         for job in sorted(self.scheduler.jobs(), key=_seq, reverse=True):
-            if wanted is not None and job.status not in wanted:
+            if wanted is not None and job.status.value not in wanted:
                 continue
             info = self._info(job)
             if type is not None and info.type != type:
@@ -516,27 +508,3 @@ def _matches(info: JobInfo, needle: str) -> bool:
         return needle in encode_json(info.args).lower()
     except (TypeError, ValueError):
         return needle in json.dumps(info.args, default=repr).lower()
-
-
-def _statuses(
-    status: JobStatus | str | Iterable[JobStatus | str] | None,
-) -> frozenset[JobStatus] | None:
-    if status is None:
-        return None
-    given = [status] if isinstance(status, JobStatus | str) else list(status)
-    found = set()
-    for one in given:
-        try:
-            found.add(JobStatus(one))
-        except ValueError:
-            known = ", ".join(s.value for s in JobStatus)
-            raise ValueError(f"unknown status {one!r} (statuses: {known})") from None
-    return frozenset(found)
-
-
-def _check_count(what: str, value: Any, *, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{what} must be {bound}, got {value!r}")
