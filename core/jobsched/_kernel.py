@@ -678,9 +678,7 @@ class Kernel:
                     f"trigger_rule={trigger_rule!r}: only an in-memory scheduler keeps trigger "
                     "rules for now (a store would drop them)"
                 )
-            if not depends_on:
-                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
-            upstreams = Upstreams(trigger_rule, len(set(depends_on)))
+            upstreams = Upstreams(trigger_rule, 0)  # counted below, with result_of's upstreams
         job = self._as_job(
             job,
             args,
@@ -694,8 +692,10 @@ class Kernel:
             if upstreams_of_results:
                 marked = True
                 depends_on = [*depends_on, *upstreams_of_results]
-                if upstreams is not None:
-                    upstreams.waiting = len(set(depends_on))
+        if upstreams is not None:
+            if not depends_on:
+                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
+            upstreams.waiting = len(set(depends_on))
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
             self._need_reaper()
@@ -877,10 +877,10 @@ class Kernel:
             )
         if job.status is not COMPLETED:
             return None
+        if not job.keep_result:
+            raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
         result = job.result
         if result is None:
-            if not job.keep_result:
-                raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
             ttl = self.result_ttl_of(job)
             finished = job.finished_at
             if ttl is not None and finished is not None and finished + ttl <= self._clock.now():
