@@ -6,6 +6,12 @@ process and across processes (SQLite, PostgreSQL); and their bad input."""
 from __future__ import annotations
 
 import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +27,14 @@ from jobsched import (
     JobScheduler,
     JobStatus,
     LocalClient,
+    PluginManager,
     SchedulerError,
     chain,
     chord,
     group,
     result_of,
 )
+from jobsched.jobfile import JobFileError, parse_jobfile, run_jobfile
 
 
 def started_in_order(scheduler: JobScheduler) -> list[str]:
@@ -233,3 +241,148 @@ def test_the_workflow_classes_describe_themselves() -> None:
     assert repr(flow) == "chain(flow.count, group(flow.count, flow.count))"
     made = chord([a], add_all)
     assert isinstance(made, Chord) and made.last() is made.callback
+
+
+# ── job files: [[group]], [[chain]] and { result_of = ID } ─────────────
+JOBFILE_DOC = Path(__file__).resolve().parent.parent / "docs" / "jobfile.md"
+
+
+def jobfile_doc_files() -> dict[str, str]:
+    """The blocks of docs/jobfile.md that start with ``# file: NAME``."""
+    blocks = re.findall(r"^```\w*\n# file: (\S+)\n(.*?)^```", JOBFILE_DOC.read_text(), re.S | re.M)
+    return dict(blocks)
+
+
+@pytest.mark.parametrize("store", [None, "sqlite"])
+def test_the_job_file_pipeline_of_the_docs_runs_as_it_says(
+    tmp_path: Path, store: str | None
+) -> None:
+    files = jobfile_doc_files()
+    assert sorted(files) == ["pipeline.toml", "pipeline_tasks.py"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    args = ["run", "pipeline.toml", "--import", "pipeline_tasks", "--json"]
+    if store:
+        args += ["--store", f"sqlite:///{tmp_path / 'jobs.db'}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    jobs = {job["id"]: job for job in json.loads(done.stdout)["jobs"]}
+    assert {k: v["result"] for k, v in jobs.items()} == {
+        "orders": [0, 1, 2],
+        "refunds": [0, 1],
+        "total": 4,
+        "report": "daily: 4",
+        "cleanup": [],
+    }
+    order = {k: v["start_order"] for k, v in jobs.items()}
+    assert max(order["orders"], order["refunds"]) < order["total"]
+    assert order["total"] < order["report"] < order["cleanup"]
+
+
+PIPELINE = """\
+[[job]]
+id = "a"
+type = "flow.count"
+args = { n = 1 }
+
+[[job]]
+id = "b"
+type = "flow.count"
+args = { n = 2 }
+
+[[group]]
+id = "g"
+members = ["a", "b"]
+
+[[job]]
+id = "sum"
+type = "flow.add_all"
+args = { parts = { result_of = "g" } }
+
+[[chain]]
+steps = ["a", "b"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            ('steps = ["a", "b"]', 'steps = ["a", "bb"]'),
+            "pipeline.toml:21: [[chain]]: step 'bb' is not a [[job]] or [[group]] id in this "
+            "file; did you mean 'b'?",
+        ),
+        (
+            ('steps = ["a", "b"]', 'steps = ["a"]'),
+            "pipeline.toml:21: [[chain]] #1: steps must be an array of at least two different "
+            "ids, got array ['a']",
+        ),
+        (
+            ('members = ["a", "b"]', 'members = ["a", "c"]'),
+            "pipeline.toml:13: group 'g': member 'c' is not a [[job]] id in this file",
+        ),
+        (
+            ('result_of = "g"', 'result_of = "gg"'),
+            "pipeline.toml:18: job 'sum': result_of 'gg' is not a [[job]] or [[group]] id in "
+            "this file; did you mean 'g'?",
+        ),
+        (
+            ('result_of = "g"', "result_of = 3"),
+            "pipeline.toml:18: job 'sum': args: result_of must be an entry id or an array of "
+            "ids, got integer 3",
+        ),
+        (
+            ('id = "g"', 'id = "a"'),
+            "pipeline.toml:12: duplicate id 'a' (first used at line 1)",
+        ),
+        (
+            ('steps = ["a", "b"]', 'steps = ["sum", "a"]'),
+            "pipeline.toml:1: dependency cycle:",
+        ),
+    ],
+)
+def test_bad_workflow_tables_are_refused_naming_the_culprit(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.replace(*change))
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "run", "pipeline.toml", "--import", "flow_tasks"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"jobsched: error: {message}"), lines[0]
+
+
+def test_result_of_in_a_job_type_that_is_not_a_task_is_refused_by_the_loader() -> None:
+    text = PIPELINE.replace('type = "flow.add_all"', 'type = "email"').replace(
+        "parts = {", "subject = 's', to = {"
+    )
+    with pytest.raises(JobFileError, match="'email' is not a task"):
+        parse_jobfile(text, source="pipeline.toml", plugins=PluginManager())
+
+
+async def test_a_job_file_workflow_runs_from_python() -> None:
+    plugins = PluginManager()
+    jobfile = parse_jobfile(PIPELINE, source="pipeline.toml", plugins=plugins)
+    assert jobfile.groups == {"g": ("a", "b")}
+    assert dict((j.id, j.depends_on) for j in jobfile.jobs) == {
+        "a": (),
+        "b": ("a",),
+        "sum": ("a", "b"),
+    }
+    result = await run_jobfile(jobfile, plugins=plugins)
+    assert result.exit_code == 0
+    assert {o.id: o.result for o in result.outcomes} == {"a": 1, "b": 2, "sum": 3}
