@@ -386,3 +386,9 @@ async def test_a_job_file_workflow_runs_from_python() -> None:
     result = await run_jobfile(jobfile, plugins=plugins)
     assert result.exit_code == 0
     assert {o.id: o.result for o in result.outcomes} == {"a": 1, "b": 2, "sum": 3}
+
+
+async def test_submit_threadsafe_refuses_a_workflow() -> None:
+    async with JobScheduler() as scheduler:
+        with pytest.raises(TypeError, match="submit a workflow on the loop"):
+            scheduler.submit_threadsafe(chain(count.job(1)))

@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
@@ -665,10 +665,6 @@ class Kernel:
         A task job whose arguments hold `jobsched.result_of` markers depends
         on those upstreams too, and gets their results when it is released.
         """
-        if isinstance(job, Workflow):  # a plain class: a cheap check
-            return self._submit_workflow(
-                job, args, options, delay, depends_on, (unique_key, key, trigger_rule, kwargs)
-            )[-1]
         if delay != 0.0:
             delay = check_delay(delay)
         upstreams = None
@@ -687,7 +683,11 @@ class Kernel:
             (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
         )
         marked = False
-        if job.takes_results:
+        if job.takes_results:  # a task's job, or a workflow: one check for both
+            if isinstance(job, Workflow):
+                return self._submit_workflow(
+                    job, args, options, delay, depends_on, (unique_key, key, trigger_rule, kwargs)
+                )[-1]
             upstreams_of_results = job.result_upstreams(job_id_of)
             if upstreams_of_results:
                 marked = True
@@ -794,7 +794,7 @@ class Kernel:
 
     def _as_job(
         self,
-        job: Job | Callable[..., Any],
+        job: Job | Workflow | Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any] | None,
         options: dict[str, Any],
@@ -806,6 +806,8 @@ class Kernel:
         `scheduling` is the values of `SUBMIT_OPTIONS` the caller gave.
         """
         if not isinstance(job, Job):
+            if isinstance(job, Workflow):
+                return cast(Job, job)  # submit() takes it apart, by its takes_results
             if kwargs is None:
                 # FunctionJob refuses a parameter named like one of its options
                 # outright. Submit's own are common parameter names (asyncio.sleep
@@ -937,6 +939,8 @@ class Kernel:
         scheduling = tuple(options.get(name) for name in SUBMIT_OPTIONS)
         fn_kwargs = kwargs.pop("kwargs", None)
         job = self._as_job(job, args, fn_kwargs, kwargs, scheduling, "submit_threadsafe")
+        if isinstance(job, Workflow):
+            raise TypeError("submit_threadsafe() takes a job: submit a workflow on the loop")
         self._loop.call_soon_threadsafe(self._submit_logged, job, options)
         return job.job_id
 

@@ -45,6 +45,8 @@ class Workflow:
     """Jobs and the order they run in (`chain`, `group`, `chord`)."""
 
     __slots__ = ()
+    #: Read by ``submit`` with the same check as a job's (`Job.takes_results`).
+    takes_results = True
 
     def jobs(self) -> list[Job]:
         """Every job of the workflow, in the order they are submitted."""
