@@ -110,6 +110,16 @@ async def test_an_upstream_that_keeps_no_result_fails_the_dependent() -> None:
     )
 
 
+async def test_an_expired_result_fails_the_dependent() -> None:
+    async with JobScheduler() as scheduler:
+        upstream = scheduler.submit(extract.job(2), result_ttl=0)
+        dependent = scheduler.submit(total.job(result_of(upstream)))
+        await scheduler.join()
+    assert scheduler.get(dependent).last_error == (
+        f"ResultUnavailableError: result_of({upstream!r}): its result expired (result_ttl 0s)"
+    )
+
+
 async def test_an_upstream_past_the_history_limit_fails_the_dependent() -> None:
     async with JobScheduler(history_limit=1) as scheduler:
         upstream = scheduler.submit(extract.job(2))
@@ -245,6 +255,21 @@ async def test_a_worker_fails_a_dependent_whose_upstream_result_is_not_json(
         "value: a store keeps results as JSON, so a result passed to another job must be one "
         "(str, number, bool, None, list, dict)"
     )
+
+
+@pytest.mark.slow
+async def test_a_worker_fails_a_dependent_whose_upstream_result_is_gone(flow_worker: str) -> None:
+    async with Client(flow_worker) as client:
+        expired = await client.submit(extract.job(2), result_ttl=0)
+        unkept = await client.submit(extract.job(2), keep_result=False)
+        first = await client.submit(total.job(result_of(expired)))
+        second = await client.submit(total.job(result_of(unkept)))
+        errors = [(await client.wait(i, timeout=60)).last_error for i in (first, second)]
+    assert errors == [
+        f"ResultUnavailableError: result_of({expired!r}): its result expired (result_ttl)",
+        f"ResultUnavailableError: result_of({unkept!r}): its job keeps no result "
+        "(keep_result=False)",
+    ]
 
 
 @pytest.mark.slow

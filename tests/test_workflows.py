@@ -392,3 +392,25 @@ async def test_submit_threadsafe_refuses_a_workflow() -> None:
     async with JobScheduler() as scheduler:
         with pytest.raises(TypeError, match="submit a workflow on the loop"):
             scheduler.submit_threadsafe(chain(count.job(1)))
+
+
+async def test_a_job_file_trigger_rule_may_rest_on_result_of_alone() -> None:
+    text = """\
+[[job]]
+id = "bad"
+type = "flow.fail"
+args = { message = "boom" }
+
+[[job]]
+id = "after"
+type = "flow.echo"
+args = { value = { result_of = "bad" } }
+trigger_rule = "all_done"
+"""
+    plugins = PluginManager()
+    result = await run_jobfile(
+        parse_jobfile(text, source="f.toml", plugins=plugins), plugins=plugins
+    )
+    outcomes = {o.id: (o.status.value, o.result) for o in result.outcomes}
+    # The upstream did not complete: under all_done its marker is None.
+    assert outcomes == {"bad": ("failed", None), "after": ("completed", None)}

@@ -881,12 +881,13 @@ class Kernel:
             return None
         if not job.keep_result:
             raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
+        # Past its time the result counts as gone, whether or not the reaper ran.
+        ttl = self.result_ttl_of(job)
+        finished = job.finished_at
+        if ttl is not None and finished is not None and finished + ttl <= self._clock.now():
+            raise unavailable(upstream_id, f"its result expired (result_ttl {ttl:g}s)")
         result = job.result
         if result is None:
-            ttl = self.result_ttl_of(job)
-            finished = job.finished_at
-            if ttl is not None and finished is not None and finished + ttl <= self._clock.now():
-                raise unavailable(upstream_id, f"its result expired (result_ttl {ttl:g}s)")
             return None
         if self._admit is None and self._on_finished is None:
             return result  # in memory: the object itself

@@ -763,12 +763,13 @@ def stored_result(row: SharedJobRow | None, upstream_id: str) -> Any:
         raise unavailable(upstream_id, "no such job in the store (purged?)")
     if row.status != "completed":
         return None  # a trigger rule released the dependent anyway
+    if row.options.get("keep_result") is False:
+        raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
+    # Past its time the result counts as gone, whether or not a reaper ran.
+    if row.result_expires is not None and row.result_expires <= time.time():
+        raise unavailable(upstream_id, "its result expired (result_ttl)")
     result = row.result
     if result is None:
-        if row.options.get("keep_result") is False:
-            raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
-        if row.result_expires is not None and row.result_expires <= time.time():
-            raise unavailable(upstream_id, "its result expired (result_ttl)")
         return None
     if isinstance(result, dict) and "$repr" in result:
         found = re.search(r"Object of type (\w+)", str(result.get("$note", "")))

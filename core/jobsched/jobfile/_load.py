@@ -168,6 +168,9 @@ def parse_jobfile(
     members = _group_members(groups, job_ids, lines, fail)
     jobs = _with_workflow_edges(jobs, recurring, entries["chain"], members, lines, fail)
     for job in jobs:
+        if job.trigger_rule != "all_success" and not job.depends_on:
+            raise fail(f"{job.label}: trigger_rule {job.trigger_rule!r} needs depends_on", job.line)
+    for job in jobs:
         for dep in job.depends_on:
             if dep in job_ids:
                 continue

@@ -415,8 +415,8 @@ class JobEntry(JobTemplate):
         return "job"
 
     def check(self) -> None:
-        if self.trigger_rule != "all_success" and not self.depends_on:
-            raise ValueError(f"trigger_rule {self.trigger_rule!r} needs depends_on")
+        """Checks across keys; raise ValueError. (``trigger_rule`` needs upstreams,
+        which ``[[chain]]`` and ``result_of`` add too: the loader checks it.)"""
 
 
 @attrs.frozen(kw_only=True)
