@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from flow_support import FlowWorker
 from flow_tasks import add_all, count, echo, extract, fail, total
 from jobsched import (
     BlockingClient,
@@ -414,3 +415,28 @@ trigger_rule = "all_done"
     outcomes = {o.id: (o.status.value, o.result) for o in result.outcomes}
     # The upstream did not complete: under all_done its marker is None.
     assert outcomes == {"bad": ("failed", None), "after": ("completed", None)}
+
+
+@pytest.mark.slow
+def test_a_job_file_workflow_runs_on_worker_processes(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    # `jobsched run --store postgresql://...` is a client; a worker runs the jobs.
+    url = pg_schema[0]
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE)
+    command = ["run", str(path), "--store", url, "--json", "--import", "flow_tasks"]
+    worker = FlowWorker(url)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "jobsched", *command],
+            cwd=Path(__file__).resolve().parent,  # where flow_tasks is
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        worker.stop()
+    assert done.returncode == 0, done.stderr
+    results = {job["id"]: job["result"] for job in json.loads(done.stdout)["jobs"]}
+    assert results == {"a": 1, "b": 2, "sum": 3}
