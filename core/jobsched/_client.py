@@ -607,6 +607,7 @@ class Client:
         now = time.time()
         rows: list[NewJob] = []
         ids_in_batch: dict[int, str] = {}
+        in_batch: set[str] = set()  # the ids given so far, for result_of's upstreams
         outside: set[str] = set()
 
         def id_of(job: Job) -> str:
@@ -621,14 +622,19 @@ class Client:
             encoded = self._encode(item, now, id_of)
             job_id = f"{new_job_id()}-{self._id_suffix}"
             depends_on: list[str] = []
-            upstreams: list[Any] = list(item.depends_on)
+            upstreams: Iterable[Any] = item.depends_on
             if item.job.takes_results:
                 # The markers' upstreams, already named by id in the encoded args.
-                for value in encoded.args.values():
-                    for marker in markers_in(value):
-                        upstreams.extend(marker.ids(str))
-            in_batch = set(ids_in_batch.values())
-            for dep in dict.fromkeys(upstreams):
+                marked = [
+                    upstream
+                    for value in encoded.args.values()
+                    for marker in markers_in(value)
+                    for upstream in marker.ids(str)
+                ]
+                if marked:
+                    known = {ids_in_batch.get(id(d), d) for d in upstreams}
+                    upstreams = [*upstreams, *(m for m in dict.fromkeys(marked) if m not in known)]
+            for dep in upstreams:
                 if isinstance(dep, Job):
                     if id(dep) not in ids_in_batch:
                         raise ValueError(
@@ -643,6 +649,7 @@ class Client:
                 else:
                     raise TypeError(f"depends_on takes job ids, got {dep!r}")
             ids_in_batch[id(item.job)] = job_id
+            in_batch.add(job_id)
             rows.append(
                 NewJob(
                     job_id=job_id,
