@@ -45,6 +45,15 @@ async def test_a_dependent_gets_its_upstreams_result_by_job_or_by_id() -> None:
     assert scheduler.depends_on(by_job) == (first,)
 
 
+async def test_a_dependent_submitted_after_its_upstream_finished_gets_the_result() -> None:
+    async with JobScheduler() as scheduler:
+        upstream = scheduler.submit(extract.job(3))
+        await scheduler.join()
+        dependent = scheduler.submit(total.job(result_of(upstream)))
+        await scheduler.join()
+    assert scheduler.get(dependent).result == "total: 3"
+
+
 async def test_markers_nested_in_lists_and_tables_are_resolved() -> None:
     async with JobScheduler() as scheduler:
         a, b = extract.job(2), extract.job(3)
