@@ -24,6 +24,7 @@ from jobsched import (
     JobStatus,
     UnknownJobError,
     build_job,
+    group,
     job_spec,
     result_of,
 )
@@ -199,8 +200,9 @@ def test_the_marker_is_data_in_the_jobs_spec() -> None:
     codec = JobCodec(default_plugin_manager())
     type_name, args, _ = codec.describe_data(dependent, 0.0)
     assert (type_name, args) == ("flow.total", {"rows": {"$result_of": rows.job_id}})
-    group_args = codec.describe_data(echo.job(result_of(["job-1", "job-2"][0])), 0.0)[1]
-    assert group_args == {"value": {"$result_of": "job-1"}}
+    a, b = extract.job(1), extract.job(2)
+    group_args = codec.describe_data(echo.job(result_of(group(a, b))), 0.0)[1]
+    assert group_args == {"value": {"$result_of": [a.job_id, b.job_id]}}
     # Its JSON form builds the same job back (what a store does).
     again = build_job("flow.total", {"rows": {"$result_of": "job-7"}})
     assert again.result_upstreams(str) == ["job-7"]
