@@ -41,11 +41,17 @@ def run(args: list[str], cwd: Path) -> str:
 
 def test_the_page_has_the_examples_these_tests_run() -> None:
     code = python_blocks()
-    assert len(code) == 5
+    assert len(code) == 6
     assert [c.splitlines()[0] for c in code[1:3]] == ["# file: myapp/tasks.py", "# file: submit.py"]
     # Sketches whose I/O and tasks are made up: the Retry one, the trigger rules one.
-    for sketch in code[3:]:
+    for sketch in code[3:5]:
         compile(sketch, "sketch", "exec")
+
+
+def test_the_workflow_example_prints_what_the_page_says(tmp_path: Path) -> None:
+    code = python_blocks()[5]
+    assert "chord(" in code and "result_of(" in code
+    assert run([sys.executable, "-c", code], tmp_path) == output_after(code)
 
 
 def test_the_first_example_prints_what_the_page_says(tmp_path: Path) -> None:
@@ -88,9 +94,22 @@ def test_the_worked_example_runs_with_a_worker_process(tmp_path: Path, store_url
             pytest.fail(f"the worker exited with {worker.wait()}")
         submit = python_blocks()[2]
         assert run([sys.executable, "submit.py"], project) == output_after(submit)
+        # docs/client.md's workflow example, on the same worker.
+        workflow, printed = client_doc_workflow()
+        (project / "workflow.py").write_text(workflow.replace(DOC_URL, store_url))
+        assert run([sys.executable, "workflow.py"], project) == printed
     finally:
         worker.terminate()
         assert worker.wait(timeout=60) == 0
+
+
+def client_doc_workflow() -> tuple[str, str]:
+    """docs/client.md's ``# file: workflow.py`` block and the output after it."""
+    text = (DOC.parent / "client.md").read_text()
+    found = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    index = next(i for i, (_, body) in enumerate(found) if body.startswith("# file: workflow.py"))
+    assert found[index + 1][0] == "text"
+    return found[index][1], found[index + 1][1]
 
 
 def test_the_readmes_five_lines_run(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 The public names are the reference design's facade (``JobScheduler``, ``Job``,
 ``AsyncJob``, the statuses, strategies and errors) plus what jobsched adds:
 plugin management, function jobs, tasks (``@task``: a function that is a
-registered job type), durable stores and the ``hookimpl`` marker for plugins.
+registered job type), workflows (``chain``, ``group``, ``chord``, ``result_of``),
+durable stores and the ``hookimpl`` marker for plugins.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._errors import (
     NonRetryableError,
     NotPicklableError,
     PluginError,
+    ResultUnavailableError,
     Retry,
     SchedulerError,
     SchedulerStoppedError,
@@ -86,6 +88,7 @@ from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
+from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of
 from .store import (
     JobRow,
     NewJob,
@@ -151,6 +154,8 @@ __all__ = [
     "BlockingClient",
     "BlockingJob",
     "CancelToken",
+    "Chain",
+    "Chord",
     "Client",
     "Clock",
     "ConcurrencyModel",
@@ -159,6 +164,7 @@ __all__ = [
     "Executor",
     "FIFOStrategy",
     "FunctionJob",
+    "Group",
     "IntervalTrigger",
     "InvalidTransitionError",
     "Job",
@@ -189,6 +195,7 @@ __all__ = [
     "ProgressThrottle",
     "Rate",
     "RecurringSchedule",
+    "ResultUnavailableError",
     "Retry",
     "RetryPolicy",
     "RetryPolicyLike",
@@ -216,12 +223,16 @@ __all__ = [
     "UnknownJobError",
     "UnknownScheduleError",
     "WorkerInfo",
+    "Workflow",
     "build_job",
     "build_trigger",
     "cancel_token",
+    "chain",
     "check_snapshot",
+    "chord",
     "default_plugin_manager",
     "describe_job_type",
+    "group",
     "hookimpl",
     "job_spec",
     "job_type_info",
@@ -231,6 +242,7 @@ __all__ = [
     "progress",
     "progress_reporter",
     "progress_sender",
+    "result_of",
     "retry_count",
     "retry_delay",
     "run_with_token",

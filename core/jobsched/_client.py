@@ -21,7 +21,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -41,7 +41,9 @@ from ._jobtypes import build_retry_policy
 from ._limits import Limits
 from ._options import check_delay, to_keep_result, to_priority, to_result_ttl, to_timeout
 from ._plugins import PluginManager, default_plugin_manager
+from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
+from ._workflow import Workflow, expand
 from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
 from .store import (
     AttemptRow,
@@ -470,7 +472,7 @@ class Client:
     # ── submitting ──────────────────────────────────────────────────
     async def submit(
         self,
-        job: Job,
+        job: Job | Workflow,
         *,
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
@@ -502,7 +504,26 @@ class Client:
         Concurrent calls (many coroutines submitting at once) are stored
         together, one insert for all the calls waiting at that moment; each
         call still gets its own id, or its own error.
+
+        `job` may be a workflow (`jobsched.chain`, `group`, `chord`): its jobs
+        are stored in one transaction, its first steps waiting for
+        `depends_on`, and the id of its last job is returned. A task job
+        whose arguments hold `jobsched.result_of` markers depends on those
+        upstreams too (the stored jobs' ids, or a `Job` of the same batch).
         """
+        if isinstance(job, Workflow):
+            given = (delay, key, unique_key, priority, retry, name, result_ttl, keep_result)
+            if any(v not in (None, 0.0) for v in given) or timeout is not False:
+                raise TypeError(
+                    f"submit({job!r}) takes depends_on only: set each job's options "
+                    "on the job itself (task.options(...))"
+                )
+            plan = job.plan(())
+            self._check_open()
+            rows, outside = self._rows(
+                [Submission(j, depends_on=after or tuple(depends_on)) for j, after in plan]
+            )
+            return (await self._store(rows, outside))[-1]
         submission = Submission(
             job,
             delay=delay,
@@ -563,16 +584,21 @@ class Client:
         for (_, _, future), job_id in zip(batch, ids, strict=True):
             _settle(future, result=job_id)
 
-    async def submit_many(self, jobs: Iterable[Job | Submission]) -> list[str]:
+    async def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
         """Store several jobs in one transaction (one round trip); returns their ids.
 
-        Each item is a `Job` or a `Submission` (a job with `submit`'s options);
-        a `Submission` may depend on an earlier `Job` of the same batch by
-        naming the object. Every job is checked before anything is stored:
+        Each item is a `Job`, a `Submission` (a job with `submit`'s options)
+        or a workflow (`jobsched.chain`, `group`, `chord`: each of its jobs
+        gets an id, in its submit order); a `Submission` may depend on an
+        earlier `Job` of the same batch by naming the object, and so may a
+        `result_of` marker. Every job is checked before anything is stored:
         one bad job stores none.
         """
         self._check_open()
-        items = [item if isinstance(item, Submission) else Submission(item) for item in jobs]
+        items = [
+            item if isinstance(item, Submission) else Submission(item, depends_on=after)
+            for item, after in expand(jobs)
+        ]
         rows, outside = self._rows(items)
         return await self._store(rows, outside)
 
@@ -581,12 +607,34 @@ class Client:
         now = time.time()
         rows: list[NewJob] = []
         ids_in_batch: dict[int, str] = {}
+        in_batch: set[str] = set()  # the ids given so far, for result_of's upstreams
         outside: set[str] = set()
+
+        def id_of(job: Job) -> str:
+            if id(job) not in ids_in_batch:
+                raise ValueError(
+                    f"result_of: {job!r} is not an earlier job of this batch; "
+                    "name a stored job by the id submit returned"
+                )
+            return ids_in_batch[id(job)]
+
         for item in items:
-            encoded = self._encode(item, now)
+            encoded = self._encode(item, now, id_of)
             job_id = f"{new_job_id()}-{self._id_suffix}"
             depends_on: list[str] = []
-            for dep in item.depends_on:
+            upstreams: Iterable[Any] = item.depends_on
+            if item.job.takes_results:
+                # The markers' upstreams, already named by id in the encoded args.
+                marked = [
+                    upstream
+                    for value in encoded.args.values()
+                    for marker in markers_in(value)
+                    for upstream in marker.ids(str)
+                ]
+                if marked:
+                    known = {ids_in_batch.get(id(d), d) for d in upstreams}
+                    upstreams = [*upstreams, *(m for m in dict.fromkeys(marked) if m not in known)]
+            for dep in upstreams:
                 if isinstance(dep, Job):
                     if id(dep) not in ids_in_batch:
                         raise ValueError(
@@ -596,10 +644,12 @@ class Client:
                     depends_on.append(ids_in_batch[id(dep)])
                 elif isinstance(dep, str):
                     depends_on.append(dep)
-                    outside.add(dep)
+                    if dep not in in_batch:
+                        outside.add(dep)
                 else:
                     raise TypeError(f"depends_on takes job ids, got {dep!r}")
             ids_in_batch[id(item.job)] = job_id
+            in_batch.add(job_id)
             rows.append(
                 NewJob(
                     job_id=job_id,
@@ -626,7 +676,9 @@ class Client:
                 raise UnknownJobError(f"unknown dependencies: {unknown}")
         return list(await self.store.insert(rows))
 
-    def _encode(self, item: Submission, now: float) -> _Encoded:
+    def _encode(
+        self, item: Submission, now: float, id_of: Callable[[Job], str] | None = None
+    ) -> _Encoded:
         """`item`'s job as data, its options overridden and checked, and its sort key."""
         if item.delay != 0.0:
             check_delay(item.delay)
@@ -654,7 +706,7 @@ class Client:
         for hook in self._submit_hooks:
             hook(probe)
         offset = time.time() - time.monotonic()
-        type_name, args, options = self.codec.describe_data(probe, offset)
+        type_name, args, options = self.codec.describe_data(probe, offset, id_of)
         key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)
         return _Encoded(type_name, args, options, key)
 
@@ -1265,11 +1317,11 @@ class BlockingClient:
             raise SchedulerError(f"{self!r} cannot be called from its own loop; use its Client")
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def submit(self, job: Job, **options: Any) -> str:
-        """`Client.submit`."""
+    def submit(self, job: Job | Workflow, **options: Any) -> str:
+        """`Client.submit` (a job or a workflow)."""
         return self._call(self._client.submit(job, **options))
 
-    def submit_many(self, jobs: Iterable[Job | Submission]) -> list[str]:
+    def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
         """`Client.submit_many`."""
         return self._call(self._client.submit_many(list(jobs)))
 

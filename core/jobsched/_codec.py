@@ -66,6 +66,7 @@ from ._options import (
     to_result_ttl,
     to_timeout,
 )
+from ._result_of import job_id_of, to_data
 from ._status import JobPriority
 from .store import NewJob, encode_json
 
@@ -162,13 +163,19 @@ class JobCodec:
         `wall_offset`). A job that cannot be stored is a `JobSpecError`
         saying why (`why_not_data`).
         """
-        type_name, _, args_json = self._arguments(job)
+        type_name, _, args_json = self._arguments(job, job_id_of)
         _, options_json = self._described_options(job, offset)
         return type_name, args_json, options_json
 
-    def describe_data(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """``(type name, args, options)`` as JSON values (dicts, fresh copies)."""
-        type_name, args, _ = self._arguments(job)
+    def describe_data(
+        self, job: Job, offset: float, id_of: Callable[[Job], str] | None = None
+    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """``(type name, args, options)`` as JSON values (dicts, fresh copies).
+
+        A `result_of` marker is kept as ``{"$result_of": id}``; `id_of` names
+        an upstream given as a `Job` (default: its ``job_id``).
+        """
+        type_name, args, _ = self._arguments(job, id_of or job_id_of)
         options, _ = self._described_options(job, offset)
         return type_name, args, dict(options)
 
@@ -176,7 +183,7 @@ class JobCodec:
         """The job's stored options (see the module docstring), a fresh dict."""
         return dict(self._described_options(job, offset)[0])
 
-    def _arguments(self, job: Job) -> tuple[str, dict[str, Any], str]:
+    def _arguments(self, job: Job, id_of: Callable[[Job], str]) -> tuple[str, dict[str, Any], str]:
         # A registered attrs type: its arguments are its fields (a job built
         # by build_job has the same ones, maybe with defaults left out).
         cls = type(job)
@@ -199,7 +206,15 @@ class JobCodec:
         args = dict(spec.args)
         try:
             return spec.type, args, encode_json(args)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as first:
+            exc = first
+            if job.takes_results:
+                # result_of markers: kept as their JSON form, upstreams by id.
+                try:
+                    args = {k: to_data(v, id_of) for k, v in args.items()}
+                    return spec.type, args, encode_json(args)
+                except (TypeError, ValueError) as again:
+                    exc = again
             raise JobSpecError(
                 f"{job!r}: a store keeps jobs as data, and the arguments of job type "
                 f"{spec.type!r} are not JSON: {exc}"

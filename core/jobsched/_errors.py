@@ -98,6 +98,12 @@ class BadArgumentsError(NonRetryableError, TypeError):
     """A function job's arguments do not fit its signature: no retry can fix that."""
 
 
+class ResultUnavailableError(NonRetryableError):
+    """A dependent's `result_of` argument cannot be resolved: the upstream's
+    result is not JSON on a durable store, expired, or the upstream is gone.
+    The dependent fails with it (not retried); the message names the upstream."""
+
+
 class NotPicklableError(NonRetryableError):
     """A job, its arguments or its result cannot cross to or from a worker process."""
 

@@ -119,6 +119,9 @@ class Job(ABC):
     # False``), moved here by __init_subclass__ so the properties stay per job.
     _default_result_ttl: ClassVar[float | None] = None
     _default_keep_result: ClassVar[bool] = True
+    #: Whether the job's arguments may hold `jobsched.result_of` markers (a
+    #: task's jobs do): the scheduler looks for them only in such jobs.
+    takes_results: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -227,6 +230,17 @@ class Job(ABC):
     @traceparent.setter
     def traceparent(self, value: str | None) -> None:
         self._with_extras(traceparent=value)
+
+    # ── results of upstream jobs (`jobsched.result_of`) ────────────────
+    def result_upstreams(self, id_of: Callable[[Any], str]) -> list[str]:
+        """The ids of the jobs whose results the arguments wait for (`id_of`
+        names an upstream given as a `Job`); none unless `takes_results`."""
+        return []
+
+    def resolve_results(self, result_of: Callable[[str], Any]) -> None:
+        """Replace the arguments' markers by ``result_of(upstream_id)`` (called
+        when the job is released). A job that `takes_results` implements it."""
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -37,6 +37,7 @@ from ._options import (
     to_result_ttl,
     to_timeout,
 )
+from ._result_of import ResultOf, marker_from_data, markers_in
 from ._retry import RetryPolicyLike
 from ._retry_filter import exception_names
 from ._status import JobPriority
@@ -402,7 +403,18 @@ def describe_annotation(annotation: Any) -> str:
 
 
 def check_value(value: Any, annotation: Any) -> Any:
-    """`value` (from JSON or TOML) converted to fit `annotation`; `_Mismatch` if it can't."""
+    """`value` (from JSON or TOML) converted to fit `annotation`; `_Mismatch` if it can't.
+
+    A `result_of` marker (or its JSON form) fits any annotation: it is
+    checked when it is resolved to the upstream's result.
+    """
+    if value.__class__ is ResultOf:
+        return value
+    if value.__class__ is dict and "$result_of" in value:
+        try:
+            return marker_from_data(value)
+        except ValueError:
+            raise _Mismatch from None
     if annotation is Any or isinstance(annotation, str) or annotation is inspect.Parameter.empty:
         return value
     if annotation is None or annotation is type(None):
@@ -667,6 +679,13 @@ def check_arguments(
             raise JobSpecError(
                 f"{where}: argument {key!r} must be {arg.type}, got {_show(value)}"
             ) from None
+    if not getattr(info.factory, "takes_results", False):
+        for key, value in out.items():
+            if any(True for _ in markers_in(value)):
+                raise JobSpecError(
+                    f"{where}: argument {key!r} is a result_of marker, but {info.name!r} is "
+                    "not a task: an upstream's result can be passed to a task's arguments only"
+                )
     missing = [a for a in info.arguments if a.required and a.name not in args]
     if missing:
         names = ", ".join(f"{a.name!r} ({a.type})" for a in missing)
@@ -749,7 +768,7 @@ def _jsonable_args(args: Mapping[str, Any]) -> dict[str, Any]:
 def jsonable(value: Any) -> Any:
     """`value` as a JSON value for display: enums by lower-case name, paths as
     text, anything else JSON cannot hold as its repr."""
-    if value is None or isinstance(value, bool | int | float | str):
+    if value is None or isinstance(value, bool | int | float | str) or value.__class__ is ResultOf:
         return value
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]

@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
@@ -61,11 +61,14 @@ from ._recurring import (
     Trigger,
     build_trigger,
 )
+from ._result_of import job_id_of, not_json, unavailable
 from ._retry import RetryPolicy
 from ._retry_filter import retry_verdict
 from ._status import JobStatus
 from ._strategy import SchedulingStrategy, SortKey
 from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
+from ._workflow import WORKFLOWS, Workflow
+from .store import result_as_json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -595,7 +598,7 @@ class Kernel:
 
     def submit(
         self,
-        job: Job | Callable[..., Any],
+        job: Job | Workflow | Callable[..., Any],
         *args: Any,
         delay: float = 0.0,
         depends_on: Iterable[str] = (),
@@ -653,6 +656,14 @@ class Kernel:
         ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
         docs/tasks.md); a job whose rule can no longer be met is cancelled
         with the reason. Only an in-memory scheduler keeps rules for now.
+
+        `job` may also be a workflow (`jobsched.chain`, `group`, `chord`):
+        its jobs are submitted in order, its first steps waiting for
+        `depends_on`, and the id of its last job is returned (`submit_many`
+        returns them all).
+
+        A task job whose arguments hold `jobsched.result_of` markers depends
+        on those upstreams too, and gets their results when it is released.
         """
         if delay != 0.0:
             delay = check_delay(delay)
@@ -663,9 +674,7 @@ class Kernel:
                     f"trigger_rule={trigger_rule!r}: only an in-memory scheduler keeps trigger "
                     "rules for now (a store would drop them)"
                 )
-            if not depends_on:
-                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
-            upstreams = Upstreams(trigger_rule, len(set(depends_on)))
+            upstreams = Upstreams(trigger_rule, 0)  # counted below, with result_of's upstreams
         job = self._as_job(
             job,
             args,
@@ -673,6 +682,20 @@ class Kernel:
             options,
             (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
         )
+        marked = False
+        if job.takes_results:  # a task's job, or a workflow: one check for both
+            if isinstance(job, Workflow):
+                return self._submit_workflow(
+                    job, args, options, delay, depends_on, (unique_key, key, trigger_rule, kwargs)
+                )[-1]
+            upstreams_of_results = job.result_upstreams(job_id_of)
+            if upstreams_of_results:
+                marked = True
+                depends_on = [*depends_on, *upstreams_of_results]
+        if upstreams is not None:
+            if not depends_on:
+                raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
+            upstreams.waiting = len(set(depends_on))
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
             self._need_reaper()
@@ -758,6 +781,8 @@ class Kernel:
                 for d in unmet:
                     self._dependents.setdefault(d, []).append(job_id)
                 return job_id
+        if marked:
+            job.resolve_results(self._result_for)
         if run_at > now:
             heappush(self._delayed, (run_at, seq, job))
             if run_at < self._delay_timer_at and self._started:
@@ -769,7 +794,7 @@ class Kernel:
 
     def _as_job(
         self,
-        job: Job | Callable[..., Any],
+        job: Job | Workflow | Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any] | None,
         options: dict[str, Any],
@@ -781,6 +806,8 @@ class Kernel:
         `scheduling` is the values of `SUBMIT_OPTIONS` the caller gave.
         """
         if not isinstance(job, Job):
+            if isinstance(job, Workflow):
+                return cast(Job, job)  # submit() takes it apart, by its takes_results
             if kwargs is None:
                 # FunctionJob refuses a parameter named like one of its options
                 # outright. Submit's own are common parameter names (asyncio.sleep
@@ -803,6 +830,71 @@ class Kernel:
             # scheduler's plugins say what the names mean.
             job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
         return job
+
+    def submit_many(self, jobs: Iterable[Job | Workflow]) -> list[str]:
+        """Submit jobs and workflows in order; returns every job's id, a
+        workflow's jobs in its submit order (see `submit`)."""
+        ids: list[str] = []
+        for item in jobs:
+            if item.__class__ in WORKFLOWS:
+                ids.extend(self._submit_workflow(item, (), {}, 0.0, (), (None,) * 4))
+            else:
+                ids.append(self.submit(item))
+        return ids
+
+    def _submit_workflow(
+        self,
+        workflow: Any,
+        args: tuple[Any, ...],
+        options: Mapping[str, Any],
+        delay: float,
+        depends_on: Iterable[str],
+        refused: tuple[Any, ...],
+    ) -> list[str]:
+        """Submit a workflow's jobs, upstreams first; their ids in that order."""
+        if args or options or delay or any(v is not None for v in refused):
+            raise TypeError(
+                f"submit({workflow!r}) takes depends_on only: set each job's options "
+                "on the job itself (task.options(...))"
+            )
+        plan = workflow.plan(())
+        for job, _ in plan:
+            if job.status is not PENDING or job.attempts or job.job_id in self._jobs:
+                raise SchedulerError(f"{job.job_id} was already submitted")
+        first = tuple(depends_on)
+        ids = []
+        for job, after in plan:
+            deps = [d.job_id for d in after] if after else first
+            ids.append(self.submit(job, depends_on=deps))
+        return ids
+
+    def _result_for(self, upstream_id: str) -> Any:
+        """An upstream's result for a dependent's `result_of` marker: None if
+        it did not complete (a trigger rule released the dependent anyway);
+        JSON only when the backend keeps jobs in a store."""
+        job = self._jobs.get(upstream_id)
+        if job is None:
+            raise unavailable(
+                upstream_id, "no such job here (purged, or past the scheduler's history_limit)"
+            )
+        if job.status is not COMPLETED:
+            return None
+        if not job.keep_result:
+            raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
+        # Past its time the result counts as gone, whether or not the reaper ran.
+        ttl = self.result_ttl_of(job)
+        finished = job.finished_at
+        if ttl is not None and finished is not None and finished + ttl <= self._clock.now():
+            raise unavailable(upstream_id, f"its result expired (result_ttl {ttl:g}s)")
+        result = job.result
+        if result is None:
+            return None
+        if self._admit is None and self._on_finished is None:
+            return result  # in memory: the object itself
+        data = result_as_json(result)
+        if isinstance(data, dict) and "$repr" in data:
+            raise unavailable(upstream_id, not_json(type(result).__name__))
+        return data
 
     def _wait_by_rule(self, job: Job, deps: set[str], upstreams: Upstreams) -> bool:
         """Hold `job` until its trigger rule decides; False: it may run now."""
@@ -848,6 +940,8 @@ class Kernel:
         scheduling = tuple(options.get(name) for name in SUBMIT_OPTIONS)
         fn_kwargs = kwargs.pop("kwargs", None)
         job = self._as_job(job, args, fn_kwargs, kwargs, scheduling, "submit_threadsafe")
+        if isinstance(job, Workflow):
+            raise TypeError("submit_threadsafe() takes a job: submit a workflow on the loop")
         self._loop.call_soon_threadsafe(self._submit_logged, job, options)
         return job.job_id
 
@@ -1516,6 +1610,8 @@ class Kernel:
             for dep in unmet:
                 self._dependents.setdefault(dep, []).append(job_id)
         else:
+            if job.takes_results:
+                job.resolve_results(self._result_for)
             self._enqueue(job)
 
     def restore_schedule(
@@ -2085,6 +2181,8 @@ class Kernel:
                     continue
                 del self._blocked[dep_id]
                 if run:
+                    if dependent.takes_results:
+                        dependent.resolve_results(self._result_for)
                     self._enqueue(dependent)
                 else:
                     work.append((dependent, CANCELLED, reason))
@@ -2094,6 +2192,8 @@ class Kernel:
                     unmet.discard(job_id)
                     if not unmet:
                         del self._blocked[dep_id]
+                        if dependent.takes_results:
+                            dependent.resolve_results(self._result_for)
                         self._enqueue(dependent)
             else:  # cascade: the upstream did not complete
                 work.append((dependent, CANCELLED, f"upstream {job_id} {status.value}"))

@@ -114,8 +114,13 @@ class LocalClient:
 
     # ── submitting and waiting ──────────────────────────────────────
     async def submit(self, job: Job | Any, *args: Any, **options: Any) -> str:
-        """`JobScheduler.submit`: queue a job (or a function and its arguments)."""
+        """`JobScheduler.submit`: queue a job (or a function and its arguments,
+        or a workflow: the id of its last job)."""
         return self.scheduler.submit(job, *args, **options)
+
+    async def submit_many(self, jobs: Iterable[Any]) -> list[str]:
+        """`JobScheduler.submit_many`: jobs and workflows; every job's id."""
+        return self.scheduler.submit_many(jobs)
 
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id now, with its history and progress;

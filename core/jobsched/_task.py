@@ -19,11 +19,12 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Literal, ParamSpec, TypeVar, overload
 
-from ._errors import SchedulerError
+from ._errors import ResultUnavailableError, SchedulerError
 from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, ExceptionNames, Job, record_spec
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
 from ._options import check_retry_policy, priority_name, to_priority, to_timeout
 from ._plugins import define_job_type, defined_job_type
+from ._result_of import ResultOf, job_id_of, markers_in, resolve
 from ._retry import RetryPolicyLike
 from ._retry_filter import exception_names
 from ._status import ConcurrencyModel, JobPriority
@@ -54,6 +55,7 @@ class TaskJob(Job):
     task: ClassVar[Task[..., Any]]
     #: The registered job type name (concurrency limits and rates count by it).
     job_type: ClassVar[str]
+    takes_results = True
 
     def __init__(self, **kwargs: Any) -> None:
         # Called by build_job (job files, stores) with the checked arguments
@@ -66,11 +68,48 @@ class TaskJob(Job):
 
     def run(self) -> Any:
         """The coroutine of an async task's function."""
-        return type(self).task.fn(**self.arguments)
+        arguments = self.arguments
+        if arguments.__class__ is not dict:
+            raise ResultUnavailableError(arguments.why)  # type: ignore[attr-defined]
+        return type(self).task.fn(**arguments)
 
     def run_sync(self) -> Any:
         """Call a plain task's function (on a thread or in a process)."""
-        return type(self).task.fn(**self.arguments)
+        arguments = self.arguments
+        if arguments.__class__ is not dict:
+            raise ResultUnavailableError(arguments.why)  # type: ignore[attr-defined]
+        return type(self).task.fn(**arguments)
+
+    def result_upstreams(self, id_of: Callable[[Any], str]) -> list[str]:
+        """The ids of the jobs whose results the arguments hold markers for."""
+        arguments = self.arguments
+        if arguments.__class__ is not dict:
+            return []
+        ids: list[str] = []
+        for value in arguments.values():
+            for marker in markers_in(value):
+                ids.extend(i for i in marker.ids(id_of) if i not in ids)
+        return ids
+
+    def resolve_results(self, result_of: Callable[[str], Any]) -> None:
+        """Replace the markers by the upstreams' results, checked against the
+        annotations. A result that cannot be had, or does not fit, makes the
+        job fail when its attempt starts (`ResultUnavailableError`, not retried)."""
+        arguments = self.arguments
+        if arguments.__class__ is not dict or not any(
+            True for value in arguments.values() for _ in markers_in(value)
+        ):
+            return
+        task = type(self).task
+        try:
+            resolved = {k: resolve(v, result_of, job_id_of) for k, v in arguments.items()}
+            info = describe_job_type(task.job_class, task.name, task.fn.__module__)
+            try:
+                self.arguments = check_arguments(info, resolved, f"{task.name} job {self.job_id}")
+            except JobSpecError as exc:
+                raise ResultUnavailableError(f"an upstream's result does not fit: {exc}") from None
+        except ResultUnavailableError as exc:
+            self.arguments = _Unresolved(str(exc))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Its class is made per task, not importable by name: a process
@@ -81,6 +120,18 @@ class TaskJob(Job):
                 if hasattr(self, slot):
                     state[slot] = getattr(self, slot)
         return (_new_task_job, (type(self).task,), (None, state))
+
+
+class _Unresolved(dict):  # type: ignore[type-arg]
+    """A task job's arguments whose markers could not be resolved: its
+    attempt fails with `why` (a dict, empty, so the slot keeps its type)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Unresolved, (self.why,))
 
 
 def _new_task_job(task: Task[..., Any]) -> TaskJob:
@@ -380,7 +431,7 @@ class _NotJSON(Exception):
 
 def _json_value(value: Any) -> Any:
     """`value` as the JSON value kept for it (enums by name, paths as text)."""
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | int | str) or value.__class__ is ResultOf:
         return value
     if isinstance(value, float):
         if math.isfinite(value):

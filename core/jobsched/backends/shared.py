@@ -34,17 +34,20 @@ import contextlib
 import itertools
 import os
 import random
+import re
 import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import structlog
 
 from .._codec import JobCodec, wall_offset
-from .._errors import SchedulerError
+from .._errors import ResultUnavailableError, SchedulerError
 from .._job import Job
+from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from ..store import (
     Outcome,
@@ -332,15 +335,47 @@ class SharedBackend(LocalBackend):
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
                     rows, next_due = [], None
+                claimed = len(rows)
+                rows = await self._with_results(rows)
                 for row in rows:
                     self._adopt(row, asked_at)
-                if len(rows) == room:
+                if claimed == room:
                     continue
                 if next_due is not None:
                     timeout = min(timeout, max(0.0, next_due - time.time()))
             if not self._wake.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _with_results(self, rows: list[SharedJobRow]) -> list[SharedJobRow]:
+        """Claimed rows with their `result_of` markers replaced by the upstreams'
+        stored results (read in one query). A row whose result cannot be had
+        fails at once, saying why; a failed read hands the rows back."""
+        marked = {row.job_id: row for row in rows if has_markers(row.args)}
+        if not marked:
+            return rows
+        wanted = {i for row in marked.values() for v in row.args.values() for i in upstream_ids(v)}
+        try:
+            upstreams = {u.job_id: u for u in await self.store.jobs(sorted(wanted))}
+        except Exception as exc:
+            self._log.error("cannot read upstream results", error=str(exc))
+            self._hand_back(list(marked))
+            return [row for row in rows if row.job_id not in marked]
+
+        def result_of(upstream_id: str) -> Any:
+            return stored_result(upstreams.get(upstream_id), upstream_id)
+
+        ready = []
+        for row in rows:
+            if row.job_id in marked:
+                try:
+                    args = {k: resolve(v, result_of, job_id_of) for k, v in row.args.items()}
+                except ResultUnavailableError as exc:
+                    self._outcome(row.job_id, "failed", error=f"ResultUnavailableError: {exc}")
+                    continue
+                row = attrs.evolve(row, args=args)
+            ready.append(row)
+        return ready
 
     def _adopt(self, row: SharedJobRow, asked_at: float) -> None:
         """Make a claimed row a local job in the ready heap (no await: atomic)."""
@@ -715,3 +750,28 @@ class SharedBackend(LocalBackend):
 
 
 _TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)
+
+
+def upstream_ids(value: Any) -> list[str]:
+    """The job ids the markers in one stored argument value name."""
+    return [i for marker in markers_in(value) for i in marker.ids(job_id_of)]
+
+
+def stored_result(row: SharedJobRow | None, upstream_id: str) -> Any:
+    """An upstream's result as its stored row gives it, for a `result_of` marker."""
+    if row is None:
+        raise unavailable(upstream_id, "no such job in the store (purged?)")
+    if row.status != "completed":
+        return None  # a trigger rule released the dependent anyway
+    if row.options.get("keep_result") is False:
+        raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
+    # Past its time the result counts as gone, whether or not a reaper ran.
+    if row.result_expires is not None and row.result_expires <= time.time():
+        raise unavailable(upstream_id, "its result expired (result_ttl)")
+    result = row.result
+    if result is None:
+        return None
+    if isinstance(result, dict) and "$repr" in result:
+        found = re.search(r"Object of type (\w+)", str(result.get("$note", "")))
+        raise unavailable(upstream_id, not_json(found.group(1) if found else "value"))
+    return result

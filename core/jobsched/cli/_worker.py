@@ -282,16 +282,16 @@ async def _follow(jobfile: Any, plugins: PluginManager, client: Any) -> Any:
 
         # One batch, one transaction: dependencies inside the file name the
         # entries' jobs; a key the store knows resumes that job.
-        built = {
-            entry.id: build_job(
+        # In submit order: a result_of argument names an earlier job of the batch.
+        built: dict[str, Any] = {}
+        for entry in jobfile.submit_order:
+            built[entry.id] = build_job(
                 entry.type,
-                entry.args,
+                jobfile.args_of(entry, built.__getitem__),
                 plugins=plugins,
                 label=entry.label,
                 **entry.job_options(start),
             )
-            for entry in jobfile.submit_order
-        }
         stored = await client.submit_many(
             Submission(
                 built[entry.id],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import graphlib
 import heapq
+import itertools
 import os
 import re
 import stat
@@ -13,9 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .. import JobSpecError, Limits, PluginError, SchedulerError, build_job, build_trigger
 from ._model import (
     TABLES,
+    ChainEntry,
+    GroupEntry,
     JobEntry,
     JobFile,
     JobTemplate,
@@ -23,6 +28,8 @@ from ._model import (
     RecurringEntry,
     SchedulerSettings,
     keys_of,
+    result_ref,
+    result_refs,
 )
 
 if sys.version_info >= (3, 11):
@@ -148,14 +155,21 @@ def parse_jobfile(
     jobs: list[JobEntry] = entries["job"]
     recurring: list[RecurringEntry] = entries["recurring"]
 
-    seen: dict[str, JobTemplate] = {}
-    for entry in [*jobs, *recurring]:
+    groups: list[GroupEntry] = entries["group"]
+    seen: dict[str, JobTemplate | GroupEntry] = {}
+    entries_with_ids: list[JobTemplate | GroupEntry] = [*jobs, *recurring, *groups]
+    for entry in entries_with_ids:
         first = seen.get(entry.id)
         if first is not None:
             at = f" (first used at line {first.line})" if first.line else ""
             raise fail(f"duplicate id {entry.id!r}{at}", lines.key(entry.line, "id"))
         seen[entry.id] = entry
     job_ids = [j.id for j in jobs]
+    members = _group_members(groups, job_ids, lines, fail)
+    jobs = _with_workflow_edges(jobs, recurring, entries["chain"], members, lines, fail)
+    for job in jobs:
+        if job.trigger_rule != "all_success" and not job.depends_on:
+            raise fail(f"{job.label}: trigger_rule {job.trigger_rule!r} needs depends_on", job.line)
     for job in jobs:
         for dep in job.depends_on:
             if dep in job_ids:
@@ -175,7 +189,7 @@ def parse_jobfile(
     order = _submit_order(jobs, fail, lines)
 
     if plugins is not None:
-        _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail)
+        _check_against_plugins(settings, [*jobs, *recurring], plugins, lines, fail, members)
         _check_limit_names(tables["limits"], plugins, lines, fail)
     if not jobs and not recurring:
         # Running it would do nothing and still create a store: surely the wrong
@@ -188,7 +202,93 @@ def parse_jobfile(
         jobs=tuple(jobs),
         recurring=tuple(recurring),
         submit_order=tuple(order),
+        groups=members,
     )
+
+
+def _group_members(
+    groups: list[GroupEntry], job_ids: list[str], lines: _Lines, fail: Any
+) -> dict[str, tuple[str, ...]]:
+    """``[[group]]`` ids -> their members, each a [[job]] id of the file."""
+    for entry in groups:
+        for member in entry.members:
+            if member not in job_ids:
+                raise fail(
+                    f"{entry.label}: member {member!r} is not a [[job]] id in this file"
+                    f"{_did_you_mean(member, job_ids)}",
+                    lines.key(entry.line, "members"),
+                )
+    return {entry.id: entry.members for entry in groups}
+
+
+def _with_workflow_edges(
+    jobs: list[JobEntry],
+    recurring: list[RecurringEntry],
+    chains: list[ChainEntry],
+    members: Mapping[str, tuple[str, ...]],
+    lines: _Lines,
+    fail: Any,
+) -> list[JobEntry]:
+    """`jobs` with the dependencies ``[[chain]]`` steps and ``{ result_of = ID }``
+    arguments add to their ``depends_on``."""
+    job_ids = [j.id for j in jobs]
+    known = [*job_ids, *members]
+
+    def expand(name: str) -> tuple[str, ...]:
+        return members.get(name, (name,))
+
+    extra: dict[str, list[str]] = {}
+    for chain in chains:
+        for step in chain.steps:
+            if step not in known:
+                raise fail(
+                    f"[[chain]]: step {step!r} is not a [[job]] or [[group]] id in this file"
+                    f"{_did_you_mean(step, known)}",
+                    lines.key(chain.line, "steps"),
+                )
+        for before, after in itertools.pairwise(chain.steps):
+            for job_id in expand(after):
+                extra.setdefault(job_id, []).extend(expand(before))
+    for entry in [*jobs, *recurring]:
+        try:
+            refs = [ref for value in entry.args.values() for ref in result_refs(value)]
+        except ValueError as exc:
+            raise fail(f"{entry.label}: args: {exc}", lines.key(entry.line, "args")) from None
+        if refs and isinstance(entry, RecurringEntry):
+            raise fail(
+                f"{entry.label}: result_of is for [[job]] entries (a recurring run has no "
+                "upstream to wait for)",
+                lines.key(entry.line, "args"),
+            )
+        for ref in refs:
+            if ref not in known:
+                raise fail(
+                    f"{entry.label}: result_of {ref!r} is not a [[job]] or [[group]] id in "
+                    f"this file{_did_you_mean(ref, known)}",
+                    lines.key(entry.line, "args"),
+                )
+            extra.setdefault(entry.id, []).extend(expand(ref))
+    return [
+        attrs.evolve(job, depends_on=tuple(dict.fromkeys([*job.depends_on, *extra[job.id]])))
+        if job.id in extra
+        else job
+        for job in jobs
+    ]
+
+
+def _marker_data(value: Any, members: Mapping[str, tuple[str, ...]]) -> Any:
+    """`value` with each ``{ result_of = ID }`` table in the marker's JSON form
+    (entry ids stand in for job ids: only the job type's checks see it)."""
+    ref = result_ref(value)
+    if ref is not None:
+        names = [ref] if isinstance(ref, str) else ref
+        data = [list(members[n]) if n in members else n for n in names]
+        return {"$result_of": data[0] if isinstance(ref, str) else data}
+    if isinstance(value, list):
+        return [_marker_data(v, members) for v in value]
+    if isinstance(value, dict):
+        return {k: _marker_data(v, members) for k, v in value.items()}
+    return value
 
 
 #: The largest job file read: a mistaken path (``/dev/zero``, a log file) must
@@ -301,6 +401,7 @@ def _check_against_plugins(
     plugins: PluginManager,
     lines: _Lines,
     fail: Any,
+    members: Mapping[str, tuple[str, ...]],
 ) -> None:
     if settings.strategy not in plugins.registry["strategies"]:
         raise fail(
@@ -311,7 +412,7 @@ def _check_against_plugins(
         try:
             job = build_job(
                 entry.type,
-                entry.args,
+                {k: _marker_data(v, members) for k, v in entry.args.items()},
                 plugins=plugins,
                 label=entry.label,
                 **entry.job_options(0.0),

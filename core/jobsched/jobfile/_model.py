@@ -26,6 +26,8 @@ from .. import (
     TRIGGER_RULES,
     Limits,
     Rate,
+    group,
+    result_of,
 )
 
 #: ``attrs.field(metadata=...)`` key under which a field's `KeySpec` lives.
@@ -413,8 +415,8 @@ class JobEntry(JobTemplate):
         return "job"
 
     def check(self) -> None:
-        if self.trigger_rule != "all_success" and not self.depends_on:
-            raise ValueError(f"trigger_rule {self.trigger_rule!r} needs depends_on")
+        """Checks across keys; raise ValueError. (``trigger_rule`` needs upstreams,
+        which ``[[chain]]`` and ``result_of`` add too: the loader checks it.)"""
 
 
 @attrs.frozen(kw_only=True)
@@ -510,6 +512,62 @@ class LimitsSettings:
         return Limits(executors=self.executors, job_types=self.job_types, rates=self.rates)
 
 
+def id_steps(value: Any) -> tuple[str, ...]:
+    """At least two ids, in order (a chain's steps)."""
+    ids = id_list(value)
+    if len(ids) < 2 or len(ids) != len(value):
+        raise ValueError(f"must be an array of at least two different ids, got {_describe(value)}")
+    return ids
+
+
+def id_members(value: Any) -> tuple[str, ...]:
+    """At least one [[job]] id (a group's members)."""
+    ids = id_list(value)
+    if not ids or len(ids) != len(value):
+        raise ValueError(
+            f"must be an array of one or more different [[job]] ids, got {_describe(value)}"
+        )
+    return ids
+
+
+@attrs.frozen(kw_only=True)
+class GroupEntry:
+    """``[[group]]``: [[job]] entries named together, independent of each other."""
+
+    id: str = key(
+        identifier,
+        doc="unique among all ids of the file; chain steps and result_of may name it",
+    )
+    members: tuple[str, ...] = key(
+        id_members,
+        doc="ids of [[job]] entries; result_of the group is the list of their results, "
+        "in this order",
+    )
+    line: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"group {self.id!r}"
+
+    def check(self) -> None:
+        """Checks across keys; raise ValueError."""
+
+
+@attrs.frozen(kw_only=True)
+class ChainEntry:
+    """``[[chain]]``: steps that run one after the other."""
+
+    steps: tuple[str, ...] = key(
+        id_steps,
+        doc="ids of [[job]] or [[group]] entries: each step waits until every job of the "
+        "previous step completed",
+    )
+    line: int | None = None
+
+    def check(self) -> None:
+        """Checks across keys; raise ValueError."""
+
+
 @attrs.frozen
 class TableKind:
     """A top-level table: ``[name]`` (one) or ``[[name]]`` (an array of them)."""
@@ -524,6 +582,8 @@ TABLES: Mapping[str, TableKind] = {
     "limits": TableKind(LimitsSettings, array=False),
     "job": TableKind(JobEntry, array=True),
     "recurring": TableKind(RecurringEntry, array=True),
+    "group": TableKind(GroupEntry, array=True),
+    "chain": TableKind(ChainEntry, array=True),
 }
 
 
@@ -543,3 +603,53 @@ class JobFile:
     jobs: tuple[JobEntry, ...]
     recurring: tuple[RecurringEntry, ...]
     submit_order: tuple[JobEntry, ...]
+    #: ``[[group]]`` ids -> their members' [[job]] ids.
+    groups: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    def args_of(self, entry: JobTemplate, job_of: Callable[[str], Any]) -> dict[str, Any]:
+        """`entry`'s arguments, each ``{ result_of = ID }`` table made a
+        `jobsched.result_of` marker: `job_of(id)` gives a [[job]] entry's job
+        (or its id), a group stands for the list of its members' results."""
+        return {k: self._with_results(v, job_of) for k, v in entry.args.items()}
+
+    def _with_results(self, value: Any, job_of: Callable[[str], Any]) -> Any:
+        ref = result_ref(value)
+        if ref is not None:
+            names = [ref] if isinstance(ref, str) else ref
+            refs = [
+                group(*(job_of(m) for m in self.groups[n])) if n in self.groups else job_of(n)
+                for n in names
+            ]
+            if isinstance(ref, str):
+                return result_of(refs[0])
+            return [result_of(r) for r in refs]
+        if isinstance(value, list):
+            return [self._with_results(v, job_of) for v in value]
+        if isinstance(value, dict):
+            return {k: self._with_results(v, job_of) for k, v in value.items()}
+        return value
+
+
+def result_ref(value: Any) -> str | list[str] | None:
+    """What a ``{ result_of = ID }`` (or ``= [IDS]``) table names, or None for any
+    other value; a malformed one is a `ValueError`."""
+    if not isinstance(value, dict) or "result_of" not in value or len(value) != 1:
+        return None
+    ref = value["result_of"]
+    if isinstance(ref, str) and ref:
+        return ref
+    if isinstance(ref, list) and ref and all(isinstance(r, str) and r for r in ref):
+        return list(ref)
+    raise ValueError(f"result_of must be an entry id or an array of ids, got {_describe(ref)}")
+
+
+def result_refs(value: Any) -> list[str]:
+    """Every id the ``{ result_of = ... }`` tables in an argument value name."""
+    ref = result_ref(value)
+    if ref is not None:
+        return [ref] if isinstance(ref, str) else ref
+    if isinstance(value, list):
+        return [r for v in value for r in result_refs(v)]
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in result_refs(v)]
+    return []

@@ -229,8 +229,9 @@ async def run_jobfile(
         await scheduler.start()
     ids: dict[str, str] = {}
     for entry in jobfile.submit_order:
+        args = jobfile.args_of(entry, lambda entry_id: scheduler.get(ids[entry_id]))
         job = build_job(
-            entry.type, entry.args, plugins=plugins, label=entry.label, **entry.job_options(start)
+            entry.type, args, plugins=plugins, label=entry.label, **entry.job_options(start)
         )
         job_id = scheduler.submit(
             job,
