@@ -11,6 +11,7 @@ process with a ``jobsched worker`` in another.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
@@ -532,3 +533,54 @@ def test_jobsched_run_honours_trigger_rules_with_a_store(
     assert done.returncode == 1, done.stderr  # a job failed
     outcomes = {o["id"]: o["status"] for o in json.loads(done.stdout)["jobs"]}
     assert outcomes == {"fail": "failed", "cleanup": "completed", "page": "cancelled"}
+
+
+# ── two hosts settling one dependent at once (PostgreSQL) ──────────────
+@pytest.mark.parametrize(
+    ("rule", "status", "error"),
+    [
+        ("all_done", "pending", None),
+        ("one_failed", "cancelled", "trigger rule 'one_failed': no upstream failed"),
+    ],
+)
+async def test_a_finish_waits_for_another_settling_the_same_dependent(
+    pg_schema: tuple[str, str], rule: str, status: str, error: str | None
+) -> None:
+    """Another host's finish has settled `u1` into the dependent (``unmet`` 2 ->
+    1) and not committed yet: finishing `u2` here waits for it (the dependent
+    is locked while it is settled) and settles from ``unmet`` 1, so the
+    dependent is decided, not left waiting for an upstream that already ended."""
+    import psycopg
+
+    from jobsched_plugins.postgres_store import PostgresStore
+    from pg_support import base_dsn
+    from test_postgres_dependency_race import waiting_on_a_lock
+
+    url, schema = pg_schema
+    store = PostgresStore(url)
+    await store.open(jobsched.StoreContext(worker_id="w", shared=True))
+    try:
+        await store.insert([new_job("u1"), new_job("u2"), new_job("dep", "u1", "u2", rule=rule)])
+        claimed, _ = await store.claim(2, "w")
+        assert sorted(r.job_id for r in claimed) == ["u1", "u2"]
+        async with await psycopg.AsyncConnection.connect(base_dsn()) as other:
+            await other.execute(
+                f"UPDATE \"{schema}\".jobs SET status = 'completed', lease_owner = NULL "
+                "WHERE job_id = 'u1'"
+            )
+            await other.execute(f"UPDATE \"{schema}\".jobs SET unmet = 1 WHERE job_id = 'dep'")
+            finish = asyncio.create_task(
+                store.finish([Outcome(job_id="u2", status="completed")], "w")
+            )
+            for _ in range(1200):
+                if await waiting_on_a_lock(schema) or finish.done():
+                    break
+                await asyncio.sleep(0.05)
+            assert not finish.done(), "the finish did not wait for the other settling the dependent"
+            await other.commit()
+        assert await asyncio.wait_for(finish, timeout=60) == ["u2"]
+        row = await store.get("dep")
+        assert row is not None
+        assert (row.status, row.unmet, row.last_error) == (status, 0, error)
+    finally:
+        await store.close()
