@@ -243,10 +243,11 @@ class Backend(Protocol):
     - ``listener(job, old, new)``: called first on every transition.
     - ``admit(job, delay, depends_on, key, unique_key, trigger_rule) -> str |
       None``: a new job, checked by the kernel and not recorded yet
-      (`trigger_rule` is one of `TRIGGER_RULES`, ``"all_success"`` by default). Return an id to take
-      the job away (the kernel records nothing: a shared queue, or a submit
-      deferred until the store is open); None lets the kernel queue it. May
-      raise to refuse the job, and may give it a new id.
+      (`trigger_rule` is one of `TRIGGER_RULES`, ``"all_success"`` by
+      default: a backend that keeps jobs keeps it with `depends_on`). Return
+      an id to take the job away (the kernel records nothing: a shared
+      queue, or a submit deferred until the store is open); None lets the
+      kernel queue it. May raise to refuse the job, and may give it a new id.
     - ``finished(job_id, status)``: a job reached a terminal state. With this
       hook the kernel holds its dependents back until the backend calls
       `Kernel.release_committed` (durable before visible).
