@@ -584,3 +584,23 @@ async def test_a_finish_waits_for_another_settling_the_same_dependent(
         assert (row.status, row.unmet, row.last_error) == (status, 0, error)
     finally:
         await store.close()
+
+
+async def test_a_retried_ruled_dependent_runs_once_its_upstreams_have_ended(
+    shared_url: str,
+) -> None:
+    """An operator's retry counts a ruled job's unfinished upstreams again
+    (none here: it runs), not its upstreams that did not complete."""
+    async with JobScheduler(store=shared_url, shared=True) as scheduler:
+        failed = scheduler.submit(boom())
+        dependent = scheduler.submit(ok("dep"), depends_on=[failed], trigger_rule="one_success")
+        await scheduler.join()
+        async with Client(shared_url) as client:
+            before = await client.get(dependent)
+            assert (before.status, before.last_error) == (
+                X,
+                "trigger rule 'one_success': no upstream completed",
+            )
+            assert (await client.retry(dependent)).status is P
+            after = await client.wait(dependent, timeout=60)
+    assert (after.status, after.last_error, after.trigger_rule) == (C, None, "one_success")
