@@ -604,3 +604,22 @@ async def test_a_retried_ruled_dependent_runs_once_its_upstreams_have_ended(
             assert (await client.retry(dependent)).status is P
             after = await client.wait(dependent, timeout=60)
     assert (after.status, after.last_error, after.trigger_rule) == (C, None, "one_success")
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_jobsched_status_shows_a_jobs_trigger_rule(tmp_path: Path, shared: bool) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    async with JobScheduler(store=url, shared=shared) as scheduler:
+        up = scheduler.submit(ok(), delay=3600)
+        dependent = scheduler.submit(ok(), depends_on=[up], trigger_rule="none_failed")
+        await scheduler.flush()
+        ids = (up, dependent)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "status", "--store", url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rules = {j["job_id"]: j["trigger_rule"] for j in json.loads(done.stdout)["jobs"]}
+    assert rules == {ids[0]: "all_success", ids[1]: "none_failed"}

@@ -154,6 +154,15 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
         "SELECT job_id, upstream FROM jobsched_shared_dependencies"
     ):
         deps.setdefault(job_id, []).append(upstream)
+    # A file no process has migrated to version 4 yet has no rules: all default.
+    rules: dict[str, str] = {}
+    if any(r[1] == "trigger_rule" for r in conn.execute("PRAGMA table_info(jobsched_shared_jobs)")):
+        rules = dict(
+            conn.execute(
+                "SELECT job_id, trigger_rule FROM jobsched_shared_jobs "
+                "WHERE trigger_rule <> 'all_success'"
+            ).fetchall()
+        )
     rows = [
         JobRow(
             job_id=r.job_id,
@@ -171,6 +180,7 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
             result=None if r.result is None else json.dumps(r.result),
             last_error=r.last_error,
             schedule_id=r.schedule_id,
+            trigger_rule=rules.get(r.job_id, "all_success"),
         )
         for r in jobs(conn, columns=BASE_JOB_COLUMNS)
     ]
