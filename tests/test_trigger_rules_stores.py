@@ -623,3 +623,27 @@ async def test_jobsched_status_shows_a_jobs_trigger_rule(tmp_path: Path, shared:
     assert done.returncode == 0, done.stderr
     rules = {j["job_id"]: j["trigger_rule"] for j in json.loads(done.stdout)["jobs"]}
     assert rules == {ids[0]: "all_success", ids[1]: "none_failed"}
+
+
+async def test_a_submit_before_start_keeps_its_rule_on_a_single_owner_store(
+    tmp_path: Path,
+) -> None:
+    scheduler = JobScheduler(store=f"sqlite:///{tmp_path / 'jobs.db'}")
+    failed = scheduler.submit(boom())
+    cleanup = scheduler.submit(ok("cleanup"), depends_on=[failed], trigger_rule="all_done")
+    async with scheduler:
+        await scheduler.join()
+        assert scheduler.get(cleanup).status is C
+        assert scheduler.trigger_rule(cleanup) == "all_done"
+
+
+def test_a_store_helper_refuses_an_unknown_rule() -> None:
+    from jobsched.store import settle_at_insert
+
+    with pytest.raises(ValueError, match="unknown trigger_rule 'some'"):
+        settle_at_insert("some", ["a"], {"a": "completed"})
+    assert settle_at_insert("one_success", ["a", "b"], {"a": "pending", "b": "completed"}) == (
+        ["a"],
+        0,
+        None,
+    )

@@ -142,6 +142,7 @@ def settle_at_insert(
     waits for (0: due now, released by its rule), and the reason it is
     cancelled at once (None if it is not; then `waits_for` is empty). The
     ended dependencies are settled in `depends_on` order, with `Upstreams`.
+    An unknown `rule` is a `ValueError` naming it (`check_trigger_rule`).
     """
     if rule == ALL_SUCCESS:
         # Equivalent to the general case below, without building Upstreams.
@@ -151,7 +152,7 @@ def settle_at_insert(
             return [], 0, f"upstream {broken[0]} {statuses[broken[0]]}"
         return unmet, len(unmet), None
     waits_for = [d for d in depends_on if statuses.get(d) not in _TERMINAL]
-    upstreams = Upstreams(rule, len(depends_on))
+    upstreams = Upstreams(check_trigger_rule(rule), len(depends_on))
     for d in depends_on:
         status = statuses.get(d)
         if status not in _TERMINAL:
