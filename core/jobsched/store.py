@@ -614,15 +614,17 @@ class SharedStore(StoreBase, Protocol):
     async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs for `owner`, in strategy order.
 
-        Due means pending or retry_wait, every dependency completed, and
-        ``run_at <= now``. Order is ascending ``(sort_key, seq)``. No job is
-        claimed by two processes (lock rows, e.g. ``FOR UPDATE SKIP LOCKED``,
-        or serialize claims). Each claimed job becomes ``running`` with
-        ``attempts + 1``, ``started_at = now``, ``lease_owner = owner`` and
-        ``lease_expires = now + lease_seconds``. With cluster limits stored
-        (`sync_limits`) jobs at a limit are skipped, not waited for. While
-        the queue is paused (`set_queue_paused`) nothing is claimed and the
-        next due time is None; checking the flag costs no extra round trip.
+        Due means pending or retry_wait, released by its dependencies
+        (``unmet`` 0: for ``all_success``, every one completed; see
+        `NewJob.trigger_rule`), and ``run_at <= now``. Order is ascending
+        ``(sort_key, seq)``. No job is claimed by two processes (lock rows,
+        e.g. ``FOR UPDATE SKIP LOCKED``, or serialize claims). Each claimed
+        job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
+        ``lease_owner = owner`` and ``lease_expires = now + lease_seconds``.
+        With cluster limits stored (`sync_limits`) jobs at a limit are
+        skipped, not waited for. While the queue is paused
+        (`set_queue_paused`) nothing is claimed and the next due time is
+        None; checking the flag costs no extra round trip.
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
