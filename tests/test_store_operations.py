@@ -537,7 +537,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
                 "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
             ).fetchone()[0]
         )
-        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "3"
+        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "4"
         row = await store.get("old")
         assert (row.status, row.progress, row.result_expires, row.history) == (
             "completed",
@@ -546,6 +546,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
             (),
         )
         assert await store.queue_paused() is False
+        assert row.trigger_rule == "all_success"  # version 4 gave old jobs the default
     finally:
         await store.close()
     # Opening again migrates nothing more.

@@ -1,5 +1,6 @@
 """``trigger_rule=`` on dependents (in-memory schedulers and job files without a
-store): when a job with ``depends_on`` runs, or is cancelled with the reason."""
+store): when a job with ``depends_on`` runs, or is cancelled with the reason.
+The stores' side is tests/test_trigger_rules_stores.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 import jobsched
-from jobsched import JobScheduler, JobStatus, SchedulerError
+from jobsched import JobScheduler, JobStatus
 from jobsched.jobfile import JobFileError, load_jobfile, run_jobfile
 
 C, F, T, X = JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED
@@ -140,14 +141,6 @@ async def test_a_bad_trigger_rule_is_refused(
     assert str(caught.value) == message
 
 
-async def test_a_store_refuses_trigger_rules_for_now(tmp_path: Path) -> None:
-    async with JobScheduler(store=f"sqlite:///{tmp_path / 'jobs.db'}") as scheduler:
-        up = scheduler.submit(jobsched.build_job("sleep", {"name": "a", "seconds": 0}))
-        with pytest.raises(SchedulerError, match="only an in-memory scheduler keeps trigger"):
-            scheduler.submit(ok, depends_on=[up], trigger_rule="all_done")
-        await scheduler.join()
-
-
 async def test_a_task_job_takes_a_trigger_rule_too() -> None:
     from task_examples import add
 
@@ -212,33 +205,3 @@ def test_a_trigger_rule_without_depends_on_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(JobFileError, match="trigger_rule 'all_done' needs depends_on"):
         load_jobfile(path, plugins=jobsched.default_plugin_manager())
-
-
-async def test_a_job_file_with_a_rule_and_a_store_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "jobs.toml"
-    path.write_text(JOBFILE.format(rule='trigger_rule = "all_done"'))
-    jobfile = load_jobfile(path, plugins=jobsched.default_plugin_manager())
-    with pytest.raises(JobFileError, match="trigger_rule 'all_done' runs without a store"):
-        await run_jobfile(jobfile, store=f"sqlite:///{tmp_path / 'jobs.db'}")
-
-
-@pytest.mark.slow
-def test_jobsched_run_refuses_a_rule_with_a_shared_store(
-    tmp_path: Path, pg_schema: tuple[str, str]
-) -> None:
-    import subprocess
-    import sys
-
-    path = tmp_path / "jobs.toml"
-    path.write_text(JOBFILE.format(rule='trigger_rule = "all_done"'))
-    done = subprocess.run(
-        [sys.executable, "-m", "jobsched", "run", str(path), "--store", pg_schema[0]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert done.stderr == (
-        f"jobsched: error: {path}: job 'cleanup': trigger_rule 'all_done' not supported "
-        "with a shared store yet (run the file without --store)\n"
-    )

@@ -43,6 +43,7 @@ from ._options import check_delay, to_keep_result, to_priority, to_result_ttl, t
 from ._plugins import PluginManager, default_plugin_manager
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
+from ._trigger_rules import ALL_SUCCESS, check_trigger_rule
 from ._workflow import Workflow, expand
 from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
 from .store import (
@@ -168,6 +169,10 @@ class JobInfo:
     history: tuple[Attempt, ...] = ()
     #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
     depends_on: tuple[str, ...] = ()
+    #: When it runs given how `depends_on` end: ``"all_success"`` (the
+    #: default), ``"all_done"``, ``"one_success"``, ``"one_failed"`` or
+    #: ``"none_failed"`` (docs/tasks.md).
+    trigger_rule: str = "all_success"
     #: Its stored options (``name``, ``executor``, ``priority``, ``timeout``,
     #: ``retry``, ``result_ttl``, ...: spelled as the codec stores them).
     options: Mapping[str, Any] = attrs.field(factory=dict)
@@ -206,6 +211,7 @@ class JobInfo:
             progress=Progress.from_data(row.progress),
             history=tuple(Attempt.from_row(a) for a in row.history),
             depends_on=tuple(row.depends_on),
+            trigger_rule=row.trigger_rule,
             options=row.options,
             result_expires=row.result_expires,
         )
@@ -329,6 +335,8 @@ class Submission:
     #: None keeps the job's own (see `Client.submit`).
     result_ttl: float | None = None
     keep_result: bool | None = None
+    #: When it runs given how `depends_on` end (see `Client.submit`).
+    trigger_rule: str = "all_success"
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
@@ -484,6 +492,7 @@ class Client:
         name: str | None = None,
         result_ttl: float | None = None,
         keep_result: bool | None = None,
+        trigger_rule: str = "all_success",
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -500,6 +509,14 @@ class Client:
         worker's reaper removes it) and `keep_result` (False: store no result)
         override the job's own; None keeps them (the workers' ``--result-ttl``
         applies to a job without one).
+
+        `trigger_rule` says when a job with `depends_on` runs, given how they
+        end: ``"all_success"`` (the default: every one completed; cancelled
+        as soon as one did not), ``"all_done"``, ``"one_success"``,
+        ``"one_failed"`` or ``"none_failed"`` (docs/tasks.md). The store
+        applies it, whichever process finishes the upstreams; a job whose
+        rule can no longer be met is cancelled with the reason. An unknown
+        rule, or a rule without `depends_on`, is a `ValueError`.
 
         Concurrent calls (many coroutines submitting at once) are stored
         together, one insert for all the calls waiting at that moment; each
@@ -536,6 +553,7 @@ class Client:
             name=name,
             result_ttl=result_ttl,
             keep_result=keep_result,
+            trigger_rule=trigger_rule,
         )
         self._check_open()
         # Checked and encoded now: a bad job is refused at the call.
@@ -663,6 +681,7 @@ class Client:
                     depends_on=tuple(depends_on),
                     submitted_by=self.identity,
                     unique_key=item.unique_key,
+                    trigger_rule=item.trigger_rule,
                 )
             )
         return rows, outside
@@ -685,6 +704,8 @@ class Client:
         for what, value in (("key", item.key), ("unique_key", item.unique_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+        if check_trigger_rule(item.trigger_rule) != ALL_SUCCESS and not item.depends_on:
+            raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
         _refuse_functions(item.job)
         # The codec describes the job as it will be stored: a copy with the
         # submit's options, so the caller's job is never changed.

@@ -418,6 +418,7 @@ class JobCodec:
         schedule_id: str | None = None,
         scheduled_for: float | None = None,
         submitted_by: str | None = None,
+        trigger_rule: str = "all_success",
     ) -> NewJob:
         """The `NewJob` row that submits `job` to a shared store.
 
@@ -425,7 +426,8 @@ class JobCodec:
         `offset` turns the job's monotonic times into wall-clock time (see
         `wall_offset`); `strategy_key` is the strategy's ``key`` (see
         `sort_key`). `job_id` defaults to the job's own. `scheduled_for` is
-        the period a recurring schedule fires the job for. The job itself is
+        the period a recurring schedule fires the job for; `trigger_rule`
+        says when it runs given how `depends_on` end. The job itself is
         not changed. A job that cannot be stored is a `JobSpecError`.
         """
         type_name, args, options = self.describe_data(job, offset)
@@ -444,4 +446,5 @@ class JobCodec:
             schedule_id=schedule_id,
             submitted_by=submitted_by,
             unique_key=unique_key,
+            trigger_rule=trigger_rule,
         )

@@ -151,10 +151,11 @@ class JobProgress(tuple):  # type: ignore[type-arg]
 class _Notes:
     """What the kernel knows about a job beyond its own fields; most jobs have none."""
 
-    __slots__ = ("depends_on", "history", "progress", "throttle")
+    __slots__ = ("depends_on", "history", "progress", "throttle", "trigger_rule")
 
     def __init__(self) -> None:
         self.depends_on: tuple[str, ...] = ()
+        self.trigger_rule = ALL_SUCCESS
         self.history: list[AttemptRecord] = []
         self.progress: JobProgress | None = None
         self.throttle: ProgressThrottle | None = None
@@ -224,8 +225,8 @@ class _Slot:
         self.reporter: _WorkerReporter | None = None
 
 
-#: ``admit(job, delay, depends_on, key, unique_key)``: see `Backend.admit`.
-AdmitHook = Callable[[Job, float, "Sequence[str]", "str | None", "str | None"], "str | None"]
+#: ``admit(job, delay, depends_on, key, unique_key, trigger_rule)``: see `Backend.admit`.
+AdmitHook = Callable[[Job, float, "Sequence[str]", "str | None", "str | None", str], "str | None"]
 #: ``finished(job_id, status)``: see `Backend.finished`.
 FinishedHook = Callable[[str, JobStatus], None]
 #: ``starting(job) -> bool``: see `Backend.starting`.
@@ -243,11 +244,13 @@ class Backend(Protocol):
     per-job path (the in-memory backend sets all four to None).
 
     - ``listener(job, old, new)``: called first on every transition.
-    - ``admit(job, delay, depends_on, key, unique_key) -> str | None``: a new
-      job, checked by the kernel and not recorded yet. Return an id to take
-      the job away (the kernel records nothing: a shared queue, or a submit
-      deferred until the store is open); None lets the kernel queue it. May
-      raise to refuse the job, and may give it a new id.
+    - ``admit(job, delay, depends_on, key, unique_key, trigger_rule) -> str |
+      None``: a new job, checked by the kernel and not recorded yet
+      (`trigger_rule` is one of `TRIGGER_RULES`, ``"all_success"`` by
+      default: a backend that keeps jobs keeps it with `depends_on`). Return
+      an id to take the job away (the kernel records nothing: a shared
+      queue, or a submit deferred until the store is open); None lets the
+      kernel queue it. May raise to refuse the job, and may give it a new id.
     - ``finished(job_id, status)``: a job reached a terminal state. With this
       hook the kernel holds its dependents back until the backend calls
       `Kernel.release_committed` (durable before visible).
@@ -655,7 +658,7 @@ class Kernel:
         (None, the default: once every upstream completed), ``"all_done"``,
         ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
         docs/tasks.md); a job whose rule can no longer be met is cancelled
-        with the reason. Only an in-memory scheduler keeps rules for now.
+        with the reason. A store keeps the rule with the job's dependencies.
 
         `job` may also be a workflow (`jobsched.chain`, `group`, `chord`):
         its jobs are submitted in order, its first steps waiting for
@@ -668,12 +671,9 @@ class Kernel:
         if delay != 0.0:
             delay = check_delay(delay)
         upstreams = None
+        rule = ALL_SUCCESS
         if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
-            if self._admit is not None or self._on_finished is not None:
-                raise SchedulerError(
-                    f"trigger_rule={trigger_rule!r}: only an in-memory scheduler keeps trigger "
-                    "rules for now (a store would drop them)"
-                )
+            rule = trigger_rule
             upstreams = Upstreams(trigger_rule, 0)  # counted below, with result_of's upstreams
         job = self._as_job(
             job,
@@ -723,7 +723,9 @@ class Kernel:
         if admit is not None:
             # The backend may take the job (a shared queue, a submit before
             # start()), refuse it (not storable as data) or renumber it.
-            taken = admit(job, delay, tuple(depends_on) if depends_on else (), key, unique_key)
+            taken = admit(
+                job, delay, tuple(depends_on) if depends_on else (), key, unique_key, rule
+            )
             if taken is not None:
                 return taken
         job_id = job.job_id
@@ -762,7 +764,9 @@ class Kernel:
         if self._unfinished == 1:
             self._idle.clear()
         if deps:
-            self._notes_of(job_id).depends_on = tuple(sorted(deps))
+            notes = self._notes_of(job_id)
+            notes.depends_on = tuple(sorted(deps))
+            notes.trigger_rule = rule
         if deps and upstreams is not None:
             if self._wait_by_rule(job, deps, upstreams):
                 return job_id
@@ -902,7 +906,9 @@ class Kernel:
         unmet = set()
         for d in sorted(deps):
             status = self._jobs[d].status
-            if not status.is_terminal:
+            # An upstream whose end the backend has not kept yet still waits:
+            # durable before visible.
+            if not status.is_terminal or d in self._unreleased:
                 unmet.add(d)
                 continue
             run, reason = upstreams.settle(d, status)
@@ -1286,6 +1292,11 @@ class Kernel:
         notes = self._notes.get(job_id)
         return notes.depends_on if notes is not None else ()
 
+    def trigger_rule(self, job_id: str) -> str:
+        """The trigger rule `job_id` was submitted with (``"all_success"`` by default)."""
+        notes = self._notes.get(job_id)
+        return notes.trigger_rule if notes is not None else ALL_SUCCESS
+
     def job_progress(self, job_id: str) -> JobProgress | None:
         """The latest progress the job reported (kept after it ends), or None."""
         notes = self._notes.get(job_id)
@@ -1584,12 +1595,16 @@ class Kernel:
         key: str | None = None,
         unique_key: str | None = None,
         unmet: set[str] | None = None,
+        depends_on: Sequence[str] = (),
+        trigger_rule: str = ALL_SUCCESS,
     ) -> None:
         """Install a job read back from a store, its status and times as stored.
 
         A terminal job joins the history. Any other is queued (or delayed to
-        its `run_at`), unless `unmet` names upstreams it still waits for.
-        Restore jobs in submit order, upstreams first.
+        its `run_at`), unless `unmet` names upstreams it still waits for; it
+        then waits for them by its `trigger_rule` (the upstreams that have
+        ended are the caller's to settle, with `Upstreams`). Restore jobs in
+        submit order, upstreams first.
         """
         job_id = job.job_id
         self._jobs[job_id] = job
@@ -1597,6 +1612,10 @@ class Kernel:
             self._keys[key] = job_id
             self._key_of[job_id] = key
         self._seq = max(self._seq, job.seq + 1)
+        if depends_on:
+            notes = self._notes_of(job_id)
+            notes.depends_on = tuple(sorted(set(depends_on)))
+            notes.trigger_rule = trigger_rule
         if job.status.is_terminal:
             self._remember_finished(job_id)
             return
@@ -1607,6 +1626,8 @@ class Kernel:
         self._idle.clear()
         if unmet:
             self._blocked[job_id] = set(unmet)
+            if trigger_rule != ALL_SUCCESS:
+                self._rules[job_id] = Upstreams(trigger_rule, len(unmet))
             for dep in unmet:
                 self._dependents.setdefault(dep, []).append(job_id)
         else:

@@ -115,7 +115,9 @@ class LocalClient:
     # ── submitting and waiting ──────────────────────────────────────
     async def submit(self, job: Job | Any, *args: Any, **options: Any) -> str:
         """`JobScheduler.submit`: queue a job (or a function and its arguments,
-        or a workflow: the id of its last job)."""
+        or a workflow: the id of its last job).
+
+        Takes `Client.submit`'s ``trigger_rule=`` too (checked the same way)."""
         return self.scheduler.submit(job, *args, **options)
 
     async def submit_many(self, jobs: Iterable[Any]) -> list[str]:
@@ -431,6 +433,7 @@ class LocalClient:
             ),
             history=history,
             depends_on=scheduler.depends_on(job_id),
+            trigger_rule=scheduler.trigger_rule(job_id),
             options=options,
             result_expires=self._result_expires(job, offset),
         )

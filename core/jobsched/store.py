@@ -52,15 +52,17 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from ._errors import PluginError, StoreError
 from ._status import JobStatus
+from ._trigger_rules import ALL_SUCCESS, TRIGGER_RULES, Upstreams, check_trigger_rule
 
 __all__ = [
+    "TRIGGER_RULES",
     "AttemptRow",
     "JobRow",
     "LimitsData",
@@ -77,9 +79,11 @@ __all__ = [
     "StoreContext",
     "StoreError",
     "StoreStats",
+    "Upstreams",
     "as_shared_store",
     "as_store",
     "check_snapshot",
+    "check_trigger_rule",
     "decode_result",
     "encode_json",
     "encode_result",
@@ -87,6 +91,8 @@ __all__ = [
     "read_store",
     "resolve_store",
     "result_as_json",
+    "settle_at_insert",
+    "settle_dependent",
 ]
 
 
@@ -119,6 +125,65 @@ def decode_result(text: str | None) -> Any:
 def result_as_json(result: Any) -> Any:
     """A result as the JSON value a store would give back (for ``--json`` output)."""
     return decode_result(encode_result(result))
+
+
+# ── trigger rules: how a shared store settles a job's dependencies ─────
+_TERMINAL = frozenset(("completed", "failed", "timed_out", "cancelled"))
+
+
+def settle_at_insert(
+    rule: str, depends_on: Sequence[str], statuses: Mapping[str, str]
+) -> tuple[list[str], int, str | None]:
+    """A new job's dependencies settled by its trigger rule (`SharedStore.insert`).
+
+    `statuses` gives each dependency's status now (``"pending"`` for one
+    inserted earlier in the batch). Returns ``(waits_for, unmet, error)``:
+    the dependencies still unfinished (the edges to keep), how many it still
+    waits for (0: due now, released by its rule), and the reason it is
+    cancelled at once (None if it is not; then `waits_for` is empty). The
+    ended dependencies are settled in `depends_on` order, with `Upstreams`.
+    An unknown `rule` is a `ValueError` naming it (`check_trigger_rule`).
+    """
+    if rule == ALL_SUCCESS:
+        # Equivalent to the general case below, without building Upstreams.
+        unmet = [d for d in depends_on if statuses.get(d) != "completed"]
+        broken = [d for d in unmet if statuses.get(d) in _TERMINAL]
+        if broken:
+            return [], 0, f"upstream {broken[0]} {statuses[broken[0]]}"
+        return unmet, len(unmet), None
+    waits_for = [d for d in depends_on if statuses.get(d) not in _TERMINAL]
+    upstreams = Upstreams(check_trigger_rule(rule), len(depends_on))
+    for d in depends_on:
+        status = statuses.get(d)
+        if status not in _TERMINAL:
+            continue
+        run, reason = upstreams.settle(d, JobStatus(status))
+        if run is False:
+            return [], 0, reason
+        if run:
+            return waits_for, 0, None
+    return waits_for, len(waits_for), None
+
+
+def settle_dependent(
+    rule: str, unmet: int, ended: Iterable[tuple[str, str]]
+) -> tuple[bool | None, int, str]:
+    """A waiting dependent after some of its upstreams ended (`SharedStore.finish`).
+
+    `unmet` is how many upstreams it waited for (more than 0: a dependent at
+    0 was released and is never settled again); `ended` is ``(upstream,
+    status)`` for each of its upstreams that just reached a terminal status,
+    in the order they did. Returns ``(True, 0, "")``: release it;
+    ``(False, 0, reason)``: cancel it with `reason` (the upstreams it still
+    waited for no longer matter, and it settles its own dependents as
+    ``cancelled``); ``(None, unmet_left, "")``: it waits for the others.
+    """
+    upstreams = Upstreams(rule, unmet)
+    for upstream, status in ended:
+        run, reason = upstreams.settle(upstream, JobStatus(status))
+        if run is not None:
+            return run, 0, reason
+    return None, upstreams.waiting, ""
 
 
 # ── rows of a one-owner store ──────────────────────────────────────────
@@ -162,6 +227,10 @@ class JobRow:
     last_error: str | None = None
     #: The recurring schedule that fired this job, if any.
     schedule_id: str | None = None
+    #: When it runs, given how the jobs of `depends_on` ended: one of
+    #: `TRIGGER_RULES` (see `NewJob.trigger_rule`). Kept so that a restored
+    #: job still waiting for its upstreams waits by its rule.
+    trigger_rule: str = ALL_SUCCESS
 
 
 @attrs.define(kw_only=True)
@@ -274,6 +343,13 @@ class NewJob:
     #: While an unfinished job (pending, running or retry_wait) has this key,
     #: inserting another returns that job's id instead.
     unique_key: str | None = None
+    #: When it runs, given how the jobs of `depends_on` end: ``all_success``
+    #: (every one completed; cancelled as soon as one did not), ``all_done``,
+    #: ``one_success``, ``one_failed`` or ``none_failed`` (`TRIGGER_RULES`).
+    #: A store decides with `Upstreams`: each upstream that ends is settled
+    #: once, in `SharedStore.insert` for one already ended and in
+    #: `SharedStore.finish` / `SharedStore.request_cancel` for the others.
+    trigger_rule: str = ALL_SUCCESS
 
 
 @attrs.frozen(kw_only=True)
@@ -295,7 +371,8 @@ class SharedJobRow:
     #: The store's insertion order: unique, increasing (the claim tie-breaker).
     seq: int
     sort_key: tuple[float, ...]
-    #: How many of its dependencies are not completed yet (0: it may be claimed).
+    #: How many of its dependencies it still waits for (0: it may be claimed;
+    #: a job its trigger rule released early has 0 too).
     unmet: int
     #: The process holding the job's lease, and until when (None unless running).
     lease_owner: str | None
@@ -321,6 +398,8 @@ class SharedJobRow:
     history: tuple[AttemptRow, ...] = ()
     #: The jobs it waits for (or waited for). Filled by `SharedStore.get` only.
     depends_on: tuple[str, ...] = ()
+    #: Its trigger rule, as inserted (`NewJob.trigger_rule`).
+    trigger_rule: str = ALL_SUCCESS
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -520,9 +599,12 @@ class SharedStore(StoreBase, Protocol):
         deduplicated, the id of the stored job that took its place (a job
         with its `NewJob.key` exists, or an unfinished job has its
         `NewJob.unique_key`; a later job in the batch that depends on it then
-        depends on that job). A job whose dependencies are all completed is
-        pending at once; a dependency that failed, timed out or was cancelled
-        cancels the new job (``last_error`` ``"upstream ID STATUS"``). An
+        depends on that job). Dependencies that already ended are settled
+        by the job's `NewJob.trigger_rule` (`Upstreams`), in ``depends_on``
+        order: a job its rule releases (for ``all_success``: every dependency
+        completed) is pending at once, and one its rule can no longer meet is
+        cancelled with the reason `Upstreams.settle` gives (for
+        ``all_success``: ``last_error`` ``"upstream ID STATUS"``). An
         unknown dependency raises `StoreError` and inserts nothing. Wakes
         waiting processes (`wait`) when a job is due now.
         """
@@ -532,15 +614,17 @@ class SharedStore(StoreBase, Protocol):
     async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs for `owner`, in strategy order.
 
-        Due means pending or retry_wait, every dependency completed, and
-        ``run_at <= now``. Order is ascending ``(sort_key, seq)``. No job is
-        claimed by two processes (lock rows, e.g. ``FOR UPDATE SKIP LOCKED``,
-        or serialize claims). Each claimed job becomes ``running`` with
-        ``attempts + 1``, ``started_at = now``, ``lease_owner = owner`` and
-        ``lease_expires = now + lease_seconds``. With cluster limits stored
-        (`sync_limits`) jobs at a limit are skipped, not waited for. While
-        the queue is paused (`set_queue_paused`) nothing is claimed and the
-        next due time is None; checking the flag costs no extra round trip.
+        Due means pending or retry_wait, released by its dependencies
+        (``unmet`` 0: for ``all_success``, every one completed; see
+        `NewJob.trigger_rule`), and ``run_at <= now``. Order is ascending
+        ``(sort_key, seq)``. No job is claimed by two processes (lock rows,
+        e.g. ``FOR UPDATE SKIP LOCKED``, or serialize claims). Each claimed
+        job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
+        ``lease_owner = owner`` and ``lease_expires = now + lease_seconds``.
+        With cluster limits stored (`sync_limits`) jobs at a limit are
+        skipped, not waited for. While the queue is paused
+        (`set_queue_paused`) nothing is claimed and the next due time is
+        None; checking the flag costs no extra round trip.
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
@@ -576,10 +660,14 @@ class SharedStore(StoreBase, Protocol):
         expired lease means the job belongs to someone else now); the others
         are ignored. Sets status, result, error (when given), ``run_at`` (for
         retry_wait) and ``finished_at = now`` (terminal), clears the lease
-        and the cancel request. In the same transaction a completed job
-        releases its dependents (one fewer unmet dependency each); a failed,
-        timed-out or cancelled one cancels every unfinished job downstream
-        (``last_error`` ``"upstream ID STATUS"``). Also in the same
+        and the cancel request. In the same transaction each terminal job
+        settles its waiting dependents by their trigger rule (`Upstreams`):
+        one fewer unmet dependency each, released (``unmet`` 0) or cancelled
+        with the reason `Upstreams.settle` gives (for ``all_success``, any
+        end but completed: ``last_error`` ``"upstream ID STATUS"``); a
+        dependent cancelled so settles its own dependents as ``cancelled``,
+        and so on downstream. A dependent its rule released early is not
+        touched by its other upstreams. Also in the same
         transaction, with one statement for the batch, each written outcome
         is appended to the job's history (`AttemptRow`, worker `owner`), and
         a completed job with `Outcome.result_ttl` gets ``result_expires``.
@@ -602,8 +690,8 @@ class SharedStore(StoreBase, Protocol):
     async def request_cancel(self, job_id: str) -> bool:
         """Cancel a job from any process; False if unknown or already finished.
 
-        A waiting job is cancelled at once (``last_error`` ``"cancelled"``,
-        and its dependents with it). A running one is flagged
+        A waiting job is cancelled at once (``last_error`` ``"cancelled"``),
+        and settles its dependents as `finish` does. A running one is flagged
         (``cancel_requested``) and its owner told (its ``on_cancel``); the
         owner stops the attempt and writes the outcome itself.
         """
@@ -715,9 +803,11 @@ class SharedStore(StoreBase, Protocol):
         ``pending`` with ``attempts`` 0, ``run_at`` now, no lease,
         ``finished_at``, result, ``result_expires``, progress or cancel request;
         its history stays. A job that waits for dependencies counts the ones
-        not completed again (``unmet``). Other ids (unknown, another status, or
-        a job whose ``unique_key`` another unfinished job holds now) are left
-        as they are and not returned. Wakes waiting processes.
+        not completed again (``unmet``; with a trigger rule other than
+        ``all_success``, the ones not finished: it runs once they have).
+        Other ids (unknown, another status, or a job whose ``unique_key``
+        another unfinished job holds now) are left as they are and not
+        returned. Wakes waiting processes.
         """
         ...
 
@@ -892,6 +982,7 @@ def _job_row_problem(row: JobRow) -> str | None:
         and type(row.schedule_id) in _TEXT_OR_NONE
         and type(row.depends_on) is tuple
         and all(type(d) is str for d in row.depends_on)
+        and row.trigger_rule in TRIGGER_RULES
         and (row.result is None or (type(row.result) is str and _is_json(row.result)))
     ):
         return None
@@ -917,6 +1008,8 @@ def _job_row_problem(row: JobRow) -> str | None:
         type(d) is str for d in row.depends_on
     ):
         return f"depends_on {_short(row.depends_on)} is not a list of job ids"
+    if row.trigger_rule not in TRIGGER_RULES:
+        return f"trigger_rule {_short(row.trigger_rule)} is not one of {', '.join(TRIGGER_RULES)}"
     return None
 
 
@@ -981,10 +1074,11 @@ def check_snapshot(url: str, snapshot: Snapshot) -> None:
     """Refuse a snapshot holding a row that could not be restored or shown.
 
     A row changed by hand (or by a broken store) - an unknown status, a time
-    that is not a number, a result that is not JSON, a dependency on itself
-    or a dependency cycle - raises `StoreError` naming the store and the row,
-    before anything is restored. A store may call this in ``open`` before it
-    writes anything, to leave such a file untouched.
+    that is not a number, a result that is not JSON, an unknown trigger
+    rule, a dependency on itself or a dependency cycle - raises `StoreError`
+    naming the store and the row, before anything is restored. A store may
+    call this in ``open`` before it writes anything, to leave such a file
+    untouched.
     """
     for row in snapshot.jobs:
         _refuse_job(url, row, _job_row_problem(row))

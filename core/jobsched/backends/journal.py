@@ -31,6 +31,7 @@ from .._recurring import (
     reserve_schedule_ids,
 )
 from .._status import JobStatus
+from .._trigger_rules import ALL_SUCCESS, Upstreams
 from ..store import (
     JobRow,
     PurgeRow,
@@ -70,6 +71,7 @@ class _Static:
     options: str
     depends_on: tuple[str, ...]
     schedule_id: str | None = None
+    trigger_rule: str = ALL_SUCCESS
 
 
 @attrs.define
@@ -150,6 +152,7 @@ class Journal:
         key: str | None,
         deps: Iterable[str] | None,
         unique_key: str | None = None,
+        trigger_rule: str = ALL_SUCCESS,
     ) -> None:
         """Check a job can be stored, before the kernel accepts it.
 
@@ -171,7 +174,7 @@ class Journal:
         if self.kernel.find(job.job_id) is not None:
             raise SchedulerError(f"{job.job_id} was already submitted")
         self._static[job.job_id] = _Static(
-            key, type_name, args, options, tuple(sorted(deps)) if deps else ()
+            key, type_name, args, options, tuple(sorted(deps)) if deps else (), None, trigger_rule
         )
         self.mark(job)
 
@@ -287,7 +290,13 @@ class Journal:
         """Remember the static part of a job loaded from the store."""
         if not JobStatus(row.status).is_terminal:
             self._static[row.job_id] = _Static(
-                row.key, row.type, row.args, row.options, tuple(row.depends_on), row.schedule_id
+                row.key,
+                row.type,
+                row.args,
+                row.options,
+                tuple(row.depends_on),
+                row.schedule_id,
+                row.trigger_rule,
             )
         self.id_floor = max(self.id_floor, _id_number(row.job_id))
 
@@ -369,6 +378,7 @@ class Journal:
                     encode_result(job.result) if status is COMPLETED else None,
                     last_error,
                     s.schedule_id,
+                    s.trigger_rule,
                 )
             )
         for schedule_id, sched in schedules.items():
@@ -498,7 +508,7 @@ class JournalBackend(LocalBackend):
         self.store: Store = store
         self._journal: Journal | None = None
         # Submits made before start(), accepted once the store is restored.
-        self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None]] = []
+        self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None, str]] = []
 
     @property
     def journal(self) -> Journal:
@@ -520,13 +530,14 @@ class JournalBackend(LocalBackend):
         depends_on: Sequence[str],
         key: str | None,
         unique_key: str | None,
+        trigger_rule: str = ALL_SUCCESS,
     ) -> str | None:
         journal = self.journal
         if not journal.opened:
-            return self._defer(job, delay, depends_on, unique_key, key)
+            return self._defer(job, delay, depends_on, unique_key, key, trigger_rule)
         # Refuses a job that cannot be stored as data; may renumber a job
         # built before the store's ids were known.
-        journal.admit(job, key, depends_on, unique_key)
+        journal.admit(job, key, depends_on, unique_key, trigger_rule)
         return None
 
     def _defer(
@@ -536,6 +547,7 @@ class JournalBackend(LocalBackend):
         depends_on: Sequence[str],
         unique_key: str | None,
         key: str | None,
+        trigger_rule: str = ALL_SUCCESS,
     ) -> str:
         """A submit before `start()`: accepted once the store is restored.
 
@@ -549,7 +561,7 @@ class JournalBackend(LocalBackend):
         unknown = sorted(d for d in depends_on if d not in known)
         if unknown:
             raise UnknownJobError(f"{job.job_id}: unknown dependencies: {unknown}")
-        self._deferred.append((job, delay, tuple(depends_on), unique_key, key))
+        self._deferred.append((job, delay, tuple(depends_on), unique_key, key, trigger_rule))
         return job.job_id
 
     def _submit_deferred(self) -> None:
@@ -557,11 +569,16 @@ class JournalBackend(LocalBackend):
         # id (job.job_id is updated); dependencies follow the renaming.
         renamed: dict[str, str] = {}
         deferred, self._deferred = self._deferred, []
-        for job, delay, deps, unique_key, key in deferred:
+        for job, delay, deps, unique_key, key, rule in deferred:
             old_id = job.job_id
             deps = tuple(renamed.get(d, d) for d in deps)
             new_id = self.kernel.submit(
-                job, delay=delay, depends_on=deps, unique_key=unique_key, key=key
+                job,
+                delay=delay,
+                depends_on=deps,
+                unique_key=unique_key,
+                key=key,
+                trigger_rule=rule,
             )
             if new_id != old_id:
                 renamed[old_id] = new_id
@@ -708,7 +725,11 @@ def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
         if row.result is not None:
             job.result = decode_result(row.result)
         unmet: set[str] = set()
-        if not status.is_terminal:
+        if not status.is_terminal and row.trigger_rule != ALL_SUCCESS:
+            cancelled = _unmet_by_rule(row, by_id, unmet)
+            if cancelled is not None:
+                cascade.append((job, cancelled))
+        elif not status.is_terminal:
             failed_upstream = None
             for dep in row.depends_on:
                 dep_row = by_id.get(dep)
@@ -723,7 +744,14 @@ def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
             if failed_upstream is not None:
                 cascade.append((job, failed_upstream))
         journal.restored(row)
-        kernel.restore(job, key=row.key, unique_key=unique_key, unmet=unmet)
+        kernel.restore(
+            job,
+            key=row.key,
+            unique_key=unique_key,
+            unmet=unmet,
+            depends_on=row.depends_on,
+            trigger_rule=row.trigger_rule,
+        )
         if interrupted:
             journal.mark(job)  # the store says RUNNING; say PENDING until it runs
     # Ids of history that was not rebuilt are still taken. Its keys are not
@@ -760,6 +788,34 @@ def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
         journal.restored_schedule(srow)
     floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)
     reserve_schedule_ids(floor)
+
+
+def _unmet_by_rule(row: JobRow, by_id: Mapping[str, JobRow], unmet: set[str]) -> str | None:
+    """Settle a restored job's ended upstreams by its trigger rule, as the
+    kernel would have: fills `unmet` with the ones it still waits for (none
+    once the rule released it) and returns why it is cancelled, or None.
+
+    Each rule's decision only grows more certain as upstreams end, so
+    settling them all again after a restart decides as the kernel did.
+    """
+    deps = sorted(set(row.depends_on))
+    missing = [d for d in deps if d not in by_id]
+    if missing:
+        return f"upstream {missing[0]} is missing from the store"
+    upstreams = Upstreams(row.trigger_rule, len(deps))
+    for dep in deps:
+        dep_status = JobStatus(by_id[dep].status)
+        if not dep_status.is_terminal:
+            unmet.add(dep)
+            continue
+        run, reason = upstreams.settle(dep, dep_status)
+        if run is False:
+            unmet.clear()
+            return reason
+        if run:
+            unmet.clear()
+            return None
+    return None
 
 
 def _build_trigger(spec: Any, plugins: PluginManager) -> Any:

@@ -239,9 +239,11 @@ class SharedBackend(LocalBackend):
         depends_on: Sequence[str],
         key: str | None,
         unique_key: str | None,
+        trigger_rule: str = "all_success",
     ) -> str:
         """The kernel's admit hook: describe `job` as a row and queue it for the
-        store; returns its id (the kernel keeps nothing).
+        store; returns its id (the kernel keeps nothing). The store applies
+        its `trigger_rule` to its dependencies.
 
         `key` and `unique_key` are checked by the store, for the whole cluster,
         when the row is written: a job they deduplicate is not stored, and
@@ -260,6 +262,7 @@ class SharedBackend(LocalBackend):
             key=key,
             unique_key=unique_key,
             submitted_by=self.identity,
+            trigger_rule=trigger_rule,
         )
         job.job_id = row.job_id
         self._submitted.add(job.job_id)

@@ -90,6 +90,7 @@ def job_json(row: JobRow) -> dict[str, Any]:
         "submitted_at": row.submitted_at,
         "finished_at": row.finished_at,
         "depends_on": list(row.depends_on),
+        "trigger_rule": row.trigger_rule,
         "result": decode_result(row.result),
         "error": row.last_error,
         "schedule_id": row.schedule_id,

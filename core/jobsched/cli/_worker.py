@@ -223,12 +223,6 @@ def run_shared(
     from .. import Client
     from ._run import print_summary
 
-    for entry in jobfile.jobs:
-        if entry.trigger_rule != "all_success":
-            raise BadInput(
-                f"{jobfile.source}: {entry.label}: trigger_rule {entry.trigger_rule!r} "
-                "not supported with a shared store yet (run the file without --store)"
-            )
     for rec in jobfile.recurring:
         # Shared schedules coalesce missed periods into one fire and have no jitter.
         unsupported = [
@@ -298,6 +292,7 @@ async def _follow(jobfile: Any, plugins: PluginManager, client: Any) -> Any:
                 delay=entry.delay,
                 depends_on=[built[d] for d in entry.depends_on],
                 key=f"{source}#{entry.id}",
+                trigger_rule=entry.trigger_rule,
             )
             for entry in jobfile.submit_order
         )

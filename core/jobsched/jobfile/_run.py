@@ -17,7 +17,6 @@ import attrs
 from .. import Job, JobScheduler, JobStatus, UnknownJobError, build_job
 from ..backends import JournalBackend
 from ..store import result_as_json
-from ._load import JobFileError
 from ._model import JobFile, LimitsSettings, RecurringEntry
 
 if TYPE_CHECKING:
@@ -187,15 +186,6 @@ async def run_jobfile(
         history_limit=_EVERY_JOB,
     )
     durable = isinstance(scheduler.backend, JournalBackend)
-    if durable:
-        ruled = [e for e in jobfile.jobs if e.trigger_rule != "all_success"]
-        if ruled:
-            raise JobFileError(
-                f"{ruled[0].label}: trigger_rule {ruled[0].trigger_rule!r} runs without a "
-                "store for now (a store does not keep trigger rules yet)",
-                source=jobfile.source,
-                line=ruled[0].line,
-            )
     plugins = scheduler.plugins
     if on_scheduler is not None:
         on_scheduler(scheduler)

@@ -7,7 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobsched import JobStatus, __version__
+from jobsched import TRIGGER_RULES, JobStatus, __version__
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -58,6 +58,7 @@ def _document() -> dict[str, Any]:
             "progress": {"oneOf": [{"type": "null"}, _ref("Progress")]},
             "history": {"type": "array", "items": _ref("Attempt")},
             "depends_on": {"type": "array", "items": {"type": "string"}},
+            "trigger_rule": {"enum": list(TRIGGER_RULES)},
             "options": {"type": "object"},
             "lease_owner": _STRING_OR_NULL,
             "lease_expires": _NUMBER_OR_NULL,

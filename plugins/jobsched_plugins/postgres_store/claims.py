@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import Outcome, SharedJobRow, StoreError
+from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
 
 from .connection import NOW, TERMINAL, Database, logger
 
@@ -372,9 +372,9 @@ async def finish(
     """Record attempts that ended, in one transaction; returns the ids written.
 
     Only jobs `owner` still holds are written (a job whose lease expired
-    and was taken by another process belongs to that one now). Completed
-    jobs release their dependents; failed, timed-out and cancelled ones
-    cancel every job downstream, all in the same transaction.
+    and was taken by another process belongs to that one now). Terminal
+    jobs settle their dependents by their trigger rules (`settle`), in the
+    same transaction.
     """
     if not outcomes:
         return []
@@ -420,23 +420,10 @@ async def finish(
             ],
         )
         written = await cur.fetchall()
-        completed = [r["job_id"] for r in written if r["status"] == "completed"]
-        broken = [r["job_id"] for r in written if r["status"] in TERMINAL[1:]]
+        ended = [(r["job_id"], r["status"]) for r in written if r["status"] in TERMINAL]
         wake = any(r["status"] == "retry_wait" for r in written)
-        if completed:
-            cur = await conn.execute(
-                db.q(
-                    """UPDATE {s}.jobs j SET unmet = j.unmet - d.n
-                    FROM (SELECT job_id, count(*)::int AS n FROM {s}.dependencies
-                          WHERE upstream = ANY(%s) GROUP BY job_id) d
-                    WHERE j.job_id = d.job_id AND j.status = 'pending'
-                    RETURNING j.unmet"""
-                ),
-                [completed],
-            )
-            wake = wake or any(r["unmet"] == 0 for r in await cur.fetchall())
-        if broken:
-            await cascade(db, conn, broken)
+        if ended:
+            wake = await settle(db, conn, ended) or wake
         # A finished job frees a limit's slot: wake the claimers it held back.
         if wake or (written and limits.found):
             await db.notify_work(conn)
@@ -447,28 +434,68 @@ async def finish(
     return await db.transaction(body)
 
 
-async def cascade(db: Database, conn: psycopg.AsyncConnection[Any], upstreams: list[str]) -> None:
-    """Cancel every unfinished job downstream of `upstreams` (they can never run)."""
-    await conn.execute(
-        db.q(
-            """WITH RECURSIVE down(job_id, cause) AS (
-                SELECT d.job_id, d.upstream FROM {s}.dependencies d
-                WHERE d.upstream = ANY(%s)
-              UNION
-                SELECT d.job_id, d.upstream FROM {s}.dependencies d
-                JOIN down ON d.upstream = down.job_id)
-            UPDATE {s}.jobs j
-            SET status = 'cancelled', finished_at = """
-            + NOW
-            + """, last_error = 'upstream ' || c.cause || ' '
-                || CASE WHEN c.cause = ANY(%s) THEN u.status ELSE 'cancelled' END
-            FROM (SELECT DISTINCT ON (job_id) job_id, cause FROM down
-                  ORDER BY job_id, cause) c
-            JOIN {s}.jobs u ON u.job_id = c.cause
-            WHERE j.job_id = c.job_id AND j.status IN ('pending', 'retry_wait')"""
-        ),
-        [upstreams, upstreams],
-    )
+# The dependents still waiting for one of the jobs that ended, locked (in
+# id order: two finishers lock shared dependents in one order) so that two
+# processes finishing two upstreams of one dependent settle it one after the
+# other, the second seeing the first's ``unmet``. A dependent at ``unmet = 0``
+# was released (or has no dependencies left) and is never settled again.
+_WAITING = """
+SELECT j.job_id, j.trigger_rule, j.unmet, d.upstream
+FROM {s}.dependencies d JOIN {s}.jobs j ON j.job_id = d.job_id
+WHERE d.upstream = ANY(%s) AND j.status = 'pending' AND j.unmet > 0
+ORDER BY j.job_id
+FOR UPDATE OF j
+"""
+
+_SETTLED = (
+    """
+UPDATE {s}.jobs j SET unmet = u.unmet,
+    status = CASE WHEN u.error IS NULL THEN j.status ELSE 'cancelled' END,
+    last_error = coalesce(u.error, j.last_error),
+    finished_at = CASE WHEN u.error IS NULL THEN j.finished_at ELSE """
+    + NOW
+    + """ END
+FROM unnest(%s::text[], %s::int[], %s::text[]) AS u(job_id, unmet, error)
+WHERE j.job_id = u.job_id"""
+)
+
+
+async def settle(
+    db: Database, conn: psycopg.AsyncConnection[Any], ended: list[tuple[str, str]]
+) -> bool:
+    """Settle the waiting dependents of jobs that just ended, by their trigger
+    rules (`settle_dependent`); a dependent cancelled so settles its own
+    dependents as ``cancelled``, and so on downstream. True if one was
+    released. One round trip when no job waits for the ones that ended.
+    """
+    released = False
+    while ended:
+        cur = await conn.execute(db.q(_WAITING), [[u for u, _ in ended]])
+        rows = await cur.fetchall()
+        if not rows:
+            break
+        order = {u: i for i, (u, _) in enumerate(ended)}
+        status_of = dict(ended)
+        waiting: dict[str, tuple[str, int, list[str]]] = {}
+        for r in rows:
+            waiting.setdefault(r["job_id"], (r["trigger_rule"], r["unmet"], []))[2].append(
+                r["upstream"]
+            )
+        ended = []
+        ids: list[str] = []
+        unmet: list[int] = []
+        errors: list[str | None] = []
+        for job_id, (rule, count, ups) in waiting.items():
+            ups.sort(key=order.__getitem__)
+            run, left, reason = settle_dependent(rule, count, [(u, status_of[u]) for u in ups])
+            ids.append(job_id)
+            unmet.append(left)
+            errors.append(reason if run is False else None)
+            if run is False:
+                ended.append((job_id, "cancelled"))
+            released = released or run is True
+        await conn.execute(db.q(_SETTLED), [ids, unmet, errors])
+    return released
 
 
 async def request_cancel(db: Database, job_id: str) -> bool:
@@ -500,7 +527,8 @@ async def request_cancel(db: Database, job_id: str) -> bool:
             ),
             [job_id],
         )
-        await cascade(db, conn, [job_id])
+        if await settle(db, conn, [(job_id, "cancelled")]):
+            await db.notify_work(conn)
         await db.notify_finished(conn)
         return True
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -104,6 +104,10 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX jobs_finished ON {s}.jobs (finished_at) WHERE finished_at IS NOT NULL",
         """CREATE INDEX jobs_result_expires ON {s}.jobs (result_expires)
             WHERE result_expires IS NOT NULL""",
+    ],
+    # 5: trigger rules kept with a job's dependencies (docs/tasks.md).
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN trigger_rule text NOT NULL DEFAULT 'all_success'",
     ],
 ]
 

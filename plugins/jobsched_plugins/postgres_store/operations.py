@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 RETRYABLE = ["failed", "timed_out", "cancelled"]
 
 # Back to pending: attempts 0, run now, everything of the last run cleared; a
-# job that waits for others counts the ones not completed again. Of several
+# job that waits for others counts the ones not completed again (with a
+# trigger rule other than all_success, the ones not finished). Of several
 # jobs with one unique key the first (in submit order) wins, and none is
 # moved while another unfinished job holds the key.
 _RETRY = (
@@ -45,7 +46,9 @@ WITH locked AS (
         progress = NULL, last_error = NULL,
         unmet = (SELECT count(*) FROM {s}.dependencies d JOIN {s}.jobs u
                  ON u.job_id = d.upstream
-                 WHERE d.job_id = j.job_id AND u.status <> 'completed')
+                 WHERE d.job_id = j.job_id AND u.status <> 'completed'
+                   AND (j.trigger_rule = 'all_success'
+                     OR u.status NOT IN ('failed', 'timed_out', 'cancelled')))
     FROM picked WHERE j.job_id = picked.job_id
     RETURNING j.job_id, j.seq
 )

@@ -110,7 +110,8 @@ class PostgresStore(DelegatedWakeups):
 
         A job whose `key` already exists is not inserted again: the existing
         job's id is returned in its place (that is how a job file resumes).
-        A dependency on a job that failed or was cancelled cancels the new job.
+        Dependencies that already ended are settled by the job's trigger rule:
+        it may be due at once, or cancelled.
         """
         return await submit.insert(self.db, jobs)
 
@@ -154,16 +155,18 @@ class PostgresStore(DelegatedWakeups):
     async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
         """Record attempts that ended, in one transaction; returns the ids written.
 
-        Only jobs `owner` still holds are written. Completed jobs release
-        their dependents; failed, timed-out and cancelled ones cancel every
-        job downstream, all in the same transaction.
+        Only jobs `owner` still holds are written. Terminal jobs settle their
+        dependents by their trigger rules (released, one fewer to wait for,
+        or cancelled with the reason, and so on downstream), all in the
+        same transaction.
         """
         return await claims.finish(self.db, self._limits, outcomes, owner)
 
     async def request_cancel(self, job_id: str) -> bool:
         """Cancel a job from any process; False if unknown or already finished.
 
-        A waiting job is cancelled at once (with its dependents); a running
+        A waiting job is cancelled at once (its dependents settled as
+        `finish` does); a running
         one is flagged and its owner notified, which cancels the attempt.
         """
         return await claims.request_cancel(self.db, job_id)

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from jobsched.store import NewJob, StoreError
+from jobsched.store import NewJob, StoreError, settle_at_insert
 
-from .connection import NOW, TERMINAL, WORK, Database, to_json
+from .connection import NOW, WORK, Database, to_json
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,16 +47,17 @@ WITH batch AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%s::json)
         AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
             run_at float8, submitted_at float8, sort_key float8[], waits_for text[],
-            last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint)
+            last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint,
+            unmet int, trigger_rule text)
 ), new AS (
     INSERT INTO {s}.jobs (job_id, key, type, args, options, status, run_at,
         submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by,
-        unique_key, finished_at)
+        unique_key, finished_at, trigger_rule)
     SELECT job_id, key, type, args, options, status, run_at, submitted_at, sort_key,
-        cardinality(waits_for), last_error, schedule_id, submitted_by, unique_key,
+        unmet, last_error, schedule_id, submitted_by, unique_key,
         CASE WHEN status = 'cancelled' THEN """
     + NOW
-    + """ END
+    + """ END, trigger_rule
     FROM batch
     ORDER BY ord  -- seq follows the batch order
     RETURNING 1
@@ -68,7 +69,7 @@ SELECT pg_notify(%s, %s) WHERE %s"""
 )
 
 # FOR SHARE: a dependency that finishes while the batch is planned either
-# waits for the batch's commit (and then finds its new dependents to release)
+# waits for the batch's commit (and then finds its new dependents to settle)
 # or has committed first (and is read as finished). Without it, a job that
 # completes between this read and the commit leaves its new dependent waiting
 # for it forever.
@@ -97,8 +98,9 @@ class _Plan:
     """The rows one batch inserts, and the id each of its jobs answers with."""
 
     ids: list[str] = attrs.field(factory=list)
-    #: (job, its status, the jobs it waits for, its error if cancelled at once)
-    rows: list[tuple[NewJob, str, list[str], str | None]] = attrs.field(factory=list)
+    #: (job, its status, the jobs it waits for, how many it counts as unmet
+    #: (0 once its trigger rule released it), its error if cancelled at once)
+    rows: list[tuple[NewJob, str, list[str], int, str | None]] = attrs.field(factory=list)
     ready: bool = False
 
 
@@ -107,9 +109,10 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
 
     A job whose `key` (or id) already exists, or whose `unique_key` an
     unfinished job holds, is not inserted: the existing job's id is returned
-    in its place (that is how a job file resumes). A dependency on a job that
-    failed or was cancelled cancels the new job. An unknown dependency
-    refuses the whole batch (`StoreError`).
+    in its place (that is how a job file resumes). Dependencies that already
+    ended are settled by the job's trigger rule (`settle_at_insert`): it may
+    be due at once, or cancelled. An unknown dependency refuses the whole
+    batch (`StoreError`).
     """
     if not jobs:
         return []
@@ -183,8 +186,8 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
     alias: dict[str, str] = {}  # id in this batch -> id of the job it resolved to
     for job in jobs:
         depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
-        unmet = [d for d in depends_on if statuses.get(d) != "completed"]
-        broken = [d for d in unmet if statuses.get(d) in TERMINAL]
+        waits_for, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
+        broken = error is not None
         status = "cancelled" if broken else "pending"
         existing = (
             (by_key.get(job.key) if job.key is not None else None)
@@ -201,9 +204,8 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
             plan.ids.append(existing)
             alias[job.job_id] = existing
             continue
-        error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
         plan.ids.append(job.job_id)
-        plan.rows.append((job, status, [] if broken else unmet, error))
+        plan.rows.append((job, status, waits_for, unmet, error))
         statuses[job.job_id] = status
         if job.key is not None:
             by_key[job.key] = job.job_id
@@ -237,8 +239,10 @@ def _batch_json(plan: _Plan) -> str:
             "submitted_by": job.submitted_by,
             "unique_key": job.unique_key,
             "ord": ord,
+            "unmet": unmet,
+            "trigger_rule": job.trigger_rule,
         }
-        for ord, (job, status, waits_for, error) in enumerate(plan.rows)
+        for ord, (job, status, waits_for, unmet, error) in enumerate(plan.rows)
     ]
     try:
         return json.dumps(records, allow_nan=False)

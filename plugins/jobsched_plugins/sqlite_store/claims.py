@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched.store import Outcome, SharedJobRow, StoreError
+from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
 
 from .connection import TERMINAL, now
 from .queries import JOB_COLUMNS, job_row, queue_paused
@@ -282,9 +282,9 @@ def finish(
     """Record attempts that ended; ``(the ids written, whether work became due)``.
 
     Only jobs `owner` still holds are written (a job whose lease expired and
-    was taken by another process belongs to that one now). Completed jobs
-    release their dependents; failed, timed-out and cancelled ones cancel
-    every job downstream, all in the caller's transaction.
+    was taken by another process belongs to that one now). Terminal jobs
+    settle their dependents by their trigger rules (`settle`), in the
+    caller's transaction.
     """
     t = now()
     written: list[tuple[str, str]] = []
@@ -318,52 +318,55 @@ def finish(
             "finished_at, worker) VALUES (?, ?, ?, ?, ?, ?, ?)",
             history,
         )
-    completed = [job_id for job_id, status in written if status == "completed"]
-    broken = [job_id for job_id, status in written if status in TERMINAL[1:]]
+    ended = [(job_id, status) for job_id, status in written if status in TERMINAL]
     wake = any(status == "retry_wait" for _, status in written)
-    for upstream in completed:
-        cur = conn.execute(
-            "UPDATE jobsched_shared_jobs SET unmet = unmet - 1 WHERE status = 'pending' "
-            "AND job_id IN (SELECT job_id FROM jobsched_shared_dependencies WHERE upstream = ?) "
-            "RETURNING unmet",
-            (upstream,),
-        )
-        wake = any(r[0] == 0 for r in cur.fetchall()) or wake
-    if broken:
-        cascade(conn, broken, t)
+    if ended:
+        wake = settle(conn, ended, t) or wake
     return [job_id for job_id, _ in written], wake
 
 
-def cascade(conn: sqlite3.Connection, upstreams: list[str], t: float) -> None:
-    """Cancel every unfinished job downstream of `upstreams` (they can never run)."""
-    causes: dict[str, str] = {}
-    cur = conn.execute(
-        f"""WITH RECURSIVE down(job_id, cause) AS (
-            SELECT job_id, upstream FROM jobsched_shared_dependencies
-            WHERE upstream IN ({_in(upstreams)})
-          UNION
-            SELECT d.job_id, d.upstream FROM jobsched_shared_dependencies d
-            JOIN down ON d.upstream = down.job_id)
-        SELECT job_id, min(cause) FROM down GROUP BY job_id""",
-        upstreams,
-    )
-    causes = dict(cur.fetchall())
-    if not causes:
-        return
-    direct = dict(
-        conn.execute(
-            f"SELECT job_id, status FROM jobsched_shared_jobs WHERE job_id IN ({_in(upstreams)})",
-            upstreams,
+def settle(conn: sqlite3.Connection, ended: list[tuple[str, str]], t: float) -> bool:
+    """Settle the waiting dependents of jobs that just ended, by their trigger
+    rules (`settle_dependent`); a dependent cancelled so settles its own
+    dependents as ``cancelled``, and so on downstream. True if one was released.
+
+    Only dependents still waiting (pending, ``unmet > 0``) are settled: one
+    its rule released early is not touched by its other upstreams.
+    """
+    released = False
+    # Level by level: each level's dependents see all of its ends at once.
+    while ended:
+        marks = _in([u for u, _ in ended])
+        rows = conn.execute(
+            f"""SELECT j.job_id, j.trigger_rule, j.unmet, d.upstream
+            FROM jobsched_shared_dependencies d
+            JOIN jobsched_shared_jobs j ON j.job_id = d.job_id
+            WHERE d.upstream IN ({marks}) AND j.status = 'pending' AND j.unmet > 0
+            ORDER BY j.job_id""",
+            [u for u, _ in ended],
         ).fetchall()
-    )
-    conn.executemany(
-        "UPDATE jobsched_shared_jobs SET status = 'cancelled', finished_at = ?, last_error = ? "
-        "WHERE job_id = ? AND status IN ('pending', 'retry_wait')",
-        [
-            (t, f"upstream {cause} {direct.get(cause, 'cancelled')}", job_id)
-            for job_id, cause in causes.items()
-        ],
-    )
+        order = {u: i for i, (u, _) in enumerate(ended)}
+        status_of = dict(ended)
+        waiting: dict[str, tuple[str, int, list[str]]] = {}
+        for job_id, rule, unmet, upstream in rows:
+            waiting.setdefault(job_id, (rule, unmet, []))[2].append(upstream)
+        ended = []
+        for job_id, (rule, unmet, ups) in waiting.items():
+            ups.sort(key=order.__getitem__)
+            run, left, reason = settle_dependent(rule, unmet, [(u, status_of[u]) for u in ups])
+            if run is False:
+                conn.execute(
+                    "UPDATE jobsched_shared_jobs SET status = 'cancelled', finished_at = ?, "
+                    "last_error = ? WHERE job_id = ?",
+                    (t, reason, job_id),
+                )
+                ended.append((job_id, "cancelled"))
+            else:
+                conn.execute(
+                    "UPDATE jobsched_shared_jobs SET unmet = ? WHERE job_id = ?", (left, job_id)
+                )
+                released = released or run is True
+    return released
 
 
 def request_cancel(conn: sqlite3.Connection, job_id: str) -> tuple[bool, str | None]:
@@ -389,7 +392,7 @@ def request_cancel(conn: sqlite3.Connection, job_id: str) -> tuple[bool, str | N
         "finished_at = ? WHERE job_id = ?",
         (t, job_id),
     )
-    cascade(conn, [job_id], t)
+    settle(conn, [(job_id, "cancelled")], t)
     return True, None
 
 

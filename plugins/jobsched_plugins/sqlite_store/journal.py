@@ -29,12 +29,12 @@ from .connection import Database
 
 _JOB_COLUMNS = (
     "job_id, key, type, args, options, depends_on, status, attempts, run_at, "
-    "submitted_at, finished_at, seq, result, last_error, schedule_id"
+    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule"
 )
 # What never changes after submit (type, args, ...) is written by the insert
 # and left alone by the update.
 _UPSERT_JOB = f"""
-INSERT INTO jobsched_jobs ({_JOB_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+INSERT INTO jobsched_jobs ({_JOB_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (job_id) DO UPDATE SET
     status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
     finished_at = excluded.finished_at, result = excluded.result,
@@ -124,6 +124,8 @@ def _claim(
                 migrations.create(conn, mode)
         if mode == migrations.SHARED:
             migrations.migrate_shared(conn)
+        else:
+            migrations.migrate_single_owner(conn)
         conn.execute(
             "INSERT OR REPLACE INTO jobsched_meta VALUES ('opened_by', ?)", (context.worker_id,)
         )
@@ -137,7 +139,12 @@ def _claim(
 def load(conn: sqlite3.Connection, url: str) -> Snapshot:
     """Every job and schedule of a single-owner file."""
     jobs = []
-    for r in conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobsched_jobs ORDER BY seq"):
+    columns = _JOB_COLUMNS
+    if not _has_column(conn, "jobsched_jobs", "trigger_rule"):
+        # A file from before version 4, read before it is migrated (or
+        # readonly, never migrated): every job has the default rule.
+        columns = columns.replace("trigger_rule", "'all_success'")
+    for r in conn.execute(f"SELECT {columns} FROM jobsched_jobs ORDER BY seq"):
         try:
             depends_on = json.loads(r[5])
             if not isinstance(depends_on, list):
@@ -164,6 +171,7 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
                 result=r[12],
                 last_error=r[13],
                 schedule_id=r[14],
+                trigger_rule=r[15],
             )
         )
     schedules = [
@@ -182,6 +190,10 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
         for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM jobsched_schedules")
     ]
     return Snapshot(jobs=jobs, schedules=schedules)
+
+
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
 
 # A purge spares an upstream of an unfinished job: restoring that job needs it.
@@ -224,6 +236,7 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
                     r.result,
                     r.last_error,
                     r.schedule_id,
+                    r.trigger_rule,
                 )
             )
         else:

@@ -4,7 +4,9 @@ A store file is in one mode for its whole life, written in ``jobsched_meta``
 when jobsched creates it:
 
 - single-owner (``schema_version`` 1, no ``mode`` row): the journal tables
-  ``jobsched_jobs`` and ``jobsched_schedules``, written by one process;
+  ``jobsched_jobs`` and ``jobsched_schedules``, written by one process
+  (`SINGLE_OWNER_MIGRATIONS` take it further; the versions it skips are
+  the shared mode's);
 - shared (``schema_version`` 2, ``mode = 'shared'``): the ``jobsched_shared_*``
   tables, claimed from by several processes. Version 2 makes a jobsched
   from before the shared mode refuse such a file ("newer jobsched") instead
@@ -21,7 +23,7 @@ import sqlite3
 from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -166,15 +168,38 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX jobsched_shared_expires ON jobsched_shared_jobs (result_expires)
             WHERE result_expires IS NOT NULL""",
     ],
+    # 4: trigger rules kept with a job's dependencies (docs/tasks.md).
+    4: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN trigger_rule TEXT NOT NULL "
+        "DEFAULT 'all_success'",
+    ],
+}
+
+# The same for a single-owner file: a file at version 1 walks the versions
+# listed here (none for 2 and 3).
+SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
+    # 4: a restored job waiting for its upstreams keeps its trigger rule.
+    4: [
+        "ALTER TABLE jobsched_jobs ADD COLUMN trigger_rule TEXT NOT NULL DEFAULT 'all_success'",
+    ],
 }
 
 
 def migrate_shared(conn: sqlite3.Connection) -> None:
     """Bring a shared file to `SCHEMA_VERSION` (inside the caller's write transaction)."""
+    _migrate(conn, SHARED_MIGRATIONS, SHARED_VERSION)
+
+
+def migrate_single_owner(conn: sqlite3.Connection) -> None:
+    """Bring a single-owner file to `SCHEMA_VERSION` (inside the caller's write transaction)."""
+    _migrate(conn, SINGLE_OWNER_MIGRATIONS, SINGLE_OWNER_VERSION)
+
+
+def _migrate(conn: sqlite3.Connection, steps: dict[int, list[str]], first: int) -> None:
     raw = conn.execute("SELECT value FROM jobsched_meta WHERE name = 'schema_version'").fetchone()
-    version = int(raw[0]) if raw is not None else SHARED_VERSION
+    version = int(raw[0]) if raw is not None else first
     for target in range(version + 1, SCHEMA_VERSION + 1):
-        for statement in SHARED_MIGRATIONS[target]:
+        for statement in steps.get(target, ()):
             conn.execute(statement)
         conn.execute(
             "UPDATE jobsched_meta SET value = ? WHERE name = 'schema_version'", (str(target),)

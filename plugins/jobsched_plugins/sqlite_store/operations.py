@@ -55,7 +55,9 @@ def retry(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
                 progress = NULL, last_error = NULL,
                 unmet = (SELECT count(*) FROM jobsched_shared_dependencies d
                     JOIN jobsched_shared_jobs u ON u.job_id = d.upstream
-                    WHERE d.job_id = jobsched_shared_jobs.job_id AND u.status <> 'completed')
+                    WHERE d.job_id = jobsched_shared_jobs.job_id AND (u.status <> 'completed'
+                      AND (jobsched_shared_jobs.trigger_rule = 'all_success'
+                        OR u.status NOT IN ('failed', 'timed_out', 'cancelled'))))
             WHERE job_id IN ({_in(chunk)})
               AND (unique_key IS NULL OR NOT EXISTS (
                 SELECT 1 FROM jobsched_shared_jobs o WHERE o.unique_key =

@@ -30,7 +30,7 @@ BASE_JOB_COLUMNS = (
     "sort_key, unmet, lease_owner, lease_expires, cancel_requested, result, last_error, "
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
-JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires"
+JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule"
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
     "last_job_id, fired, skipped, paused"
@@ -65,6 +65,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
         unique_key=r[21],
         progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
         result_expires=r[23] if len(r) > 23 else None,
+        trigger_rule=r[24] if len(r) > 24 else "all_success",
     )
 
 
@@ -153,6 +154,15 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
         "SELECT job_id, upstream FROM jobsched_shared_dependencies"
     ):
         deps.setdefault(job_id, []).append(upstream)
+    # A file no process has migrated to version 4 yet has no rules: all default.
+    rules: dict[str, str] = {}
+    if any(r[1] == "trigger_rule" for r in conn.execute("PRAGMA table_info(jobsched_shared_jobs)")):
+        rules = dict(
+            conn.execute(
+                "SELECT job_id, trigger_rule FROM jobsched_shared_jobs "
+                "WHERE trigger_rule <> 'all_success'"
+            ).fetchall()
+        )
     rows = [
         JobRow(
             job_id=r.job_id,
@@ -170,6 +180,7 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
             result=None if r.result is None else json.dumps(r.result),
             last_error=r.last_error,
             schedule_id=r.schedule_id,
+            trigger_rule=rules.get(r.job_id, "all_success"),
         )
         for r in jobs(conn, columns=BASE_JOB_COLUMNS)
     ]

@@ -114,8 +114,8 @@ class SQLiteStore(DelegatedWakeups):
 
         A job whose `key` already exists (or whose `unique_key` an unfinished
         job holds) is not inserted again: the existing job's id is returned
-        in its place. A dependency on a job that failed or was cancelled
-        cancels the new job.
+        in its place. Dependencies that already ended are settled by the
+        job's trigger rule: it may be due at once, or cancelled.
         """
         self._need(migrations.SHARED, "insert")
         if not jobs:
@@ -196,9 +196,10 @@ class SQLiteStore(DelegatedWakeups):
     async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
         """Record attempts that ended, in one transaction; returns the ids written.
 
-        Only jobs `owner` still holds are written. Completed jobs release
-        their dependents; failed, timed-out and cancelled ones cancel every
-        job downstream, all in the same transaction.
+        Only jobs `owner` still holds are written. Terminal jobs settle their
+        dependents by their trigger rules (released, one fewer to wait for,
+        or cancelled with the reason, and so on downstream), all in the same
+        transaction.
         """
         self._need(migrations.SHARED, "finish")
         if not outcomes:
@@ -216,7 +217,8 @@ class SQLiteStore(DelegatedWakeups):
     async def request_cancel(self, job_id: str) -> bool:
         """Cancel a job from any process; False if unknown or already finished.
 
-        A waiting job is cancelled at once (with its dependents); a running
+        A waiting job is cancelled at once (its dependents settled by their
+        trigger rules: cancelled with it, or released); a running
         one is flagged, and its owner cancels the attempt when it sees the
         flag (at its next poll).
         """
@@ -227,6 +229,8 @@ class SQLiteStore(DelegatedWakeups):
         if owner is not None:  # running: its owner may be this process
             self.wakeups.cancel(job_id)
         elif done and owner is None:
+            # A dependent its trigger rule released by this cancel is due now.
+            self.wakeups.work()
             self.wakeups.finished()
         return done
 

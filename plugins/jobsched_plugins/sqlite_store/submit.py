@@ -5,15 +5,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched.store import NewJob, StoreError
+from jobsched.store import NewJob, StoreError, settle_at_insert
 
-from .connection import TERMINAL, now, pack_sort_key, to_json
+from .connection import now, pack_sort_key, to_json
 
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
     submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by, unique_key,
-    finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    finished_at, trigger_rule)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 """
 
@@ -23,8 +23,9 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
 
     A job whose `key` (or id) already exists, or whose `unique_key` an
     unfinished job holds, is not inserted: the existing job's id is returned
-    in its place. A dependency on a job that failed or was cancelled cancels
-    the new job. An unknown dependency refuses the whole batch.
+    in its place. Dependencies that already ended are settled by the job's
+    trigger rule (`settle_at_insert`): it may be due at once, or cancelled.
+    An unknown dependency refuses the whole batch.
     """
     known = {job.job_id for job in jobs}
     upstreams = sorted({d for job in jobs for d in job.depends_on} - known)
@@ -42,11 +43,10 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
     ready = False
     alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
     for job in jobs:
-        depends_on = [alias.get(d, d) for d in job.depends_on]
-        unmet = [d for d in depends_on if statuses.get(d) != "completed"]
-        broken = [d for d in depends_on if statuses.get(d) in TERMINAL and d in unmet]
+        depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
+        waits_for, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
+        broken = error is not None
         status = "cancelled" if broken else "pending"
-        error = f"upstream {broken[0]} {statuses[broken[0]]}" if broken else None
         cur = conn.execute(
             _INSERT,
             (
@@ -59,12 +59,13 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
                 job.run_at,
                 job.submitted_at,
                 pack_sort_key(job.sort_key),
-                0 if broken else len(set(unmet)),
+                unmet,
                 error,
                 job.schedule_id,
                 job.submitted_by,
                 job.unique_key,
                 now() if broken else None,
+                job.trigger_rule,
             ),
         )
         if cur.rowcount == 0:
@@ -85,10 +86,10 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
         statuses[job.job_id] = status
         if status == "pending" and not unmet:
             ready = True
-        if unmet and not broken:
+        if waits_for:
             conn.executemany(
                 "INSERT OR IGNORE INTO jobsched_shared_dependencies (job_id, upstream) "
                 "VALUES (?, ?)",
-                [(job.job_id, d) for d in sorted(set(unmet))],
+                [(job.job_id, d) for d in sorted(waits_for)],
             )
     return ids, ready
