@@ -253,6 +253,20 @@ async def test_a_worker_process_passes_a_result_to_a_dependent(flow_worker: str)
 
 
 @pytest.mark.slow
+async def test_a_worker_passes_none_for_an_upstream_a_trigger_rule_let_fail(
+    flow_worker: str,
+) -> None:
+    async with Client(flow_worker) as client:
+        good = await client.submit(extract.job(2))
+        bad = await client.submit(fail.job("boom"))
+        cleanup = await client.submit(
+            echo.job([result_of(good), result_of(bad)]), trigger_rule="all_done"
+        )
+        assert await client.result(cleanup, timeout=60) == [[0, 1], None]
+        assert (await client.get(bad)).status is JobStatus.FAILED
+
+
+@pytest.mark.slow
 async def test_a_worker_fails_a_dependent_whose_upstream_result_is_not_json(
     flow_worker: str,
 ) -> None:

@@ -666,6 +666,9 @@ class Client:
                         outside.add(dep)
                 else:
                     raise TypeError(f"depends_on takes job ids, got {dep!r}")
+            if item.trigger_rule != ALL_SUCCESS and not depends_on:
+                # result_of's upstreams count: a rule may rest on them alone.
+                raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
             ids_in_batch[id(item.job)] = job_id
             in_batch.add(job_id)
             rows.append(
@@ -704,8 +707,7 @@ class Client:
         for what, value in (("key", item.key), ("unique_key", item.unique_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-        if check_trigger_rule(item.trigger_rule) != ALL_SUCCESS and not item.depends_on:
-            raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
+        check_trigger_rule(item.trigger_rule)
         _refuse_functions(item.job)
         # The codec describes the job as it will be stored: a copy with the
         # submit's options, so the caller's job is never changed.
