@@ -579,11 +579,12 @@ class Client:
     def _rows(self, items: Sequence[Submission]) -> tuple[list[NewJob], set[str]]:
         """The store rows for `items` (each checked), and the stored ids they depend on."""
         now = time.time()
+        offset = now - time.monotonic()
         rows: list[NewJob] = []
         ids_in_batch: dict[int, str] = {}
         outside: set[str] = set()
         for item in items:
-            encoded = self._encode(item, now)
+            encoded = self._encode(item, now, offset)
             job_id = f"{new_job_id()}-{self._id_suffix}"
             depends_on: list[str] = []
             for dep in item.depends_on:
@@ -626,14 +627,32 @@ class Client:
                 raise UnknownJobError(f"unknown dependencies: {unknown}")
         return list(await self.store.insert(rows))
 
-    def _encode(self, item: Submission, now: float) -> _Encoded:
-        """`item`'s job as data, its options overridden and checked, and its sort key."""
+    def _encode(self, item: Submission, now: float, offset: float) -> _Encoded:
+        """`item`'s job as data, its options overridden and checked, and its sort key.
+
+        `offset` turns the job's monotonic times into wall-clock time.
+        """
         if item.delay != 0.0:
             check_delay(item.delay)
         for what, value in (("key", item.key), ("unique_key", item.unique_key)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
         _refuse_functions(item.job)
+        if (
+            not self._submit_hooks
+            and item.priority is None
+            and item.timeout is False
+            and item.retry is None
+            and item.name is None
+            and item.result_ttl is None
+            and item.keep_result is None
+        ):
+            # Nothing to override: the codec and the strategy only read the
+            # job (and `sort_key` puts back what it sets), so no copy, which
+            # would cost more than the rest of the encoding.
+            type_name, args, options = self.codec.describe_data(item.job, offset)
+            key = sort_key(self.strategy.key, item.job, submitted_at=now, offset=offset)
+            return _Encoded(type_name, args, options, key)
         # The codec describes the job as it will be stored: a copy with the
         # submit's options, so the caller's job is never changed.
         probe = copy.copy(item.job)
@@ -653,7 +672,6 @@ class Client:
             probe.keep_result = to_keep_result(item.keep_result)
         for hook in self._submit_hooks:
             hook(probe)
-        offset = time.time() - time.monotonic()
         type_name, args, options = self.codec.describe_data(probe, offset)
         key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)
         return _Encoded(type_name, args, options, key)

@@ -78,17 +78,30 @@ def seconds_option(url: str, options: dict[str, str], name: str, default: float)
 
 
 # ── values as SQLite keeps them ───────────────────────────────────────
+# One encoder for every call: json.dumps with an option builds a new one each
+# time, which costs more than encoding a job's small dicts. Same text as
+# json.dumps(value, allow_nan=False).
+_encode = json.JSONEncoder(allow_nan=False).encode
+
+
 def to_json(value: Any) -> str:
     """Arguments, options or a trigger as JSON text (the scheduler's codec made
     them JSON values; results arrive as JSON text already)."""
+    if not value and type(value) is dict:
+        return "{}"  # most jobs have no arguments
     try:
-        return json.dumps(value, allow_nan=False)
+        return _encode(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
 
 
 _SIGN = 1 << 63
 _ALL = (1 << 64) - 1
+_DOUBLE = struct.Struct(">d")
+_WORD = struct.Struct(">Q")
+# Strategies give few distinct keys (FIFO one, priorities a handful): each is
+# packed once. Bounded, as aging and EDF keys (times) are all different.
+_packed: dict[tuple[float, ...], bytes] = {}
 
 
 def pack_sort_key(key: Sequence[float]) -> bytes:
@@ -99,12 +112,20 @@ def pack_sort_key(key: Sequence[float]) -> bytes:
     order-preserving flip (negative numbers inverted, positive ones get the
     sign bit) and ``ORDER BY sort_key`` walks the strategy's order.
     """
+    cache_key = key if type(key) is tuple else tuple(key)
+    packed = _packed.get(cache_key)
+    if packed is not None:
+        return packed
     out = bytearray()
     for x in key:
-        bits = int.from_bytes(struct.pack(">d", float(x) + 0.0), "big")  # + 0.0: no -0.0
+        (bits,) = _WORD.unpack(_DOUBLE.pack(float(x) + 0.0))  # + 0.0: no -0.0
         bits = (~bits & _ALL) if bits & _SIGN else (bits | _SIGN)
-        out += bits.to_bytes(8, "big")
-    return bytes(out)
+        out += _WORD.pack(bits)
+    packed = bytes(out)
+    if len(_packed) >= 1024:
+        _packed.clear()
+    _packed[cache_key] = packed
+    return packed
 
 
 def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
