@@ -6,6 +6,7 @@ wake-ups between processes of the shared mode (a poll of ``PRAGMA data_version``
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -155,6 +156,8 @@ class Database:
         self._thread: ThreadPoolExecutor | None = None
         self.conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
+        # Writing transactions waiting for the thread (see `transaction`).
+        self._group: collections.deque[_Call] = collections.deque()
 
     @property
     def started(self) -> bool:
@@ -224,8 +227,103 @@ class Database:
     async def transaction(
         self, body: Callable[[sqlite3.Connection], T], what: str, *, write: bool = True
     ) -> T:
-        """`in_transaction` on the store's thread."""
-        return await self.call(functools.partial(self.in_transaction, write=write), body, what)
+        """`in_transaction` on the store's thread.
+
+        Writing transactions that wait for the thread together are committed
+        together (group commit): one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so
+        one fsync, for a claim, a finish and an insert that arrive while
+        another transaction commits. Each body runs in a savepoint of its
+        own: a body that raises is undone alone and its caller gets the
+        error; the others commit. No caller hears of success before the
+        ``COMMIT`` that holds its changes has returned.
+        """
+        if not write:
+            return await self.call(functools.partial(self.in_transaction, write=False), body, what)
+        if self._thread is None:
+            raise StoreError(f"{self.url}: the store is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._group.append((body, what, future, loop))
+        # Every call queues a drain; a drain takes every body waiting by then,
+        # so the drains queued behind it find nothing left and return.
+        self._thread.submit(self._drain)
+        result: T = await future
+        return result
+
+    def _drain(self) -> None:
+        """Run the writing transactions waiting now as one transaction (store's thread)."""
+        group = []
+        while True:
+            try:
+                group.append(self._group.popleft())
+            except IndexError:
+                break
+        if not group:
+            return
+        settled: list[tuple[bool, Any]]
+        if len(group) == 1:
+            body, what, _, _ = group[0]
+            try:
+                settled = [(True, self.in_transaction(body, what))]
+            except BaseException as exc:
+                settled = [(False, exc)]
+        else:
+            try:
+                settled = self._in_group(group)
+            except BaseException as exc:  # never leave a caller waiting
+                conn = self.conn
+                with contextlib.suppress(sqlite3.Error):
+                    if conn is not None and conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                settled = [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        for (_, _, future, loop), (ok, value) in zip(group, settled, strict=True):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    def _in_group(self, group: list[_Call]) -> list[tuple[bool, Any]]:
+        conn = self.conn
+        if conn is None:
+            return [(False, StoreError(f"{self.url}: the store is not open"))] * len(group)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            return [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        settled: list[tuple[bool, Any]] = []
+        for body, what, _, _ in group:
+            conn.execute("SAVEPOINT jobsched_call")
+            try:
+                value = body(conn)
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK TO jobsched_call")
+                    conn.execute("RELEASE jobsched_call")
+                except sqlite3.Error:
+                    # SQLite rolled back the whole transaction (a full disk
+                    # does): every body of the group is undone.
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    return [(False, self._failed(exc, w)) for _, w, _, _ in group]
+                settled.append((False, self._failed(exc, what)))
+            else:
+                conn.execute("RELEASE jobsched_call")
+                settled.append((True, value))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        return settled
+
+    def _failed(self, exc: BaseException, what: str) -> BaseException:
+        """`in_transaction`'s error for a body that raised `exc`."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        error = StoreError(
+            f"{self.url}: could not {what} {self.path}: {self.problem(exc)}; "
+            "the file keeps its last committed state"
+        )
+        error.__cause__ = exc
+        return error
 
     def close_sync(self) -> None:
         conn, self.conn = self.conn, None
@@ -325,6 +423,22 @@ class Database:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the descriptor releases the flock
+
+
+# A writing transaction waiting for the thread: its body, what it does (for
+# errors), and the future its caller awaits on its loop.
+_Call = tuple[
+    Callable[[sqlite3.Connection], Any], str, "asyncio.Future[Any]", asyncio.AbstractEventLoop
+]
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled: the transaction happened anyway
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 class Wakeups(WakeupEvents):
