@@ -129,8 +129,20 @@ def pack_sort_key(key: Sequence[float]) -> bytes:
     return packed
 
 
+_unpacked: dict[bytes, tuple[float, ...]] = {}
+
+
 def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
     """The inverse of `pack_sort_key`."""
+    key = _unpacked.get(blob)
+    if key is None:
+        key = _unpacked[blob] = _unpack_sort_key(blob)
+        if len(_unpacked) >= 1024:
+            _unpacked.clear()
+    return key
+
+
+def _unpack_sort_key(blob: bytes) -> tuple[float, ...]:
     key = []
     for i in range(0, len(blob), 8):
         bits = int.from_bytes(blob[i : i + 8], "big")
