@@ -125,7 +125,7 @@ def sort_key(
     finally:
         job.seq, job.submitted_at, job.deadline = saved
     try:
-        return tuple(float(x) for x in key)
+        return tuple(map(float, key))
     except (TypeError, ValueError):
         owner = getattr(strategy_key, "__self__", strategy_key)
         raise JobSpecError(
