@@ -26,6 +26,11 @@ modes, and a `Client` enqueues at least 50,000 jobs/s):
   submits at a time, which the client stores together); ``--enqueue-jobs``
   jobs each, job construction not timed.
 
+Beside each figure: the CPU time its jobs cost (median, microseconds per job:
+this process for the in-process rows, the worker process's own for the
+shared row, read from ``/proc``), which a busy machine changes far less than
+the wall clock.
+
 Standalone on purpose: it needs only jobsched installed (``pip install -e .``).
 """
 
@@ -77,19 +82,20 @@ def bench_plugins() -> PluginManager:
 
 
 # ── single-owner: in this process ──────────────────────────────────────
-async def one_round(store: str | None, jobs: int, workers: int) -> float:
-    """Jobs per second for one round on `store` (None: the memory store)."""
+async def one_round(store: str | None, jobs: int, workers: int) -> tuple[float, float]:
+    """Jobs per second for one round on `store` (None: the memory store), and
+    CPU microseconds per job (this process, the store's thread included)."""
     scheduler = JobScheduler("fifo", num_workers=workers, plugins=bench_plugins(), store=store)
     await scheduler.start()
     batch = [Noop() for _ in range(jobs)]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for job in batch:
         scheduler.submit(job)
     await scheduler.join()
     await scheduler.flush()  # durable: every state change committed
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await scheduler.stop()
-    return jobs / elapsed
+    return jobs / elapsed, cpu / jobs * 1e6
 
 
 # ── shared: one worker process ─────────────────────────────────────────
@@ -138,8 +144,18 @@ def all_completed(conn: sqlite3.Connection, jobs: int) -> bool:
     return bool(conn.execute(done).fetchone()[0] >= jobs)
 
 
-def shared_round(path: Path, jobs: int, workers: int, batch: int) -> float:
-    """Jobs per second one worker process runs from a shared file."""
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds process `pid` has used (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def shared_round(path: Path, jobs: int, workers: int, batch: int) -> tuple[float, float | None]:
+    """Jobs per second one worker process runs from a shared file, and the
+    worker's CPU microseconds per job (None where it cannot be read)."""
     url = f"sqlite:///{path}"
     asyncio.run(load_shared(url, jobs, batch))
     proc = subprocess.Popen(
@@ -154,11 +170,13 @@ def shared_round(path: Path, jobs: int, workers: int, batch: int) -> float:
             raise SystemExit(f"the worker process failed to start: {line!r}")
         conn = sqlite3.connect(path, isolation_level=None, timeout=30)
         try:
+            cpu_before = process_cpu(proc.pid)
             start = time.perf_counter()
             conn.execute("UPDATE jobsched_shared_jobs SET run_at = 0")
             while not all_completed(conn, jobs):
                 time.sleep(0.005)
             end = time.perf_counter()
+            cpu_after = process_cpu(proc.pid)
         finally:
             conn.close()
     finally:
@@ -168,41 +186,58 @@ def shared_round(path: Path, jobs: int, workers: int, batch: int) -> float:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return jobs / (end - start)
+    cpu = None
+    if cpu_before is not None and cpu_after is not None:
+        cpu = (cpu_after - cpu_before) / jobs * 1e6
+    return jobs / (end - start), cpu
 
 
 # ── enqueue through Client ─────────────────────────────────────────────
-async def enqueue_round(path: Path, jobs: int, batch: int, how: str) -> float:
+async def enqueue_round(path: Path, jobs: int, batch: int, how: str) -> tuple[float, float]:
+    """Jobs per second enqueued, and CPU microseconds per job (this process)."""
     async with Client(f"sqlite:///{path}", plugins=bench_plugins(), strategy="fifo") as client:
         held = [Noop() for _ in range(jobs)]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if how == "submit_many":
             for i in range(0, jobs, batch):
                 await client.submit_many(held[i : i + batch])
         else:
             for i in range(0, jobs, batch):
                 await asyncio.gather(*(client.submit(job) for job in held[i : i + batch]))
-        end = time.perf_counter()
-    return jobs / (end - start)
+        end, cpu = time.perf_counter(), time.process_time() - cpu
+    return jobs / (end - start), cpu / jobs * 1e6
 
 
-def measure(args: argparse.Namespace) -> dict[str, list[float]]:
-    """Every round's figure of every row, rounds interleaved so drift hits all alike."""
+def measure(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Every round's jobs/s and CPU µs per job of every row, rounds interleaved
+    so that drift hits all alike."""
     runs: dict[str, list[float]] = {name: [] for name in (*STORES, *ENQUEUES)}
+    cpu: dict[str, list[float]] = {name: [] for name in (*STORES, *ENQUEUES)}
+
+    def record(name: str, figures: tuple[float, float | None]) -> None:
+        runs[name].append(figures[0])
+        if figures[1] is not None:
+            cpu[name].append(figures[1])
+
     urls = {"sqlite": "sqlite:///{path}", "sqlite-normal": "sqlite:///{path}?synchronous=normal"}
     with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as folder:
         for r in range(args.rounds):
-            runs["memory"].append(asyncio.run(one_round(None, args.jobs, args.workers)))
+            record("memory", asyncio.run(one_round(None, args.jobs, args.workers)))
             for name, url in urls.items():
                 url = url.format(path=Path(folder) / f"{name}-{r}.db")
-                runs[name].append(asyncio.run(one_round(url, args.jobs, args.workers)))
+                record(name, asyncio.run(one_round(url, args.jobs, args.workers)))
             path = Path(folder) / f"shared-{r}.db"
-            runs["sqlite-shared"].append(shared_round(path, args.jobs, args.workers, args.batch))
+            record("sqlite-shared", shared_round(path, args.jobs, args.workers, args.batch))
             for how in ENQUEUES:
                 path = Path(folder) / f"enqueue-{how.replace(' ', '-')}-{r}.db"
-                rate = asyncio.run(enqueue_round(path, args.enqueue_jobs, args.batch, how))
-                runs[how].append(rate)
-    return runs
+                record(how, asyncio.run(enqueue_round(path, args.enqueue_jobs, args.batch, how)))
+    return runs, cpu
+
+
+def cpu_note(cpu: dict[str, float], name: str) -> str:
+    """The CPU a row's jobs cost, which other work on the machine changes less
+    than the wall clock."""
+    return f"  ({cpu[name]:.1f} µs CPU/job)" if name in cpu else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         worker_main(args.worker[0], int(args.worker[1]))
         return 0
     load = os.getloadavg()
-    runs = measure(args)
+    runs, cpu_runs = measure(args)
     median = {name: statistics.median(values) for name, values in runs.items()}
+    cpu = {name: statistics.median(values) for name, values in cpu_runs.items() if values}
     rates = {name: median[name] for name in STORES}
     enqueue = {name: median[name] for name in ENQUEUES}
     ratio = rates["sqlite"] / rates["memory"]
@@ -244,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                     "sqlite_ratio": ratio,
                     "shared_ratio": shared_ratio,
                     "runs": runs,
+                    "cpu_us_per_job": cpu,
                     "met": met,
                 }
             )
@@ -254,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
             f"(load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}):"
         )
         for name, rate in rates.items():
-            share = rate / rates["memory"]
-            print(f"  {name:<17} {rate:>10,.0f} jobs/s  {share:6.1%} of memory")
+            share = f"{rate / rates['memory']:6.1%} of memory"
+            print(f"  {name:<17} {rate:>10,.0f} jobs/s  {share}{cpu_note(cpu, name)}")
         print(f"enqueue {args.enqueue_jobs:,} jobs through Client, batches of {args.batch:,}:")
         for name, rate in enqueue.items():
-            print(f"  {name:<17} {rate:>10,.0f} jobs/s")
+            print(f"  {name:<17} {rate:>10,.0f} jobs/s{cpu_note(cpu, name)}")
         verdict = "meets" if met else "MISSES"
         print(
             f"sqlite {verdict} the targets: {TARGET:.0%} of memory in each mode, "

@@ -39,6 +39,11 @@ def test_durable_benchmark_runs_standalone() -> None:
     assert result["sqlite_ratio"] == pytest.approx(rates["sqlite"] / rates["memory"])
     assert result["shared_ratio"] == pytest.approx(rates["sqlite-shared"] / rates["memory"])
     assert len(result["load_average"]) == 3
+    # CPU per job: always for the rows measured in the benchmark's own process.
+    cpu = result["cpu_us_per_job"]
+    assert set(cpu) >= {"memory", "sqlite", "sqlite-normal", *ENQUEUES}
+    assert set(cpu) <= STORES | ENQUEUES
+    assert all(value >= 0 for value in cpu.values())
     # Each figure is the median of its rounds.
     for name, runs in result["runs"].items():
         assert len(runs) == 1
