@@ -84,6 +84,45 @@ async def test_waiting_transactions_commit_together_and_each_fails_alone(
         await store.close()
 
 
+async def test_a_group_whose_commit_fails_fails_every_caller_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "jobs.db")
+    gate = threading.Event()
+
+    def refuse_commit(action: int, arg1: Any, *rest: Any) -> int:
+        # COMMIT fails as a full disk would make it: after every body ran.
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    try:
+        await store.call(lambda conn: conn.set_authorizer(refuse_commit))
+
+        async def release() -> None:
+            gate.set()
+
+        results = await asyncio.gather(
+            store.call(lambda conn: gate.wait()),
+            store.insert([new_job("a1")]),
+            store.insert([new_job("b1")]),
+            release(),
+            return_exceptions=True,
+        )
+        await store.call(lambda conn: conn.set_authorizer(None))
+        for error in results[1:3]:
+            assert isinstance(error, StoreError)
+            assert "could not insert 1 jobs into" in str(error)
+            assert "the file keeps its last committed state" in str(error)
+        assert await store.jobs() == []
+        # The connection is usable again: nothing was left half-done.
+        assert await store.insert([new_job("c1")]) == ["c1"]
+        assert [r.job_id for r in await store.jobs()] == ["c1"]
+    finally:
+        gate.set()
+        await store.close()
+
+
 async def test_a_batch_with_a_known_key_or_unique_key_resumes_instead_of_duplicating(
     tmp_path: Path,
 ) -> None:
