@@ -255,10 +255,16 @@ class Database:
             raise StoreError(f"{self.url}: the store is not open")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._group.append((body, what, future, loop))
+        call: _Call = (body, what, future, loop)
+        self._group.append(call)
         # Every call queues a drain; a drain takes every body waiting by then,
         # so the drains queued behind it find nothing left and return.
-        self._thread.submit(self._drain)
+        try:
+            self._thread.submit(self._drain)
+        except RuntimeError:  # the thread was shut down meanwhile
+            with contextlib.suppress(ValueError):
+                self._group.remove(call)
+            raise StoreError(f"{self.url}: the store is not open") from None
         result: T = await future
         return result
 
