@@ -623,6 +623,7 @@ class Client:
     def _rows(self, items: Sequence[Submission]) -> tuple[list[NewJob], set[str]]:
         """The store rows for `items` (each checked), and the stored ids they depend on."""
         now = time.time()
+        offset = now - time.monotonic()
         rows: list[NewJob] = []
         ids_in_batch: dict[int, str] = {}
         in_batch: set[str] = set()  # the ids given so far, for result_of's upstreams
@@ -637,7 +638,7 @@ class Client:
             return ids_in_batch[id(job)]
 
         for item in items:
-            encoded = self._encode(item, now, id_of)
+            encoded = self._encode(item, now, offset, id_of)
             job_id = f"{new_job_id()}-{self._id_suffix}"
             depends_on: list[str] = []
             upstreams: Iterable[Any] = item.depends_on
@@ -699,9 +700,17 @@ class Client:
         return list(await self.store.insert(rows))
 
     def _encode(
-        self, item: Submission, now: float, id_of: Callable[[Job], str] | None = None
+        self,
+        item: Submission,
+        now: float,
+        offset: float,
+        id_of: Callable[[Job], str] | None = None,
     ) -> _Encoded:
-        """`item`'s job as data, its options overridden and checked, and its sort key."""
+        """`item`'s job as data, its options overridden and checked, and its sort key.
+
+        `offset` turns the job's monotonic times into wall-clock time; `id_of`
+        names an earlier job of the batch that a `result_of` marker holds.
+        """
         if item.delay != 0.0:
             check_delay(item.delay)
         for what, value in (("key", item.key), ("unique_key", item.unique_key)):
@@ -709,6 +718,21 @@ class Client:
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
         check_trigger_rule(item.trigger_rule)
         _refuse_functions(item.job)
+        if (
+            not self._submit_hooks
+            and item.priority is None
+            and item.timeout is False
+            and item.retry is None
+            and item.name is None
+            and item.result_ttl is None
+            and item.keep_result is None
+        ):
+            # Nothing to override: the codec and the strategy only read the
+            # job (and `sort_key` puts back what it sets), so no copy, which
+            # would cost more than the rest of the encoding.
+            type_name, args, options = self.codec.describe_data(item.job, offset, id_of)
+            key = sort_key(self.strategy.key, item.job, submitted_at=now, offset=offset)
+            return _Encoded(type_name, args, options, key)
         # The codec describes the job as it will be stored: a copy with the
         # submit's options, so the caller's job is never changed.
         probe = copy.copy(item.job)
@@ -728,7 +752,6 @@ class Client:
             probe.keep_result = to_keep_result(item.keep_result)
         for hook in self._submit_hooks:
             hook(probe)
-        offset = time.time() - time.monotonic()
         type_name, args, options = self.codec.describe_data(probe, offset, id_of)
         key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)
         return _Encoded(type_name, args, options, key)

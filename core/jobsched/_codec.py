@@ -126,7 +126,7 @@ def sort_key(
     finally:
         job.seq, job.submitted_at, job.deadline = saved
     try:
-        return tuple(float(x) for x in key)
+        return tuple(map(float, key))
     except (TypeError, ValueError):
         owner = getattr(strategy_key, "__self__", strategy_key)
         raise JobSpecError(
@@ -387,7 +387,10 @@ class JobCodec:
         traceparent = options.get("traceparent")
         if traceparent is not None and not isinstance(traceparent, str):
             raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
-        job.traceparent = traceparent
+        # The rare options live in one `JobExtras` that each assignment
+        # rebuilds: assign only what a job does not already have.
+        if traceparent is not None or job.traceparent is not None:
+            job.traceparent = traceparent
         # Left out: the job type's own default (what a job built now has).
         if "result_ttl" in options:
             job.result_ttl = to_result_ttl(options["result_ttl"])
@@ -400,7 +403,8 @@ class JobCodec:
                 raise JobSpecError(
                     f"{option} must be a list of exception names, got {describe_value(names)}"
                 )
-            setattr(job, option, tuple(names))
+            if names or getattr(job, option):
+                setattr(job, option, tuple(names))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

@@ -322,8 +322,9 @@ class SharedBackend(LocalBackend):
     async def _feed(self) -> None:
         s = self.kernel
         # Keep up to one extra job per worker queued here so a worker that
-        # finishes finds its next job without a round trip to the database.
-        target = 2 * s.num_workers
+        # finishes finds its next job without a round trip to the database;
+        # more while jobs are shorter than a claim (`_claim_target`).
+        base = target = 2 * s.num_workers
         while not s.stopping:
             self._wake.clear()
             queued = s.queued
@@ -331,7 +332,7 @@ class SharedBackend(LocalBackend):
             timeout = self.poll_interval
             # Claim in batches (a round trip per job would cost more than the
             # job): when half the local backlog is gone or the heap ran dry.
-            if room >= s.num_workers or (room > 0 and not queued):
+            if room >= target // 2 or (room > 0 and not queued):
                 asked_at = s.clock.now()  # the leases begin after this
                 try:
                     rows, next_due = await self.store.claim(room, self.identity)
@@ -339,6 +340,7 @@ class SharedBackend(LocalBackend):
                     self._log.error("claim failed", error=str(exc))
                     rows, next_due = [], None
                 claimed = len(rows)
+                target = _claim_target(target, base, claimed == room, s)
                 rows = await self._with_results(rows)
                 for row in rows:
                     self._adopt(row, asked_at)
@@ -750,6 +752,30 @@ class SharedBackend(LocalBackend):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         return known
+
+
+#: The most jobs a process keeps claimed ahead of its workers, per worker.
+MAX_PREFETCH_PER_WORKER = 64
+
+
+def _claim_target(target: int, base: int, full: bool, kernel: Kernel) -> int:
+    """How many jobs to hold (running + queued here) after a claim came back.
+
+    A claim that filled its batch while workers sat idle with nothing queued
+    here means the jobs are shorter than a claim's round trip: the workers
+    ate the local backlog before the next batch arrived. Then the batch
+    doubles (up to `MAX_PREFETCH_PER_WORKER` per worker), so that one
+    transaction carries more jobs. Long jobs keep every worker busy, and a
+    drained queue returns a short batch: the target falls back to `base`, so
+    a process does not sit on jobs that idle processes could run.
+    """
+    if not full:
+        return base
+    if kernel.queued == 0 and kernel.running < kernel.num_workers:
+        return min(2 * target, MAX_PREFETCH_PER_WORKER * kernel.num_workers)
+    if kernel.running >= kernel.num_workers:
+        return max(base, target // 2)
+    return target
 
 
 _TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)

@@ -34,18 +34,20 @@ def _take(
     """Mark `job_ids` running under `owner`'s lease; their rows, in strategy order."""
     if not job_ids:
         return []
-    conn.execute(
+    # One statement: the rows come back as updated, in no particular order.
+    cur = conn.execute(
         f"""UPDATE jobsched_shared_jobs SET status = 'running', attempts = attempts + 1,
             lease_owner = ?, lease_expires = ?, started_at = ?, progress = NULL
-        WHERE job_id IN ({_in(job_ids)})""",
+        WHERE job_id IN ({_in(job_ids)}) RETURNING {JOB_COLUMNS}""",
         [owner, t + lease_seconds, t, *job_ids],
     )
-    cur = conn.execute(
-        f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE job_id IN ({_in(job_ids)}) "
-        "ORDER BY sort_key, seq",
-        job_ids,
-    )
-    return [job_row(r) for r in cur]
+    rows = [job_row(r) for r in cur]
+    rows.sort(key=_strategy_order)
+    return rows
+
+
+def _strategy_order(row: SharedJobRow) -> tuple[tuple[float, ...], int]:
+    return row.sort_key, row.seq
 
 
 def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
@@ -289,14 +291,27 @@ def finish(
     t = now()
     written: list[tuple[str, str]] = []
     history: list[tuple[Any, ...]] = []
+    # The attempts `owner` still holds, read once for the batch (the write
+    # lock is ours: nothing changes them before the update below).
+    held: dict[str, tuple[int, float | None]] = {}
+    ids = list(dict.fromkeys(o.job_id for o in outcomes))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        for job_id, attempts, started_at in conn.execute(
+            "SELECT job_id, attempts, started_at FROM jobsched_shared_jobs "
+            f"WHERE job_id IN ({_in(chunk)}) AND lease_owner = ? AND status = 'running'",
+            [*chunk, owner],
+        ):
+            held[job_id] = (attempts, started_at)
+    updates = []
     for o in outcomes:
-        cur = conn.execute(
-            """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
-                last_error = coalesce(?, last_error), run_at = coalesce(?, run_at),
-                finished_at = ?, result_expires = ?, lease_owner = NULL,
-                lease_expires = NULL, cancel_requested = 0
-            WHERE job_id = ? AND lease_owner = ? AND status = 'running'
-            RETURNING job_id, status, attempts, started_at""",
+        found = held.pop(o.job_id, None)  # pop: a job listed twice is written once
+        if found is None:
+            continue
+        attempts, started_at = found
+        written.append((o.job_id, o.status))
+        history.append((o.job_id, attempts, o.status, o.error, started_at, t, owner))
+        updates.append(
             (
                 o.status,
                 o.result,  # JSON text already (Outcome.result)
@@ -305,12 +320,17 @@ def finish(
                 None if o.status == "retry_wait" else t,
                 t + o.result_ttl if o.result_ttl is not None and o.status == "completed" else None,
                 o.job_id,
-                owner,
-            ),
+            )
         )
-        for job_id, status, attempts, started_at in cur.fetchall():
-            written.append((job_id, status))
-            history.append((job_id, attempts, status, o.error, started_at, t, owner))
+    if updates:
+        conn.executemany(
+            """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
+                last_error = coalesce(?, last_error), run_at = coalesce(?, run_at),
+                finished_at = ?, result_expires = ?, lease_owner = NULL,
+                lease_expires = NULL, cancel_requested = 0
+            WHERE job_id = ?""",
+            updates,
+        )
     if history:
         # The batch's attempts, in one statement.
         conn.executemany(

@@ -6,6 +6,7 @@ wake-ups between processes of the shared mode (a poll of ``PRAGMA data_version``
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -78,17 +79,30 @@ def seconds_option(url: str, options: dict[str, str], name: str, default: float)
 
 
 # ── values as SQLite keeps them ───────────────────────────────────────
+# One encoder for every call: json.dumps with an option builds a new one each
+# time, which costs more than encoding a job's small dicts. Same text as
+# json.dumps(value, allow_nan=False).
+_encode = json.JSONEncoder(allow_nan=False).encode
+
+
 def to_json(value: Any) -> str:
     """Arguments, options or a trigger as JSON text (the scheduler's codec made
     them JSON values; results arrive as JSON text already)."""
+    if not value and type(value) is dict:
+        return "{}"  # most jobs have no arguments
     try:
-        return json.dumps(value, allow_nan=False)
+        return _encode(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
 
 
 _SIGN = 1 << 63
 _ALL = (1 << 64) - 1
+_DOUBLE = struct.Struct(">d")
+_WORD = struct.Struct(">Q")
+# Strategies give few distinct keys (FIFO one, priorities a handful): each is
+# packed once. Bounded, as aging and EDF keys (times) are all different.
+_packed: dict[tuple[float, ...], bytes] = {}
 
 
 def pack_sort_key(key: Sequence[float]) -> bytes:
@@ -99,16 +113,36 @@ def pack_sort_key(key: Sequence[float]) -> bytes:
     order-preserving flip (negative numbers inverted, positive ones get the
     sign bit) and ``ORDER BY sort_key`` walks the strategy's order.
     """
+    cache_key = key if type(key) is tuple else tuple(key)
+    packed = _packed.get(cache_key)
+    if packed is not None:
+        return packed
     out = bytearray()
     for x in key:
-        bits = int.from_bytes(struct.pack(">d", float(x) + 0.0), "big")  # + 0.0: no -0.0
+        (bits,) = _WORD.unpack(_DOUBLE.pack(float(x) + 0.0))  # + 0.0: no -0.0
         bits = (~bits & _ALL) if bits & _SIGN else (bits | _SIGN)
-        out += bits.to_bytes(8, "big")
-    return bytes(out)
+        out += _WORD.pack(bits)
+    packed = bytes(out)
+    if len(_packed) >= 1024:
+        _packed.clear()
+    _packed[cache_key] = packed
+    return packed
+
+
+_unpacked: dict[bytes, tuple[float, ...]] = {}
 
 
 def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
     """The inverse of `pack_sort_key`."""
+    key = _unpacked.get(blob)
+    if key is None:
+        key = _unpacked[blob] = _unpack_sort_key(blob)
+        if len(_unpacked) >= 1024:
+            _unpacked.clear()
+    return key
+
+
+def _unpack_sort_key(blob: bytes) -> tuple[float, ...]:
     key = []
     for i in range(0, len(blob), 8):
         bits = int.from_bytes(blob[i : i + 8], "big")
@@ -134,6 +168,8 @@ class Database:
         self._thread: ThreadPoolExecutor | None = None
         self.conn: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
+        # Writing transactions waiting for the thread (see `transaction`).
+        self._group: collections.deque[_Call] = collections.deque()
 
     @property
     def started(self) -> bool:
@@ -203,8 +239,109 @@ class Database:
     async def transaction(
         self, body: Callable[[sqlite3.Connection], T], what: str, *, write: bool = True
     ) -> T:
-        """`in_transaction` on the store's thread."""
-        return await self.call(functools.partial(self.in_transaction, write=write), body, what)
+        """`in_transaction` on the store's thread.
+
+        Writing transactions that wait for the thread together are committed
+        together (group commit): one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so
+        one fsync, for a claim, a finish and an insert that arrive while
+        another transaction commits. Each body runs in a savepoint of its
+        own: a body that raises is undone alone and its caller gets the
+        error; the others commit. No caller hears of success before the
+        ``COMMIT`` that holds its changes has returned.
+        """
+        if not write:
+            return await self.call(functools.partial(self.in_transaction, write=False), body, what)
+        if self._thread is None:
+            raise StoreError(f"{self.url}: the store is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        call: _Call = (body, what, future, loop)
+        self._group.append(call)
+        # Every call queues a drain; a drain takes every body waiting by then,
+        # so the drains queued behind it find nothing left and return.
+        try:
+            self._thread.submit(self._drain)
+        except RuntimeError:  # the thread was shut down meanwhile
+            with contextlib.suppress(ValueError):
+                self._group.remove(call)
+            raise StoreError(f"{self.url}: the store is not open") from None
+        result: T = await future
+        return result
+
+    def _drain(self) -> None:
+        """Run the writing transactions waiting now as one transaction (store's thread)."""
+        group = []
+        while True:
+            try:
+                group.append(self._group.popleft())
+            except IndexError:
+                break
+        if not group:
+            return
+        settled: list[tuple[bool, Any]]
+        if len(group) == 1:
+            body, what, _, _ = group[0]
+            try:
+                settled = [(True, self.in_transaction(body, what))]
+            except BaseException as exc:
+                settled = [(False, exc)]
+        else:
+            try:
+                settled = self._in_group(group)
+            except BaseException as exc:  # never leave a caller waiting
+                conn = self.conn
+                with contextlib.suppress(sqlite3.Error):
+                    if conn is not None and conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                settled = [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        for (_, _, future, loop), (ok, value) in zip(group, settled, strict=True):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    def _in_group(self, group: list[_Call]) -> list[tuple[bool, Any]]:
+        conn = self.conn
+        if conn is None:
+            return [(False, StoreError(f"{self.url}: the store is not open"))] * len(group)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            return [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        settled: list[tuple[bool, Any]] = []
+        for body, what, _, _ in group:
+            conn.execute("SAVEPOINT jobsched_call")
+            try:
+                value = body(conn)
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK TO jobsched_call")
+                    conn.execute("RELEASE jobsched_call")
+                except sqlite3.Error:
+                    # SQLite rolled back the whole transaction (a full disk
+                    # does): every body of the group is undone.
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    return [(False, self._failed(exc, w)) for _, w, _, _ in group]
+                settled.append((False, self._failed(exc, what)))
+            else:
+                conn.execute("RELEASE jobsched_call")
+                settled.append((True, value))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(False, self._failed(exc, what)) for _, what, _, _ in group]
+        return settled
+
+    def _failed(self, exc: BaseException, what: str) -> BaseException:
+        """`in_transaction`'s error for a body that raised `exc`."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        error = StoreError(
+            f"{self.url}: could not {what} {self.path}: {self.problem(exc)}; "
+            "the file keeps its last committed state"
+        )
+        error.__cause__ = exc
+        return error
 
     def close_sync(self) -> None:
         conn, self.conn = self.conn, None
@@ -304,6 +441,22 @@ class Database:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the descriptor releases the flock
+
+
+# A writing transaction waiting for the thread: its body, what it does (for
+# errors), and the future its caller awaits on its loop.
+_Call = tuple[
+    Callable[[sqlite3.Connection], Any], str, "asyncio.Future[Any]", asyncio.AbstractEventLoop
+]
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled: the transaction happened anyway
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 class Wakeups(WakeupEvents):

@@ -10,6 +10,7 @@ dies); ``jobsched status`` reads without it.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -31,10 +32,18 @@ _JOB_COLUMNS = (
     "job_id, key, type, args, options, depends_on, status, attempts, run_at, "
     "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule"
 )
+# The write binds a row's attributes in this order, read in one C call
+# (`_job_values`), with the depends_on JSON appended last.
+_BOUND = (
+    "job_id, key, type, args, options, status, attempts, run_at, "
+    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule"
+)
+_job_values = operator.attrgetter(*_BOUND.split(", "))
+_NO_DEPENDENCIES = ("[]",)
 # What never changes after submit (type, args, ...) is written by the insert
 # and left alone by the update.
 _UPSERT_JOB = f"""
-INSERT INTO jobsched_jobs ({_JOB_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+INSERT INTO jobsched_jobs ({_BOUND}, depends_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (job_id) DO UPDATE SET
     status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
     finished_at = excluded.finished_at, result = excluded.result,
@@ -214,31 +223,15 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
     schedules = []
     purges: list[PurgeRow] = []
     for r in batch:
-        if type(r) is PurgeRow:
-            purges.append(r)
-        elif type(r) is JobRow:
+        if type(r) is JobRow:
             if r.key is not None:
                 keyed.append((r.key, r.job_id))
-            jobs.append(
-                (
-                    r.job_id,
-                    r.key,
-                    r.type,
-                    r.args,
-                    r.options,
-                    json.dumps(r.depends_on) if r.depends_on else "[]",
-                    r.status,
-                    r.attempts,
-                    r.run_at,
-                    r.submitted_at,
-                    r.finished_at,
-                    r.seq,
-                    r.result,
-                    r.last_error,
-                    r.schedule_id,
-                    r.trigger_rule,
-                )
-            )
+            if r.depends_on:
+                jobs.append((*_job_values(r), json.dumps(list(r.depends_on))))
+            else:
+                jobs.append(_job_values(r) + _NO_DEPENDENCIES)
+        elif type(r) is PurgeRow:
+            purges.append(r)
         else:
             s: ScheduleRow = r  # type: ignore[assignment]
             schedules.append(

@@ -69,10 +69,16 @@ CREATE TABLE jobsched_schedules (
 CREATE UNIQUE INDEX jobsched_jobs_key ON jobsched_jobs (key) WHERE key IS NOT NULL;
 """
 
+# One unfinished job per unique_key. Only jobs that have one are in it: an
+# entry per job without one cost a third of an insert, and a claim and a
+# finish each moved it (`lean_unique_index` brings older files to it).
+UNIQUE_INDEX = """CREATE UNIQUE INDEX jobsched_shared_unique ON jobsched_shared_jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'retry_wait')"""
+
 # The PostgreSQL store's tables (postgres_store/migrations.py), in SQLite:
 # JSON as TEXT, the strategy key as an order-preserving BLOB
 # (connection.pack_sort_key), submit order as the rowid.
-SHARED_SCHEMA = """
+SHARED_SCHEMA = f"""
 CREATE TABLE jobsched_meta (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -109,8 +115,7 @@ CREATE INDEX jobsched_shared_leases ON jobsched_shared_jobs (lease_expires)
 CREATE INDEX jobsched_shared_schedule ON jobsched_shared_jobs (schedule_id)
     WHERE schedule_id IS NOT NULL;
 -- One unfinished job per unique_key, for every process.
-CREATE UNIQUE INDEX jobsched_shared_unique ON jobsched_shared_jobs (unique_key)
-    WHERE status IN ('pending', 'running', 'retry_wait');
+{UNIQUE_INDEX};
 CREATE TABLE jobsched_shared_dependencies (
     job_id TEXT NOT NULL,
     upstream TEXT NOT NULL,
@@ -185,8 +190,21 @@ SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
 }
 
 
+def lean_unique_index(conn: sqlite3.Connection) -> None:
+    """Give a shared file the `UNIQUE_INDEX` of this version (in the caller's
+    write transaction). The same rule as the index files had before, so no
+    schema version: a jobsched of either kind reads a file with either."""
+    r = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'jobsched_shared_unique'"
+    ).fetchone()
+    if r is not None and "unique_key IS NOT NULL" not in r[0]:
+        conn.execute("DROP INDEX jobsched_shared_unique")
+        conn.execute(UNIQUE_INDEX)
+
+
 def migrate_shared(conn: sqlite3.Connection) -> None:
     """Bring a shared file to `SCHEMA_VERSION` (inside the caller's write transaction)."""
+    lean_unique_index(conn)
     _migrate(conn, SHARED_MIGRATIONS, SHARED_VERSION)
 
 

@@ -38,14 +38,35 @@ SCHEDULE_COLUMNS = (
 ATTEMPT_COLUMNS = "number, status, error, started_at, finished_at, worker"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+# JSON object text -> its value, for objects of scalars only (a job's
+# options, most jobs' arguments): a claim decodes the same few texts for
+# every job. Each caller gets its own copy.
+_decoded: dict[str, dict[str, Any]] = {}
+
+
+def _object(text: str) -> Any:
+    """`json.loads(text)`, a fresh value each call."""
+    cached = _decoded.get(text)
+    if cached is not None:
+        return dict(cached)
+    value = json.loads(text)
+    if type(value) is dict and all(type(v) in _SCALARS for v in value.values()):
+        if len(_decoded) >= 1024:
+            _decoded.clear()  # arguments may all differ: stay bounded
+        _decoded[text] = value
+        return dict(value)
+    return value
+
+
 def job_row(r: Sequence[Any]) -> SharedJobRow:
     """A row selected with `JOB_COLUMNS` as a `SharedJobRow`."""
     return SharedJobRow(
         job_id=r[0],
         key=r[1],
         type=r[2],
-        args=json.loads(r[3]),
-        options=json.loads(r[4]),
+        args=_object(r[3]),
+        options=_object(r[4]),
         status=r[5],
         attempts=r[6],
         run_at=r[7],

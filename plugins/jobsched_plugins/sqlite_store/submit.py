@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from jobsched.store import NewJob, StoreError, settle_at_insert
 
@@ -27,6 +28,10 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
     trigger rule (`settle_at_insert`): it may be due at once, or cancelled.
     An unknown dependency refuses the whole batch.
     """
+    if not any(job.depends_on for job in jobs):
+        inserted = _insert_independent(conn, jobs)
+        if inserted is not None:
+            return inserted, True
     known = {job.job_id for job in jobs}
     upstreams = sorted({d for job in jobs for d in job.depends_on} - known)
     statuses: dict[str, str] = {}
@@ -93,3 +98,52 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
                 [(job.job_id, d) for d in sorted(waits_for)],
             )
     return ids, ready
+
+
+def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[str] | None:
+    """The common batch, no dependencies: one ``executemany`` for all rows.
+
+    Their ids if every row was inserted; None, with nothing inserted, if a
+    key, id or unique_key made SQLite skip one (resuming or deduplicating
+    needs `insert`'s row-by-row walk, which says which job each id is).
+    """
+    options_json: dict[tuple[Any, ...], str] = {}  # a batch's jobs share a few options
+
+    def options(value: dict[str, Any]) -> str:
+        try:
+            cache_key = tuple(value.items())
+            text = options_json.get(cache_key)
+        except TypeError:  # a nested value (a retry policy): not hashable
+            return to_json(value)
+        if text is None:
+            text = options_json[cache_key] = to_json(value)
+        return text
+
+    rows = [
+        (
+            job.job_id,
+            job.key,
+            job.type,
+            to_json(job.args),
+            options(job.options),
+            "pending",
+            job.run_at,
+            job.submitted_at,
+            pack_sort_key(job.sort_key),
+            0,
+            None,
+            job.schedule_id,
+            job.submitted_by,
+            job.unique_key,
+            None,
+        )
+        for job in jobs
+    ]
+    # (An error rolls back the caller's whole transaction, this with it.)
+    conn.execute("SAVEPOINT jobsched_insert")
+    # executemany sums the rows changed: a skipped row makes it short.
+    complete = conn.executemany(_INSERT, rows).rowcount == len(rows)
+    if not complete:
+        conn.execute("ROLLBACK TO jobsched_insert")
+    conn.execute("RELEASE jobsched_insert")
+    return [job.job_id for job in jobs] if complete else None
