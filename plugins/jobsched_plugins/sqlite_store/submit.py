@@ -136,6 +136,7 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
             job.submitted_by,
             job.unique_key,
             None,
+            job.trigger_rule,
         )
         for job in jobs
     ]
