@@ -83,7 +83,13 @@ from ._recurring import (
 from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
-from ._strategy import SchedulingStrategy, SortKey
+from ._strategy import (
+    FifoReadyQueue,
+    PriorityReadyQueue,
+    ReadyQueue,
+    SchedulingStrategy,
+    SortKey,
+)
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
 from .store import (
@@ -158,6 +164,7 @@ __all__ = [
     "EarliestDeadlineFirstStrategy",
     "Executor",
     "FIFOStrategy",
+    "FifoReadyQueue",
     "FunctionJob",
     "IntervalTrigger",
     "InvalidTransitionError",
@@ -184,10 +191,12 @@ __all__ = [
     "PluginError",
     "PluginManager",
     "PluginRecord",
+    "PriorityReadyQueue",
     "PriorityStrategy",
     "Progress",
     "ProgressThrottle",
     "Rate",
+    "ReadyQueue",
     "RecurringSchedule",
     "Retry",
     "RetryPolicy",
