@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
@@ -595,6 +595,9 @@ class Kernel:
         self._idle = asyncio.Event()
         self._idle.set()
         self._work_available = asyncio.Event()
+        # Workers waiting on _work_available: submit sets the event only when
+        # one is (Event.set is a Python call, and a busy worker looks anyway).
+        self._waiting_workers = 0
         self._delay_timer: TimerHandle | None = None
         self._delay_timer_at = math.inf
         self._watchdog: TimerHandle | None = None
@@ -707,13 +710,24 @@ class Kernel:
             if not depends_on:
                 raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
             upstreams = Upstreams(trigger_rule, len(set(depends_on)))
-        job = self._as_job(
-            job,
-            args,
-            kwargs,
-            options,
-            (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
-        )
+        if (
+            args
+            or options
+            or kwargs is not None
+            # A class check, not isinstance(job, Job): Job is an ABC, whose
+            # isinstance costs a Python-level call on every submit.
+            or Job not in job.__class__.__mro__
+            or job.retry.__class__ is not RetryPolicy  # type: ignore[union-attr]
+        ):
+            job = self._as_job(
+                job,
+                args,
+                kwargs,
+                options,
+                (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
+            )
+        else:
+            job = cast(Job, job)  # a Job whose retry policy is resolved already
         if result_ttl is not None:
             job.result_ttl = to_result_ttl(result_ttl)
             self._need_reaper()
@@ -810,7 +824,8 @@ class Kernel:
                 self._ready.push(job)
             else:
                 self._heap.push_entry(entry)  # type: ignore[union-attr]
-            self._work_available.set()
+            if self._waiting_workers:
+                self._work_available.set()
         return job_id
 
     def _as_job(
@@ -1657,7 +1672,12 @@ class Kernel:
             if starting is not None and not starting(job):
                 self.forget(job)  # no longer the backend's to run
                 continue
-            self._transition(job, RUNNING)
+            # A queued job that is not terminal is PENDING or RETRY_WAIT, both
+            # of which may move to RUNNING: no edge check needed.
+            old = job.status
+            job.status = RUNNING
+            if self._listeners:
+                self._notify(job, old, RUNNING)
             return job
         return None
 
@@ -1844,6 +1864,9 @@ class Kernel:
         slot.reporter = _WorkerReporter(self, slot)
         set_worker_reporter(slot.reporter)
         work = self._work_available
+        executors = self._executors
+        now = self._clock.now
+        inf = math.inf
         while not self._stopping:
             job = self._take_next()
             if job is None:
@@ -1851,53 +1874,80 @@ class Kernel:
                 # _take_next() returning None and clear(), as there is no await
                 # in between. Every waiter wakes on set() and re-checks.
                 work.clear()
-                await work.wait()
+                self._waiting_workers += 1
+                try:
+                    await work.wait()
+                finally:
+                    self._waiting_workers -= 1
                 continue
+            if job.status is not RUNNING:
+                continue  # cancelled between _take_next() and here, by a listener
+            # The attempt runs inline in the worker task, and in this frame: a
+            # task, or even a coroutine call, per attempt would cost more than
+            # the rest of the job's path. Timeouts and cancel(job_id) cancel
+            # the worker task while it awaits the attempt; the slot's flags say
+            # which, so a TimeoutError the job raises itself stays an ordinary
+            # failure. Whatever else the job raises, even CancelledError or
+            # SystemExit, fails the job and not the worker.
             try:
-                await self._run_attempt(job, slot)
+                job.attempts += 1
+                job.started_at = started = now()
+                slot.job = job
+                running = self._running_count = self._running_count + 1
+                if running > self.peak_running:
+                    self.peak_running = running
+                timeout = job.timeout
+                if timeout is not None:
+                    slot.deadline = deadline = started + timeout
+                    if deadline < self._watchdog_at:
+                        self._arm_watchdog(deadline)
+                try:
+                    result = await executors[job.model].invoke(job)
+                except asyncio.CancelledError as exc:
+                    self._attempt_failed(job, slot, timeout, exc, cancelled_error=True)
+                    continue
+                except BaseException as exc:  # a job's SystemExit must not end the program
+                    self._attempt_failed(job, slot, timeout, exc)
+                    continue
+                if slot.expired or slot.cancel_requested:
+                    # Cancelled or timed out as it returned: that decision stands.
+                    self._attempt_failed(job, slot, timeout, None)
+                    continue
+                # Completed: _release inline, the common path.
+                if self._limiter is not None:
+                    self._limiter.release(job)
+                if self._throttled:
+                    self._end_progress(job)
+                slot.job = None
+                slot.deadline = inf
+                self._running_count -= 1
+                job.result = result
+                self._finish(job, COMPLETED)
             except asyncio.CancelledError:
                 raise  # the worker itself is being torn down
             except Exception:  # a bug in our own bookkeeping
                 logger.exception("worker crashed", job_id=job.job_id)
 
-    async def _run_attempt(self, job: Job, slot: _Slot) -> None:
-        # The attempt runs inline in the worker task: a task per attempt would
-        # cost more than the rest of the job's path together. Timeouts and
-        # cancel(job_id) cancel the worker task while it awaits the attempt;
-        # the slot's flags say which, so a TimeoutError the job raises itself
-        # stays an ordinary failure. Whatever else the job raises, even
-        # CancelledError or SystemExit, fails the job and not the worker.
-        if job.status is not RUNNING:
-            return  # cancelled between _take_next() and here, by a listener
-        job.attempts += 1
-        now = self._clock.now()
-        job.started_at = now
-        slot.job = job
-        self._running_count += 1
-        if self._running_count > self.peak_running:
-            self.peak_running = self._running_count
-        timeout = job.timeout
-        if timeout is not None:
-            slot.deadline = deadline = now + timeout
-            if deadline < self._watchdog_at:
-                self._arm_watchdog(deadline)
-        error: BaseException | None = None
-        result: Any = None
+    def _attempt_failed(
+        self,
+        job: Job,
+        slot: _Slot,
+        timeout: float | None,
+        error: BaseException | None,
+        *,
+        cancelled_error: bool = False,
+    ) -> None:
+        """An attempt ended other than by returning normally, or was cancelled
+        or timed out by the kernel as it returned (`error` None)."""
         task: Any = slot.task  # cancelling()/uncancel(): 3.11's, or _CancelCountingTask's
-        try:
-            result = await self._executors[job.model].invoke(job)
-        except asyncio.CancelledError as exc:
-            if not (slot.expired or slot.cancel_requested) and task.cancelling():
-                # The worker itself is being cancelled (a shutdown, from outside
-                # the kernel or `interrupt_running`): not a cancel of the job.
-                self._release(slot)
-                self._backend.interrupted(job)
-                self._finish(job, CANCELLED, error="scheduler shut down")
-                raise
-            error = exc  # our timeout or cancel(job_id), or the job's own
-        except BaseException as exc:  # a job's SystemExit must not end the program
-            error = exc
         expired, cancelled = slot.expired, slot.cancel_requested
+        if cancelled_error and not (expired or cancelled) and task.cancelling():
+            # The worker itself is being cancelled (a shutdown, from outside
+            # the kernel or `interrupt_running`): not a cancel of the job.
+            self._release(slot)
+            self._backend.interrupted(job)
+            self._finish(job, CANCELLED, error="scheduler shut down")
+            raise error  # type: ignore[misc]
         if (expired or cancelled) and task.cancelling():
             task.uncancel()  # our cancel request was handled here
         self._release(slot)
@@ -1913,9 +1963,6 @@ class Kernel:
             # be tried again; nor what the job's retry_on/no_retry_on rule out.
             retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
             self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
-        else:
-            job.result = result
-            self._finish(job, COMPLETED)
 
     def _release(self, slot: _Slot) -> None:
         if self._limiter is not None:
@@ -2065,44 +2112,68 @@ class Kernel:
             raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {new.value}")
         job.status = new
         if self._listeners:
-            for listener in self._listeners:
-                try:
-                    listener(job, old, new)
-                except Exception:  # a bad listener must not kill a worker
-                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+            self._notify(job, old, new)
+
+    def _notify(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        for listener in self._listeners:
+            try:
+                listener(job, old, new)
+            except Exception:  # a bad listener must not kill a worker
+                logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
 
     def _finish(self, job: Job, status: JobStatus, *, error: str | None = None) -> None:
-        # Iterative, so a long chain of dependents cannot hit the recursion limit.
-        work = [(job, status, error)]
-        while work:
+        # Iterative, so a long chain of dependents cannot hit the recursion
+        # limit; the work list exists only once a job has dependents to settle.
+        work: list[tuple[Job, JobStatus, str | None]] | None = None
+        finished = self._finished
+        while True:
+            old = job.status
+            if not old.is_terminal:
+                if status not in old.allowed_next:
+                    raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {status.value}")
+                if error is not None:
+                    job.last_error = error
+                job.finished_at = self._clock.now()
+                job.status = status
+                if self._listeners:
+                    self._notify(job, old, status)
+                job_id = job.job_id
+                if self._blocked:
+                    self._blocked.pop(job_id, None)
+                if self._rules:
+                    self._rules.pop(job_id, None)
+                on_finished = self._on_finished
+                if on_finished is None:
+                    if self._dependents:
+                        dependents = self._dependents.pop(job_id, None)
+                        if dependents:
+                            if work is None:
+                                work = []
+                            self._settle_dependents(job_id, status, dependents, work)
+                else:
+                    # Durable before visible: dependents wait for release_committed().
+                    self._unreleased.add(job_id)
+                    on_finished(job_id, status)
+                if self._unique_of:
+                    key = self._unique_of.pop(job_id, None)
+                    if key is not None:
+                        del self._unique[key]
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._idle.set()
+                # Bound memory (as _remember_finished): a recurring job would
+                # otherwise grow _jobs forever. One in, at most one out.
+                finished.append(job_id)
+                if len(finished) > self._history_limit:
+                    oldest = finished.popleft()  # as _forget_finished, inline
+                    self._jobs.pop(oldest, None)
+                    if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
+                        del self._keys[key]
+                    if self._notes:
+                        self._notes.pop(oldest, None)
+            if not work:
+                return
             job, status, error = work.pop()
-            if job.status.is_terminal:
-                continue
-            if error is not None:
-                job.last_error = error
-            job.finished_at = self._clock.now()
-            self._transition(job, status)
-            job_id = job.job_id
-            self._blocked.pop(job_id, None)
-            if self._rules:
-                self._rules.pop(job_id, None)
-            on_finished = self._on_finished
-            if on_finished is None:
-                dependents = self._dependents.pop(job_id, None)
-                if dependents:
-                    self._settle_dependents(job_id, status, dependents, work)
-            else:
-                # Durable before visible: dependents wait for release_committed().
-                self._unreleased.add(job_id)
-                on_finished(job_id, status)
-            if self._unique_of:
-                key = self._unique_of.pop(job_id, None)
-                if key is not None:
-                    del self._unique[key]
-            self._unfinished -= 1
-            if self._unfinished == 0:
-                self._idle.set()
-            self._remember_finished(job_id)
 
     def _settle_dependents(
         self,
@@ -2145,12 +2216,7 @@ class Kernel:
         finished = self._finished
         finished.append(job_id)
         while len(finished) > self._history_limit:
-            oldest = finished.popleft()
-            self._jobs.pop(oldest, None)
-            if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
-                del self._keys[key]
-            if self._notes:
-                self._notes.pop(oldest, None)
+            self._forget_finished(finished.popleft())
 
 
 def _statuses_of(
