@@ -567,6 +567,9 @@ class Kernel:
         self._admit = backend.admit
         self._on_finished = backend.finished
         self._starting = backend.starting
+        # Workers pop the ready queue themselves (no _take_next call) while
+        # nothing can hold a job back: no limits, no pause, no starting hook.
+        self._plain_take = self._limiter is None and self._starting is None
         self._plugin_listeners = plugins.transition_listeners()
         if backend.listener is not None:
             self._plugin_listeners = (backend.listener, *self._plugin_listeners)
@@ -1268,6 +1271,7 @@ class Kernel:
         self._queue_paused = True
         # Swapped, not branched on: the dispatch path is unchanged while running.
         self._take_next = self._take_nothing  # type: ignore[method-assign]
+        self._plain_take = False
         return True
 
     def resume_queue(self) -> bool:
@@ -1276,6 +1280,7 @@ class Kernel:
             return False
         self._queue_paused = False
         del self._take_next  # back to the class's (or the limiter's) method
+        self._plain_take = self._limiter is None and self._starting is None
         if self._limiter is not None:
             self._take_next = self._take_next_limited  # type: ignore[method-assign]
         self._work_available.set()
@@ -1867,8 +1872,19 @@ class Kernel:
         executors = self._executors
         now = self._clock.now
         inf = math.inf
+        pop = self._ready.pop
         while not self._stopping:
-            job = self._take_next()
+            if self._plain_take:  # _take_next, inline
+                job = pop()
+                while job is not None and job.status.is_terminal:
+                    job = pop()  # lazily deleted: cancelled while queued
+                if job is not None:
+                    old = job.status  # PENDING or RETRY_WAIT: both may move to RUNNING
+                    job.status = RUNNING
+                    if self._listeners:
+                        self._notify(job, old, RUNNING)
+            else:
+                job = self._take_next()
             if job is None:
                 # Clear-then-wait is safe: nothing can set the event between
                 # _take_next() returning None and clear(), as there is no await
