@@ -457,7 +457,8 @@ async def bench_executors(sizes: Sizes) -> list[Row]:
                     + ", ".join(f"{r:.2f}" for r in ratios)
                     + "). The pool threads and the event-loop thread share the GIL: every "
                     "microsecond of Python the loop thread spends per job (the kernel's "
-                    "bookkeeping) is a microsecond no pool thread can run, so the kernel's "
+                    "bookkeeping, the submit calls, which are timed too, and the executor's "
+                    "cancel token) is a microsecond no pool thread can run, so the kernel's "
                     "per-job overhead shows up amplified against jobs that do nothing."
                 ),
             )
