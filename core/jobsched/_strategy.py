@@ -132,8 +132,9 @@ class PriorityReadyQueue:
 
     def push(self, job: Job) -> None:
         priority = job.priority
-        level = self._by_priority.get(priority)
-        if level is None:
+        try:
+            level = self._by_priority[priority]
+        except KeyError:  # the first job of this priority
             level = self._by_priority[priority] = _Level(priority)
             self._levels.append(level)
             self._levels.sort(key=lambda lv: -lv.priority)
