@@ -85,7 +85,13 @@ from ._recurring import (
 from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
-from ._strategy import SchedulingStrategy, SortKey
+from ._strategy import (
+    FifoReadyQueue,
+    PriorityReadyQueue,
+    ReadyQueue,
+    SchedulingStrategy,
+    SortKey,
+)
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
 from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of
@@ -163,6 +169,7 @@ __all__ = [
     "EarliestDeadlineFirstStrategy",
     "Executor",
     "FIFOStrategy",
+    "FifoReadyQueue",
     "FunctionJob",
     "Group",
     "IntervalTrigger",
@@ -190,10 +197,12 @@ __all__ = [
     "PluginError",
     "PluginManager",
     "PluginRecord",
+    "PriorityReadyQueue",
     "PriorityStrategy",
     "Progress",
     "ProgressThrottle",
     "Rate",
+    "ReadyQueue",
     "RecurringSchedule",
     "ResultUnavailableError",
     "Retry",

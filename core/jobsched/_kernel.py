@@ -65,7 +65,7 @@ from ._result_of import job_id_of, not_json, unavailable
 from ._retry import RetryPolicy
 from ._retry_filter import retry_verdict
 from ._status import JobStatus
-from ._strategy import SchedulingStrategy, SortKey
+from ._strategy import ReadyQueue, SchedulingStrategy, SortKey
 from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 from ._workflow import WORKFLOWS, Workflow
 from .store import result_as_json
@@ -437,6 +437,44 @@ def _key_ending_in_seq(key: Callable[[Job], SortKey]) -> Callable[[Job], SortKey
     return key_and_seq
 
 
+class _KeyHeap:
+    """The ready queue of a strategy that brings none: a heap of ``(*key, job)``.
+
+    Entries are the strategy key flattened with the job, not (key, job): one
+    tuple instead of two saves 48 bytes per pending job, and comparing flat
+    entries halves the cost of a heap pop (about 1 us at 100k queued). Same
+    order as nested keys as long as a strategy's keys have one length, which
+    every built-in's do. The key ends in ``job.seq`` (unique), so the job
+    itself is never compared.
+    """
+
+    __slots__ = ("entries", "key")
+
+    def __init__(self, key: Callable[[Job], SortKey]) -> None:
+        self.key = key
+        self.entries: list[tuple[Any, ...]] = []
+
+    def push(self, job: Job) -> None:
+        heappush(self.entries, (*self.key(job), job))
+
+    def push_entry(self, entry: tuple[Any, ...]) -> None:
+        """Queue an entry `submit` built (it computes the key before recording anything)."""
+        heappush(self.entries, entry)
+
+    def pop(self) -> Job | None:
+        entries = self.entries
+        return heappop(entries)[-1] if entries else None
+
+    def remove(self, job: Job) -> None:
+        entries = self.entries
+        if any(entry[-1] is job for entry in entries):
+            self.entries = [entry for entry in entries if entry[-1] is not job]
+            heapify(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 class Kernel:
     """The queues, workers and state machine of a scheduler, over one `Backend`.
 
@@ -446,14 +484,14 @@ class Kernel:
     Data structures, all owned by the event-loop thread (no locks: every
     check-then-act runs with no ``await`` in the middle):
 
-    ``_ready``       heap of (*key, job), runnable now: the strategy's key, ending
-                     in ``job.seq`` (unique, so the job itself is never compared)
+    ``_ready``       the runnable jobs, in the strategy's order: the strategy's
+                     own `ReadyQueue` (fifo, priority), else a heap of (*key, job)
     ``_delayed``     heap of (run_at, seq, job): delayed first runs and retry backoffs
     ``_blocked``     job id -> ids of unmet dependencies
     ``_dependents``  job id -> ids of jobs waiting on it
     ``_slots``       one per worker: the attempt it runs, its deadline
 
-    A cancelled job stays in its heap and is skipped when popped (lazy
+    A cancelled job stays in its queue and is skipped when popped (lazy
     deletion, O(1) cancel). One timer wakes the delayed heap, one watchdog timer
     enforces every running job's timeout, one timer per recurring schedule: no
     polling anywhere.
@@ -505,12 +543,15 @@ class Kernel:
         self._unique_of: dict[str, str] = {}  # job id -> its dedupe key
 
         self._jobs: dict[str, Job] = {}
-        # Entries are the strategy key flattened with the job: (*key, job), not
-        # (key, job). One tuple instead of two saves 48 bytes per pending job,
-        # and comparing flat entries halves the cost of a heap pop (about 1 us
-        # at 100k queued). Same order as nested keys as long as a strategy's
-        # keys have one length, which every built-in's do.
-        self._ready: list[tuple[Any, ...]] = []
+        # The strategy's own queue when it has one (a deque per priority pops
+        # in O(1) where a heap of 100k entries costs ~1 us per pop); else a heap.
+        make_queue = getattr(strategy, "ready_queue", None)
+        queue: ReadyQueue | None = make_queue() if callable(make_queue) else None
+        # Only the kernel's heap needs the key at submit (to refuse a key that raises).
+        self._heap: _KeyHeap | None = None
+        if queue is None:
+            queue = self._heap = _KeyHeap(self._key)
+        self._ready: ReadyQueue = queue
         self._delayed: list[tuple[float, int, Job]] = []
         self._blocked: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = {}
@@ -532,6 +573,9 @@ class Kernel:
         self._admit = backend.admit
         self._on_finished = backend.finished
         self._starting = backend.starting
+        # Workers pop the ready queue themselves (no _take_next call) while
+        # nothing can hold a job back: no limits, no pause, no starting hook.
+        self._plain_take = self._limiter is None and self._starting is None
         self._plugin_listeners = plugins.transition_listeners()
         if backend.listener is not None:
             self._plugin_listeners = (backend.listener, *self._plugin_listeners)
@@ -560,6 +604,9 @@ class Kernel:
         self._idle = asyncio.Event()
         self._idle.set()
         self._work_available = asyncio.Event()
+        # Workers waiting on _work_available: submit sets the event only when
+        # one is (Event.set is a Python call, and a busy worker looks anyway).
+        self._waiting_workers = 0
         self._delay_timer: TimerHandle | None = None
         self._delay_timer_at = math.inf
         self._watchdog: TimerHandle | None = None
@@ -675,13 +722,24 @@ class Kernel:
         if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
             rule = trigger_rule
             upstreams = Upstreams(trigger_rule, 0)  # counted below, with result_of's upstreams
-        job = self._as_job(
-            job,
-            args,
-            kwargs,
-            options,
-            (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
-        )
+        if (
+            args
+            or options
+            or kwargs is not None
+            # A class check, not isinstance(job, Job): Job is an ABC, whose
+            # isinstance costs a Python-level call on every submit.
+            or Job not in job.__class__.__mro__
+            or job.retry.__class__ is not RetryPolicy  # type: ignore[union-attr]
+        ):
+            job = self._as_job(
+                job,
+                args,
+                kwargs,
+                options,
+                (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
+            )
+        else:
+            job = cast(Job, job)  # a Job whose retry policy is resolved already
         marked = False
         if job.takes_results:  # a task's job, or a workflow: one check for both
             if isinstance(job, Workflow):
@@ -747,11 +805,13 @@ class Kernel:
         # The key is computed before anything is recorded, for delayed and
         # blocked jobs too: a key() that raises refuses the submit and leaves
         # no trace, instead of failing later in a timer or a worker.
-        try:
-            entry = (*self._key(job), job)
-        except BaseException:
-            self._backend.refused(job)
-            raise
+        entry = None
+        if self._heap is not None:
+            try:
+                entry = (*self._key(job), job)
+            except BaseException:
+                self._backend.refused(job)
+                raise
         self._seq = seq + 1
         self._jobs[job_id] = job
         if unique_key is not None:
@@ -792,8 +852,12 @@ class Kernel:
             if run_at < self._delay_timer_at and self._started:
                 self._arm_delay_timer(run_at)
         else:
-            heappush(self._ready, entry)
-            self._work_available.set()
+            if entry is None:
+                self._ready.push(job)
+            else:
+                self._heap.push_entry(entry)  # type: ignore[union-attr]
+            if self._waiting_workers:
+                self._work_available.set()
         return job_id
 
     def _as_job(
@@ -1312,6 +1376,7 @@ class Kernel:
         self._queue_paused = True
         # Swapped, not branched on: the dispatch path is unchanged while running.
         self._take_next = self._take_nothing  # type: ignore[method-assign]
+        self._plain_take = False
         return True
 
     def resume_queue(self) -> bool:
@@ -1320,6 +1385,7 @@ class Kernel:
             return False
         self._queue_paused = False
         del self._take_next  # back to the class's (or the limiter's) method
+        self._plain_take = self._limiter is None and self._starting is None
         if self._limiter is not None:
             self._take_next = self._take_next_limited  # type: ignore[method-assign]
         self._work_available.set()
@@ -1551,7 +1617,7 @@ class Kernel:
 
     @property
     def queued(self) -> int:
-        """Entries in the ready heap (cancelled ones included until popped)."""
+        """Entries in the ready queue (cancelled ones included until popped)."""
         return len(self._ready)
 
     @property
@@ -1585,7 +1651,7 @@ class Kernel:
         self._jobs[job.job_id] = job
         self._unfinished += 1
         self._idle.clear()
-        heappush(self._ready, (*self._key(job), job))
+        self._ready.push(job)
         self._work_available.set()
 
     def restore(
@@ -1693,7 +1759,7 @@ class Kernel:
             if job.run_at < self._delay_timer_at and self._started:
                 self._arm_delay_timer(job.run_at)
         else:
-            heappush(self._ready, (*self._key(job), job))
+            self._ready.push(job)
             self._work_available.set()
 
     def _arm_delay_timer(self, when: float) -> None:
@@ -1705,13 +1771,13 @@ class Kernel:
     def _on_delay_timer(self) -> None:
         self._delay_timer = None
         self._delay_timer_at = math.inf
-        delayed, ready, key = self._delayed, self._ready, self._key
+        delayed, push = self._delayed, self._ready.push
         now = self._clock.now()
         promoted = False
         while delayed and delayed[0][0] <= now:
             job = heappop(delayed)[2]
             if not job.status.is_terminal:
-                heappush(ready, (*key(job), job))
+                push(job)
                 promoted = True
         if promoted:
             self._work_available.set()
@@ -1720,28 +1786,31 @@ class Kernel:
 
     def _take_next(self) -> Job | None:
         """Pop the best runnable job and mark it RUNNING. No await inside: atomic."""
-        ready = self._ready
+        pop = self._ready.pop
         starting = self._starting
-        while ready:
-            job: Job = heappop(ready)[-1]
+        while (job := pop()) is not None:
             if job.status.is_terminal:
                 continue  # lazily deleted: cancelled while queued
             if starting is not None and not starting(job):
                 self.forget(job)  # no longer the backend's to run
                 continue
-            self._transition(job, RUNNING)
+            # A queued job that is not terminal is PENDING or RETRY_WAIT, both
+            # of which may move to RUNNING: no edge check needed.
+            old = job.status
+            job.status = RUNNING
+            if self._listeners:
+                self._notify(job, old, RUNNING)
             return job
         return None
 
     def _take_next_limited(self) -> Job | None:
         """`_take_next` when limits are configured: held-back jobs are parked or delayed."""
-        ready = self._ready
+        pop = self._ready.pop
         limiter = self._limiter
         assert limiter is not None
         admit = limiter.admit
         starting = self._starting
-        while ready:
-            job: Job = heappop(ready)[-1]
+        while (job := pop()) is not None:
             if job.status.is_terminal:
                 limiter.skipped(job)
                 continue
@@ -1779,7 +1848,7 @@ class Kernel:
         )
 
     def _requeue(self, job: Job) -> None:
-        heappush(self._ready, (*self._key(job), job))
+        self._ready.push(job)
         self._work_available.set()
 
     @property
@@ -1830,10 +1899,8 @@ class Kernel:
         return notes
 
     def _drop_queued(self, job: Job) -> None:
-        """Take `job`'s stale entries out of the ready and delayed heaps."""
-        if any(entry[-1] is job for entry in self._ready):
-            self._ready = [entry for entry in self._ready if entry[-1] is not job]
-            heapify(self._ready)
+        """Take `job`'s stale entries out of the ready queue and the delayed heap."""
+        self._ready.remove(job)
         if any(entry[2] is job for entry in self._delayed):
             self._delayed = [entry for entry in self._delayed if entry[2] is not job]
             heapify(self._delayed)
@@ -1919,60 +1986,101 @@ class Kernel:
         slot.reporter = _WorkerReporter(self, slot)
         set_worker_reporter(slot.reporter)
         work = self._work_available
+        executors = self._executors
+        now = self._clock.now
+        inf = math.inf
+        pop = self._ready.pop
         while not self._stopping:
-            job = self._take_next()
+            if self._plain_take:  # _take_next, inline
+                job = pop()
+                while job is not None and job.status.is_terminal:
+                    job = pop()  # lazily deleted: cancelled while queued
+                if job is not None:
+                    old = job.status  # PENDING or RETRY_WAIT: both may move to RUNNING
+                    job.status = RUNNING
+                    if self._listeners:
+                        self._notify(job, old, RUNNING)
+            else:
+                job = self._take_next()
             if job is None:
                 # Clear-then-wait is safe: nothing can set the event between
                 # _take_next() returning None and clear(), as there is no await
                 # in between. Every waiter wakes on set() and re-checks.
                 work.clear()
-                await work.wait()
+                self._waiting_workers += 1
+                try:
+                    await work.wait()
+                finally:
+                    self._waiting_workers -= 1
                 continue
+            if job.status is not RUNNING:
+                continue  # cancelled between _take_next() and here, by a listener
+            # The attempt runs inline in the worker task, and in this frame: a
+            # task, or even a coroutine call, per attempt would cost more than
+            # the rest of the job's path. Timeouts and cancel(job_id) cancel
+            # the worker task while it awaits the attempt; the slot's flags say
+            # which, so a TimeoutError the job raises itself stays an ordinary
+            # failure. Whatever else the job raises, even CancelledError or
+            # SystemExit, fails the job and not the worker.
             try:
-                await self._run_attempt(job, slot)
+                job.attempts += 1
+                job.started_at = started = now()
+                slot.job = job
+                running = self._running_count = self._running_count + 1
+                if running > self.peak_running:
+                    self.peak_running = running
+                timeout = job.timeout
+                if timeout is not None:
+                    slot.deadline = deadline = started + timeout
+                    if deadline < self._watchdog_at:
+                        self._arm_watchdog(deadline)
+                try:
+                    result = await executors[job.model].invoke(job)
+                except asyncio.CancelledError as exc:
+                    self._attempt_failed(job, slot, timeout, exc, cancelled_error=True)
+                    continue
+                except BaseException as exc:  # a job's SystemExit must not end the program
+                    self._attempt_failed(job, slot, timeout, exc)
+                    continue
+                if slot.expired or slot.cancel_requested:
+                    # Cancelled or timed out as it returned: that decision stands.
+                    self._attempt_failed(job, slot, timeout, None)
+                    continue
+                # Completed: _release inline, the common path.
+                if self._limiter is not None:
+                    self._limiter.release(job)
+                if self._throttled:
+                    self._end_progress(job)
+                slot.job = None
+                slot.deadline = inf
+                self._running_count -= 1
+                job.result = result
+                self._finish(job, COMPLETED)
             except asyncio.CancelledError:
                 raise  # the worker itself is being torn down
             except Exception:  # a bug in our own bookkeeping
                 logger.exception("worker crashed", job_id=job.job_id)
 
-    async def _run_attempt(self, job: Job, slot: _Slot) -> None:
-        # The attempt runs inline in the worker task: a task per attempt would
-        # cost more than the rest of the job's path together. Timeouts and
-        # cancel(job_id) cancel the worker task while it awaits the attempt;
-        # the slot's flags say which, so a TimeoutError the job raises itself
-        # stays an ordinary failure. Whatever else the job raises, even
-        # CancelledError or SystemExit, fails the job and not the worker.
-        if job.status is not RUNNING:
-            return  # cancelled between _take_next() and here, by a listener
-        job.attempts += 1
-        now = self._clock.now()
-        job.started_at = now
-        slot.job = job
-        self._running_count += 1
-        if self._running_count > self.peak_running:
-            self.peak_running = self._running_count
-        timeout = job.timeout
-        if timeout is not None:
-            slot.deadline = deadline = now + timeout
-            if deadline < self._watchdog_at:
-                self._arm_watchdog(deadline)
-        error: BaseException | None = None
-        result: Any = None
+    def _attempt_failed(
+        self,
+        job: Job,
+        slot: _Slot,
+        timeout: float | None,
+        error: BaseException | None,
+        *,
+        cancelled_error: bool = False,
+    ) -> None:
+        """An attempt ended other than by returning normally, or was cancelled
+        or timed out by the kernel as it returned (`error` None)."""
         task: Any = slot.task  # cancelling()/uncancel(): 3.11's, or _CancelCountingTask's
-        try:
-            result = await self._executors[job.model].invoke(job)
-        except asyncio.CancelledError as exc:
-            if not (slot.expired or slot.cancel_requested) and task.cancelling():
-                # The worker itself is being cancelled (a shutdown, from outside
-                # the kernel or `interrupt_running`): not a cancel of the job.
-                self._release(slot)
-                self._backend.interrupted(job)
-                self._finish(job, CANCELLED, error="scheduler shut down")
-                raise
-            error = exc  # our timeout or cancel(job_id), or the job's own
-        except BaseException as exc:  # a job's SystemExit must not end the program
-            error = exc
         expired, cancelled = slot.expired, slot.cancel_requested
+        if cancelled_error and not (expired or cancelled) and task.cancelling():
+            # The worker itself is being cancelled (a shutdown, from outside
+            # the kernel or `interrupt_running`): not a cancel of the job.
+            self._release(slot)
+            self._backend.interrupted(job)
+            self._finish(job, CANCELLED, error="scheduler shut down")
+            raise error  # type: ignore[misc]
         if (expired or cancelled) and task.cancelling():
             task.uncancel()  # our cancel request was handled here
         self._release(slot)
@@ -1988,9 +2096,6 @@ class Kernel:
             # be tried again; nor what the job's retry_on/no_retry_on rule out.
             retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
             self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
-        else:
-            job.result = result
-            self._finish(job, COMPLETED)
 
     def _release(self, slot: _Slot) -> None:
         if self._limiter is not None:
@@ -2140,44 +2245,68 @@ class Kernel:
             raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {new.value}")
         job.status = new
         if self._listeners:
-            for listener in self._listeners:
-                try:
-                    listener(job, old, new)
-                except Exception:  # a bad listener must not kill a worker
-                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+            self._notify(job, old, new)
+
+    def _notify(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        for listener in self._listeners:
+            try:
+                listener(job, old, new)
+            except Exception:  # a bad listener must not kill a worker
+                logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
 
     def _finish(self, job: Job, status: JobStatus, *, error: str | None = None) -> None:
-        # Iterative, so a long chain of dependents cannot hit the recursion limit.
-        work = [(job, status, error)]
-        while work:
+        # Iterative, so a long chain of dependents cannot hit the recursion
+        # limit; the work list exists only once a job has dependents to settle.
+        work: list[tuple[Job, JobStatus, str | None]] | None = None
+        finished = self._finished
+        while True:
+            old = job.status
+            if not old.is_terminal:
+                if status not in old.allowed_next:
+                    raise InvalidTransitionError(f"{job.job_id}: {old.value} -> {status.value}")
+                if error is not None:
+                    job.last_error = error
+                job.finished_at = self._clock.now()
+                job.status = status
+                if self._listeners:
+                    self._notify(job, old, status)
+                job_id = job.job_id
+                if self._blocked:
+                    self._blocked.pop(job_id, None)
+                if self._rules:
+                    self._rules.pop(job_id, None)
+                on_finished = self._on_finished
+                if on_finished is None:
+                    if self._dependents:
+                        dependents = self._dependents.pop(job_id, None)
+                        if dependents:
+                            if work is None:
+                                work = []
+                            self._settle_dependents(job_id, status, dependents, work)
+                else:
+                    # Durable before visible: dependents wait for release_committed().
+                    self._unreleased.add(job_id)
+                    on_finished(job_id, status)
+                if self._unique_of:
+                    key = self._unique_of.pop(job_id, None)
+                    if key is not None:
+                        del self._unique[key]
+                self._unfinished -= 1
+                if self._unfinished == 0:
+                    self._idle.set()
+                # Bound memory (as _remember_finished): a recurring job would
+                # otherwise grow _jobs forever. One in, at most one out.
+                finished.append(job_id)
+                if len(finished) > self._history_limit:
+                    oldest = finished.popleft()  # as _forget_finished, inline
+                    self._jobs.pop(oldest, None)
+                    if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
+                        del self._keys[key]
+                    if self._notes:
+                        self._notes.pop(oldest, None)
+            if not work:
+                return
             job, status, error = work.pop()
-            if job.status.is_terminal:
-                continue
-            if error is not None:
-                job.last_error = error
-            job.finished_at = self._clock.now()
-            self._transition(job, status)
-            job_id = job.job_id
-            self._blocked.pop(job_id, None)
-            if self._rules:
-                self._rules.pop(job_id, None)
-            on_finished = self._on_finished
-            if on_finished is None:
-                dependents = self._dependents.pop(job_id, None)
-                if dependents:
-                    self._settle_dependents(job_id, status, dependents, work)
-            else:
-                # Durable before visible: dependents wait for release_committed().
-                self._unreleased.add(job_id)
-                on_finished(job_id, status)
-            if self._unique_of:
-                key = self._unique_of.pop(job_id, None)
-                if key is not None:
-                    del self._unique[key]
-            self._unfinished -= 1
-            if self._unfinished == 0:
-                self._idle.set()
-            self._remember_finished(job_id)
 
     def _settle_dependents(
         self,
@@ -2224,12 +2353,7 @@ class Kernel:
         finished = self._finished
         finished.append(job_id)
         while len(finished) > self._history_limit:
-            oldest = finished.popleft()
-            self._jobs.pop(oldest, None)
-            if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
-                del self._keys[key]
-            if self._notes:
-                self._notes.pop(oldest, None)
+            self._forget_finished(finished.popleft())
 
 
 def _statuses_of(

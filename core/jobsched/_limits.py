@@ -5,7 +5,7 @@ Enforced in the dispatch path (`JobScheduler._take_next`), with no polling:
 * A job whose executor or job type is at its concurrency limit is *parked* on
   that limit's queue and the worker moves on to the next job, so one job that
   must wait never blocks the others behind it. When an attempt of that
-  executor or type ends, parked jobs go back to the ready heap (with their
+  executor or type ends, parked jobs go back to the ready queue (with their
   original sort key: order is kept) as long as the limit has room.
 * A job without a rate-limit token gets a reservation for its token time and
   goes to the delayed heap until then (the delayed heap's one timer wakes
@@ -264,7 +264,7 @@ class _Counter:
         self.label = label  # its key in Limiter.held_back
         self.limit = limit
         self.running = 0
-        self.inflight = 0  # un-parked jobs on their way back through the ready heap
+        self.inflight = 0  # un-parked jobs on their way back through the ready queue
         self.parked: deque[Job] = deque()
 
 
@@ -338,7 +338,7 @@ class Limiter:
         return counter.running if counter is not None else 0
 
     def admit(self, job: Job) -> float:
-        """Decide about a job popped from the ready heap.
+        """Decide about a job popped from the ready queue.
 
         0.0: run it now (it is counted). -1.0: parked, the limiter keeps it.
         A time: no rate token until then (a reservation is made); the
@@ -414,7 +414,7 @@ class Limiter:
         return found
 
     def skipped(self, job: Job) -> None:
-        """A job popped from the ready heap was already finished (cancelled while queued)."""
+        """A job popped from the ready queue was already finished (cancelled while queued)."""
         origin = self._origin.pop(job, None)
         if origin is not None:
             origin.inflight -= 1
@@ -437,7 +437,7 @@ class Limiter:
                 self._kick(kind)
 
     def _kick(self, counter: _Counter) -> None:
-        """Send parked jobs back to the ready heap while the limit has room for them."""
+        """Send parked jobs back to the ready queue while the limit has room for them."""
         parked = counter.parked
         while parked and counter.running + counter.inflight < counter.limit:
             job = parked.popleft()

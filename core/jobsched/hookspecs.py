@@ -85,7 +85,10 @@ def jobsched_register_strategies(register: Register) -> None:
     once, when the job becomes runnable, so it must not depend on the current
     time or on other jobs; end it with ``job.seq`` to break ties in submit order.
     Give every key of a strategy the same length: the kernel flattens the key
-    into its heap entry, ``(*key, seq, job)``.
+    into its heap entry, ``(*key, seq, job)``. A strategy may also have
+    ``ready_queue()`` return a fresh `ReadyQueue` that pops jobs in exactly
+    the order of its key (the ``fifo`` and ``priority`` strategies return
+    deques, cheaper than the heap); None, the default, keeps the heap.
 
     Example::
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobsched import Job, SchedulingStrategy, SortKey, hookimpl
+from jobsched import FifoReadyQueue, Job, ReadyQueue, SchedulingStrategy, SortKey, hookimpl
 from jobsched.hookspecs import Register
 
 
@@ -11,6 +11,12 @@ class FIFOStrategy(SchedulingStrategy):
 
     def key(self, job: Job) -> SortKey:
         return (job.seq,)
+
+    def ready_queue(self) -> ReadyQueue | None:
+        # Keeps the order of `key` above: a subclass with its own key gets the heap.
+        if type(self).key is not FIFOStrategy.key:
+            return None
+        return FifoReadyQueue()
 
 
 @hookimpl

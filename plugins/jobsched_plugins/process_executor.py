@@ -11,7 +11,16 @@ from collections.abc import Awaitable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from jobsched import Job, NotPicklableError, hookimpl, progress_reporter, progress_sender
+from jobsched import (
+    Job,
+    JobPriority,
+    JobStatus,
+    NotPicklableError,
+    RetryPolicy,
+    hookimpl,
+    progress_reporter,
+    progress_sender,
+)
 from jobsched.hookspecs import Register
 
 
@@ -42,7 +51,7 @@ class ProcessExecutor:
         # Pickled here, not in the pool's feeder thread: there a pickling
         # error comes back looking like any error the job might raise.
         try:
-            payload = pickle.dumps(job)
+            payload = pickle.dumps(pack_job(job))
         except Exception as exc:
             raise NotPicklableError(
                 f"{job!r} cannot run on the process executor: it is not picklable "
@@ -136,9 +145,104 @@ def run_pickled(payload: bytes, job_id: str) -> tuple[Any, bool]:
     return result, sent()
 
 
+# ── What crosses to the worker process ─────────────────────────────────
+# Pickling a job object as it is costs ~18 us on the loop thread, most of it
+# in pickle's generic path for a slotted object holding enums and an attrs
+# retry policy. A job is sent instead as its class and its set slots (and
+# __dict__), with the enums as their values and the default retry policy
+# left out: the unpickler sets the slots in C, and `unpack_job` puts the
+# three values back. A class that pickles itself its own way (__reduce__,
+# __getstate__...; attrs job types) is pickled as it is.
+
+_DEFAULT_RETRY = RetryPolicy()
+_STATUSES = {status.value: status for status in JobStatus}
+_PRIORITIES = {int(priority): priority for priority in JobPriority}
+_slot_names: dict[type, tuple[str, ...] | None] = {}
+_OWN_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__getnewargs__")
+
+
+def _names_to_pack(cls: type) -> tuple[str, ...] | None:
+    """The slot names of `cls` to send, or None if `cls` pickles itself its own way."""
+    try:
+        return _slot_names[cls]
+    except KeyError:
+        pass
+    plain = all(getattr(cls, name, None) is getattr(object, name, None) for name in _OWN_PICKLING)
+    names = _all_slots(cls) if plain else None
+    _slot_names[cls] = names
+    return names
+
+
+def _all_slots(cls: type) -> tuple[str, ...]:
+    """The names of every slot `cls` and its bases declare, as `getattr` finds them."""
+    found: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"  # mangled
+            if name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+def _new_job(cls: Any) -> Any:
+    return cls.__new__(cls)
+
+
+class _Packed:
+    """Pickles as `job`'s class, then its slots set by the unpickler (no ``__init__``)."""
+
+    __slots__ = ("cls", "extra", "slots")
+
+    def __init__(self, cls: type, slots: dict[str, Any], extra: dict[str, Any] | None) -> None:
+        self.cls = cls
+        self.slots = slots
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_new_job, (self.cls,), (self.extra, self.slots))
+
+
+_UNSET = object()
+_RETRY_LEFT_OUT = 0  # stands for the default retry policy in a packed job
+
+
+def pack_job(job: Job) -> Any:
+    """What to pickle for the worker process to rebuild `job` (see `unpack_job`)."""
+    cls = type(job)
+    names = _names_to_pack(cls)
+    if names is None:
+        return job
+    slots: dict[str, Any] = {}
+    for name in names:
+        value = getattr(job, name, _UNSET)
+        if value is not _UNSET:  # an unset slot stays unset
+            slots[name] = value
+    slots["status"] = job.status.value
+    slots["priority"] = int(job.priority)
+    if slots.get("retry") == _DEFAULT_RETRY:
+        slots["retry"] = _RETRY_LEFT_OUT
+    return _Packed(cls, slots, getattr(job, "__dict__", None) or None)
+
+
+def unpack_job(job: Any) -> Any:
+    """The job `pack_job` packed, as unpickled, with its enums and retry policy back."""
+    status = job.status
+    if status.__class__ is str:
+        job.status = _STATUSES[status]
+        priority = job.priority
+        job.priority = _PRIORITIES.get(priority, priority)
+        if job.retry == _RETRY_LEFT_OUT:
+            job.retry = _DEFAULT_RETRY
+    return job
+
+
 def _run_unpickled(payload: bytes) -> Any:
     try:
-        job = pickle.loads(payload)
+        job = unpack_job(pickle.loads(payload))
     except Exception as exc:
         raise NotPicklableError(
             f"the job cannot be unpickled in the worker process ({type(exc).__name__}: {exc}); "

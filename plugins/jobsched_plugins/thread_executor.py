@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -30,20 +32,29 @@ class ThreadExecutor:
             pool = self._pool = ThreadPoolExecutor(
                 max_workers=self.max_workers, thread_name_prefix="jobsched"
             )
+        loop = asyncio.get_running_loop()
+        # Settled by the pool thread through call_soon_threadsafe: cheaper on
+        # the loop thread than run_in_executor's chaining of two futures, and
+        # loop-thread time is what thread jobs wait for (the GIL).
+        done = loop.create_future()
         # The token also carries the job and its progress reporter: the
         # thread finds both through cancel_token(), for jobsched.progress().
         token = CancelToken(job, progress_reporter())
+        work = pool.submit(
+            _run_and_settle,
+            loop,
+            done,
+            token,
+            job.run_sync,  # type: ignore[attr-defined]
+        )
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                pool,
-                run_with_token,
-                token,
-                job.run_sync,  # type: ignore[attr-defined]
-            )
+            return await done
         except asyncio.CancelledError:
             # The scheduler cancelled the attempt (timeout or cancel(job_id)):
-            # tell the job through its token. Catching it here costs less than
-            # a done-callback, which the loop would schedule for every job.
+            # drop it if no thread took it yet, else tell the job through its
+            # token. Catching it here costs less than a done-callback, which
+            # the loop would schedule for every job.
+            work.cancel()
             token.cancel()
             raise
 
@@ -53,6 +64,37 @@ class ThreadExecutor:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _run_and_settle(
+    loop: asyncio.AbstractEventLoop,
+    done: asyncio.Future[Any],
+    token: CancelToken,
+    fn: Callable[[], Any],
+) -> None:
+    """On a pool thread: run `fn` with `token` as its cancel token, then hand
+    its result or exception (any, SystemExit included) to `done` on the loop."""
+    settle: Callable[[asyncio.Future[Any], Any], None] = _succeed
+    try:
+        value = run_with_token(token, fn)
+    except BaseException as exc:  # the attempt fails; the pool thread goes on
+        settle, value = _fail, exc
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+        loop.call_soon_threadsafe(settle, done, value)
+
+
+def _succeed(done: asyncio.Future[Any], result: Any) -> None:
+    if not done.done():  # cancelled meanwhile: the scheduler moved on
+        done.set_result(result)
+
+
+def _fail(done: asyncio.Future[Any], exc: BaseException) -> None:
+    if not done.done():
+        if isinstance(exc, StopIteration):  # a future refuses it, as a generator does
+            error = RuntimeError(f"the job raised StopIteration({exc})")
+            error.__cause__ = exc
+            exc = error
+        done.set_exception(exc)
 
 
 @hookimpl
