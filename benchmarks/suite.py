@@ -32,7 +32,15 @@ from pathlib import Path
 from tabulate import tabulate
 
 import jobsched
-from jobsched import AsyncJob, BlockingJob, CpuBoundJob, Job, JobScheduler
+from jobsched import (
+    AsyncJob,
+    BlockingJob,
+    CpuBoundJob,
+    Job,
+    JobScheduler,
+    PluginManager,
+    load_plugins,
+)
 
 WORKERS = 8
 DELAY = 0.050  # seconds: the delayed-job lateness case
@@ -224,8 +232,10 @@ async def _raw_heap_async(jobs: list[NoopAsync]) -> float:
     return perf_counter() - t0
 
 
-async def _jobsched_async(jobs: list[NoopAsync], *, time_submit: bool) -> float:
-    scheduler = _scheduler()
+async def _jobsched_async(
+    jobs: list[NoopAsync], *, time_submit: bool, plugins: PluginManager | None = None
+) -> float:
+    scheduler = JobScheduler(num_workers=WORKERS, plugins=plugins)
     submit = scheduler.submit
     if not time_submit:
         for job in jobs:
@@ -610,6 +620,120 @@ async def bench_drift(sizes: Sizes) -> list[Row]:
     ]
 
 
+# ── Case 6: the observability plugins switched on ─────────────────────
+#: The most a switched-on observability plugin may add to the async no-op
+#: dispatch (issue 12), as a fraction of the same case with it off.
+PLUGIN_OVERHEAD_TARGET = 0.15
+
+
+async def _plugin_rounds(
+    n: int, repeats: int, setups: Sequence[tuple[str, PluginManager]]
+) -> dict[str, float]:
+    """Median seconds per setup: the dispatch case, setups alternating in each round.
+
+    Each round runs every setup once, the order reversed every other round,
+    so a change in the machine's load falls on all of them alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name, _ in setups}
+    for repeat in range(repeats + 1):  # round 0 warms up: imports, first-use set-up
+        order = setups if repeat % 2 else list(reversed(setups))
+        for name, plugins in order:
+            jobs = [NoopAsync("noop") for _ in range(n)]
+            elapsed = await _jobsched_async(jobs, time_submit=False, plugins=plugins)
+            if repeat:
+                times[name].append(elapsed)
+    return {name: statistics.median(runs) for name, runs in times.items()}
+
+
+def _plugin_row(what: str, n: int, ours: float, off: float, *, target: bool, note: str) -> Row:
+    extra = ours / off - 1
+    return Row(
+        f"{n:,} no-op async jobs, dispatch + run (pre-submitted), {what}",
+        _us(ours / n),
+        f"{_us(off / n)} (plugins off)",
+        f"{extra:+.1%} ({(ours - off) / n * 1e6:+.2f} µs/job)",
+        f"<= +{PLUGIN_OVERHEAD_TARGET:.0%}" if target else "(info)",
+        extra <= PLUGIN_OVERHEAD_TARGET if target else None,
+        note=note,
+    )
+
+
+async def bench_plugins(sizes: Sizes) -> list[Row]:
+    """The async no-op dispatch with each observability plugin switched on, against off.
+
+    Runs last: importing OpenTelemetry's API switches the otel plugin's submit
+    hook on, and a tracer provider, once set, stays for the process.
+    """
+    n = sizes.async_jobs
+    repeats = max(sizes.repeats, 3)
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from jobsched_plugins import prometheus
+    except ImportError as exc:
+        return [
+            Row(
+                "observability plugins switched on",
+                "not measured",
+                f"needs prometheus-client, opentelemetry-api and -sdk ({exc})",
+                "",
+                "(info)",
+                None,
+            )
+        ]
+    off = load_plugins(deny=["prometheus", "otel"])
+    with_prometheus = load_plugins(deny=["otel"])
+    with_otel = load_plugins(deny=["prometheus"])
+    rows = []
+    no_sdk_yet = isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    prometheus.enable()  # schedulers composed without the plugin stay uncounted
+    try:
+        setups = [("off", off), ("prometheus", with_prometheus)]
+        if no_sdk_yet:
+            setups.append(("otel", with_otel))
+        medians = await _plugin_rounds(n, repeats, setups)
+    finally:
+        prometheus.disable()
+    rows.append(
+        _plugin_row(
+            "`prometheus` switched on (`prometheus.enable()`)",
+            n,
+            medians["prometheus"],
+            medians["off"],
+            target=True,
+            note=(
+                "The prometheus plugin's listener runs twice per job (the start, for the "
+                "queue wait, and the end); see docs/observability.md#overhead."
+            ),
+        )
+    )
+    if no_sdk_yet:
+        rows.append(
+            _plugin_row(
+                "`otel` with OpenTelemetry's API imported, no SDK (the no-op tracer)",
+                n,
+                medians["otel"],
+                medians["off"],
+                target=True,
+                note="With no tracer provider set the otel plugin adds no listener.",
+            )
+        )
+        trace.set_tracer_provider(TracerProvider())
+    medians = await _plugin_rounds(n, repeats, [("off", off), ("otel", with_otel)])
+    rows.append(
+        _plugin_row(
+            "`otel` with an SDK tracer provider recording every span (no exporter)",
+            n,
+            medians["otel"],
+            medians["off"],
+            target=False,
+            note="",
+        )
+    )
+    return rows
+
+
 # ── Running and reporting ─────────────────────────────────────────────
 def machine_info() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
@@ -649,8 +773,11 @@ async def run_all(sizes: Sizes, progress: Callable[[str], None]) -> list[Row]:
     rows += await bench_drift(sizes)
     progress("submit")
     rows += bench_submit(sizes)
+    progress("observability plugins")
+    plugin_rows = await bench_plugins(sizes)
     order = ["async", "(raw", "thread", "process", "submit", "memory", "lateness", "drift"]
-    return sorted(rows, key=lambda r: next(i for i, p in enumerate(order) if p in r.name))
+    ordered = sorted(rows, key=lambda r: next(i for i, p in enumerate(order) if p in r.name))
+    return ordered + plugin_rows
 
 
 HEADERS = ["benchmark", "jobsched", "raw asyncio baseline", "vs baseline", "target", "met"]
@@ -703,6 +830,17 @@ How each figure is measured (`benchmarks/suite.py`):
 - **Drift.** `schedule_recurring(factory, 0.01, start_in=0.01)`: the time the
   factory is called for the 200th time minus (start + 200 x 10 ms), median of
   3 runs. The baseline is a fixed-rate `asyncio.sleep` loop timed the same way.
+- **Observability plugins** (the last rows; issue 12's target: at most 15 %).
+  The pre-submitted async dispatch case again, on schedulers composed with the
+  plugin (`load_plugins(deny=[the other one])`) and its baseline on schedulers
+  composed without either (`load_plugins(deny=["prometheus", "otel"])`), the
+  setups alternating in each round (order reversed every other round), median
+  of at least 3 rounds after a warm-up round. `prometheus` is switched on with
+  `prometheus.enable()`; `otel` is measured with OpenTelemetry's API imported
+  and no SDK (the no-op tracer: what an application that does not configure
+  tracing pays), then with an SDK `TracerProvider` that records every span and
+  exports none (what a span costs; no target, the SDK's own cost dominates).
+  These rows run last: a tracer provider, once set, stays for the process.
 """
 
 
