@@ -24,12 +24,13 @@ Following the OpenTelemetry messaging conventions:
   spans are its children.
 
 Attempt spans are recorded by schedulers started after a tracer provider was
-set (``trace.set_tracer_provider``); with none, the plugin adds no listener
-and costs the per-job path nothing. Until the application imports
-``opentelemetry.trace`` (it must, to configure anything), the plugin does not
-import it either, and gives no submit hook: a scheduler or client composed
-before OpenTelemetry is configured pays nothing per submit (and joins no
-trace), so configure OpenTelemetry first.
+set (``trace.set_tracer_provider``), submit spans by schedulers and clients
+composed after it; with none (the API's no-op tracer), the plugin adds no
+listener and no submit hook, and costs the per-job path nothing. Until the
+application imports ``opentelemetry.trace`` (it must, to configure anything),
+the plugin does not import it either. A scheduler or client composed before
+OpenTelemetry is configured pays nothing per submit (and joins no trace), so
+configure OpenTelemetry first.
 """
 
 from __future__ import annotations
@@ -110,8 +111,14 @@ def _configurable() -> bool:
 
 @hookimpl
 def jobsched_submit_hook() -> Callable[[Job], None] | None:
-    # Asked once per scheduler or client: without OpenTelemetry in use, submit pays nothing.
-    return _join_trace if _configurable() else None
+    # Asked once per scheduler or client: without a tracer provider set, submit
+    # pays nothing (asking the API for the current span costs half a microsecond).
+    if not _configurable():
+        return None
+    trace = _otel().trace
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # the no-op tracer: no span to record, no trace to join
+    return _join_trace
 
 
 def _join_trace(job: Job) -> None:
