@@ -41,15 +41,15 @@ DEFAULT_OUTPUT = ROOT / "docs" / "observability-prometheus.png"
 CHROMIUM = "/usr/bin/chromium"
 
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
-#: The dashboard panels graphed in the screenshot (titles; every panel's
-#: queries are checked against the server, graphed or not).
+#: The dashboard queries graphed in the screenshot: (panel title, which of its
+#: queries). Every panel's queries are checked against the server, graphed or not.
 GRAPHED = (
-    "Jobs finished per second, by status",
-    "Queue depth in the store, by status",
-    "Queue wait p50 / p95 (due to start)",
-    "Attempt duration p95, by type",
-    "Worker utilisation",
-    "Retries, misfires and limits per second",
+    ("Jobs finished per second, by status", 0),
+    ("Queue depth in the store, by status", 0),
+    ("Queue wait p50 / p95 (due to start)", 1),
+    ("Attempt duration p95, by type", 0),
+    ("Worker utilisation", 0),
+    ("Retries, misfires and limits per second", 0),
 )
 
 
@@ -255,6 +255,8 @@ def _screenshot(url: str, panels: int, output: Path) -> None:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url)
+            # A full-page screenshot would paint the fixed navigation bar mid-page.
+            page.add_style_tag(content=".navbar { position: static !important; }")
             # Every panel drawn: one plot canvas per query.
             # Debian's build serves Prometheus's classic UI: a Rickshaw SVG per graph.
             page.wait_for_function(
@@ -282,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(CHROMIUM).exists():
         parser.error(f"{CHROMIUM} is missing (apt-get install chromium)")
     queries = dashboard_queries()
-    graphed = [(title, expr) for title, expr in queries if title in GRAPHED]
+    graphed = [[(t, expr) for t, expr in queries if t == title][index] for title, index in GRAPHED]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         url = f"sqlite:///{folder}/jobs.db"

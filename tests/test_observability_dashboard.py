@@ -40,9 +40,13 @@ def test_every_dashboard_query_uses_only_documented_metrics() -> None:
     assert used <= documented, f"undocumented metrics in the dashboard: {used - documented}"
 
 
-def test_the_graphed_panels_are_dashboard_panels() -> None:
-    titles = {title for title, _ in prometheus_screenshot.dashboard_queries()}
-    assert set(prometheus_screenshot.GRAPHED) <= titles
+def test_the_graphed_queries_are_dashboard_queries() -> None:
+    queries = prometheus_screenshot.dashboard_queries()
+    for title, index in prometheus_screenshot.GRAPHED:
+        assert len([t for t, _ in queries if t == title]) > index, (title, index)
+    # Prometheus's classic graph page orders its g0..gN parameters as text: at
+    # most 10 graphs keep g10 from landing between g1 and g2.
+    assert len(prometheus_screenshot.GRAPHED) <= 10
 
 
 def test_the_screenshot_tool_without_prometheus_is_one_clear_line() -> None:
