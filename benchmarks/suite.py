@@ -32,7 +32,15 @@ from pathlib import Path
 from tabulate import tabulate
 
 import jobsched
-from jobsched import AsyncJob, BlockingJob, CpuBoundJob, Job, JobScheduler
+from jobsched import (
+    AsyncJob,
+    BlockingJob,
+    CpuBoundJob,
+    Job,
+    JobScheduler,
+    PluginManager,
+    load_plugins,
+)
 
 WORKERS = 8
 DELAY = 0.050  # seconds: the delayed-job lateness case
@@ -224,20 +232,26 @@ async def _raw_heap_async(jobs: list[NoopAsync]) -> float:
     return perf_counter() - t0
 
 
-async def _jobsched_async(jobs: list[NoopAsync], *, time_submit: bool) -> float:
-    scheduler = _scheduler()
+async def _jobsched_async(
+    jobs: list[NoopAsync],
+    *,
+    time_submit: bool,
+    plugins: PluginManager | None = None,
+    clock: Callable[[], float] = perf_counter,
+) -> float:
+    scheduler = JobScheduler(num_workers=WORKERS, plugins=plugins)
     submit = scheduler.submit
     if not time_submit:
         for job in jobs:
             submit(job)
     gc.collect()
-    t0 = perf_counter()
+    t0 = clock()
     if time_submit:
         for job in jobs:
             submit(job)
     await scheduler.start()
     await scheduler.join()
-    elapsed = perf_counter() - t0
+    elapsed = clock() - t0
     await scheduler.stop()
     return elapsed
 
@@ -706,6 +720,104 @@ async def bench_drift(sizes: Sizes) -> list[Row]:
     ]
 
 
+# ── Case 6: the observability plugins switched on ─────────────────────
+#: The most a switched-on observability plugin may add to the async no-op
+#: dispatch (issue 12), as a fraction of the same case with it off.
+PLUGIN_OVERHEAD_TARGET = 0.15
+
+
+async def _plugin_rounds(
+    n: int, repeats: int, setups: Sequence[tuple[str, PluginManager]]
+) -> dict[str, list[float]]:
+    """Seconds per setup and round: the dispatch case, setups alternating in each round.
+
+    Each round runs every setup once, the order reversed every other round,
+    so a change in the machine's load falls on all of them alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name, _ in setups}
+    for repeat in range(repeats + 1):  # round 0 warms up: imports, first-use set-up
+        order = setups if repeat % 2 else list(reversed(setups))
+        for name, plugins in order:
+            jobs = [NoopAsync("noop") for _ in range(n)]
+            # CPU time of this thread, which does all of an async job's work: on a
+            # shared machine, wall time would count other processes' time slices.
+            elapsed = await _jobsched_async(
+                jobs, time_submit=False, plugins=plugins, clock=time.thread_time
+            )
+            if repeat:
+                times[name].append(elapsed)
+    return times
+
+
+def _plugin_row(what: str, n: int, times: dict[str, list[float]], key: str, *, target: bool) -> Row:
+    """The setup `key` against "off" in the same rounds: the median of the rounds' ratios."""
+    ours, off = times[key], times["off"]
+    extra = statistics.median(a / b for a, b in zip(ours, off, strict=True)) - 1
+    rounds = ", ".join(f"{a / b - 1:+.0%}" for a, b in zip(ours, off, strict=True))
+    return Row(
+        f"{n:,} no-op async jobs, dispatch + run (pre-submitted; loop-thread CPU time), {what}",
+        _us(statistics.median(ours) / n),
+        f"{_us(statistics.median(off) / n)} (plugins off)",
+        f"{extra:+.1%} (rounds: {rounds})",
+        f"<= +{PLUGIN_OVERHEAD_TARGET:.0%}" if target else "(info)",
+        extra <= PLUGIN_OVERHEAD_TARGET if target else None,
+        note=(
+            f"{what}: {extra:+.1%} on the loop thread's CPU time per no-op job (the median "
+            f"of {len(ours)} rounds' ratios: {rounds}). See docs/observability.md#overhead "
+            "for what the listener does per job and where the time goes."
+        ),
+    )
+
+
+async def bench_plugins(sizes: Sizes) -> list[Row]:
+    """The async no-op dispatch with each observability plugin switched on, against off.
+
+    Runs last: importing OpenTelemetry's API switches the otel plugin's submit
+    hook on, and a tracer provider, once set, stays for the process.
+    """
+    n = sizes.async_jobs
+    repeats = max(sizes.repeats + 2, 3)  # 7 rounds in a full run
+    try:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        from jobsched_plugins import prometheus
+    except ImportError as exc:
+        return [
+            Row(
+                "observability plugins switched on",
+                "not measured",
+                f"needs prometheus-client, opentelemetry-api and -sdk ({exc})",
+                "",
+                "(info)",
+                None,
+            )
+        ]
+    off = load_plugins(deny=["prometheus", "otel"])
+    with_prometheus = load_plugins(deny=["otel"])
+    with_otel = load_plugins(deny=["prometheus"])
+    rows = []
+    no_sdk_yet = isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    prometheus.enable()  # schedulers composed without the plugin stay uncounted
+    try:
+        setups = [("off", off), ("prometheus", with_prometheus)]
+        if no_sdk_yet:
+            setups.append(("otel", with_otel))
+        times = await _plugin_rounds(n, repeats, setups)
+    finally:
+        prometheus.disable()
+    what = "`prometheus` switched on (`prometheus.enable()`)"
+    rows.append(_plugin_row(what, n, times, "prometheus", target=True))
+    if no_sdk_yet:
+        what = "`otel` with OpenTelemetry's API imported, no SDK (the no-op tracer)"
+        rows.append(_plugin_row(what, n, times, "otel", target=True))
+        trace.set_tracer_provider(TracerProvider())
+    times = await _plugin_rounds(n, repeats, [("off", off), ("otel", with_otel)])
+    what = "`otel` with an SDK tracer provider recording every span (no exporter)"
+    rows.append(_plugin_row(what, n, times, "otel", target=False))
+    return rows
+
+
 # ── Running and reporting ─────────────────────────────────────────────
 def machine_info() -> dict[str, str]:
     cpu = platform.processor() or platform.machine()
@@ -745,8 +857,11 @@ async def run_all(sizes: Sizes, progress: Callable[[str], None]) -> list[Row]:
     rows += await bench_drift(sizes)
     progress("submit")
     rows += bench_submit(sizes)
+    progress("observability plugins")
+    plugin_rows = await bench_plugins(sizes)
     order = ["async", "(raw", "thread", "process", "submit", "memory", "lateness", "drift"]
-    return sorted(rows, key=lambda r: next(i for i, p in enumerate(order) if p in r.name))
+    ordered = sorted(rows, key=lambda r: next(i for i, p in enumerate(order) if p in r.name))
+    return ordered + plugin_rows
 
 
 HEADERS = ["benchmark", "jobsched", "raw asyncio baseline", "vs baseline", "target", "met"]
@@ -806,6 +921,21 @@ How each figure is measured (`benchmarks/suite.py`):
 - **Drift.** `schedule_recurring(factory, 0.01, start_in=0.01)`: the time the
   factory is called for the 200th time minus (start + 200 x 10 ms), median of
   3 runs. The baseline is a fixed-rate `asyncio.sleep` loop timed the same way.
+- **Observability plugins** (the last rows; issue 12's target: at most 15 %).
+  The pre-submitted async dispatch case again, on schedulers composed with the
+  plugin (`load_plugins(deny=[the other one])`) and its baseline on schedulers
+  composed without either (`load_plugins(deny=["prometheus", "otel"])`), the
+  setups alternating in each round (order reversed every other round), median
+  of at least 3 rounds (7 in a full run) after a warm-up round. These rows
+  time the CPU time of the event-loop thread (`time.thread_time`), which does
+  all the work of an async job, not wall time: on a shared machine wall time
+  also counts the time slices of other processes, which moves a 10 % effect
+  out of sight. `prometheus` is switched on with
+  `prometheus.enable()`; `otel` is measured with OpenTelemetry's API imported
+  and no SDK (the no-op tracer: what an application that does not configure
+  tracing pays), then with an SDK `TracerProvider` that records every span and
+  exports none (what a span costs; no target, the SDK's own cost dominates).
+  These rows run last: a tracer provider, once set, stays for the process.
 """
 
 

@@ -23,6 +23,14 @@ ROW_PREFIXES = [
     "lateness of 100 jobs delayed 50 ms, p50",
     "lateness of 100 jobs delayed 50 ms, p99",
     "drift of a 10 ms fixed-rate schedule at fire 20",
+    *(
+        f"2,000 no-op async jobs, dispatch + run (pre-submitted; loop-thread CPU time), {what}"
+        for what in (
+            "`prometheus` switched on",
+            "`otel` with OpenTelemetry's API imported, no SDK",
+            "`otel` with an SDK tracer provider",
+        )
+    ),
 ]
 
 
@@ -49,6 +57,8 @@ def test_quick_benchmarks_print_and_write_every_row(tmp_path: Path) -> None:
         cells = [cell.strip() for cell in matching[0].strip("|").split("|")]
         assert len(cells) == 6
         assert cells[2], f"row {prefix!r} has no baseline"
+        if "switched on" in prefix or "`otel`" in prefix:  # against the same case, plugins off
+            assert cells[2].endswith("µs/job (plugins off)") and "(rounds: " in cells[3], cells
     assert len(table_rows) == len(ROW_PREFIXES) + 1  # + the header row
     for line in ("- date: ", "- machine: ", "- python: CPython ", "quick"):
         assert line in report

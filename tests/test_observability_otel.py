@@ -148,3 +148,27 @@ def test_without_opentelemetry_in_use_the_plugin_imports_nothing() -> None:
     assert run.returncode == 0, run.stderr
     assert "job ran" in run.stderr
     assert json.loads(run.stdout) == {"loaded": True, "imported": [], "traceparent": None}
+
+
+API_ONLY = """
+import json
+from opentelemetry import trace
+from jobsched import FunctionJob, JobScheduler
+
+# OpenTelemetry's API in use, a valid span current, but no tracer provider set:
+# the no-op tracer. The submit path must not pay for asking it anything.
+scheduler = JobScheduler()
+upstream = trace.SpanContext(trace_id=7, span_id=9, is_remote=True)
+with trace.use_span(trace.NonRecordingSpan(upstream)):
+    job = FunctionJob(print)
+    scheduler.submit(job)
+print(json.dumps({"traceparent": job.traceparent}))
+"""
+
+
+def test_with_the_api_but_no_tracer_provider_submit_joins_no_trace() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", API_ONLY], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"traceparent": None}

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,55 @@ async def test_limits_held_back_are_counted_by_limit() -> None:
         found, "jobsched_limit_held_back_total", scheduler=metrics.label, limit="executor:async"
     )
     assert held >= 1
+
+
+def sync_ok() -> int:
+    return 1  # a plain function: runs on the thread executor
+
+
+async def test_transitions_reach_the_counters_from_the_loop_thread_only() -> None:
+    # The counters are plain ints and lists bumped without a lock: that is
+    # only safe because every transition (hence every listener call) is made
+    # on the scheduler's loop thread, whichever thread ran the job or submitted it.
+    registry = private_registry()
+    loop_thread = threading.get_ident()
+    seen: set[int] = set()
+
+    def record(job: Job, old: JobStatus, new: JobStatus) -> None:
+        seen.add(threading.get_ident())
+
+    retry_once = {"policy": "fixed", "seconds": 0, "max_retries": 1}
+    scheduler = JobScheduler(num_workers=4)
+    await scheduler.start()
+    scheduler.add_listener(record)
+    try:
+        for _ in range(10):
+            scheduler.submit(ok)
+            scheduler.submit(sync_ok)
+        scheduler.submit(bad, retry=retry_once)
+        scheduler.submit(hang, timeout=0.01, retry="none")
+        scheduler.cancel(scheduler.submit(ok, delay=3600))
+
+        def from_another_thread() -> None:
+            for _ in range(10):
+                scheduler.submit_threadsafe(sync_ok)
+
+        await asyncio.to_thread(from_another_thread)
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await scheduler.stop()
+    assert seen == {loop_thread}
+    mine = {"scheduler": metrics.label}
+    assert total(found, "jobsched_jobs_total", **mine, type="sync_ok", status="completed") == 20
+    assert total(found, "jobsched_jobs_total", **mine) == 10 + 20 + 1 + 1 + 1
+    assert total(found, "jobsched_attempts_total", **mine) == 10 + 20 + 2 + 1
+    assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 33
+    assert total(found, "jobsched_job_duration_seconds_count", **mine) == 33
+    assert total(found, "jobsched_unfinished_jobs", **mine) == 0
+    assert total(found, "jobsched_workers_busy", **mine) == 0
 
 
 def test_store_metrics_text_reports_every_status() -> None:

@@ -24,12 +24,13 @@ Following the OpenTelemetry messaging conventions:
   spans are its children.
 
 Attempt spans are recorded by schedulers started after a tracer provider was
-set (``trace.set_tracer_provider``); with none, the plugin adds no listener
-and costs the per-job path nothing. Until the application imports
-``opentelemetry.trace`` (it must, to configure anything), the plugin does not
-import it either, and gives no submit hook: a scheduler or client composed
-before OpenTelemetry is configured pays nothing per submit (and joins no
-trace), so configure OpenTelemetry first.
+set (``trace.set_tracer_provider``), submit spans by schedulers and clients
+composed after it; with none (the API's no-op tracer), the plugin adds no
+listener and no submit hook, and costs the per-job path nothing. Until the
+application imports ``opentelemetry.trace`` (it must, to configure anything),
+the plugin does not import it either. A scheduler or client composed before
+OpenTelemetry is configured pays nothing per submit (and joins no trace), so
+configure OpenTelemetry first.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from jobsched import Job, JobScheduler, JobStatus, hookimpl, job_type_of
+from jobsched import FunctionJob, Job, JobScheduler, JobStatus, hookimpl, job_type_of
 
 if importlib.util.find_spec("opentelemetry") is None:
     # Reported by `jobsched plugins list` as this plugin's error.
@@ -110,8 +111,14 @@ def _configurable() -> bool:
 
 @hookimpl
 def jobsched_submit_hook() -> Callable[[Job], None] | None:
-    # Asked once per scheduler or client: without OpenTelemetry in use, submit pays nothing.
-    return _join_trace if _configurable() else None
+    # Asked once per scheduler or client: without a tracer provider set, submit
+    # pays nothing (asking the API for the current span costs half a microsecond).
+    if not _configurable():
+        return None
+    trace = _otel().trace
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # the no-op tracer: no span to record, no trace to join
+    return _join_trace
 
 
 def _join_trace(job: Job) -> None:
@@ -147,6 +154,9 @@ class _AttemptSpans:
         self._tracer = api.trace.get_tracer(TRACER_NAME)
         registered = scheduler.plugins.registry["job_types"].values()
         self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
+        self._type_names: dict[type, str] = {}  # job class -> its type name (not function jobs)
+        # Contexts are immutable: one empty context serves as every attempt's root.
+        self._root = api.context.Context()
         # id(job) -> (span, context token, the task it was attached in)
         self._open: dict[int, tuple[Any, Any, Any]] = {}
 
@@ -160,7 +170,7 @@ class _AttemptSpans:
         trace = self._trace
         parent = parse_traceparent(job.traceparent) if job.traceparent else None
         # Never the worker task's own context: an attempt belongs to its submit.
-        context = self._context.Context()
+        context = self._root
         if parent is not None:
             context = trace.set_span_in_context(trace.NonRecordingSpan(parent), context)
         model = job.model
@@ -170,7 +180,7 @@ class _AttemptSpans:
             kind=trace.SpanKind.CONSUMER,
             attributes={
                 "jobsched.job.id": job.job_id,
-                "jobsched.job.type": job_type_of(job, self._registered),
+                "jobsched.job.type": self._type_name(job),
                 "jobsched.job.attempt": job.attempts + 1,  # counted when it starts
                 "jobsched.executor": str(getattr(model, "value", model)),
             },
@@ -178,6 +188,15 @@ class _AttemptSpans:
         task = _current_task()
         token = self._context.attach(trace.set_span_in_context(span)) if task else None
         self._open[id(job)] = (span, token, task)
+
+    def _type_name(self, job: Job) -> str:
+        cls = job.__class__
+        name = self._type_names.get(cls)
+        if name is None:
+            name = job_type_of(job, self._registered)
+            if cls is not FunctionJob:  # a function job's name is its function's
+                self._type_names[cls] = name
+        return name
 
     def _end(self, job: Job, new: JobStatus) -> None:
         entry = self._open.pop(id(job), None)
@@ -187,23 +206,23 @@ class _AttemptSpans:
         trace = self._trace
         error = job.last_error or ""
         timed_out = new is TIMED_OUT or (new is RETRY_WAIT and job.last_failure_timed_out)
+        # One set_attributes call: the SDK takes the span's lock once per call.
+        attributes: dict[str, Any]
         if new is COMPLETED:
-            outcome = "completed"
+            attributes = {"jobsched.outcome": "completed"}
         elif new is CANCELLED:
-            outcome = "cancelled"
-            span.set_attribute("jobsched.cancelled", True)
+            attributes = {"jobsched.outcome": "cancelled", "jobsched.cancelled": True}
         elif timed_out:
-            outcome = "timed_out"
-            span.set_attribute("jobsched.timed_out", True)
+            attributes = {"jobsched.outcome": "timed_out", "jobsched.timed_out": True}
             span.set_status(trace.Status(trace.StatusCode.ERROR, error))
         else:
-            outcome = "failed"
+            attributes = {"jobsched.outcome": "failed"}
             kind, _, message = error.partition(": ")
             span.add_event("exception", {"exception.type": kind, "exception.message": message})
             span.set_status(trace.Status(trace.StatusCode.ERROR, error))
-        span.set_attribute("jobsched.outcome", outcome)
         if new is RETRY_WAIT:
-            span.set_attribute("jobsched.retry", True)
+            attributes["jobsched.retry"] = True
+        span.set_attributes(attributes)
         if token is not None and task is _current_task():
             self._context.detach(token)
         span.end()

@@ -47,7 +47,7 @@ import itertools
 import threading
 import weakref
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobsched import (
@@ -86,7 +86,6 @@ __all__ = [
 #: Histogram buckets (seconds) of the duration and queue-wait histograms.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _BOUNDS = (*BUCKETS, float("inf"))
-_FIRST_BOUND = BUCKETS[0]
 #: The statuses of the ``jobsched_unfinished_jobs`` gauge (`JobScheduler.job_counts`).
 GAUGE_STATUSES = ("pending", "delayed", "blocked", "retry_wait", "running")
 #: Terminal statuses (``jobsched_jobs_total``) and attempt outcomes
@@ -170,12 +169,13 @@ class SchedulerMetrics:
     def __init__(self, scheduler: JobScheduler, label: str) -> None:
         self.label = label
         self._scheduler = weakref.ref(scheduler)  # the collector must not keep it alive
-        self._now = scheduler.clock.now
         registered = scheduler.plugins.registry["job_types"].values()
         self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
         self._by_key: dict[Any, TypeCounts] = {}  # job class or function -> its counters
         self._by_name: dict[str, TypeCounts] = {}
         self.misfires: dict[str, int] = {}
+        #: The transition listener (``listener(job, old, new)``) that keeps these counts.
+        self.on_transition = self._listener(scheduler.clock.now)
 
     @property
     def scheduler(self) -> JobScheduler | None:
@@ -185,48 +185,64 @@ class SchedulerMetrics:
         """Every job type counted so far (safe from any thread)."""
         return list(self._by_name.copy().values())
 
-    def on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
-        """The listener: identity checks, list slots and float adds (an enum hashes slowly)."""
-        key = job.__class__
-        if key is FunctionJob:
-            key = job.fn  # type: ignore[attr-defined]
-        try:
-            counts = self._by_key[key]
-        except KeyError:
-            counts = self._add_key(job, key)
-        except TypeError:  # an unhashable callable: its name is worked out each time
-            counts = self._counts_named(job_type_of(job, self._registered))
-        if new is RUNNING:  # an attempt starts: how long it waited since it was due
-            wait = self._now() - job.run_at
-            if wait <= _FIRST_BOUND:
-                counts.wait_buckets[0] += 1
-                if wait > 0.0:  # a clock read just before run_at is no wait
+    def _listener(self, now: Callable[[], float]) -> Callable[[Job, JobStatus, JobStatus], None]:
+        """The listener, a closure: it runs twice per job, so it reads only locals.
+
+        A bound method would look up ``self`` attributes and module globals on
+        every call; here every name is a closure cell. Counters are list slots
+        and float adds, compared by identity (an enum hashes slowly).
+        """
+        by_key = self._by_key
+        add_key = self._add_key
+        counts_named = self._counts_named
+        registered = self._registered
+        function_job, running, retry_wait, completed = FunctionJob, RUNNING, RETRY_WAIT, COMPLETED
+        first, bounds = _BOUNDS[0], _BOUNDS
+        failed, timed_out, index_of = _FAILED, _TIMED_OUT, OUTCOMES.index
+
+        def on_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
+            key = job.__class__
+            if key is function_job:
+                key = job.fn  # type: ignore[attr-defined]
+            try:
+                counts = by_key[key]
+            except KeyError:
+                counts = add_key(job, key)
+            except TypeError:  # an unhashable callable: its name is worked out each time
+                counts = counts_named(job_type_of(job, registered))
+            if new is running:  # an attempt starts: how long it waited since it was due
+                wait = now() - job.run_at
+                if wait <= first:  # one comparison: with idle workers, most waits
+                    counts.wait_buckets[0] += 1
+                    if wait > 0.0:  # a clock read just before run_at is no wait
+                        counts.wait_sum += wait
+                else:
+                    counts.wait_buckets[bisect_left(bounds, wait)] += 1
                     counts.wait_sum += wait
+                return
+            if old is not running:  # cancelled while it waited: no attempt ended
+                counts.cancelled_waiting += 1
+                return
+            if new is completed:
+                counts.ended[0] += 1
+                ended_at = job.finished_at  # set just before a terminal transition: no clock read
+            elif new is retry_wait:
+                counts.retried[timed_out if job.last_failure_timed_out else failed] += 1
+                ended_at = now()
+            else:  # failed, timed out or cancelled: the attempt's outcome is the job's
+                counts.ended[index_of(new.value)] += 1
+                ended_at = job.finished_at
+            started = job.started_at
+            if started is None or ended_at is None:
+                return  # cancelled after it was taken, before its attempt started
+            ran = ended_at - started
+            if ran <= first:
+                counts.duration_buckets[0] += 1
             else:
-                counts.wait_buckets[bisect_left(_BOUNDS, wait)] += 1
-                counts.wait_sum += wait
-            return
-        if old is not RUNNING:  # cancelled while it waited: no attempt ended
-            counts.cancelled_waiting += 1
-            return
-        if new is COMPLETED:
-            counts.ended[0] += 1
-            ended_at = job.finished_at  # set just before a terminal transition: no clock read
-        elif new is RETRY_WAIT:
-            counts.retried[_TIMED_OUT if job.last_failure_timed_out else _FAILED] += 1
-            ended_at = self._now()
-        else:  # failed, timed out or cancelled: the attempt's outcome is the job's
-            counts.ended[OUTCOMES.index(new.value)] += 1
-            ended_at = job.finished_at
-        started = job.started_at
-        if started is None or ended_at is None:
-            return  # cancelled after it was taken, before its attempt started
-        ran = ended_at - started
-        if ran <= _FIRST_BOUND:
-            counts.duration_buckets[0] += 1
-        else:
-            counts.duration_buckets[bisect_left(_BOUNDS, ran)] += 1
-        counts.duration_sum += ran
+                counts.duration_buckets[bisect_left(bounds, ran)] += 1
+            counts.duration_sum += ran
+
+        return on_transition
 
     def _add_key(self, job: Job, key: Any) -> TypeCounts:
         counts = self._counts_named(job_type_of(job, self._registered))
