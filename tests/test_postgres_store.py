@@ -417,9 +417,61 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
     s = PostgresStore(pg_schema[0])
     await s.open()
     try:
-        assert await s.schema_version() == SCHEMA_VERSION == 4
+        assert await s.schema_version() == SCHEMA_VERSION == 5
         row = await s.get("old")  # the data survived, with the new column empty
         assert row is not None and row.unique_key is None and row.status == "pending"
+    finally:
+        await s.close()
+
+
+async def test_a_version_4_store_keeps_its_keys_with_partial_indexes(
+    pg_schema: tuple[str, str],
+) -> None:
+    # Version 5 indexes only the jobs that have a key or a unique key; what
+    # the store knows by them before the migration still deduplicates after.
+    from jobsched_plugins.postgres_store.migrations import MIGRATIONS
+
+    schema = pg_schema[1]
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".schema_version (version int)')
+        for version, statements in enumerate(MIGRATIONS[:4], start=1):
+            for statement in statements:
+                conn.execute(statement.replace("{s}", f'"{schema}"'))
+            conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({version})')
+    s = PostgresStore(pg_schema[0])
+    try:
+        with psycopg.connect(base_dsn(), autocommit=True) as conn:
+            conn.execute(
+                f'INSERT INTO "{schema}".jobs (job_id, key, unique_key, type, args, options, '
+                "status, run_at, submitted_at, sort_key) VALUES "
+                "('keyed', 'K', NULL, 'noop', '{}', '{}', 'pending', 0, 0, '{0}'), "
+                "('held', NULL, 'U', 'noop', '{}', '{}', 'pending', 0, 0, '{0}')"
+            )
+        await s.open()
+        assert await s.schema_version() == SCHEMA_VERSION
+        with psycopg.connect(base_dsn(), autocommit=True) as conn:
+            indexes = dict(
+                conn.execute(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
+                    [schema],
+                ).fetchall()
+            )
+        assert "WHERE (key IS NOT NULL)" in indexes["jobs_key"]
+        assert "unique_key IS NOT NULL" in indexes["jobs_unique"]
+        assert "jobs_key_key" not in indexes
+        assert await s.insert([attrs.evolve(new("again"), key="K")]) == ["keyed"]
+        assert await s.insert([attrs.evolve(new("twice"), unique_key="U")]) == ["held"]
+        assert await s.insert([new("plain1"), new("plain2")]) == ["plain1", "plain2"]
+        with (
+            pytest.raises(psycopg.errors.UniqueViolation),
+            psycopg.connect(base_dsn(), autocommit=True) as conn,
+        ):
+            conn.execute(
+                f'INSERT INTO "{schema}".jobs (job_id, key, type, args, options, '
+                "status, run_at, submitted_at, sort_key) VALUES "
+                "('other', 'K', 'noop', '{}', '{}', 'pending', 0, 0, '{0}')"
+            )
     finally:
         await s.close()
 
