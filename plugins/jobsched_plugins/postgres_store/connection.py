@@ -37,7 +37,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 # NOTIFY payloads on the store's channel.
 WORK = "w"  # new work may be due
-_FINISHED = "f"  # some job may have finished
+FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
 CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
@@ -193,7 +193,7 @@ class Database:
 
     async def notify_finished(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell every process that some job may have finished."""
-        await self._notify(conn, _FINISHED)
+        await self._notify(conn, FINISHED)
 
     async def notify_changed(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell live views that some job changed (progress)."""
@@ -265,7 +265,7 @@ class Wakeups(WakeupEvents):
             self.work_event.set()
             if self.on_work is not None:
                 self.on_work()
-        elif payload == _FINISHED:
+        elif payload == FINISHED:
             self.finished_event.set()
         elif payload.startswith(_CANCEL) and self.on_cancel is not None:
             self.on_cancel(payload[len(_CANCEL) :])
