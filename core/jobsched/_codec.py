@@ -372,7 +372,10 @@ class JobCodec:
         traceparent = options.get("traceparent")
         if traceparent is not None and not isinstance(traceparent, str):
             raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
-        job.traceparent = traceparent
+        # Set only when it differs: a fresh job has none of these, and each
+        # setter stores a new extras record.
+        if job.traceparent != traceparent:
+            job.traceparent = traceparent
         # Left out: the job type's own default (what a job built now has).
         if "result_ttl" in options:
             job.result_ttl = to_result_ttl(options["result_ttl"])
@@ -385,7 +388,8 @@ class JobCodec:
                 raise JobSpecError(
                     f"{option} must be a list of exception names, got {describe_value(names)}"
                 )
-            setattr(job, option, tuple(names))
+            if getattr(job, option) != tuple(names):
+                setattr(job, option, tuple(names))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

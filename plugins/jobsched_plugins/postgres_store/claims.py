@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     import psycopg
 
 
+#: The connection outcomes are written on (`Database.transaction`'s lane).
+OUTCOMES = "outcomes"
+
+
 class LimitsSeen:
     """Whether the last claim found cluster limits stored: finishing a job then
     frees a limit's slot, so `finish` wakes the claimers a limit held back."""
@@ -409,7 +413,7 @@ async def finish(
             rec = await cur.fetchone()
             return list(rec["written"]) if rec is not None else []
 
-        return await db.statement(single)
+        return await db.statement(single, lane=OUTCOMES)
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
         # One statement: the outcomes, and each written one in the history.
@@ -439,7 +443,7 @@ async def finish(
             await db.notify_finished(conn)
         return [r["job_id"] for r in written]
 
-    return await db.transaction(body)
+    return await db.transaction(body, lane=OUTCOMES)
 
 
 # The outcomes (only the jobs the owner still holds), and each written one in
