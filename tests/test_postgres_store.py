@@ -282,6 +282,27 @@ async def test_insert_wakes_a_waiting_process(store: Any, other: Any) -> None:
     assert await waiter is True
 
 
+async def test_a_finish_that_releases_a_job_wakes_claimers_and_waiters(
+    store: Any, other: Any
+) -> None:
+    # One statement writes the outcome, releases the dependent and notifies.
+    await store.insert([new("a"), new("b", deps=("a",))])
+    await store.claim(1, "w")
+    await other.wait(0)  # consume the wake-ups every fresh listener starts with
+    await other.wait_finished(0)
+    work = asyncio.create_task(other.wait(60))
+    finished = asyncio.create_task(other.wait_finished(60))
+    await asyncio.sleep(0)
+    assert await store.finish([Outcome(job_id="a", status="completed")], "w") == ["a"]
+    assert await work is True and await finished is True
+    rows, _ = await other.claim(5, "w2")
+    assert [r.job_id for r in rows] == ["b"]
+    assert [(a.number, a.status) for a in (await store.get("a")).history] == [(1, "completed")]
+    # An outcome the owner no longer holds is not written, and releases nothing.
+    assert await store.finish([Outcome(job_id="b", status="completed")], "w") == []
+    assert (await store.get("b")).status == "running"
+
+
 async def test_cancel_of_a_running_job_reaches_its_owner(store: Any, other: Any) -> None:
     seen: asyncio.Queue[str] = asyncio.Queue()
     other.on_cancel = seen.put_nowait
