@@ -370,6 +370,15 @@ async def test_store_reconnects_after_its_backends_are_terminated(
     assert await waiter is True
     await other.close()
     assert pg_store.reconnects >= 2
+    # Outcomes go on a connection of their own: it comes back the same way.
+    assert await pg_store.finish([Outcome(job_id="a", status="completed")], "w") == ["a"]
+    before = pg_store.reconnects
+    assert terminate_backends(pg_schema[1]) == 3  # queries, LISTEN and outcomes
+    rows, _ = await pg_store.claim(1, "w")
+    assert [r.job_id for r in rows] == ["b"]
+    assert await pg_store.finish([Outcome(job_id="b", status="completed")], "w") == ["b"]
+    assert pg_store.reconnects >= before + 2
+    assert await statuses(pg_store) == {"a": "completed", "b": "completed"}
 
 
 async def test_rows_read_back_as_the_store_api_wrote_them(pg_store: PostgresStore) -> None:
