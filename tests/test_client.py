@@ -26,6 +26,7 @@ from jobsched import (
     JobPage,
     JobPriority,
     JobStatus,
+    PluginManager,
     Progress,
     ScheduleInfo,
     SchedulerError,
@@ -34,6 +35,7 @@ from jobsched import (
     UnknownJobError,
     UnknownScheduleError,
     build_job,
+    hookimpl,
 )
 
 pytestmark = pytest.mark.slow
@@ -216,6 +218,48 @@ async def test_concurrent_submits_are_stored_in_one_insert(
     stored = [j.job_id for j in await client.jobs()]
     assert stored == list(dict.fromkeys(ids))  # in the order submit was called
     assert [j.args["to"] for j in await client.jobs()][:3] == [f"{n}@example.com" for n in range(3)]
+
+
+class _TraceEverything:
+    """A plugin whose submit hook stamps every job it sees."""
+
+    @staticmethod
+    @hookimpl
+    def jobsched_submit_hook() -> Any:
+        def stamp(job: Job) -> None:
+            job.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+        return stamp
+
+
+async def test_submitting_leaves_the_callers_job_as_it_was(store_url: str) -> None:
+    # A job submitted without options is read, not copied; one with options,
+    # or with a submit hook that may change it, is copied: either way the
+    # caller's object is never changed, and the store gets what was asked.
+    plain, tuned, batched = email("a@example.com"), email("b@example.com"), email("c@example.com")
+
+    def looks(jobs: tuple[Job, ...]) -> list[tuple[Any, ...]]:
+        return [(j.priority, j.timeout, j.name, j.traceparent, j.seq) for j in jobs]
+
+    before = looks((plain, tuned, batched))
+    async with Client(store_url) as client:
+        ids = [
+            await client.submit(plain, delay=3600),
+            await client.submit(tuned, delay=3600, priority="high", timeout=5, name="tuned"),
+            *await client.submit_many([batched, Submission(plain, delay=3600)]),
+        ]
+        stored = [await client.get(job_id) for job_id in ids]
+    assert looks((plain, tuned, batched)) == before
+    default = "email a@example.com: hello"
+    assert [s.name for s in stored] == [default, "tuned", "email c@example.com: hello", default]
+    assert stored[1].priority is JobPriority.HIGH and stored[0].priority is JobPriority.MEDIUM
+    hooked = PluginManager([_TraceEverything()])
+    async with Client(store_url, plugins=hooked) as client:
+        job_id = await client.submit(plain, delay=3600)
+        many = await client.submit_many([batched])
+        assert (await client.get(job_id)).options.get("traceparent", "").startswith("00-0af7")
+        assert (await client.get(many[0])).options.get("traceparent", "").startswith("00-0af7")
+    assert plain.traceparent is None and batched.traceparent is None
 
 
 async def test_one_failing_submit_does_not_fail_the_others_stored_with_it(client: Client) -> None:

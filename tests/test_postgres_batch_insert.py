@@ -186,3 +186,62 @@ async def test_a_dependency_named_twice_is_waited_for_once(stores: list[Any]) ->
     await batched.insert([job("twice", deps=("waiting", "waiting"))])
     (row,) = (await contents(batched))[0][-1:]
     assert row[0] == "twice" and row[4] == 1
+
+
+async def test_a_plain_batch_is_copied_as_inserting_it_would_store_it(
+    stores: list[Any],
+) -> None:
+    # No keys and no dependencies: the COPY path (COPY_AT_LEAST jobs or more);
+    # the reference store gets the same jobs in batches below that size.
+    from jobsched_plugins.postgres_store.submit import COPY_AT_LEAST
+
+    copied, inserted = stores
+    jobs = [
+        attrs.evolve(
+            job(f"p{i}"),
+            args={"n": i, "text": 'quote " tab \t newline \n backslash \\'},
+            options={"name": f"p{i}", "executor": "async"},
+            schedule_id="sched" if i % 2 else None,
+            submitted_by="tester",
+        )
+        for i in range(COPY_AT_LEAST * 2)
+    ]
+    assert await copied.insert(jobs) == [j.job_id for j in jobs]
+    for i in range(0, len(jobs), COPY_AT_LEAST // 2):
+        await inserted.insert(jobs[i : i + COPY_AT_LEAST // 2])
+    assert await contents(copied) == await contents(inserted)
+    ids = [j.job_id for j in jobs]
+    assert [
+        (r.args, r.options, r.schedule_id, r.submitted_by, r.sort_key, r.run_at)
+        for r in await copied.jobs(ids)
+    ] == [
+        (r.args, r.options, r.schedule_id, r.submitted_by, r.sort_key, r.run_at)
+        for r in await inserted.jobs(ids)
+    ]
+    row = await copied.get("p7")
+    assert row is not None and row.sort_key == (0.0, float("inf"))
+    assert row.args["text"] == 'quote " tab \t newline \n backslash \\'
+
+
+async def test_a_plain_batch_with_an_id_already_stored_resolves_it(stores: list[Any]) -> None:
+    # The COPY fails on the stored id; the batch is then planned with it, as
+    # inserting it would be, and nothing is stored twice.
+    from jobsched_plugins.postgres_store.submit import COPY_AT_LEAST
+
+    copied, _ = stores
+    jobs = [job("done")] + [job(f"q{i}") for i in range(COPY_AT_LEAST)]
+    assert await copied.insert(jobs) == [j.job_id for j in jobs]
+    rows = {r.job_id: r for r in await copied.jobs()}
+    assert rows["done"].status == "completed"  # the stored job, untouched
+    assert len(rows) == 6 + COPY_AT_LEAST
+
+
+async def test_a_plain_batch_that_cannot_be_stored_names_why(stores: list[Any]) -> None:
+    from jobsched_plugins.postgres_store.submit import COPY_AT_LEAST
+
+    copied, _ = stores
+    jobs = [job(f"r{i}") for i in range(COPY_AT_LEAST)]
+    jobs[5] = attrs.evolve(jobs[5], args={"when": object()})
+    with pytest.raises(StoreError, match="not JSON, so it cannot be stored"):
+        await copied.insert(jobs)
+    assert not [r for r in await copied.jobs() if r.job_id.startswith("r")]

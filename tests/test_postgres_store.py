@@ -282,6 +282,27 @@ async def test_insert_wakes_a_waiting_process(store: Any, other: Any) -> None:
     assert await waiter is True
 
 
+async def test_a_finish_that_releases_a_job_wakes_claimers_and_waiters(
+    store: Any, other: Any
+) -> None:
+    # One statement writes the outcome, releases the dependent and notifies.
+    await store.insert([new("a"), new("b", deps=("a",))])
+    await store.claim(1, "w")
+    await other.wait(0)  # consume the wake-ups every fresh listener starts with
+    await other.wait_finished(0)
+    work = asyncio.create_task(other.wait(60))
+    finished = asyncio.create_task(other.wait_finished(60))
+    await asyncio.sleep(0)
+    assert await store.finish([Outcome(job_id="a", status="completed")], "w") == ["a"]
+    assert await work is True and await finished is True
+    rows, _ = await other.claim(5, "w2")
+    assert [r.job_id for r in rows] == ["b"]
+    assert [(a.number, a.status) for a in (await store.get("a")).history] == [(1, "completed")]
+    # An outcome the owner no longer holds is not written, and releases nothing.
+    assert await store.finish([Outcome(job_id="b", status="completed")], "w") == []
+    assert (await store.get("b")).status == "running"
+
+
 async def test_cancel_of_a_running_job_reaches_its_owner(store: Any, other: Any) -> None:
     seen: asyncio.Queue[str] = asyncio.Queue()
     other.on_cancel = seen.put_nowait
@@ -349,6 +370,15 @@ async def test_store_reconnects_after_its_backends_are_terminated(
     assert await waiter is True
     await other.close()
     assert pg_store.reconnects >= 2
+    # Outcomes go on a connection of their own: it comes back the same way.
+    assert await pg_store.finish([Outcome(job_id="a", status="completed")], "w") == ["a"]
+    before = pg_store.reconnects
+    assert terminate_backends(pg_schema[1]) == 3  # queries, LISTEN and outcomes
+    rows, _ = await pg_store.claim(1, "w")
+    assert [r.job_id for r in rows] == ["b"]
+    assert await pg_store.finish([Outcome(job_id="b", status="completed")], "w") == ["b"]
+    assert pg_store.reconnects >= before + 2
+    assert await statuses(pg_store) == {"a": "completed", "b": "completed"}
 
 
 async def test_rows_read_back_as_the_store_api_wrote_them(pg_store: PostgresStore) -> None:
@@ -417,9 +447,61 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
     s = PostgresStore(pg_schema[0])
     await s.open()
     try:
-        assert await s.schema_version() == SCHEMA_VERSION == 5
+        assert await s.schema_version() == SCHEMA_VERSION == 6
         row = await s.get("old")  # the data survived, with the new column empty
         assert row is not None and row.unique_key is None and row.status == "pending"
+    finally:
+        await s.close()
+
+
+async def test_a_version_4_store_keeps_its_keys_with_partial_indexes(
+    pg_schema: tuple[str, str],
+) -> None:
+    # Version 5 indexes only the jobs that have a key or a unique key; what
+    # the store knows by them before the migration still deduplicates after.
+    from jobsched_plugins.postgres_store.migrations import MIGRATIONS
+
+    schema = pg_schema[1]
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".schema_version (version int)')
+        for version, statements in enumerate(MIGRATIONS[:4], start=1):
+            for statement in statements:
+                conn.execute(statement.replace("{s}", f'"{schema}"'))
+            conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({version})')
+    s = PostgresStore(pg_schema[0])
+    try:
+        with psycopg.connect(base_dsn(), autocommit=True) as conn:
+            conn.execute(
+                f'INSERT INTO "{schema}".jobs (job_id, key, unique_key, type, args, options, '
+                "status, run_at, submitted_at, sort_key) VALUES "
+                "('keyed', 'K', NULL, 'noop', '{}', '{}', 'pending', 0, 0, '{0}'), "
+                "('held', NULL, 'U', 'noop', '{}', '{}', 'pending', 0, 0, '{0}')"
+            )
+        await s.open()
+        assert await s.schema_version() == SCHEMA_VERSION
+        with psycopg.connect(base_dsn(), autocommit=True) as conn:
+            indexes = dict(
+                conn.execute(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
+                    [schema],
+                ).fetchall()
+            )
+        assert "WHERE (key IS NOT NULL)" in indexes["jobs_key"]
+        assert "unique_key IS NOT NULL" in indexes["jobs_unique"]
+        assert "jobs_key_key" not in indexes
+        assert await s.insert([attrs.evolve(new("again"), key="K")]) == ["keyed"]
+        assert await s.insert([attrs.evolve(new("twice"), unique_key="U")]) == ["held"]
+        assert await s.insert([new("plain1"), new("plain2")]) == ["plain1", "plain2"]
+        with (
+            pytest.raises(psycopg.errors.UniqueViolation),
+            psycopg.connect(base_dsn(), autocommit=True) as conn,
+        ):
+            conn.execute(
+                f'INSERT INTO "{schema}".jobs (job_id, key, type, args, options, '
+                "status, run_at, submitted_at, sort_key) VALUES "
+                "('other', 'K', 'noop', '{}', '{}', 'pending', 0, 0, '{0}')"
+            )
     finally:
         await s.close()
 

@@ -21,7 +21,7 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence, Set
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -350,6 +350,35 @@ def _refuse_functions(job: Any) -> None:
         raise TypeError(f"submit() takes a Job, got {job!r}")
 
 
+#: The stored jobs a submit without dependencies needs.
+_NOTHING: frozenset[str] = frozenset()
+
+
+def _plain(item: Submission) -> bool:
+    """Whether `item` is a job with none of `submit`'s options (dependencies
+    aside) and no `result_of` markers to look for."""
+    return (
+        item.delay == 0.0
+        and item.key is None
+        and item.unique_key is None
+        and item.trigger_rule == ALL_SUCCESS
+        and not item.job.takes_results
+        and not _overrides(item)
+    )
+
+
+def _overrides(item: Submission) -> bool:
+    """Whether `item` sets one of the job's own options."""
+    return (
+        item.priority is not None
+        or item.timeout is not False
+        or item.retry is not None
+        or item.name is not None
+        or item.result_ttl is not None
+        or item.keep_result is not None
+    )
+
+
 @attrs.frozen
 class _Encoded:
     """A job checked and encoded for the store, before it has its final id."""
@@ -414,7 +443,7 @@ class Client:
         self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # `submit` calls waiting to be stored together (see `_flush_submits`).
-        self._queued: list[tuple[list[NewJob], set[str], asyncio.Future[str]]] = []
+        self._queued: list[tuple[list[NewJob], Set[str], asyncio.Future[str]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._changed_event: asyncio.Event | None = None
 
@@ -537,27 +566,46 @@ class Client:
                 )
             plan = job.plan(())
             self._check_open()
-            rows, outside = self._rows(
+            planned = self._rows(
                 [Submission(j, depends_on=after or tuple(depends_on)) for j, after in plan]
             )
-            return (await self._store(rows, outside))[-1]
-        submission = Submission(
-            job,
-            delay=delay,
-            depends_on=tuple(depends_on),
-            key=key,
-            unique_key=unique_key,
-            priority=priority,
-            timeout=timeout,
-            retry=retry,
-            name=name,
-            result_ttl=result_ttl,
-            keep_result=keep_result,
-            trigger_rule=trigger_rule,
-        )
+            return (await self._store(*planned))[-1]
         self._check_open()
         # Checked and encoded now: a bad job is refused at the call.
-        rows, outside = self._rows([submission])
+        rows: list[NewJob]
+        outside: Set[str]
+        if (
+            delay == 0.0
+            and depends_on == ()
+            and key is None
+            and unique_key is None
+            and priority is None
+            and timeout is False
+            and retry is None
+            and name is None
+            and result_ttl is None
+            and keep_result is None
+            and trigger_rule == ALL_SUCCESS
+            and not job.takes_results
+        ):
+            now = time.time()
+            rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
+        else:
+            submission = Submission(
+                job,
+                delay=delay,
+                depends_on=tuple(depends_on),
+                key=key,
+                unique_key=unique_key,
+                priority=priority,
+                timeout=timeout,
+                retry=retry,
+                name=name,
+                result_ttl=result_ttl,
+                keep_result=keep_result,
+                trigger_rule=trigger_rule,
+            )
+            rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._queued.append((rows, outside, future))
         if self._flusher is None:
@@ -578,7 +626,7 @@ class Client:
             self._flusher = None
 
     async def _store_queued(
-        self, batch: list[tuple[list[NewJob], set[str], asyncio.Future[str]]]
+        self, batch: list[tuple[list[NewJob], Set[str], asyncio.Future[str]]]
     ) -> None:
         try:
             ids = await self._store(
@@ -638,6 +686,12 @@ class Client:
             return ids_in_batch[id(job)]
 
         for item in items:
+            if not self._submit_hooks and not item.depends_on and _plain(item):
+                row = self._plain_row(item.job, now, offset)
+                ids_in_batch[id(item.job)] = row.job_id
+                in_batch.add(row.job_id)
+                rows.append(row)
+                continue
             encoded = self._encode(item, now, offset, id_of)
             job_id = f"{new_job_id()}-{self._id_suffix}"
             depends_on: list[str] = []
@@ -690,7 +744,25 @@ class Client:
             )
         return rows, outside
 
-    async def _store(self, rows: list[NewJob], outside: set[str]) -> list[str]:
+    def _plain_row(self, job: Job, now: float, offset: float) -> NewJob:
+        """The row of a job submitted without options (the common case, kept lean)."""
+        if self._submit_hooks:
+            rows, _ = self._rows([Submission(job)])
+            return rows[0]
+        _refuse_functions(job)
+        encoded = self._describe(job, now, offset)
+        return NewJob(
+            job_id=f"{new_job_id()}-{self._id_suffix}",
+            type=encoded.type,
+            args=encoded.args,
+            options=encoded.options,
+            run_at=now,
+            submitted_at=now,
+            sort_key=encoded.sort_key,
+            submitted_by=self.identity,
+        )
+
+    async def _store(self, rows: list[NewJob], outside: Set[str]) -> list[str]:
         """Insert `rows` (`outside`: the stored jobs they depend on, which must exist)."""
         if outside:
             known = {row.job_id for row in await self.store.jobs(sorted(outside))}
@@ -718,23 +790,11 @@ class Client:
                 raise ValueError(f"{what} must be a non-empty string, got {value!r}")
         check_trigger_rule(item.trigger_rule)
         _refuse_functions(item.job)
-        if (
-            not self._submit_hooks
-            and item.priority is None
-            and item.timeout is False
-            and item.retry is None
-            and item.name is None
-            and item.result_ttl is None
-            and item.keep_result is None
-        ):
-            # Nothing to override: the codec and the strategy only read the
-            # job (and `sort_key` puts back what it sets), so no copy, which
-            # would cost more than the rest of the encoding.
-            type_name, args, options = self.codec.describe_data(item.job, offset, id_of)
-            key = sort_key(self.strategy.key, item.job, submitted_at=now, offset=offset)
-            return _Encoded(type_name, args, options, key)
         # The codec describes the job as it will be stored: a copy with the
-        # submit's options, so the caller's job is never changed.
+        # submit's options, so the caller's job is never changed. Without
+        # options to set or hooks that may change it, the job itself is read.
+        if not self._submit_hooks and not _overrides(item):
+            return self._describe(item.job, now, offset, id_of)
         probe = copy.copy(item.job)
         if item.priority is not None:
             probe.priority = to_priority(item.priority)
@@ -752,8 +812,15 @@ class Client:
             probe.keep_result = to_keep_result(item.keep_result)
         for hook in self._submit_hooks:
             hook(probe)
-        type_name, args, options = self.codec.describe_data(probe, offset, id_of)
-        key = sort_key(self.strategy.key, probe, submitted_at=now, offset=offset)
+        return self._describe(probe, now, offset, id_of)
+
+    def _describe(
+        self, job: Job, now: float, offset: float, id_of: Callable[[Job], str] | None = None
+    ) -> _Encoded:
+        """`job` as the store keeps it (the codec), and its sort key; `offset`
+        turns its monotonic times into wall-clock time."""
+        type_name, args, options = self.codec.describe_data(job, offset, id_of)
+        key = sort_key(self.strategy.key, job, submitted_at=now, offset=offset)
         return _Encoded(type_name, args, options, key)
 
     # ── looking up ──────────────────────────────────────────────────

@@ -387,9 +387,9 @@ class JobCodec:
         traceparent = options.get("traceparent")
         if traceparent is not None and not isinstance(traceparent, str):
             raise JobSpecError(f"traceparent must be a string, got {describe_value(traceparent)}")
-        # The rare options live in one `JobExtras` that each assignment
-        # rebuilds: assign only what a job does not already have.
-        if traceparent is not None or job.traceparent is not None:
+        # Set only when it differs: a fresh job has none of these, and each
+        # setter stores a new extras record.
+        if job.traceparent != traceparent:
             job.traceparent = traceparent
         # Left out: the job type's own default (what a job built now has).
         if "result_ttl" in options:
@@ -403,7 +403,7 @@ class JobCodec:
                 raise JobSpecError(
                     f"{option} must be a list of exception names, got {describe_value(names)}"
                 )
-            if names or getattr(job, option):
+            if getattr(job, option) != tuple(names):
                 setattr(job, option, tuple(names))
 
     # ── rows for a shared store ────────────────────────────────────────

@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
 
-from .connection import NOW, TERMINAL, Database, logger
+from .connection import FINISHED, NOW, TERMINAL, WORK, Database, logger
 
 if TYPE_CHECKING:
     import psycopg
+
+
+#: The connection outcomes are written on (`Database.transaction`'s lane).
+OUTCOMES = "outcomes"
 
 
 class LimitsSeen:
@@ -35,60 +39,69 @@ async def claim(
     Returns the rows (now ``running``, attempts counted) and, when fewer
     than `n` were due, the wall time the next waiting job becomes due
     (None if there is none), so the caller can sleep exactly that long.
-    With cluster limits stored (`sync_limits`) the claim also enforces
-    them, in the same transaction (see `_claim_limited`).
+    With cluster limits stored (`sync_limits`) the claim enforces them
+    instead, in a transaction of its own (see `_claim_limited`).
     """
     if n <= 0:
         return [], None
 
-    async def body(
+    async def plain(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
+        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds])
+        return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
+
+    # One statement on the autocommit connection (one round trip for a busy
+    # queue); it claims nothing while limits are stored or the queue is
+    # paused, which is asked only when it got fewer than `n`.
+    rows = await db.statement(plain)
+    rows.sort(key=lambda r: (r.sort_key, r.seq))
+    limits.found = False
+    if len(rows) == n:
+        return rows, None
+
+    async def rest(
         conn: psycopg.AsyncConnection[Any],
     ) -> tuple[list[SharedJobRow], float | None]:
-        # The plain claim claims nothing while limits are stored or the
-        # queue is paused; whether they are is asked only when it got fewer
-        # than `n` (no extra round trip for a busy queue without limits).
         cur = await conn.execute(
             db.q(
-                "WITH now AS (SELECT " + NOW + " AS t), "
-                """picked AS (
-                    SELECT job_id FROM {s}.jobs
-                    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-                      AND run_at <= (SELECT t FROM now)
-                      AND NOT EXISTS (SELECT 1 FROM {s}.limits)
-                      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
-                    ORDER BY sort_key, seq
-                    LIMIT %s FOR UPDATE SKIP LOCKED)
-                UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
-                    lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
-                    started_at = (SELECT t FROM now), progress = NULL
-                FROM picked WHERE j.job_id = picked.job_id
-                RETURNING j.*"""
-            ),
-            [n, owner, lease_seconds],
-        )
-        rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
-        rows.sort(key=lambda r: (r.sort_key, r.seq))
-        next_due = None
-        limits.found = False
-        if len(rows) < n:
-            cur = await conn.execute(
-                db.q(
-                    "SELECT min(run_at) AS t, "
-                    "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
-                    "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
-                    "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
-                )
+                "SELECT min(run_at) AS t, "
+                "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
+                "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
+                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
             )
-            rec = await cur.fetchone()
-            if rec is not None and rec["paused"]:
-                return [], None  # resuming wakes every claimer
-            if rec is not None and rec["limits"]:
-                limits.found = True
-                return await _claim_limited(db, conn, lease_seconds, n, owner, rec["limits"])
-            next_due = rec["t"] if rec else None
-        return rows, next_due
+        )
+        rec = await cur.fetchone()
+        if rec is not None and rec["paused"]:
+            return [], None  # resuming wakes every claimer
+        if rec is not None and rec["limits"]:
+            limits.found = True
+            return await _claim_limited(
+                db, conn, lease_seconds, n - len(rows), owner, rec["limits"]
+            )
+        return [], rec["t"] if rec else None
 
-    return await db.transaction(body)
+    more, next_due = await db.transaction(rest)
+    return rows + more, next_due
+
+
+# The plain claim: the first `n` due jobs in strategy order, locked without
+# waiting for the ones other claimers hold.
+_CLAIM = (
+    "WITH now AS (SELECT "
+    + NOW
+    + """ AS t), picked AS (
+    SELECT job_id FROM {s}.jobs
+    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
+      AND run_at <= (SELECT t FROM now)
+      AND NOT EXISTS (SELECT 1 FROM {s}.limits)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+    ORDER BY sort_key, seq
+    LIMIT %s FOR UPDATE SKIP LOCKED)
+UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
+    lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
+    started_at = (SELECT t FROM now), progress = NULL
+FROM picked WHERE j.job_id = picked.job_id
+RETURNING j.*"""
+)
 
 
 async def _claim_limited(
@@ -378,60 +391,82 @@ async def finish(
     """
     if not outcomes:
         return []
+    params = [
+        [o.job_id for o in outcomes],
+        [o.status for o in outcomes],
+        [o.result for o in outcomes],  # JSON text already (Outcome.result)
+        [o.error for o in outcomes],
+        [o.run_at for o in outcomes],
+        [o.result_ttl for o in outcomes],
+        owner,
+        owner,
+    ]
+    ended_ids = [o.job_id for o in outcomes if o.status in TERMINAL]
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-        # One statement: the outcomes, and each written one in the history.
-        cur = await conn.execute(
-            db.q(
-                """WITH done AS (
-                UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
-                    last_error = coalesce(u.error, j.last_error),
-                    run_at = coalesce(u.run_at, j.run_at),
-                    finished_at = CASE WHEN u.status = 'retry_wait' THEN NULL ELSE """
-                + NOW
-                + """ END,
-                    result_expires = CASE WHEN u.status = 'completed' AND u.ttl IS NOT NULL
-                        THEN """
-                + NOW
-                + """ + u.ttl END,
-                    lease_owner = NULL, lease_expires = NULL, cancel_requested = false
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
-                    %s::float8[]) AS u(job_id, status, result, error, run_at, ttl)
-                WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
-                RETURNING j.job_id, j.status, j.attempts, u.error, j.started_at, j.finished_at
-            ), history AS (
-                INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
-                    finished_at, worker)
-                SELECT job_id, attempts, status, error, started_at, coalesce(finished_at, """
-                + NOW
-                + """), %s FROM done
+        # Two statements in one round trip: the outcomes, the history and the
+        # notifications; then the dependents waiting for the jobs that ended.
+        # The second must be a statement of its own: a submit holding an
+        # upstream FOR SHARE makes the first wait, and only a later snapshot
+        # sees the dependent that submit inserted.
+        async with conn.pipeline():
+            cur = await conn.execute(
+                db.q(_FINISH_NOTIFY),
+                [*params, db.channel, WORK, limits.found, db.channel, FINISHED],
             )
-            SELECT job_id, status FROM done"""
-            ),
-            [
-                [o.job_id for o in outcomes],
-                [o.status for o in outcomes],
-                [o.result for o in outcomes],  # JSON text already (Outcome.result)
-                [o.error for o in outcomes],
-                [o.run_at for o in outcomes],
-                [o.result_ttl for o in outcomes],
-                owner,
-                owner,
-            ],
-        )
+            waiting = await conn.execute(db.q(_WAITING), [ended_ids]) if ended_ids else None
         written = await cur.fetchall()
         ended = [(r["job_id"], r["status"]) for r in written if r["status"] in TERMINAL]
-        wake = any(r["status"] == "retry_wait" for r in written)
-        if ended:
-            wake = await settle(db, conn, ended) or wake
-        # A finished job frees a limit's slot: wake the claimers it held back.
-        if wake or (written and limits.found):
-            await db.notify_work(conn)
-        if written:
-            await db.notify_finished(conn)
+        if ended and waiting is not None:
+            first = [r for r in await waiting.fetchall() if r["upstream"] in dict(ended)]
+            if await settle(db, conn, ended, first):
+                await db.notify_work(conn)
         return [r["job_id"] for r in written]
 
-    return await db.transaction(body)
+    return await db.transaction(body, lane=OUTCOMES)
+
+
+# The outcomes (only the jobs the owner still holds), and each written one in
+# the history; `done` holds what was written.
+_FINISH = (
+    """WITH done AS (
+    UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
+        last_error = coalesce(u.error, j.last_error),
+        run_at = coalesce(u.run_at, j.run_at),
+        finished_at = CASE WHEN u.status = 'retry_wait' THEN NULL ELSE """
+    + NOW
+    + """ END,
+        result_expires = CASE WHEN u.status = 'completed' AND u.ttl IS NOT NULL
+            THEN """
+    + NOW
+    + """ + u.ttl END,
+        lease_owner = NULL, lease_expires = NULL, cancel_requested = false
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
+        %s::float8[]) AS u(job_id, status, result, error, run_at, ttl)
+    WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
+    RETURNING j.job_id, j.status, j.attempts, u.error, j.started_at, j.finished_at
+), history AS (
+    INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
+        finished_at, worker)
+    SELECT job_id, attempts, status, error, started_at, coalesce(finished_at, """
+    + NOW
+    + """), %s FROM done
+)
+"""
+)
+
+# `_FINISH` with the notifications sent from the result rows' subqueries
+# (each is evaluated once): a retry or (with limits) a freed slot wakes the
+# claimers; any written outcome wakes the waiters. A released dependent wakes
+# the claimers once `settle` has released it.
+_FINISH_NOTIFY = (
+    _FINISH
+    + """SELECT done.job_id, done.status,
+    (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM done WHERE status = 'retry_wait')
+        OR (%s AND EXISTS (SELECT 1 FROM done))) AS work,
+    (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM done)) AS finished
+FROM done"""
+)
 
 
 # The dependents still waiting for one of the jobs that ended, locked (in
@@ -461,17 +496,24 @@ WHERE j.job_id = u.job_id"""
 
 
 async def settle(
-    db: Database, conn: psycopg.AsyncConnection[Any], ended: list[tuple[str, str]]
+    db: Database,
+    conn: psycopg.AsyncConnection[Any],
+    ended: list[tuple[str, str]],
+    first: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Settle the waiting dependents of jobs that just ended, by their trigger
     rules (`settle_dependent`); a dependent cancelled so settles its own
     dependents as ``cancelled``, and so on downstream. True if one was
-    released. One round trip when no job waits for the ones that ended.
+    released. One round trip when no job waits for the ones that ended;
+    none when the caller read them already (`first`, from `_WAITING`).
     """
     released = False
     while ended:
-        cur = await conn.execute(db.q(_WAITING), [[u for u, _ in ended]])
-        rows = await cur.fetchall()
+        if first is not None:
+            rows, first = first, None
+        else:
+            cur = await conn.execute(db.q(_WAITING), [[u for u, _ in ended]])
+            rows = await cur.fetchall()
         if not rows:
             break
         order = {u: i for i, (u, _) in enumerate(ended)}

@@ -37,7 +37,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 # NOTIFY payloads on the store's channel.
 WORK = "w"  # new work may be due
-_FINISHED = "f"  # some job may have finished
+FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
 CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
@@ -101,6 +101,9 @@ class Database:
         self.reconnects = 0
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._conn_lock = asyncio.Lock()
+        # Outcomes are written on a connection of their own, so a worker's
+        # finish and its next claim overlap instead of queueing for one link.
+        self._side: dict[str, tuple[asyncio.Lock, list[psycopg.AsyncConnection[Any] | None]]] = {}
 
     @property
     def closed(self) -> bool:
@@ -118,48 +121,70 @@ class Database:
         except psycopg.OperationalError as exc:
             raise StoreError(f"cannot connect to {self.url}: {exc}".strip()) from exc
 
-    async def transaction(self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    async def transaction(
+        self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, lane: str = ""
+    ) -> T:
         """Run `body` in one transaction, reconnecting and retrying if the link drops.
 
         Every write is idempotent or guarded by the lease owner, so a retry
-        after a commit whose answer was lost does no harm.
+        after a commit whose answer was lost does no harm. A `lane` names a
+        connection of its own (opened on first use), so calls on different
+        lanes run at the same time; the default is the store's connection.
         """
-        return await self._run(body, atomic=True)
+        return await self._run(body, atomic=True, lane=lane)
 
-    async def statement(self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    async def statement(
+        self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, lane: str = ""
+    ) -> T:
         """Run `body`, which sends exactly one statement, without BEGIN and COMMIT.
 
         The connection is in autocommit mode, so that statement is a
         transaction of its own: one round trip instead of three. Reconnects
         and retries as `transaction` does.
         """
-        return await self._run(body, atomic=False)
+        return await self._run(body, atomic=False, lane=lane)
 
     async def _run(
-        self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, atomic: bool
+        self,
+        body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+        *,
+        atomic: bool,
+        lane: str,
     ) -> T:
+        if lane:
+            lock, slot = self._side.setdefault(lane, (asyncio.Lock(), [None]))
+        else:
+            lock, slot = self._conn_lock, []
         delay = 0.05
         for attempt in range(30):
             if self._closed:
                 raise StoreError(f"PostgresStore({self.url!r}) is closed")
-            async with self._conn_lock:
+            async with lock:
+                conn = slot[0] if lane else self._conn
                 try:
-                    if self._conn is None or self._conn.closed:
+                    if conn is None or conn.closed:
                         # Autocommit: `transaction` sends BEGIN/COMMIT itself,
                         # and `statement` needs neither.
-                        self._conn = await psycopg.AsyncConnection.connect(
+                        conn = await psycopg.AsyncConnection.connect(
                             self.dsn, row_factory=dict_row, autocommit=True
                         )
+                        if lane:
+                            slot[0] = conn
+                        else:
+                            self._conn = conn
                     if not atomic:
-                        return await body(self._conn)
-                    async with self._conn.transaction():
-                        return await body(self._conn)
+                        return await body(conn)
+                    async with conn.transaction():
+                        return await body(conn)
                 except psycopg.OperationalError as exc:
                     # InterfaceError-like states leave the connection unusable: drop it.
-                    if self._conn is not None:
+                    if conn is not None:
                         with contextlib.suppress(Exception):
-                            await self._conn.close()
-                    self._conn = None
+                            await conn.close()
+                    if lane:
+                        slot[0] = None
+                    else:
+                        self._conn = None
                     if attempt == 29:
                         raise StoreError(f"{self.url}: giving up: {exc}") from exc
                     self.reconnects += 1
@@ -184,6 +209,11 @@ class Database:
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
+        for lock, slot in self._side.values():
+            async with lock:
+                if slot[0] is not None:
+                    await slot[0].close()
+                    slot[0] = None
 
     # Notifications are sent inside the caller's transaction: PostgreSQL
     # delivers them only if it commits.
@@ -193,7 +223,7 @@ class Database:
 
     async def notify_finished(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell every process that some job may have finished."""
-        await self._notify(conn, _FINISHED)
+        await self._notify(conn, FINISHED)
 
     async def notify_changed(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Tell live views that some job changed (progress)."""
@@ -265,7 +295,7 @@ class Wakeups(WakeupEvents):
             self.work_event.set()
             if self.on_work is not None:
                 self.on_work()
-        elif payload == _FINISHED:
+        elif payload == FINISHED:
             self.finished_event.set()
         elif payload.startswith(_CANCEL) and self.on_cancel is not None:
             self.on_cancel(payload[len(_CANCEL) :])

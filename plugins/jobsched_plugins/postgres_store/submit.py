@@ -13,6 +13,11 @@ written; the batch is then planned again from a read of those jobs, in one
 transaction with the insert (also the path of a batch with stored
 dependencies). A job another process inserts between that read and the
 insert makes it fail the same way, and it is planned again.
+
+A big batch without keys, unique keys or dependencies (what most submitters
+send) has nothing to plan: it is written with ``COPY`` and a NOTIFY in one
+transaction, which the server stores about twice as fast. An id a stored job
+holds fails it the same way, and it is then planned like any batch.
 """
 
 from __future__ import annotations
@@ -68,6 +73,14 @@ WITH batch AS MATERIALIZED (
 SELECT pg_notify(%s, %s) WHERE %s"""
 )
 
+#: A batch of at least this many jobs without keys or dependencies is
+#: written with COPY: the server parses rows faster than `json_to_recordset`
+#: (about three times here), which outweighs COPY's two extra round trips.
+COPY_AT_LEAST = 64
+
+_COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted_at,
+    sort_key, schedule_id, submitted_by) FROM STDIN"""
+
 # FOR SHARE: a dependency that finishes while the batch is planned either
 # waits for the batch's commit (and then finds its new dependents to settle)
 # or has committed first (and is read as finished). Without it, a job that
@@ -116,6 +129,16 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
     """
     if not jobs:
         return []
+    if len(jobs) >= COPY_AT_LEAST and not any(
+        job.depends_on or job.key is not None or job.unique_key is not None for job in jobs
+    ):
+        # Nothing to plan: every job is a new pending row (an id a stored
+        # job holds fails the COPY, and the batch takes the informed path).
+        try:
+            await db.transaction(lambda conn: _copy(db, conn, jobs))
+            return [job.job_id for job in jobs]
+        except _unique_violation():
+            pass
     in_batch = {job.job_id for job in jobs}
     upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
     if not upstreams:
@@ -219,6 +242,65 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
 async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) -> None:
     """One statement: the planned jobs, their dependencies and the workers' wake-up."""
     await conn.execute(db.q(_INSERT), [_batch_json(plan), db.channel, WORK, plan.ready])
+
+
+async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:
+    """COPY `jobs` as new pending rows, and wake the workers (at the commit)."""
+    options_text = _JsonCache()
+    sort_keys: dict[tuple[float, ...], str] = {}
+    cur = conn.cursor()
+    async with cur.copy(db.q(_COPY)) as copy:
+        for job in jobs:
+            key = job.sort_key
+            try:
+                sort_key = sort_keys[key]
+            except KeyError:
+                sort_key = sort_keys[key] = _array_text(key)
+            await copy.write_row(
+                (
+                    job.job_id,
+                    job.type,
+                    "{}" if not job.args else _dumps(job.args),
+                    options_text(job.options),
+                    "pending",
+                    job.run_at,
+                    job.submitted_at,
+                    sort_key,
+                    job.schedule_id,
+                    job.submitted_by,
+                )
+            )
+    await db.notify_work(conn)
+
+
+class _JsonCache:
+    """JSON text of option dicts, computed once per distinct dict in a batch
+    (a batch's jobs mostly share their options)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple[tuple[str, Any], ...], str] = {}
+
+    def __call__(self, value: dict[str, Any]) -> str:
+        try:
+            key = tuple(value.items())
+            text = self._texts.get(key)
+        except TypeError:  # an unhashable value (a retry policy's fields)
+            return _dumps(value)
+        if text is None:
+            text = self._texts[key] = _dumps(value)
+        return text
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return to_json(value)  # raises StoreError naming what cannot be stored
+
+
+def _array_text(values: Sequence[float]) -> str:
+    """A sort key as a PostgreSQL array literal."""
+    return "{" + ",".join(_float_text(float(x)) for x in values) + "}"
 
 
 def _batch_json(plan: _Plan) -> str:
