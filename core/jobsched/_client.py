@@ -362,9 +362,15 @@ def _plain(item: Submission) -> bool:
         and item.key is None
         and item.unique_key is None
         and item.trigger_rule == ALL_SUCCESS
-        and not item.job.takes_results
+        and not _takes_results(item.job)
         and not _overrides(item)
     )
+
+
+def _takes_results(job: object) -> bool:
+    """Whether `job` may hold `result_of` markers; True for what is not a job
+    (the checked path refuses it with the reason)."""
+    return bool(getattr(job, "takes_results", True))
 
 
 def _overrides(item: Submission) -> bool:
@@ -586,7 +592,7 @@ class Client:
             and result_ttl is None
             and keep_result is None
             and trigger_rule == ALL_SUCCESS
-            and not job.takes_results
+            and not _takes_results(job)
         ):
             now = time.time()
             rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
