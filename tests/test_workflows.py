@@ -233,6 +233,43 @@ async def test_a_job_twice_in_a_workflow_is_refused_before_anything_is_submitted
         await scheduler.join()
 
 
+@pytest.mark.parametrize(
+    "option",
+    [{"result_ttl": 5}, {"keep_result": False}, {"trigger_rule": "all_done"}, {"key": "k"}],
+    ids=lambda option: next(iter(option)),
+)
+async def test_a_scheduler_refuses_a_job_option_on_a_workflow(option: dict[str, Any]) -> None:
+    async with JobScheduler() as scheduler:
+        with pytest.raises(
+            TypeError, match=r"^submit\(chain\(flow.count\)\) takes depends_on only"
+        ):
+            scheduler.submit(chain(count.job(1)), **option)
+        assert scheduler.jobs() == []
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"priority": 0},
+        {"keep_result": False},
+        {"trigger_rule": "all_done"},
+        {"timeout": None},
+        {"delay": 1},
+    ],
+    ids=lambda option: f"{next(iter(option))}={next(iter(option.values()))!r}",
+)
+async def test_a_client_refuses_a_job_option_on_a_workflow(
+    tmp_path: Path, option: dict[str, Any]
+) -> None:
+    # priority=0 and keep_result=False equal an unset delay's 0.0: still refused.
+    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
+        with pytest.raises(
+            TypeError, match=r"^submit\(chain\(flow.count\)\) takes depends_on only"
+        ):
+            await client.submit(chain(count.job(1)), **option)
+        assert await client.jobs() == []
+
+
 def test_the_workflow_classes_describe_themselves() -> None:
     a, b, c = count.job(1), count.job(2), count.job(3)
     flow = chain(a, group(b, c))

@@ -564,8 +564,15 @@ class Client:
         upstreams too (the stored jobs' ids, or a `Job` of the same batch).
         """
         if isinstance(job, Workflow):
-            given = (delay, key, unique_key, priority, retry, name, result_ttl, keep_result)
-            if any(v not in (None, 0.0) for v in given) or timeout is not False:
+            # Each against its own default: priority=0 or keep_result=False
+            # would pass for an unset 0.0.
+            given = (key, unique_key, priority, retry, name, result_ttl, keep_result)
+            if (
+                delay != 0.0
+                or any(v is not None for v in given)
+                or timeout is not False
+                or trigger_rule != ALL_SUCCESS
+            ):
                 raise TypeError(
                     f"submit({job!r}) takes depends_on only: set each job's options "
                     "on the job itself (task.options(...))"

@@ -743,9 +743,8 @@ class Kernel:
         marked = False
         if job.takes_results:  # a task's job, or a workflow: one check for both
             if isinstance(job, Workflow):
-                return self._submit_workflow(
-                    job, args, options, delay, depends_on, (unique_key, key, trigger_rule, kwargs)
-                )[-1]
+                given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs)
+                return self._submit_workflow(job, args, options, delay, depends_on, given)[-1]
             upstreams_of_results = job.result_upstreams(job_id_of)
             if upstreams_of_results:
                 marked = True
@@ -905,7 +904,7 @@ class Kernel:
         ids: list[str] = []
         for item in jobs:
             if item.__class__ in WORKFLOWS:
-                ids.extend(self._submit_workflow(item, (), {}, 0.0, (), (None,) * 4))
+                ids.extend(self._submit_workflow(item, (), {}, 0.0, (), ()))
             else:
                 ids.append(self.submit(item))
         return ids
