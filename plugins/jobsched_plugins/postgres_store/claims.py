@@ -2,7 +2,9 @@
 cluster's limits, keeping and losing leases, writing outcomes (releasing or
 cancelling dependents in the same transaction), and cancel requests.
 
-Each call is one transaction (`Database.transaction`).
+Each call is one transaction (`Database.transaction`), except a claim while
+no limits are stored and the queue is not paused: one autocommit statement
+(`Database.statement`).
 """
 
 from __future__ import annotations
