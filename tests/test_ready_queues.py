@@ -139,3 +139,19 @@ class _Failing(Noop):
     async def run(self) -> None:
         if self.attempts == 1:
             raise RuntimeError("first attempt fails")
+
+
+def test_a_strategy_whose_ready_queue_is_not_one_is_refused_naming_it() -> None:
+    class ListQueue(FIFOStrategy):
+        def __repr__(self) -> str:
+            return "ListQueue()"
+
+        def ready_queue(self) -> ReadyQueue | None:
+            return []  # type: ignore[return-value]  # has pop, but no push or remove
+
+    with pytest.raises(TypeError) as info:
+        make_scheduler(ListQueue())
+    assert str(info.value) == (
+        "strategy ListQueue(): ready_queue() must return a ReadyQueue "
+        "(push, pop, remove, len) or None, got []"
+    )

@@ -547,6 +547,13 @@ class Kernel:
         # in O(1) where a heap of 100k entries costs ~1 us per pop); else a heap.
         make_queue = getattr(strategy, "ready_queue", None)
         queue: ReadyQueue | None = make_queue() if callable(make_queue) else None
+        if queue is not None and not all(
+            callable(getattr(queue, name, None)) for name in ("push", "pop", "remove", "__len__")
+        ):
+            raise TypeError(
+                f"strategy {strategy!r}: ready_queue() must return a ReadyQueue "
+                f"(push, pop, remove, len) or None, got {queue!r}"
+            )
         # Only the kernel's heap needs the key at submit (to refuse a key that raises).
         self._heap: _KeyHeap | None = None
         if queue is None:
