@@ -24,7 +24,7 @@ from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, ExceptionNames, Job, record_sp
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
 from ._options import check_retry_policy, priority_name, to_priority, to_timeout
 from ._plugins import define_job_type, defined_job_type
-from ._result_of import ResultOf, job_id_of, markers_in, resolve
+from ._result_of import ResultOf, has_markers, job_id_of, markers_in, resolve
 from ._retry import RetryPolicyLike
 from ._retry_filter import exception_names
 from ._status import ConcurrencyModel, JobPriority
@@ -96,9 +96,7 @@ class TaskJob(Job):
         annotations. A result that cannot be had, or does not fit, makes the
         job fail when its attempt starts (`ResultUnavailableError`, not retried)."""
         arguments = self.arguments
-        if arguments.__class__ is not dict or not any(
-            True for value in arguments.values() for _ in markers_in(value)
-        ):
+        if arguments.__class__ is not dict or not has_markers(arguments):
             return
         task = type(self).task
         try:
