@@ -1,5 +1,6 @@
 """A ``jobsched worker --import flow_tasks`` process on a shared store, for
-tests/test_result_of.py and tests/test_workflows.py."""
+tests/test_result_of.py, tests/test_workflows.py and
+tests/test_trigger_rules_stores.py."""
 
 from __future__ import annotations
 

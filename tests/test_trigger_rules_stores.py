@@ -14,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jobsched
+from flow_support import FlowWorker
 from jobsched import (
     BlockingClient,
     Client,
@@ -283,15 +282,15 @@ def new_job(job_id: str, *deps: str, rule: str = "all_success") -> NewJob:
 
 
 async def test_two_upstreams_ending_in_one_finish_settle_their_dependent_once(
-    shared_url: str,
+    flow_store_url: str,
 ) -> None:
     store: Any
-    if shared_url.startswith("sqlite"):
-        store = SQLiteStore(shared_url)
+    if flow_store_url.startswith("sqlite"):
+        store = SQLiteStore(flow_store_url)
     else:
         from jobsched_plugins.postgres_store import PostgresStore
 
-        store = PostgresStore(shared_url)
+        store = PostgresStore(flow_store_url)
     await store.open(jobsched.StoreContext(worker_id="w", shared=True))
     try:
         await store.insert(
@@ -442,50 +441,9 @@ async def test_a_job_file_with_rules_runs_on_a_single_owner_store(tmp_path: Path
 
 
 # ── across processes: a Client here, a `jobsched worker` there ─────────
-class Worker:
-    """A ``jobsched worker --store URL`` process."""
-
-    def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobsched", "worker", "--store", url, "--grace=0"],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "shared scheduler started" in line:
-                # Keep reading its log so a full pipe never blocks the worker.
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-                return
-        pytest.fail(f"worker exited with {self.proc.wait()} before starting")
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=60) == 0
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'jobs.db'}"
-    url: str = request.getfixturevalue("pg_schema")[0]
-    return url
-
-
-@pytest.fixture
-def worker(shared_url: str) -> Iterator[Worker]:
-    running = Worker(shared_url)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 @pytest.mark.slow
-async def test_a_client_submits_ruled_jobs_a_worker_process_runs(
-    shared_url: str, worker: Worker
-) -> None:
-    async with Client(shared_url) as client:
+async def test_a_client_submits_ruled_jobs_a_worker_process_runs(flow_worker: str) -> None:
+    async with Client(flow_worker) as client:
         failed = await client.submit(boom())
         cleanup = await client.submit(ok("cleanup"), depends_on=[failed], trigger_rule="all_done")
         alert = await client.submit(ok("alert"), depends_on=[failed], trigger_rule="one_failed")
@@ -519,7 +477,7 @@ def test_jobsched_run_honours_trigger_rules_with_a_store(
         url = f"sqlite:///{tmp_path / 'jobs.db'}"
     else:
         url = request.getfixturevalue("pg_schema")[0]
-        running = Worker(url)
+        running = FlowWorker(url)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "jobsched", "run", str(path), "--store", url, "--json"],
@@ -587,15 +545,15 @@ async def test_a_finish_waits_for_another_settling_the_same_dependent(
 
 
 async def test_a_retried_ruled_dependent_runs_once_its_upstreams_have_ended(
-    shared_url: str,
+    flow_store_url: str,
 ) -> None:
     """An operator's retry counts a ruled job's unfinished upstreams again
     (none here: it runs), not its upstreams that did not complete."""
-    async with JobScheduler(store=shared_url, shared=True) as scheduler:
+    async with JobScheduler(store=flow_store_url, shared=True) as scheduler:
         failed = scheduler.submit(boom())
         dependent = scheduler.submit(ok("dep"), depends_on=[failed], trigger_rule="one_success")
         await scheduler.join()
-        async with Client(shared_url) as client:
+        async with Client(flow_store_url) as client:
             before = await client.get(dependent)
             assert (before.status, before.last_error) == (
                 X,
