@@ -257,7 +257,7 @@ class Backend(Protocol):
     - ``progress(job, done, total, message)``: a running job's progress,
       throttled (at most 4 a second per job); called only for jobs that
       report progress.
-    - ``starting(job) -> bool``: a worker took `job` from the ready heap and
+    - ``starting(job) -> bool``: a worker took `job` from the ready queue and
       is about to start it. False drops it unstarted: the kernel forgets it
       (no transition, as `forget`), because the backend no longer holds it
       (a shared store's lease that ran out).

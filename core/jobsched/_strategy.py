@@ -42,7 +42,7 @@ class SchedulingStrategy(ABC):
     on the current time or on other jobs. That is what lets the ready queue be
     a heap (O(log n) push and pop) instead of a list re-sorted on every
     dispatch. End the key with ``job.seq`` (submit order) to break ties, and
-    give every key the same length: the ready heap stores the key flattened,
+    give every key the same length: the kernel's heap stores the key flattened,
     ``(*key, seq, job)``, which orders like the nested key only then.
 
     A strategy whose order a cheaper structure keeps may also return one from

@@ -7,7 +7,7 @@ work only by claiming it. `SharedBackend` holds everything that differs:
 * the **feeder** claims due jobs (in the strategy's order, with a lease) when
   this process has room, on a NOTIFY from the store, when the next delayed
   job is due, or on a slow safety-net poll; claimed rows become `Job` objects
-  in the local ready heap (their dependencies were resolved in the database);
+  in the local ready queue (their dependencies were resolved in the database);
 * the **renewer** extends the leases of the jobs this process holds, picks up
   cancel requests a lost notification missed, and re-queues jobs whose owner
   died (expired leases);
@@ -383,7 +383,7 @@ class SharedBackend(LocalBackend):
         return ready
 
     def _adopt(self, row: SharedJobRow, asked_at: float) -> None:
-        """Make a claimed row a local job in the ready heap (no await: atomic)."""
+        """Make a claimed row a local job in the ready queue (no await: atomic)."""
         s = self.kernel
         earlier = s.find(row.job_id)
         if row.job_id in self._writing or (earlier is not None and not earlier.status.is_terminal):
