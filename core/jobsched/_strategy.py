@@ -58,7 +58,9 @@ class SchedulingStrategy(ABC):
 
         Called once per scheduler. The queue must agree with `key` for every
         job: a subclass that changes `key` must change this too (the built-in
-        strategies give their queue only to an unchanged `key`).
+        strategies give their queue only to an unchanged `key`). An object
+        without ``push``, ``pop``, ``remove`` and ``len`` is refused (a
+        `TypeError` naming the strategy) when the scheduler is built.
         """
         return None
 
