@@ -551,7 +551,8 @@ class Client:
         ``"one_failed"`` or ``"none_failed"`` (docs/tasks.md). The store
         applies it, whichever process finishes the upstreams; a job whose
         rule can no longer be met is cancelled with the reason. An unknown
-        rule, or a rule without `depends_on`, is a `ValueError`.
+        rule, or a rule for a job with no upstream (neither `depends_on` nor
+        a `result_of` marker), is a `ValueError`.
 
         Concurrent calls (many coroutines submitting at once) are stored
         together, one insert for all the calls waiting at that moment; each
