@@ -150,6 +150,18 @@ async def test_a_local_client_submits_workflows() -> None:
         assert [(await client.result(i, timeout=60)) for i in ids] == [1, 2, 9]
 
 
+async def test_submit_many_gives_every_id_of_a_workflow_subclass() -> None:
+    class Steps(Chain):
+        """A chain under another name: still a workflow to submit_many."""
+
+    async with JobScheduler() as scheduler:
+        a, b = count.job(1), count.job(2)
+        ids = scheduler.submit_many([Steps((a, b))])
+        await scheduler.join()
+    assert ids == [a.job_id, b.job_id]
+    assert scheduler.depends_on(b.job_id) == (a.job_id,)
+
+
 async def test_a_workflows_first_steps_wait_for_depends_on() -> None:
     async with JobScheduler() as scheduler:
         gate = scheduler.submit(count.job(0))

@@ -67,7 +67,7 @@ from ._retry_filter import retry_verdict
 from ._status import JobStatus
 from ._strategy import ReadyQueue, SchedulingStrategy, SortKey
 from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
-from ._workflow import WORKFLOWS, Workflow
+from ._workflow import Workflow
 from .store import result_as_json
 
 if TYPE_CHECKING:
@@ -910,7 +910,7 @@ class Kernel:
         workflow's jobs in its submit order (see `submit`)."""
         ids: list[str] = []
         for item in jobs:
-            if item.__class__ in WORKFLOWS:
+            if isinstance(item, Workflow):
                 ids.extend(self._submit_workflow(item, (), {}, 0.0, (), ()))
             else:
                 ids.append(self.submit(item))

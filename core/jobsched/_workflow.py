@@ -25,7 +25,6 @@ from ._result_of import ResultOf
 from ._task import Task, TaskCall
 
 __all__ = [
-    "WORKFLOWS",
     "Chain",
     "Chord",
     "Group",
@@ -150,10 +149,6 @@ class Chord(Workflow):
 
     def __repr__(self) -> str:
         return f"chord({self.header!r}, {_shown(self.callback)})"
-
-
-#: The workflow classes (``submit`` tells them from a job by class).
-WORKFLOWS = frozenset({Chain, Group, Chord})
 
 
 def chain(*steps: Job | Workflow) -> Chain:
