@@ -57,6 +57,11 @@ class JobFileError(SchedulerError, ValueError):
         super().__init__(f"{where}: {message}")
 
 
+def _not_an_id(where: str, name: str, kinds: str, known: Sequence[str]) -> str:
+    """The message for `name`, given at `where`, that names no `kinds` entry of the file."""
+    return f"{where} {name!r} is not a {kinds} id in this file{_did_you_mean(name, known)}"
+
+
 def _did_you_mean(name: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.5)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -181,11 +186,7 @@ def parse_jobfile(
                     "only [[job]] ids can be dependencies",
                     line,
                 )
-            raise fail(
-                f"{job.label}: depends_on {dep!r} is not a [[job]] id in this file"
-                f"{_did_you_mean(dep, job_ids)}",
-                line,
-            )
+            raise fail(_not_an_id(f"{job.label}: depends_on", dep, "[[job]]", job_ids), line)
     order = _submit_order(jobs, fail, lines)
 
     if plugins is not None:
@@ -214,8 +215,7 @@ def _group_members(
         for member in entry.members:
             if member not in job_ids:
                 raise fail(
-                    f"{entry.label}: member {member!r} is not a [[job]] id in this file"
-                    f"{_did_you_mean(member, job_ids)}",
+                    _not_an_id(f"{entry.label}: member", member, "[[job]]", job_ids),
                     lines.key(entry.line, "members"),
                 )
     return {entry.id: entry.members for entry in groups}
@@ -242,8 +242,7 @@ def _with_workflow_edges(
         for step in chain.steps:
             if step not in known:
                 raise fail(
-                    f"[[chain]]: step {step!r} is not a [[job]] or [[group]] id in this file"
-                    f"{_did_you_mean(step, known)}",
+                    _not_an_id("[[chain]]: step", step, "[[job]] or [[group]]", known),
                     lines.key(chain.line, "steps"),
                 )
         for before, after in itertools.pairwise(chain.steps):
@@ -263,8 +262,7 @@ def _with_workflow_edges(
         for ref in refs:
             if ref not in known:
                 raise fail(
-                    f"{entry.label}: result_of {ref!r} is not a [[job]] or [[group]] id in "
-                    f"this file{_did_you_mean(ref, known)}",
+                    _not_an_id(f"{entry.label}: result_of", ref, "[[job]] or [[group]]", known),
                     lines.key(entry.line, "args"),
                 )
             extra.setdefault(entry.id, []).extend(expand(ref))
