@@ -6,9 +6,6 @@ paths; and mypy accepting it for any parameter."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from jobsched import (
 )
 from jobsched._codec import JobCodec
 from jobsched._plugins import default_plugin_manager
+from typing_support import mypy_errors
 
 
 # ── in one process ─────────────────────────────────────────────────────
@@ -333,26 +331,7 @@ send_report.job(rows=result_of(x), title=3)
 
 @pytest.mark.slow
 def test_mypy_accepts_result_of_for_any_parameter(tmp_path: Path) -> None:
-    (tmp_path / "snippet.py").write_text(MYPY_SNIPPET)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--no-incremental",
-            "--cache-dir",
-            os.devnull,
-            "--config-file",
-            os.devnull,
-            "snippet.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    errors, output = mypy_errors(tmp_path, MYPY_SNIPPET)
     # Only the last line is wrong (title=3 for a str), whatever result_of stands for.
-    assert [line.split(":")[1] for line in errors] == ["19"], done.stdout
+    assert [line.split(":")[1] for line in errors] == ["19"], output
     assert 'Argument "title" to "job" of "Task" has incompatible type "int"' in errors[0]

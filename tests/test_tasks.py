@@ -37,6 +37,7 @@ from jobsched import (
 )
 from jobsched.jobfile import load_jobfile, run_jobfile
 from task_examples import Color, add, paint, pid_in_child, pid_of, send_email
+from typing_support import mypy_errors
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -520,27 +521,8 @@ add.job(1, c=2)
 
 @pytest.mark.slow
 def test_mypy_rejects_job_arguments_of_the_wrong_type(tmp_path: Path) -> None:
-    (tmp_path / "snippet.py").write_text(MYPY_SNIPPET)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--no-incremental",
-            "--cache-dir",
-            os.devnull,
-            "--config-file",
-            os.devnull,
-            "snippet.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
-    assert [line.split(":")[1] for line in errors] == ["17", "18", "19"], done.stdout
+    errors, output = mypy_errors(tmp_path, MYPY_SNIPPET)
+    assert [line.split(":")[1] for line in errors] == ["17", "18", "19"], output
     assert 'Argument 1 to "job" of "Task" has incompatible type "int"; expected "str"' in errors[0]
     assert 'Argument 1 to "job" of "TaskCall" has incompatible type "str"' in errors[1]
     assert 'Unexpected keyword argument "c" for "job" of "Task"' in errors[2]
