@@ -907,7 +907,11 @@ class Kernel:
 
     def submit_many(self, jobs: Iterable[Job | Workflow]) -> list[str]:
         """Submit jobs and workflows in order; returns every job's id, a
-        workflow's jobs in its submit order (see `submit`)."""
+        workflow's jobs in its submit order (see `submit`).
+
+        One `submit` after the other: an item refused raises, and the items
+        before it stay submitted (`Client.submit_many`, one transaction,
+        stores all or none)."""
         ids: list[str] = []
         for item in jobs:
             if isinstance(item, Workflow):

@@ -356,15 +356,20 @@ def settle(conn: sqlite3.Connection, ended: list[tuple[str, str]], t: float) -> 
     released = False
     # Level by level: each level's dependents see all of its ends at once.
     while ended:
-        marks = _in([u for u, _ in ended])
-        rows = conn.execute(
-            f"""SELECT j.job_id, j.trigger_rule, j.unmet, d.upstream
-            FROM jobsched_shared_dependencies d
-            JOIN jobsched_shared_jobs j ON j.job_id = d.job_id
-            WHERE d.upstream IN ({marks}) AND j.status = 'pending' AND j.unmet > 0
-            ORDER BY j.job_id""",
-            [u for u, _ in ended],
-        ).fetchall()
+        upstreams = [u for u, _ in ended]
+        rows = []
+        # In chunks: a SQLite build may bind as few as 32,766 parameters in a
+        # statement (SQLITE_MAX_VARIABLE_NUMBER; Debian's allows 250,000).
+        for i in range(0, len(upstreams), 500):
+            chunk = upstreams[i : i + 500]
+            rows += conn.execute(
+                f"""SELECT j.job_id, j.trigger_rule, j.unmet, d.upstream
+                FROM jobsched_shared_dependencies d
+                JOIN jobsched_shared_jobs j ON j.job_id = d.job_id
+                WHERE d.upstream IN ({_in(chunk)}) AND j.status = 'pending' AND j.unmet > 0""",
+                chunk,
+            ).fetchall()
+        rows.sort(key=lambda r: r[0])  # by dependent, as one statement ordered them
         order = {u: i for i, (u, _) in enumerate(ended)}
         status_of = dict(ended)
         waiting: dict[str, tuple[str, int, list[str]]] = {}
