@@ -763,6 +763,17 @@ class SharedStore(StoreBase, Protocol):
         """Every job (or those of `job_ids` that exist), in ``seq`` order."""
         ...
 
+    async def dependents(self, job_id: str) -> list[str] | None:
+        """The ids of the jobs inserted to depend on `job_id` (its downstream
+        jobs, waiting or not, ended or not), in ``seq`` order; None if no job
+        has this id.
+
+        One indexed read (the dependencies by ``upstream``), whatever the
+        store holds: the dashboard's job page calls it. A dependent purged
+        since is not listed.
+        """
+        ...
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (statuses with none are left out)."""
         ...
@@ -912,6 +923,7 @@ SHARED_STORE_MEMBERS = (
     "schedule_jobs",
     "get",
     "jobs",
+    "dependents",
     "counts",
     "unfinished",
     "page",
