@@ -138,9 +138,9 @@ def settle_at_insert(
 
     `statuses` gives each dependency's status now (``"pending"`` for one
     inserted earlier in the batch). Returns ``(waits_for, unmet, error)``:
-    the dependencies still unfinished (the edges to keep), how many it still
-    waits for (0: due now, released by its rule), and the reason it is
-    cancelled at once (None if it is not; then `waits_for` is empty). The
+    the dependencies still unfinished, how many it still waits for (0: due
+    now, released by its rule), and the reason it is cancelled at once (None
+    if it is not; when it is, `waits_for` is empty). The
     ended dependencies are settled in `depends_on` order, with `Upstreams`.
     An unknown `rule` is a `ValueError` naming it (`check_trigger_rule`).
     """
@@ -594,6 +594,9 @@ class SharedStore(StoreBase, Protocol):
     # ── submitting ─────────────────────────────────────────────────────
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
         """Insert `jobs` and their dependencies in one transaction.
+
+        Keep an edge for every dependency, ended or not: `get` returns them
+        as ``depends_on`` and `dependents` reads them by upstream.
 
         Returns one id per job, in order: the job's own, or, when the job was
         deduplicated, the id of the stored job that took its place (a job
