@@ -168,6 +168,7 @@ class JobInfo:
     #: Its ended attempts, oldest first (`get` fills it; lists leave it empty).
     history: tuple[Attempt, ...] = ()
     #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
+    #: The jobs that wait for it: `Client.dependents`.
     depends_on: tuple[str, ...] = ()
     #: When it runs given how `depends_on` end: ``"all_success"`` (the
     #: default), ``"all_done"``, ``"one_success"``, ``"one_failed"`` or
