@@ -348,7 +348,7 @@ class FakeSharedStore:
         raise NotImplementedError("FakeSharedStore does not implement this call")
 
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
-    fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = _unused
+    fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
     wait_changed = set_queue_paused = queue_paused = schedules = _unused
     set_schedule_paused = trigger_schedule = _unused

@@ -39,6 +39,7 @@ from jobsched import (
     JobScheduler,
     JobStatus,
     PluginManager,
+    Submission,
     hookimpl,
 )
 from jobsched.hookspecs import Register
@@ -258,6 +259,42 @@ async def test_a_job_in_detail_with_its_dependency_neighbourhood(env: Env) -> No
         {"job_id": last, "type": "echo", "name": "echo", "status": "completed"}
     ]
     assert detail["attempts"] == 1 and detail["lease_owner"] is None
+
+
+async def test_a_dependent_behind_more_than_500_newer_jobs_is_still_downstream(
+    env: Env,
+) -> None:
+    first = await env.submit(Echo("first"))
+    later = await env.submit(Echo("later"), depends_on=[first])
+    await env.wait(later)
+    fillers = [Echo(f"filler {i}") for i in range(600)]
+    if env.scheduler is None:  # they need not run: one batch, due in an hour
+        await env.client.submit_many([Submission(job, delay=3600) for job in fillers])
+    else:
+        await env.client.submit_many(fillers)
+    assert (await get_json(env, "/api/jobs", limit=1))["total"] == 602
+
+    detail = await get_json(env, f"/api/jobs/{first}")
+    assert detail["downstream"] == [
+        {"job_id": later, "type": "echo", "name": "echo", "status": "completed"}
+    ]
+    page = await env.http.get(f"/jobs/{first}")
+    assert page.status_code == 200
+    assert f'href="/jobs/{later}"' in page.text
+    assert await env.client.dependents(first) == [later]
+
+
+async def test_the_job_page_draws_eight_dependents_and_counts_the_rest(env: Env) -> None:
+    first = await env.submit(Echo("first"))
+    below = [await env.submit(Echo(f"below {i}"), depends_on=[first]) for i in range(11)]
+    detail = await get_json(env, f"/api/jobs/{first}")
+    assert [d["job_id"] for d in detail["downstream"]] == below
+    text = (await env.http.get(f"/jobs/{first}")).text
+    shown = below[:8]  # the graph's column: the first eight in submit order
+    assert all(f'href="/jobs/{job_id}"' in text for job_id in shown)
+    assert not any(f'href="/jobs/{job_id}"' in text for job_id in below[8:])
+    assert ">and 3 more</text>" in text
+    assert text.count('<path class="edge"') == 8
 
 
 async def test_an_unknown_job_is_404(env: Env) -> None:

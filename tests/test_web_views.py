@@ -118,6 +118,22 @@ def test_a_crowded_column_is_summed_up() -> None:
     assert len(graph.edges) == _views.MAX_PER_COLUMN
 
 
+def test_dependents_given_by_id_are_drawn_in_their_order_and_counted() -> None:
+    focus = Job(job_id="f")
+    ids = [f"k{i:02d}" for i in range(12)]
+    # Records only for the ones a column shows (the page reads no more), and
+    # submitted_at against the given order: the given order wins.
+    jobs: dict[str, Job] = {"f": focus}
+    for n, job_id in enumerate(ids[: _views.MAX_PER_COLUMN]):
+        jobs[job_id] = Job(job_id=job_id, depends_on=("f",), submitted_at=100 - n)
+    graph = _views.dependency_graph(focus, jobs, dependents=ids, depth=1)
+    column = [n for n in graph.nodes if not n.focus]
+    assert [n.job_id for n in column[:-1]] == ids[: _views.MAX_PER_COLUMN]
+    assert all(n.link for n in column[:-1])
+    assert (column[-1].title, column[-1].link) == ("and 4 more", False)
+    assert len(graph.edges) == _views.MAX_PER_COLUMN
+
+
 def test_a_job_alone_is_one_node() -> None:
     focus = Job(job_id="solo")
     graph = _views.dependency_graph(focus, {"solo": focus})

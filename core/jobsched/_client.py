@@ -168,6 +168,7 @@ class JobInfo:
     #: Its ended attempts, oldest first (`get` fills it; lists leave it empty).
     history: tuple[Attempt, ...] = ()
     #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
+    #: The jobs that wait for it: `Client.dependents`.
     depends_on: tuple[str, ...] = ()
     #: When it runs given how `depends_on` end: ``"all_success"`` (the
     #: default), ``"all_done"``, ``"one_success"``, ``"one_failed"`` or
@@ -846,6 +847,20 @@ class Client:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
         return JobInfo.from_row(row)
 
+    async def dependents(self, job_id: str) -> list[str]:
+        """The ids of the jobs submitted to depend on this one (its downstream
+        jobs: waiting, running or ended), in submit order; `UnknownJobError`
+        if there is no such job.
+
+        One indexed store query, however many jobs the store holds
+        (`JobInfo.depends_on` is the other direction).
+        """
+        self._check_open()
+        found: list[str] | None = await self.store.dependents(job_id)
+        if found is None:
+            raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
+        return found
+
     async def jobs(
         self,
         *,
@@ -1455,6 +1470,10 @@ class BlockingClient:
     def get(self, job_id: str) -> JobInfo:
         """`Client.get`."""
         return self._call(self._client.get(job_id))
+
+    def dependents(self, job_id: str) -> list[str]:
+        """`Client.dependents`."""
+        return self._call(self._client.dependents(job_id))
 
     def jobs(self, **filters: Any) -> list[JobInfo]:
         """`Client.jobs`."""

@@ -488,7 +488,9 @@ class Kernel:
                      own `ReadyQueue` (fifo, priority), else a heap of (*key, job)
     ``_delayed``     heap of (run_at, seq, job): delayed first runs and retry backoffs
     ``_blocked``     job id -> ids of unmet dependencies
-    ``_dependents``  job id -> ids of jobs waiting on it
+    ``_dependents``  job id -> ids of jobs waiting on it (until it ends)
+    ``_downstream``  job id -> ids of every job submitted to depend on it,
+                     in submit order (kept while both are known: `dependents`)
     ``_slots``       one per worker: the attempt it runs, its deadline
 
     A cancelled job stays in its queue and is skipped when popped (lazy
@@ -562,6 +564,11 @@ class Kernel:
         self._delayed: list[tuple[float, int, Job]] = []
         self._blocked: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = {}
+        # Unlike _dependents (emptied as upstreams end, and without the
+        # dependents an ended upstream released at submit), this keeps every
+        # edge for `dependents`; dicts as ordered sets, so forgetting a job
+        # unlinks it in O(1).
+        self._downstream: dict[str, dict[str, None]] = {}
         # Blocked job id -> its upstreams' outcomes, for a rule other than all_success.
         self._rules: dict[str, Upstreams] = {}
         # Finished, dependents held until the backend says the state is kept.
@@ -833,6 +840,7 @@ class Kernel:
             notes = self._notes_of(job_id)
             notes.depends_on = tuple(sorted(deps))
             notes.trigger_rule = rule
+            self._link_downstream(job_id, notes.depends_on)
         if deps and upstreams is not None:
             if self._wait_by_rule(job, deps, upstreams):
                 return job_id
@@ -1366,6 +1374,18 @@ class Kernel:
         notes = self._notes.get(job_id)
         return notes.depends_on if notes is not None else ()
 
+    def dependents(self, job_id: str) -> tuple[str, ...]:
+        """The ids of the jobs submitted to depend on `job_id` (waiting or not,
+        ended or not), in submit order, as far as the scheduler still knows
+        them (a dependent forgotten from the history is not listed).
+        `UnknownJobError` for an id the scheduler does not know.
+
+        Read from an index kept beside the queues: no scan of the jobs.
+        """
+        self.get(job_id)
+        found = self._downstream.get(job_id)
+        return tuple(found) if found else ()
+
     def trigger_rule(self, job_id: str) -> str:
         """The trigger rule `job_id` was submitted with (``"all_success"`` by default)."""
         notes = self._notes.get(job_id)
@@ -1692,6 +1712,7 @@ class Kernel:
             notes = self._notes_of(job_id)
             notes.depends_on = tuple(sorted(set(depends_on)))
             notes.trigger_rule = trigger_rule
+            self._link_downstream(job_id, notes.depends_on)
         if job.status.is_terminal:
             self._remember_finished(job_id)
             return
@@ -1729,6 +1750,8 @@ class Kernel:
     def forget(self, job: Job) -> None:
         """The backend keeps this unfinished job from now on (a shared retry):
         the kernel no longer counts or knows it."""
+        if self._downstream:
+            self._unlink_downstream(job.job_id)
         if self._notes:
             self._notes.pop(job.job_id, None)  # the store keeps its history
         if self._jobs.get(job.job_id) is job:
@@ -1902,6 +1925,29 @@ class Kernel:
             if isinstance(reg.factory, type)
         }
 
+    def _link_downstream(self, job_id: str, upstreams: Iterable[str]) -> None:
+        downstream = self._downstream
+        for upstream in upstreams:
+            found = downstream.get(upstream)
+            if found is None:
+                downstream[upstream] = {job_id: None}
+            else:
+                found[job_id] = None
+
+    def _unlink_downstream(self, job_id: str) -> None:
+        """Forget `job_id`'s edges both ways (before its notes are dropped)."""
+        downstream = self._downstream
+        downstream.pop(job_id, None)
+        notes = self._notes.get(job_id)
+        if notes is None:
+            return
+        for upstream in notes.depends_on:
+            found = downstream.get(upstream)
+            if found is not None:
+                found.pop(job_id, None)
+                if not found:
+                    del downstream[upstream]
+
     def _notes_of(self, job_id: str) -> _Notes:
         notes = self._notes.get(job_id)
         if notes is None:
@@ -1920,6 +1966,8 @@ class Kernel:
         self._jobs.pop(job_id, None)
         if self._key_of and (key := self._key_of.pop(job_id, None)) is not None:
             del self._keys[key]
+        if self._downstream:
+            self._unlink_downstream(job_id)
         if self._notes:
             self._notes.pop(job_id, None)
 
@@ -2312,6 +2360,8 @@ class Kernel:
                     self._jobs.pop(oldest, None)
                     if self._key_of and (key := self._key_of.pop(oldest, None)) is not None:
                         del self._keys[key]
+                    if self._downstream:
+                        self._unlink_downstream(oldest)
                     if self._notes:
                         self._notes.pop(oldest, None)
             if not work:

@@ -129,6 +129,13 @@ class LocalClient:
         `UnknownJobError` if the scheduler does not know it."""
         return self._info(self._job(job_id), full=True)
 
+    async def dependents(self, job_id: str) -> list[str]:
+        """The ids of the jobs submitted to depend on this one, in submit order,
+        among those the scheduler remembers (`JobScheduler.dependents`);
+        `UnknownJobError` if it does not know the job."""
+        self._job(job_id)
+        return list(self.scheduler.dependents(job_id))
+
     async def jobs(
         self,
         *,

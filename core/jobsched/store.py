@@ -138,9 +138,9 @@ def settle_at_insert(
 
     `statuses` gives each dependency's status now (``"pending"`` for one
     inserted earlier in the batch). Returns ``(waits_for, unmet, error)``:
-    the dependencies still unfinished (the edges to keep), how many it still
-    waits for (0: due now, released by its rule), and the reason it is
-    cancelled at once (None if it is not; then `waits_for` is empty). The
+    the dependencies still unfinished, how many it still waits for (0: due
+    now, released by its rule), and the reason it is cancelled at once (None
+    if it is not; when it is, `waits_for` is empty). The
     ended dependencies are settled in `depends_on` order, with `Upstreams`.
     An unknown `rule` is a `ValueError` naming it (`check_trigger_rule`).
     """
@@ -595,6 +595,9 @@ class SharedStore(StoreBase, Protocol):
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
         """Insert `jobs` and their dependencies in one transaction.
 
+        Keep an edge for every dependency, ended or not: `get` returns them
+        as ``depends_on`` and `dependents` reads them by upstream.
+
         Returns one id per job, in order: the job's own, or, when the job was
         deduplicated, the id of the stored job that took its place (a job
         with its `NewJob.key` exists, or an unfinished job has its
@@ -763,6 +766,17 @@ class SharedStore(StoreBase, Protocol):
         """Every job (or those of `job_ids` that exist), in ``seq`` order."""
         ...
 
+    async def dependents(self, job_id: str) -> list[str] | None:
+        """The ids of the jobs inserted to depend on `job_id` (its downstream
+        jobs, waiting or not, ended or not), in ``seq`` order; None if no job
+        has this id.
+
+        One indexed read (the dependencies by ``upstream``), whatever the
+        store holds: the dashboard's job page calls it. A dependent purged
+        since is not listed.
+        """
+        ...
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (statuses with none are left out)."""
         ...
@@ -912,6 +926,7 @@ SHARED_STORE_MEMBERS = (
     "schedule_jobs",
     "get",
     "jobs",
+    "dependents",
     "counts",
     "unfinished",
     "page",

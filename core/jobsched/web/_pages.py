@@ -10,7 +10,6 @@ something changed, and which its filters replace.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -120,7 +119,7 @@ async def job(request: Request) -> Response:
         "title": found.name or found.type,
         "job": found,
         "progress": _views.progress_view(found.progress),
-        "graph": _views.dependency_graph(found, await _neighbourhood(client, found), depth=1),
+        "graph": await _graph(client, found),
         "retryable": _views.RETRYABLE,
         "cancellable": _views.CANCELLABLE,
     }
@@ -160,12 +159,13 @@ def _offset(text: str | None) -> int | None:
         return None
 
 
-async def _neighbourhood(client: Any, focus: Any) -> Mapping[str, Any]:
-    """`focus`, the jobs it depends on and the jobs that depend on it, by id
-    (the neighbourhood ``GET /api/jobs/{id}`` answers; a purged dependency is
-    left out, and drawn grey)."""
+async def _graph(client: Any, focus: Any) -> _views.Graph:
+    """`focus` with the jobs it depends on and the jobs that depend on it (the
+    neighbourhood ``GET /api/jobs/{id}`` answers; a purged dependency is drawn
+    grey). Only the dependents the graph draws are read: the rest are counted."""
     known: dict[str, Any] = {focus.job_id: focus}
-    for found in [*await upstream(client, focus), *await dependents(client, focus)]:
+    below, below_ids = await dependents(client, focus, limit=_views.MAX_PER_COLUMN)
+    for found in [*await upstream(client, focus), *below]:
         if found is not None:
             known[found.job_id] = found
-    return known
+    return _views.dependency_graph(focus, known, dependents=below_ids, depth=1)

@@ -231,6 +231,7 @@ def dependency_graph(
     focus: Any,
     jobs: Mapping[str, Any],
     *,
+    dependents: Sequence[str] | None = None,
     depth: int = 2,
 ) -> Graph:
     """A left-to-right layered drawing of `focus`'s neighbourhood.
@@ -239,6 +240,11 @@ def dependency_graph(
     dependents, as far as known); a dependency missing from it (purged) is
     drawn as a grey node without a link. Columns: dependencies up to `depth`
     levels before the focus, dependents up to `depth` levels after it.
+
+    `dependents` are the ids of the focus's dependents in submit order
+    (``Client.dependents``), drawn in that order; only the ones a column
+    shows need a record in `jobs`, the rest are counted ("and 5 more").
+    Without it they are found through the ``depends_on`` of the records.
     """
     level: dict[str, int] = {focus.job_id: 0}
     edges: set[tuple[str, str]] = set()
@@ -259,6 +265,10 @@ def dependency_graph(
     for job in jobs.values():
         for dep in getattr(job, "depends_on", ()):
             children.setdefault(dep, []).append(job.job_id)
+    rank: dict[str, int] = {}
+    if dependents is not None:
+        children[focus.job_id] = list(dependents)
+        rank = {job_id: n for n, job_id in enumerate(dependents)}
     frontier = [focus.job_id]
     for step in range(1, depth + 1):
         nxt = []
@@ -281,7 +291,10 @@ def dependency_graph(
     nodes: list[Node] = []
     where: dict[str, tuple[int, int]] = {}
     for col, lvl in enumerate(order):
-        ids = sorted(columns[lvl], key=lambda i: (getattr(jobs.get(i), "submitted_at", 0), i))
+        ids = sorted(
+            columns[lvl],
+            key=lambda i: (rank.get(i, -1), getattr(jobs.get(i), "submitted_at", 0), i),
+        )
         shown, hidden = ids[:MAX_PER_COLUMN], ids[MAX_PER_COLUMN:]
         rows = len(shown) + (1 if hidden else 0)
         column_h = rows * NODE_H + (rows - 1) * GAP_Y

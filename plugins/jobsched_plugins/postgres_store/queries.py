@@ -44,6 +44,30 @@ async def get(db: Database, job_id: str) -> SharedJobRow | None:
     return await db.transaction(body)
 
 
+async def dependents(db: Database, job_id: str) -> list[str] | None:
+    """The ids of the jobs that depend on `job_id`, in submit order; None if unknown.
+
+    One statement: the job's own row tells an unknown id from one without
+    dependents, and the dependencies' primary key (``upstream, job_id``)
+    finds the edges without reading the others.
+    """
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[str] | None:
+        cur = await conn.execute(
+            db.q(
+                """SELECT (SELECT coalesce(array_agg(d.job_id ORDER BY j.seq), '{{}}')
+                     FROM {s}.dependencies d JOIN {s}.jobs j ON j.job_id = d.job_id
+                     WHERE d.upstream = f.job_id) AS ids
+                FROM {s}.jobs f WHERE f.job_id = %s"""
+            ),
+            [job_id],
+        )
+        rec = await cur.fetchone()
+        return None if rec is None else list(rec["ids"])
+
+    return await db.transaction(body)
+
+
 async def page(
     db: Database,
     statuses: Sequence[str] | None,

@@ -207,6 +207,10 @@ class PostgresStore(DelegatedWakeups):
         """Every job (or those with `job_ids`), in submit order."""
         return await queries.jobs(self.db, job_ids)
 
+    async def dependents(self, job_id: str) -> list[str] | None:
+        """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
+        return await queries.dependents(self.db, job_id)
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status."""
         return await queries.counts(self.db)

@@ -45,13 +45,13 @@ _UNFINISHED = ("pending", "running", "retry_wait")
 _ATTEMPTS = 5
 
 # The batch travels as one JSON document (json.dumps is far cheaper than
-# adapting fifteen arrays); `waits_for` lists the dependencies it inserts.
+# adapting fifteen arrays); `upstreams` lists the dependencies it inserts.
 _INSERT = (
     """
 WITH batch AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%s::json)
         AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
-            run_at float8, submitted_at float8, sort_key float8[], waits_for text[],
+            run_at float8, submitted_at float8, sort_key float8[], upstreams text[],
             last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint,
             unmet int, trigger_rule text)
 ), new AS (
@@ -68,7 +68,7 @@ WITH batch AS MATERIALIZED (
     RETURNING 1
 ), dependencies AS (
     INSERT INTO {s}.dependencies (job_id, upstream)
-    SELECT job_id, unnest(waits_for) FROM batch
+    SELECT job_id, unnest(upstreams) FROM batch
 )
 SELECT pg_notify(%s, %s) WHERE %s"""
 )
@@ -111,7 +111,8 @@ class _Plan:
     """The rows one batch inserts, and the id each of its jobs answers with."""
 
     ids: list[str] = attrs.field(factory=list)
-    #: (job, its status, the jobs it waits for, how many it counts as unmet
+    #: (job, its status, every job it depends on (an edge each, ended or
+    #: not: `dependents` lists it under each), how many it counts as unmet
     #: (0 once its trigger rule released it), its error if cancelled at once)
     rows: list[tuple[NewJob, str, list[str], int, str | None]] = attrs.field(factory=list)
     ready: bool = False
@@ -209,7 +210,7 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
     alias: dict[str, str] = {}  # id in this batch -> id of the job it resolved to
     for job in jobs:
         depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
-        waits_for, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
+        _, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
         broken = error is not None
         status = "cancelled" if broken else "pending"
         existing = (
@@ -228,7 +229,7 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
             alias[job.job_id] = existing
             continue
         plan.ids.append(job.job_id)
-        plan.rows.append((job, status, waits_for, unmet, error))
+        plan.rows.append((job, status, depends_on, unmet, error))
         statuses[job.job_id] = status
         if job.key is not None:
             by_key[job.key] = job.job_id
@@ -315,7 +316,7 @@ def _batch_json(plan: _Plan) -> str:
             "run_at": job.run_at,
             "submitted_at": job.submitted_at,
             "sort_key": _sort_key(job.sort_key),
-            "waits_for": waits_for,
+            "upstreams": upstreams,
             "last_error": error,
             "schedule_id": job.schedule_id,
             "submitted_by": job.submitted_by,
@@ -324,7 +325,7 @@ def _batch_json(plan: _Plan) -> str:
             "unmet": unmet,
             "trigger_rule": job.trigger_rule,
         }
-        for ord, (job, status, waits_for, unmet, error) in enumerate(plan.rows)
+        for ord, (job, status, upstreams, unmet, error) in enumerate(plan.rows)
     ]
     try:
         return json.dumps(records, allow_nan=False)

@@ -138,6 +138,26 @@ def get(conn: sqlite3.Connection, job_id: str) -> SharedJobRow | None:
     return attrs.evolve(job_row(r), history=history, depends_on=depends_on)
 
 
+def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
+    """The ids of the jobs that depend on `job_id`, in submit order; None if unknown.
+
+    The dependencies' primary key (``upstream, job_id``) finds the edges, and
+    the jobs' unique ``job_id`` their order, without reading other rows.
+    """
+    known = conn.execute("SELECT 1 FROM jobsched_shared_jobs WHERE job_id = ?", (job_id,))
+    if known.fetchone() is None:
+        return None
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT d.job_id FROM jobsched_shared_dependencies d "
+            "JOIN jobsched_shared_jobs j ON j.job_id = d.job_id "
+            "WHERE d.upstream = ? ORDER BY j.seq",
+            (job_id,),
+        )
+    ]
+
+
 def jobs(
     conn: sqlite3.Connection,
     job_ids: Sequence[str] | None = None,

@@ -291,6 +291,10 @@ class SQLiteStore(DelegatedWakeups):
         """Every job (or those with `job_ids`), in submit order."""
         return await self._read(lambda conn: queries.jobs(conn, job_ids))
 
+    async def dependents(self, job_id: str) -> list[str] | None:
+        """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
+        return await self._read(lambda conn: queries.dependents(conn, job_id))
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status."""
         return await self._read(queries.counts)

@@ -49,7 +49,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
     alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
     for job in jobs:
         depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
-        waits_for, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
+        _, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
         broken = error is not None
         status = "cancelled" if broken else "pending"
         cur = conn.execute(
@@ -91,11 +91,14 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
         statuses[job.job_id] = status
         if status == "pending" and not unmet:
             ready = True
-        if waits_for:
+        if depends_on:
+            # An edge for every dependency, ended or not: `dependents` lists the
+            # job under each, `get` names them all. Settling reads only the
+            # dependents still waiting (pending, unmet > 0).
             conn.executemany(
                 "INSERT OR IGNORE INTO jobsched_shared_dependencies (job_id, upstream) "
                 "VALUES (?, ?)",
-                [(job.job_id, d) for d in sorted(waits_for)],
+                [(job.job_id, d) for d in sorted(depends_on)],
             )
     return ids, ready
 
