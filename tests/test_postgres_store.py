@@ -108,6 +108,22 @@ async def test_open_creates_schema_and_is_idempotent(pg_schema: tuple[str, str])
         await s.close()
 
 
+async def test_a_jobs_own_dependencies_are_indexed(pg_schema: tuple[str, str]) -> None:
+    # Version 7: `get` reads a job's dependencies by its id, purges delete by it.
+    s = PostgresStore(pg_schema[0])
+    await s.open()
+    try:
+        async with s.connection() as conn:
+            cur = await conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                [pg_schema[1], "dependencies_job"],
+            )
+            row = await cur.fetchone()
+        assert row is not None and "(job_id)" in row["indexdef"]
+    finally:
+        await s.close()
+
+
 async def test_concurrent_opens_migrate_once(pg_schema: tuple[str, str]) -> None:
     stores = [PostgresStore(pg_schema[0]) for _ in range(3)]
     await asyncio.gather(*(s.open() for s in stores))
@@ -447,7 +463,7 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
     s = PostgresStore(pg_schema[0])
     await s.open()
     try:
-        assert await s.schema_version() == SCHEMA_VERSION == 6
+        assert await s.schema_version() == SCHEMA_VERSION == 7
         row = await s.get("old")  # the data survived, with the new column empty
         assert row is not None and row.unique_key is None and row.status == "pending"
     finally:

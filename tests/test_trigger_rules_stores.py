@@ -405,7 +405,7 @@ async def test_a_single_owner_file_of_version_1_is_migrated(tmp_path: Path) -> N
         version = conn.execute(
             "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
         ).fetchone()[0]
-    assert version == str(migrations.SCHEMA_VERSION) == "4"
+    assert version == str(migrations.SCHEMA_VERSION) == "5"
 
 
 # ── job files with a store ─────────────────────────────────────────────
@@ -559,7 +559,9 @@ async def test_a_retried_ruled_dependent_runs_once_its_upstreams_have_ended(
                 X,
                 "trigger rule 'one_success': no upstream completed",
             )
-            assert (await client.retry(dependent)).status is P
+            # This process's worker may claim it at once: only "no longer
+            # cancelled" holds when retry reads it back.
+            assert (await client.retry(dependent)).status in (P, JobStatus.RUNNING, C)
             after = await client.wait(dependent, timeout=60)
     assert (after.status, after.last_error, after.trigger_rule) == (C, None, "one_success")
 

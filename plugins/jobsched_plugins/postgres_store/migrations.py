@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -120,6 +120,11 @@ MIGRATIONS: list[list[str]] = [
         "DROP INDEX {s}.jobs_unique",
         """CREATE UNIQUE INDEX jobs_unique ON {s}.jobs (unique_key)
             WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'retry_wait')""",
+    ],
+    # 7: a job's own dependencies by its id (`get`'s depends_on, the purge's
+    # cascade): the primary key (upstream, job_id) serves only the other way.
+    [
+        "CREATE INDEX dependencies_job ON {s}.dependencies (job_id)",
     ],
 ]
 

@@ -23,7 +23,7 @@ import sqlite3
 from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -177,6 +177,11 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
     4: [
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN trigger_rule TEXT NOT NULL "
         "DEFAULT 'all_success'",
+    ],
+    # 5: a job's own dependencies by its id (`get`'s depends_on, purges): the
+    # primary key (upstream, job_id) serves only the other direction.
+    5: [
+        "CREATE INDEX jobsched_shared_dependencies_job ON jobsched_shared_dependencies (job_id)",
     ],
 }
 
