@@ -104,6 +104,7 @@ class Job(ABC):
         "last_error",
         "last_failure_timed_out",
         "name",
+        "previous_run_at",
         "priority",
         "result",
         "retry",
@@ -115,6 +116,13 @@ class Job(ABC):
         "timeout",
     )
     _spec: object  # set only by record_spec; reading it unset raises AttributeError
+    #: The `run_at` of the job's latest attempt that failed and was retried:
+    #: set as the job moves to RETRY_WAIT, just before `run_at` becomes the
+    #: retry's due time, so a RETRY_WAIT listener can tell how long that
+    #: attempt waited (``started_at - previous_run_at``). Unset (reading it
+    #: raises AttributeError) until a first retry: the plain path never pays
+    #: for it.
+    previous_run_at: float
     # What a job type's body says (``result_ttl = 3600``, ``keep_result =
     # False``), moved here by __init_subclass__ so the properties stay per job.
     _default_result_ttl: ClassVar[float | None] = None
