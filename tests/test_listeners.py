@@ -131,7 +131,7 @@ async def test_a_listener_added_for_some_statuses_hears_only_those() -> None:
     scheduler, _ = make_scheduler()
     every: list[tuple[str, JobStatus, JobStatus]] = []
     terminal: list[tuple[str, JobStatus, JobStatus]] = []
-    retries: list[tuple[float, float | None, float]] = []
+    retries: list[tuple[float | None, float | None, float]] = []
     scheduler.add_listener(lambda job, old, new: every.append((job.name, old, new)))
     scheduler.add_listener(
         lambda job, old, new: terminal.append((job.name, old, new)),
@@ -145,7 +145,8 @@ async def test_a_listener_added_for_some_statuses_hears_only_those() -> None:
     scheduler.add_listener(on_retry, statuses=[S.RETRY_WAIT])
     flaky = Scripted([RuntimeError("once"), "ok"], name="flaky", retry={"max_retries": 1})
     async with scheduler:
-        scheduler.submit(Noop("plain"))
+        plain = Noop("plain")
+        scheduler.submit(plain)
         scheduler.submit(flaky)
         first_due = flaky.run_at
         waiting = scheduler.submit(Noop("waits"), delay=3600)
@@ -170,6 +171,7 @@ async def test_a_listener_added_for_some_statuses_hears_only_those() -> None:
     assert len(retries) == 1
     previous, started, retry_at = retries[0]
     assert previous == first_due
+    assert plain.previous_run_at is None, "never retried"
     assert started is not None
     assert previous <= started <= retry_at
 

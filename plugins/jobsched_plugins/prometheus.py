@@ -237,7 +237,8 @@ class SchedulerMetrics:
             elif new is retry_wait:
                 counts.retried[timed_out if job.last_failure_timed_out else failed] += 1
                 ended_at = now()
-                due = job.previous_run_at  # run_at is the retry's time by now
+                previous = job.previous_run_at  # run_at is the retry's time by now
+                due = job.run_at if previous is None else previous
             else:  # failed, timed out or cancelled: the attempt's outcome is the job's
                 counts.ended[index_of(new.value)] += 1
                 ended_at = job.finished_at
