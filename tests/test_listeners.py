@@ -13,12 +13,22 @@ from jobsched import (
     Job,
     JobScheduler,
     JobStatus,
+    PluginError,
     PluginManager,
     SchedulerError,
     UnknownJobError,
     hookimpl,
 )
-from kernel_support import Gate, Noop, captured_logs, join, make_scheduler, settle, until
+from kernel_support import (
+    Gate,
+    Noop,
+    Scripted,
+    captured_logs,
+    join,
+    make_scheduler,
+    settle,
+    until,
+)
 
 # A hang is a failure, not a stuck suite.
 pytestmark = pytest.mark.timeout(30)
@@ -115,6 +125,123 @@ async def test_listener_added_while_running_hears_later_transitions() -> None:
         gate.open()
         await scheduler.join()
     assert late == [S.COMPLETED]
+
+
+async def test_a_listener_added_for_some_statuses_hears_only_those() -> None:
+    scheduler, _ = make_scheduler()
+    every: list[tuple[str, JobStatus, JobStatus]] = []
+    terminal: list[tuple[str, JobStatus, JobStatus]] = []
+    retries: list[tuple[float | None, float | None, float]] = []
+    scheduler.add_listener(lambda job, old, new: every.append((job.name, old, new)))
+    scheduler.add_listener(
+        lambda job, old, new: terminal.append((job.name, old, new)),
+        statuses=(S.COMPLETED, S.FAILED, S.TIMED_OUT, S.CANCELLED),
+    )
+
+    def on_retry(job: Job, old: JobStatus, new: JobStatus) -> None:
+        # run_at is the retry's due time by now; the failed attempt's is kept.
+        retries.append((job.previous_run_at, job.started_at, job.run_at))
+
+    scheduler.add_listener(on_retry, statuses=[S.RETRY_WAIT])
+    flaky = Scripted([RuntimeError("once"), "ok"], name="flaky", retry={"max_retries": 1})
+    async with scheduler:
+        plain = Noop("plain")
+        scheduler.submit(plain)
+        scheduler.submit(flaky)
+        first_due = flaky.run_at
+        waiting = scheduler.submit(Noop("waits"), delay=3600)
+        await until(lambda: flaky.status is S.COMPLETED, "the retried job completes")
+        scheduler.cancel(waiting)
+        await scheduler.join()
+    assert sorted(terminal, key=str) == [
+        ("flaky", S.RUNNING, S.COMPLETED),
+        ("plain", S.RUNNING, S.COMPLETED),
+        ("waits", S.PENDING, S.CANCELLED),
+    ]
+    # The default hears every transition, the starts and the retry included.
+    assert sorted((name, new.value) for name, _, new in every) == [
+        ("flaky", "completed"),
+        ("flaky", "retry_wait"),
+        ("flaky", "running"),
+        ("flaky", "running"),
+        ("plain", "completed"),
+        ("plain", "running"),
+        ("waits", "cancelled"),
+    ]
+    assert len(retries) == 1
+    previous, started, retry_at = retries[0]
+    assert previous == first_due
+    assert plain.previous_run_at is None, "never retried"
+    assert started is not None
+    assert previous <= started <= retry_at
+
+
+async def test_statuses_filter_applies_to_plugin_listener_hooks() -> None:
+    heard: list[tuple[str, JobStatus]] = []
+
+    class Failures:
+        @hookimpl
+        def jobsched_job_transition(self, job: Job, new: JobStatus) -> None:
+            heard.append((job.name, new))
+
+        jobsched_job_transition.statuses = (S.FAILED,)  # type: ignore[attr-defined]
+
+    plugins = PluginManager([Failures()], autoload=False)
+    scheduler = JobScheduler(plugins=plugins)
+    async with scheduler:
+        scheduler.submit(Noop("fine"))
+        scheduler.submit(Scripted([RuntimeError("no")], name="broken", retry="none"))
+        await scheduler.join()
+    assert heard == [("broken", S.FAILED)]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "message"),
+    [
+        ((), "statuses is empty"),
+        ("completed", "statuses must be a collection of JobStatus members"),
+        (S.COMPLETED, "statuses must be a collection of JobStatus members"),
+        (("completed",), "statuses holds 'completed', not a JobStatus member"),
+    ],
+)
+async def test_add_listener_refuses_bad_statuses(statuses: object, message: str) -> None:
+    scheduler, _ = make_scheduler()
+
+    def listener(job: Job, old: JobStatus, new: JobStatus) -> None:
+        raise AssertionError("never added, never called")
+
+    with pytest.raises((TypeError, ValueError), match=message):
+        scheduler.add_listener(listener, statuses=statuses)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="was not added"):
+        scheduler.remove_listener(listener)
+
+
+async def test_a_plugin_listener_with_bad_statuses_is_refused_naming_it() -> None:
+    class Bad:
+        @hookimpl
+        def jobsched_job_transition(self, new: JobStatus) -> None:
+            raise AssertionError("never called")
+
+        jobsched_job_transition.statuses = ("failed",)  # type: ignore[attr-defined]
+
+    plugins = PluginManager([Bad()], autoload=False)
+    with pytest.raises(PluginError, match="jobsched_job_transition: statuses holds 'failed'"):
+        JobScheduler(plugins=plugins)
+
+
+async def test_remove_listener_drops_a_filtered_listener() -> None:
+    scheduler, _ = make_scheduler()
+    heard: list[JobStatus] = []
+
+    def listener(job: Job, old: JobStatus, new: JobStatus) -> None:
+        heard.append(new)
+
+    scheduler.add_listener(listener, statuses=(S.COMPLETED,))
+    scheduler.remove_listener(listener)
+    async with scheduler:
+        scheduler.submit(Noop())
+        await scheduler.join()
+    assert heard == []
 
 
 # ── bounded history ───────────────────────────────────────────────────

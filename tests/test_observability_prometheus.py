@@ -498,3 +498,29 @@ async def test_scraped_worker_counts_equal_the_jobs_run(shared_url: str) -> None
     assert total(store, "jobsched_store_jobs", status="failed") == 100
     assert total(store, "jobsched_store_jobs", status="timed_out") == 100
     assert total(store, "jobsched_store_jobs", status="pending") == 0
+
+
+async def test_a_retried_attempt_waits_from_its_own_due_time_not_the_retrys(
+    virtual_clock: VirtualClock, virtual_scheduler: Any
+) -> None:
+    # The listener hears an attempt only at its end: by a retry, run_at is
+    # already the retry's due time, and the wait comes from previous_run_at.
+    registry = private_registry()
+    scheduler = virtual_scheduler(num_workers=1)
+    async with scheduler:
+        scheduler.submit(hang, timeout=3, retry="none")  # holds the only worker 3 s
+        scheduler.submit(bad, retry={"policy": "fixed", "seconds": 2, "max_retries": 1})
+        await virtual_clock.advance(3)  # bad's first attempt: due at 0, starts at 3
+        await virtual_clock.advance(2)  # its retry: due at 5, starts at 5
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    waits = {"scheduler": metrics.label, "type": "bad"}
+    assert total(found, "jobsched_queue_wait_seconds_count", **waits) == 2
+    assert total(found, "jobsched_queue_wait_seconds_sum", **waits) == 3
+    assert total(found, "jobsched_queue_wait_seconds_bucket", **waits, le="0.005") == 1
+    assert total(found, "jobsched_queue_wait_seconds_bucket", **waits, le="2.5") == 1
+    assert total(found, "jobsched_queue_wait_seconds_bucket", **waits, le="5.0") == 2
+    hang_waits = {"scheduler": metrics.label, "type": "hang"}
+    assert total(found, "jobsched_queue_wait_seconds_sum", **hang_waits) == 0

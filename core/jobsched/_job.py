@@ -59,10 +59,13 @@ class JobExtras:
     retry_on: tuple[str, ...] = ()
     no_retry_on: tuple[str, ...] = ()
     traceparent: str | None = None
+    previous_run_at: float | None = None
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
 EXTRA_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent")
+#: Execution state kept in `JobExtras` (set by the kernel on retries only).
+EXTRA_STATE = ("previous_run_at",)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -230,6 +233,20 @@ class Job(ABC):
     @traceparent.setter
     def traceparent(self, value: str | None) -> None:
         self._with_extras(traceparent=value)
+
+    @property
+    def previous_run_at(self) -> float | None:
+        """The `run_at` of the job's latest attempt that failed and was retried,
+        None before a retry. Set as the job moves to RETRY_WAIT, just before
+        `run_at` becomes the retry's due time, so a RETRY_WAIT listener can
+        tell how long that attempt waited (``started_at - previous_run_at``).
+        Kept with the rare options: a job that is never retried pays nothing."""
+        extras = self._extras
+        return None if extras is None else extras.previous_run_at
+
+    @previous_run_at.setter
+    def previous_run_at(self, value: float | None) -> None:
+        self._with_extras(previous_run_at=value)
 
     # ── results of upstream jobs (`jobsched.result_of`) ────────────────
     def result_upstreams(self, id_of: Callable[[Any], str]) -> list[str]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._errors import PluginError, SchedulerError
-from ._job import EXTRA_OPTIONS, Job, record_spec, recorded_spec
+from ._job import EXTRA_OPTIONS, EXTRA_STATE, Job, record_spec, recorded_spec
 from ._options import (
     describe_value,
     priority_name,
@@ -53,7 +53,7 @@ RESULT_OPTIONS = ("result_ttl", "keep_result")
 #: The retry policy a ``retry = {...}`` table without ``policy`` uses.
 DEFAULT_RETRY_POLICY = "exponential"
 # Slots the kernel writes (and the options): an attrs field must not shadow them.
-_RESERVED = (frozenset(Job.__slots__) | frozenset(EXTRA_OPTIONS)) - {"name"}
+_RESERVED = (frozenset(Job.__slots__) | frozenset(EXTRA_OPTIONS + EXTRA_STATE)) - {"name"}
 _ATTRS_METHODS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__repr__")
 _ATTRS_STATE = ("__getstate__", "__setstate__")
 

@@ -64,7 +64,7 @@ from ._recurring import (
 from ._result_of import job_id_of, not_json, unavailable
 from ._retry import RetryPolicy
 from ._retry_filter import retry_verdict
-from ._status import JobStatus
+from ._status import JobStatus, listener_statuses
 from ._strategy import ReadyQueue, SchedulingStrategy, SortKey
 from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 from ._workflow import Workflow
@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("jobsched")
 
 JobListener = Callable[[Job, JobStatus, JobStatus], None]
+# A transition listener and the target statuses it wants (None: every one).
+_Wanted = tuple[TransitionListener, tuple[JobStatus, ...] | None]
 #: ``listener(job, done, total, message)``: see `Kernel.add_progress_listener`.
 JobProgressListener = Callable[[Job, float, "float | None", "str | None"], None]
 
@@ -590,11 +592,16 @@ class Kernel:
         # Workers pop the ready queue themselves (no _take_next call) while
         # nothing can hold a job back: no limits, no pause, no starting hook.
         self._plain_take = self._limiter is None and self._starting is None
-        self._plugin_listeners = plugins.transition_listeners()
+        # Each listener with the target statuses it wants (None: all of them).
+        self._plugin_listeners: tuple[_Wanted, ...] = plugins.transition_listeners()
         if backend.listener is not None:
-            self._plugin_listeners = (backend.listener, *self._plugin_listeners)
-        self._user_listeners: list[JobListener] = []
-        self._listeners: tuple[TransitionListener, ...] = self._plugin_listeners
+            self._plugin_listeners = ((backend.listener, None), *self._plugin_listeners)
+        self._user_listeners: list[_Wanted] = []
+        self._listeners: tuple[TransitionListener, ...] = ()
+        self._running_listeners: tuple[TransitionListener, ...] = ()
+        self._listener_filters: tuple[_Wanted, ...] | None = None
+        self._listener_pairs: tuple[_Wanted, ...] = ()
+        self._compile_listeners()
         self._plugin_progress = plugins.progress_listeners()
         if backend.progress is not None:
             self._plugin_progress = (backend.progress, *self._plugin_progress)
@@ -633,18 +640,41 @@ class Kernel:
         self._stop_done = asyncio.Event()
 
     # ── Public API (call on the loop thread unless noted) ─────────────
-    def add_listener(self, listener: JobListener) -> None:
+    def add_listener(
+        self, listener: JobListener, *, statuses: Iterable[JobStatus] | None = None
+    ) -> None:
         """Observer hook: called as ``listener(job, old_status, new_status)``.
 
-        A listener that raises is logged and skipped; the others still run.
+        `statuses`, the target statuses it wants (e.g. the terminal ones),
+        limits it to the transitions into them; the others cost it nothing,
+        not even a call. None (the default): every transition. A listener
+        that raises is logged and skipped; the others still run.
         """
-        self._user_listeners.append(listener)
-        self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+        wanted = listener_statuses(statuses, f"add_listener({listener!r})")
+        self._user_listeners.append((listener, wanted))
+        self._compile_listeners()
 
     def remove_listener(self, listener: JobListener) -> None:
         """Stop calling a listener `add_listener` added (`ValueError` if it was not)."""
-        self._user_listeners.remove(listener)
-        self._listeners = self._plugin_listeners + tuple(self._user_listeners)
+        for i, (added, _) in enumerate(self._user_listeners):
+            if added == listener:
+                del self._user_listeners[i]
+                self._compile_listeners()
+                return
+        raise ValueError(f"remove_listener: {listener!r} was not added")
+
+    def _compile_listeners(self) -> None:
+        # Per-transition lookups stay attribute reads: the RUNNING sites read
+        # the listeners that want RUNNING, and `_notify` checks filters only
+        # when some listener has one.
+        pairs = self._plugin_listeners + tuple(self._user_listeners)
+        self._listeners = tuple(listener for listener, _ in pairs)
+        self._running_listeners = tuple(
+            listener for listener, wanted in pairs if wanted is None or RUNNING in wanted
+        )
+        filtered = any(wanted is not None for _, wanted in pairs)
+        self._listener_filters = pairs if filtered else None
+        self._listener_pairs = pairs
 
     def add_progress_listener(self, listener: JobProgressListener) -> None:
         """Called as ``listener(job, done, total, message)`` when a running job
@@ -1270,11 +1300,8 @@ class Kernel:
         job.status = PENDING
         self._unfinished += 1
         self._idle.clear()
-        for listener in self._listeners:
-            try:
-                listener(job, status, PENDING)
-            except Exception:
-                logger.exception("listener failed", job_id=job_id, listener=repr(listener))
+        if self._listeners:
+            self._notify(job, status, PENDING)
         self._enqueue(job)
         return job
 
@@ -1831,8 +1858,8 @@ class Kernel:
             # of which may move to RUNNING: no edge check needed.
             old = job.status
             job.status = RUNNING
-            if self._listeners:
-                self._notify(job, old, RUNNING)
+            if self._running_listeners:
+                self._notify_running(job, old)
             return job
         return None
 
@@ -2056,8 +2083,8 @@ class Kernel:
                 if job is not None:
                     old = job.status  # PENDING or RETRY_WAIT: both may move to RUNNING
                     job.status = RUNNING
-                    if self._listeners:
-                        self._notify(job, old, RUNNING)
+                    if self._running_listeners:
+                        self._notify_running(job, old)
             else:
                 job = self._take_next()
             if job is None:
@@ -2222,6 +2249,7 @@ class Kernel:
                     self._clock.now(),
                 )
             )
+            job.previous_run_at = job.run_at  # the failed attempt's due time, for listeners
             job.run_at = self._clock.now() + wait
             self._transition(job, RETRY_WAIT)
             if self._backend.retry(job):
@@ -2306,9 +2334,25 @@ class Kernel:
             self._notify(job, old, new)
 
     def _notify(self, job: Job, old: JobStatus, new: JobStatus) -> None:
-        for listener in self._listeners:
+        filters = self._listener_filters
+        if filters is None:
+            for listener in self._listeners:
+                try:
+                    listener(job, old, new)
+                except Exception:  # a bad listener must not kill a worker
+                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+            return
+        for listener, wanted in filters:
+            if wanted is None or new in wanted:
+                try:
+                    listener(job, old, new)
+                except Exception:
+                    logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
+
+    def _notify_running(self, job: Job, old: JobStatus) -> None:
+        for listener in self._running_listeners:
             try:
-                listener(job, old, new)
+                listener(job, old, RUNNING)
             except Exception:  # a bad listener must not kill a worker
                 logger.exception("listener failed", job_id=job.job_id, listener=repr(listener))
 
@@ -2327,7 +2371,16 @@ class Kernel:
                 job.finished_at = self._clock.now()
                 job.status = status
                 if self._listeners:
-                    self._notify(job, old, status)
+                    # `_notify` inline: a job ends once, and an observer that
+                    # listens only to ends (metrics) saves a call per job.
+                    for listener, wanted in self._listener_pairs:
+                        if wanted is None or status in wanted:
+                            try:
+                                listener(job, old, status)
+                            except Exception:  # a bad listener must not kill a worker
+                                logger.exception(
+                                    "listener failed", job_id=job.job_id, listener=repr(listener)
+                                )
                 job_id = job.job_id
                 if self._blocked:
                     self._blocked.pop(job_id, None)

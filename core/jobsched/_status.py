@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum, IntEnum
 
 
@@ -53,6 +54,29 @@ for _member in JobStatus:
     _member.is_terminal = _member.name not in _EDGES
 
 TERMINAL_STATUSES = frozenset(s for s in JobStatus if s.is_terminal)
+
+
+def listener_statuses(statuses: object, culprit: str) -> tuple[JobStatus, ...] | None:
+    """The target statuses a transition listener asked for, checked; None: all of them.
+
+    A tuple, not a set: the kernel tests ``new in wanted``, which compares
+    by identity in C, where a set would hash the enum in Python.
+    """
+    if statuses is None:
+        return None
+    if isinstance(statuses, (str, JobStatus)) or not isinstance(statuses, Iterable):
+        raise TypeError(
+            f"{culprit}: statuses must be a collection of JobStatus members, got {statuses!r}"
+        )
+    wanted: list[JobStatus] = []
+    for status in statuses:
+        if not isinstance(status, JobStatus):
+            raise TypeError(f"{culprit}: statuses holds {status!r}, not a JobStatus member")
+        if status not in wanted:
+            wanted.append(status)
+    if not wanted:
+        raise ValueError(f"{culprit}: statuses is empty (None means every transition)")
+    return tuple(wanted)
 
 
 class ConcurrencyModel(str, Enum):

@@ -286,12 +286,20 @@ def jobsched_job_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
     exception is logged and does not reach the scheduler or other listeners.
     Implement only the arguments you need.
 
+    An implementation with a ``statuses`` attribute (a non-empty collection
+    of `JobStatus` members) is called only for transitions into those
+    statuses; the others cost it nothing, not even a call. Without one it
+    hears every transition. A bad ``statuses`` makes composing a scheduler
+    raise `PluginError` naming the plugin. ``scheduler.add_listener(fn,
+    statuses=...)`` is the same for a listener added at run time.
+
     Example::
 
         @hookimpl
         def jobsched_job_transition(job, new):
-            if new is JobStatus.FAILED:
-                alerts.send(f"{job.name} failed: {job.last_error}")
+            alerts.send(f"{job.name} failed: {job.last_error}")
+
+        jobsched_job_transition.statuses = (JobStatus.FAILED,)
     """
 
 

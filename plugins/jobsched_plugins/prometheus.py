@@ -12,8 +12,9 @@ merely installed. Once enabled, every running scheduler and every scheduler
 started later is counted.
 
 A counted scheduler gets its own counters (a listener added with
-``scheduler.add_listener``: plain int increments on the loop thread, no
-prometheus-client call per job). One collector, registered in the registry
+``scheduler.add_listener(..., statuses=STATUSES)``, called once per attempt,
+at its end: plain int increments on the loop thread, no prometheus-client
+call per job). One collector, registered in the registry
 metrics were enabled for (prometheus-client's default one unless told
 otherwise), reports every counted scheduler with a ``scheduler`` label:
 ``"1"`` for the first scheduler counted in the process, ``"2"`` for the next,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUCKETS",
     "OUTCOMES",
+    "STATUSES",
     "SchedulerMetrics",
     "TypeCounts",
     "disable",
@@ -96,6 +98,15 @@ _FAILED, _TIMED_OUT, _CANCELLED = 1, 2, 3  # indexes into OUTCOMES
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
 COMPLETED = JobStatus.COMPLETED
+#: The target statuses the listener is added for: an attempt's end and a
+#: cancel, not an attempt's start (the kernel then skips that call).
+STATUSES = (
+    RETRY_WAIT,
+    COMPLETED,
+    JobStatus.FAILED,
+    JobStatus.TIMED_OUT,
+    JobStatus.CANCELLED,
+)
 
 _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
@@ -174,7 +185,8 @@ class SchedulerMetrics:
         self._by_key: dict[Any, TypeCounts] = {}  # job class or function -> its counters
         self._by_name: dict[str, TypeCounts] = {}
         self.misfires: dict[str, int] = {}
-        #: The transition listener (``listener(job, old, new)``) that keeps these counts.
+        #: The transition listener (``listener(job, old, new)``) that keeps these
+        #: counts, for transitions into `STATUSES` only.
         self.on_transition = self._listener(scheduler.clock.now)
 
     @property
@@ -186,11 +198,16 @@ class SchedulerMetrics:
         return list(self._by_name.copy().values())
 
     def _listener(self, now: Callable[[], float]) -> Callable[[Job, JobStatus, JobStatus], None]:
-        """The listener, a closure: it runs twice per job, so it reads only locals.
+        """The listener, a closure: it runs once per attempt, so it reads only locals.
 
-        A bound method would look up ``self`` attributes and module globals on
-        every call; here every name is a closure cell. Counters are list slots
-        and float adds, compared by identity (an enum hashes slowly).
+        Added for `STATUSES` only: an attempt's end (or a cancel before
+        one), never its start. The queue wait is worked out at the end too,
+        from the attempt's start and the time it was due (`Job.run_at`, or
+        for an attempt that is retried `Job.previous_run_at`, as `run_at`
+        already holds the retry's time). A bound method would look up
+        ``self`` attributes and module globals on every call; here every
+        name is a closure cell. Counters are list slots and float adds,
+        compared by identity (an enum hashes slowly).
         """
         by_key = self._by_key
         add_key = self._add_key
@@ -210,31 +227,41 @@ class SchedulerMetrics:
                 counts = add_key(job, key)
             except TypeError:  # an unhashable callable: its name is worked out each time
                 counts = counts_named(job_type_of(job, registered))
-            if new is running:  # an attempt starts: how long it waited since it was due
-                wait = now() - job.run_at
-                if wait <= first:  # one comparison: with idle workers, most waits
-                    counts.wait_buckets[0] += 1
-                    if wait > 0.0:  # a clock read just before run_at is no wait
-                        counts.wait_sum += wait
-                else:
-                    counts.wait_buckets[bisect_left(bounds, wait)] += 1
-                    counts.wait_sum += wait
-                return
             if old is not running:  # cancelled while it waited: no attempt ended
                 counts.cancelled_waiting += 1
                 return
             if new is completed:
                 counts.ended[0] += 1
                 ended_at = job.finished_at  # set just before a terminal transition: no clock read
+                due = job.run_at
             elif new is retry_wait:
                 counts.retried[timed_out if job.last_failure_timed_out else failed] += 1
                 ended_at = now()
+                previous = job.previous_run_at  # run_at is the retry's time by now
+                due = job.run_at if previous is None else previous
             else:  # failed, timed out or cancelled: the attempt's outcome is the job's
                 counts.ended[index_of(new.value)] += 1
                 ended_at = job.finished_at
+                due = job.run_at
             started = job.started_at
             if started is None or ended_at is None:
-                return  # cancelled after it was taken, before its attempt started
+                # Taken, then cancelled before its attempt started: it waited
+                # until the cancel, and there is no run time to observe.
+                wait = (now() if ended_at is None else ended_at) - due
+                counts.wait_buckets[bisect_left(bounds, wait) if wait > first else 0] += 1
+                if wait > 0.0:
+                    counts.wait_sum += wait
+                return
+            # started_at is read right after the RUNNING transition: the same
+            # wait as a clock read there, without a second call per attempt.
+            wait = started - due
+            if wait <= first:  # one comparison: with idle workers, most waits
+                counts.wait_buckets[0] += 1
+                if wait > 0.0:  # a clock read just before run_at is no wait
+                    counts.wait_sum += wait
+            else:
+                counts.wait_buckets[bisect_left(bounds, wait)] += 1
+                counts.wait_sum += wait
             ran = ended_at - started
             if ran <= first:
                 counts.duration_buckets[0] += 1
@@ -312,7 +339,7 @@ def _attach(scheduler: JobScheduler) -> None:
         return
     metrics = SchedulerMetrics(scheduler, str(next(_labels)))
     _metrics[scheduler] = metrics
-    scheduler.add_listener(metrics.on_transition)
+    scheduler.add_listener(metrics.on_transition, statuses=STATUSES)
 
 
 @hookimpl
