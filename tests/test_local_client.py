@@ -24,6 +24,7 @@ from jobsched import (
     ScheduleInfo,
     SchedulerError,
     Stats,
+    Submission,
     UnknownJobError,
     UnknownScheduleError,
 )
@@ -395,3 +396,49 @@ def test_the_docs_example_prints_what_the_page_says() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
+
+
+async def test_submit_many_takes_functions_and_wait_many_returns_in_order(
+    client: LocalClient,
+) -> None:
+    async def answer() -> int:
+        return 42
+
+    first = Gate()
+    ids = await client.submit_many([first, answer, Submission(Noop(), depends_on=[first])])
+    assert ids[0] == first.job_id
+    await until(lambda: first.waiting, "the gate to start")
+    with pytest.raises(TimeoutError, match=re.escape(str([ids[0], ids[2]]))):
+        await client.wait_many(ids, timeout=0)
+    first.open("opened")
+    infos = await client.wait_many([ids[2], ids[1], ids[0]], timeout=10)
+    assert [i.job_id for i in infos] == [ids[2], ids[1], ids[0]]
+    assert [i.result for i in infos] == [None, 42, "opened"]
+    with pytest.raises(UnknownJobError, match="nope"):
+        await client.wait_many([ids[0], "nope"])
+
+
+async def test_a_job_object_is_queued_once(client: LocalClient) -> None:
+    gate = Gate()
+    await client.submit(gate, unique_key="one-at-a-time")
+    await until(lambda: gate.waiting, "the gate to start")
+    assert (await client.get(gate.job_id)).unique_key == "one-at-a-time"
+    for again in (client.submit(gate), client.submit(gate, priority="high")):
+        with pytest.raises(SchedulerError, match="already submitted"):
+            await again
+    with pytest.raises(SchedulerError, match="already submitted"):
+        await client.submit_many([Noop(), gate])
+    assert [info.job_id for info in await client.jobs()] == [gate.job_id]  # nothing queued
+    gate.open()
+    finished = await client.wait(gate.job_id, timeout=10)
+    assert finished.unique_key is None  # the key is free once the job finished
+
+
+async def test_cancel_schedule_stops_a_schedule(
+    scheduler: JobScheduler, client: LocalClient
+) -> None:
+    sched_id = scheduler.schedule_recurring(Noop, 3600, start_in=3600, name="hourly")
+    assert [s.schedule_id for s in await client.schedules()] == [sched_id]
+    assert await client.cancel_schedule(sched_id) is True
+    assert await client.schedules() == []
+    assert await client.cancel_schedule(sched_id) is False
