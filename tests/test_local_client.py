@@ -388,6 +388,41 @@ async def test_over_a_single_owner_sqlite_scheduler(tmp_path: Path) -> None:
         assert await LocalClient(again).jobs() == []
 
 
+async def test_submissions_with_options_are_kept_by_a_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    first, second = StoredNoop(label="first"), StoredNoop(label="second")
+    async with JobScheduler(store=url, plugins=[jobs_plugin]) as scheduler:
+        client = LocalClient(scheduler)
+        await client.pause_queue()
+        ids = await client.submit_many(
+            [
+                first,
+                Submission(second, depends_on=[first], priority="high", result_ttl=60),
+                Submission(StoredNoop(label="later"), delay=3600, unique_key="u"),
+            ]
+        )
+        assert second.priority.name == "MEDIUM" and second.result_ttl is None
+        await scheduler.flush()
+    # Before start() the scheduler defers submits, and checks them itself:
+    # a later call may depend on a job deferred by an earlier one.
+    restarted = JobScheduler(store=url, plugins=[jobs_plugin])
+    early = LocalClient(restarted)
+    upstream = await early.submit(StoredNoop(label="up"), priority="low")
+    deferred = await early.submit(StoredNoop(label="after"), depends_on=[upstream])
+    async with restarted:
+        client = LocalClient(restarted)
+        infos = await client.wait_many(ids[:2], timeout=10)
+        assert [i.status for i in infos] == [COMPLETED, COMPLETED]
+        assert (infos[1].priority.name, infos[1].depends_on) == ("HIGH", (ids[0],))
+        assert infos[1].options["result_ttl"] == 60
+        later = await client.get(ids[2])
+        assert (later.status, later.unique_key, later.args) == (PENDING, "u", {"label": "later"})
+        assert (await client.wait(deferred, timeout=10)).depends_on == (upstream,)
+        assert (await client.get(upstream)).priority.name == "LOW"
+        with pytest.raises(UnknownJobError, match="unknown dependencies"):
+            await client.submit(StoredNoop(), depends_on=["job-999999"])
+
+
 # ── docs/client.md ─────────────────────────────────────────────────────
 def test_the_docs_example_prints_what_the_page_says() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()

@@ -1673,6 +1673,11 @@ class Kernel:
         return self._retention
 
     @property
+    def started(self) -> bool:
+        """True once `start` began (a durable store's submits before it are deferred)."""
+        return self._started
+
+    @property
     def stopping(self) -> bool:
         """True once `stop` began."""
         return self._stopping

@@ -224,6 +224,12 @@ class LocalClient:
     def _submit_all(self, items: Sequence[Submission]) -> list[str]:
         """Check every item as `Client` does, then submit them in order."""
         scheduler = self.scheduler
+        # What the scheduler would refuse is found before anything is queued.
+        # With a durable store it defers submits made before start() (checked
+        # once the store is restored) and renumbers a job built before then
+        # whose id a restored job has: only the same object is a sure refusal.
+        in_memory = scheduler.store is None
+        look_up = in_memory or scheduler.started
         planned: list[tuple[Submission, Job]] = []
         earlier: set[int] = set()  # the batch's Job objects, by identity
         batch_ids: set[str] = set()
@@ -235,11 +241,12 @@ class LocalClient:
                     raise TypeError(f"submit() takes a Job or a function, got {job!r}")
                 job = FunctionJob(job)
             job_id = job.job_id
+            queued = scheduler.find(job_id)
             if (
                 job.status is not JobStatus.PENDING
                 or job.attempts
                 or job_id in batch_ids
-                or scheduler.find(job_id) is not None
+                or (queued is not None and (queued is job or in_memory))
             ):
                 raise SchedulerError(f"{job_id} was already submitted")
             if overrides(item):
@@ -253,7 +260,7 @@ class LocalClient:
                             "name a submitted job by the id submit returned"
                         )
                 elif isinstance(dep, str):
-                    if dep not in batch_ids and scheduler.find(dep) is None:
+                    if look_up and dep not in batch_ids and scheduler.find(dep) is None:
                         unknown.append(dep)
                 else:
                     raise TypeError(f"depends_on takes job ids, got {dep!r}")
