@@ -179,6 +179,19 @@ class LocalClient:
                 trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
                 **options,
             )
+        if (
+            not args
+            and not options
+            and delay == 0.0
+            and depends_on == ()
+            and key is None
+            and unique_key is None
+            and result_ttl is None
+            and keep_result is None
+            and trigger_rule == ALL_SUCCESS
+        ):
+            # Nothing to check or override (the common case, kept lean).
+            return self.scheduler.submit(job)
         if args:
             raise TypeError(
                 f"submit() got arguments for {job!r}, which is already a job: "
