@@ -158,8 +158,14 @@ class LocalClient:
             check_workflow_options(
                 job,
                 delay=delay,
-                given=(key, unique_key, result_ttl, keep_result, *options.values()),
-                timeout=False,
+                given=(
+                    key,
+                    unique_key,
+                    result_ttl,
+                    keep_result,
+                    *(v for k, v in options.items() if k != "timeout"),
+                ),
+                timeout=options.get("timeout", False),
                 trigger_rule=trigger_rule,
             )
             return self.scheduler.submit(job, *args, depends_on=depends_on)
