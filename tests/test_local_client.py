@@ -24,6 +24,7 @@ from jobsched import (
     ScheduleInfo,
     SchedulerError,
     Stats,
+    Submission,
     UnknownJobError,
     UnknownScheduleError,
 )
@@ -387,6 +388,41 @@ async def test_over_a_single_owner_sqlite_scheduler(tmp_path: Path) -> None:
         assert await LocalClient(again).jobs() == []
 
 
+async def test_submissions_with_options_are_kept_by_a_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    first, second = StoredNoop(label="first"), StoredNoop(label="second")
+    async with JobScheduler(store=url, plugins=[jobs_plugin]) as scheduler:
+        client = LocalClient(scheduler)
+        await client.pause_queue()
+        ids = await client.submit_many(
+            [
+                first,
+                Submission(second, depends_on=[first], priority="high", result_ttl=60),
+                Submission(StoredNoop(label="later"), delay=3600, unique_key="u"),
+            ]
+        )
+        assert second.priority.name == "MEDIUM" and second.result_ttl is None
+        await scheduler.flush()
+    # Before start() the scheduler defers submits, and checks them itself:
+    # a later call may depend on a job deferred by an earlier one.
+    restarted = JobScheduler(store=url, plugins=[jobs_plugin])
+    early = LocalClient(restarted)
+    upstream = await early.submit(StoredNoop(label="up"), priority="low")
+    deferred = await early.submit(StoredNoop(label="after"), depends_on=[upstream])
+    async with restarted:
+        client = LocalClient(restarted)
+        infos = await client.wait_many(ids[:2], timeout=10)
+        assert [i.status for i in infos] == [COMPLETED, COMPLETED]
+        assert (infos[1].priority.name, infos[1].depends_on) == ("HIGH", (ids[0],))
+        assert infos[1].options["result_ttl"] == 60
+        later = await client.get(ids[2])
+        assert (later.status, later.unique_key, later.args) == (PENDING, "u", {"label": "later"})
+        assert (await client.wait(deferred, timeout=10)).depends_on == (upstream,)
+        assert (await client.get(upstream)).priority.name == "LOW"
+        with pytest.raises(UnknownJobError, match="unknown dependencies"):
+            await client.submit(StoredNoop(), depends_on=["job-999999"])
+
+
 # ── docs/client.md ─────────────────────────────────────────────────────
 def test_the_docs_example_prints_what_the_page_says() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
@@ -395,3 +431,49 @@ def test_the_docs_example_prints_what_the_page_says() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
+
+
+async def test_submit_many_takes_functions_and_wait_many_returns_in_order(
+    client: LocalClient,
+) -> None:
+    async def answer() -> int:
+        return 42
+
+    first = Gate()
+    ids = await client.submit_many([first, answer, Submission(Noop(), depends_on=[first])])
+    assert ids[0] == first.job_id
+    await until(lambda: first.waiting, "the gate to start")
+    with pytest.raises(TimeoutError, match=re.escape(str([ids[0], ids[2]]))):
+        await client.wait_many(ids, timeout=0)
+    first.open("opened")
+    infos = await client.wait_many([ids[2], ids[1], ids[0]], timeout=10)
+    assert [i.job_id for i in infos] == [ids[2], ids[1], ids[0]]
+    assert [i.result for i in infos] == [None, 42, "opened"]
+    with pytest.raises(UnknownJobError, match="nope"):
+        await client.wait_many([ids[0], "nope"])
+
+
+async def test_a_job_object_is_queued_once(client: LocalClient) -> None:
+    gate = Gate()
+    await client.submit(gate, unique_key="one-at-a-time")
+    await until(lambda: gate.waiting, "the gate to start")
+    assert (await client.get(gate.job_id)).unique_key == "one-at-a-time"
+    for again in (client.submit(gate), client.submit(gate, priority="high")):
+        with pytest.raises(SchedulerError, match="already submitted"):
+            await again
+    with pytest.raises(SchedulerError, match="already submitted"):
+        await client.submit_many([Noop(), gate])
+    assert [info.job_id for info in await client.jobs()] == [gate.job_id]  # nothing queued
+    gate.open()
+    finished = await client.wait(gate.job_id, timeout=10)
+    assert finished.unique_key is None  # the key is free once the job finished
+
+
+async def test_cancel_schedule_stops_a_schedule(
+    scheduler: JobScheduler, client: LocalClient
+) -> None:
+    sched_id = scheduler.schedule_recurring(Noop, 3600, start_in=3600, name="hourly")
+    assert [s.schedule_id for s in await client.schedules()] == [sched_id]
+    assert await client.cancel_schedule(sched_id) is True
+    assert await client.schedules() == []
+    assert await client.cancel_schedule(sched_id) is False

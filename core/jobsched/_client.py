@@ -364,7 +364,7 @@ def _plain(item: Submission) -> bool:
         and item.unique_key is None
         and item.trigger_rule == ALL_SUCCESS
         and not _takes_results(item.job)
-        and not _overrides(item)
+        and not overrides(item)
     )
 
 
@@ -374,8 +374,9 @@ def _takes_results(job: object) -> bool:
     return bool(getattr(job, "takes_results", True))
 
 
-def _overrides(item: Submission) -> bool:
-    """Whether `item` sets one of the job's own options."""
+def overrides(item: Submission) -> bool:
+    """Whether `item` sets one of the job's own options (`Client` and
+    `LocalClient` then submit a copy of the job: see `with_options`)."""
     return (
         item.priority is not None
         or item.timeout is not False
@@ -384,6 +385,70 @@ def _overrides(item: Submission) -> bool:
         or item.result_ttl is not None
         or item.keep_result is not None
     )
+
+
+def check_submission(item: Submission) -> None:
+    """`submit`'s scheduling options of `item` (delay, keys, trigger rule),
+    checked as `Client` and `LocalClient` both check them."""
+    if item.delay != 0.0:
+        check_delay(item.delay)
+    for what, value in (("key", item.key), ("unique_key", item.unique_key)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    check_trigger_rule(item.trigger_rule)
+
+
+def with_options(
+    job: Job,
+    item: Submission,
+    plugins: PluginManager,
+    hooks: Iterable[Callable[[Any], None]] = (),
+) -> Job:
+    """A copy of `job` (`item`'s) with the submission's options set (each
+    checked, spelled as in `JobScheduler.submit`) and the submit `hooks`
+    applied: the caller's job is never changed."""
+    job = copy.copy(job)
+    if item.priority is not None:
+        job.priority = to_priority(item.priority)
+    if item.timeout is not False:
+        job.timeout = to_timeout(item.timeout)
+    if item.retry is not None:
+        job.retry = build_retry_policy(item.retry, plugins)
+    if item.name is not None:
+        if not isinstance(item.name, str) or not item.name:
+            raise ValueError(f"name must be a non-empty string, got {item.name!r}")
+        job.name = item.name
+    if item.result_ttl is not None:
+        job.result_ttl = to_result_ttl(item.result_ttl)
+    if item.keep_result is not None:
+        job.keep_result = to_keep_result(item.keep_result)
+    for hook in hooks:
+        hook(job)
+    return job
+
+
+def check_workflow_options(
+    workflow: Workflow,
+    *,
+    delay: float,
+    given: Iterable[Any],
+    timeout: Any,
+    trigger_rule: str,
+) -> None:
+    """Refuse `submit`'s options (but `depends_on`) for a workflow: each of its
+    jobs carries its own. `given` are the options whose unset value is None."""
+    # Each against its own default: priority=0 or keep_result=False would
+    # pass for an unset 0.0.
+    if (
+        delay != 0.0
+        or any(v is not None for v in given)
+        or timeout is not False
+        or trigger_rule != ALL_SUCCESS
+    ):
+        raise TypeError(
+            f"submit({workflow!r}) takes depends_on only: set each job's options "
+            "on the job itself (task.options(...))"
+        )
 
 
 @attrs.frozen
@@ -566,19 +631,13 @@ class Client:
         upstreams too (the stored jobs' ids, or a `Job` of the same batch).
         """
         if isinstance(job, Workflow):
-            # Each against its own default: priority=0 or keep_result=False
-            # would pass for an unset 0.0.
-            given = (key, unique_key, priority, retry, name, result_ttl, keep_result)
-            if (
-                delay != 0.0
-                or any(v is not None for v in given)
-                or timeout is not False
-                or trigger_rule != ALL_SUCCESS
-            ):
-                raise TypeError(
-                    f"submit({job!r}) takes depends_on only: set each job's options "
-                    "on the job itself (task.options(...))"
-                )
+            check_workflow_options(
+                job,
+                delay=delay,
+                given=(key, unique_key, priority, retry, name, result_ttl, keep_result),
+                timeout=timeout,
+                trigger_rule=trigger_rule,
+            )
             plan = job.plan(())
             self._check_open()
             planned = self._rows(
@@ -798,35 +857,14 @@ class Client:
         `offset` turns the job's monotonic times into wall-clock time; `id_of`
         names an earlier job of the batch that a `result_of` marker holds.
         """
-        if item.delay != 0.0:
-            check_delay(item.delay)
-        for what, value in (("key", item.key), ("unique_key", item.unique_key)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{what} must be a non-empty string, got {value!r}")
-        check_trigger_rule(item.trigger_rule)
+        check_submission(item)
         _refuse_functions(item.job)
         # The codec describes the job as it will be stored: a copy with the
         # submit's options, so the caller's job is never changed. Without
         # options to set or hooks that may change it, the job itself is read.
-        if not self._submit_hooks and not _overrides(item):
+        if not self._submit_hooks and not overrides(item):
             return self._describe(item.job, now, offset, id_of)
-        probe = copy.copy(item.job)
-        if item.priority is not None:
-            probe.priority = to_priority(item.priority)
-        if item.timeout is not False:
-            probe.timeout = to_timeout(item.timeout)
-        if item.retry is not None:
-            probe.retry = build_retry_policy(item.retry, self.plugins)
-        if item.name is not None:
-            if not isinstance(item.name, str) or not item.name:
-                raise ValueError(f"name must be a non-empty string, got {item.name!r}")
-            probe.name = item.name
-        if item.result_ttl is not None:
-            probe.result_ttl = to_result_ttl(item.result_ttl)
-        if item.keep_result is not None:
-            probe.keep_result = to_keep_result(item.keep_result)
-        for hook in self._submit_hooks:
-            hook(probe)
+        probe = with_options(item.job, item, self.plugins, self._submit_hooks)
         return self._describe(probe, now, offset, id_of)
 
     def _describe(

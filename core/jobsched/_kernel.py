@@ -1527,6 +1527,11 @@ class Kernel:
         """The external key the job was submitted (or restored) with, if any."""
         return self._key_of.get(job_id)
 
+    def unique_key_of(self, job_id: str) -> str | None:
+        """The `unique_key` the job was submitted with while it holds it: until
+        it finishes (then the key is free for another job)."""
+        return self._unique_of.get(job_id)
+
     def resolve(self, job_id: str) -> str:
         """The id under which the store keeps the job `submit` returned `job_id` for.
 
@@ -1666,6 +1671,11 @@ class Kernel:
         """Seconds finished jobs are kept before a reaper purges them (None:
         until purged by hand)."""
         return self._retention
+
+    @property
+    def started(self) -> bool:
+        """True once `start` began (a durable store's submits before it are deferred)."""
+        return self._started
 
     @property
     def stopping(self) -> bool:

@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,16 @@ from ._client import (
     Progress,
     ScheduleInfo,
     Stats,
+    Submission,
     ThroughputBucket,
     WorkerInfo,
     check_page_query,
+    check_submission,
+    check_workflow_options,
     finished_result,
+    overrides,
     wanted_statuses,
+    with_options,
 )
 from ._codec import JobCodec
 from ._errors import (
@@ -43,6 +48,8 @@ from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobStatus
+from ._trigger_rules import ALL_SUCCESS
+from ._workflow import Workflow, expand
 from .backends import SharedBackend
 from .store import encode_json, result_as_json
 
@@ -52,6 +59,9 @@ if TYPE_CHECKING:
 #: Minutes of throughput `LocalClient.stats` reports (as `Client.stats`).
 _THROUGHPUT_MINUTES = 60
 _FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
+#: The options of `Client.submit` that override a job's own, besides
+#: `result_ttl` and `keep_result`.
+_JOB_OPTIONS = frozenset({"priority", "timeout", "retry", "name"})
 
 
 class LocalClient:
@@ -63,6 +73,10 @@ class LocalClient:
     the scheduler's loop. A scheduler on a shared store (PostgreSQL, SQLite
     in shared mode) holds only the jobs it runs: operate it with
     ``Client(store_url)`` instead; this refuses it with `SchedulerError`.
+
+    `submit` and `submit_many` take what `Client`'s take (`Submission`s,
+    workflows, every option, checked the same way), and plain functions too.
+    Not here: `add_schedule` and `wait_schedule` (see docs/client.md).
 
     What the scheduler remembers is what a `LocalClient` sees: unfinished
     jobs and the last `history_limit` finished ones (with the SQLite store
@@ -113,16 +127,186 @@ class LocalClient:
         await self.close()
 
     # ── submitting and waiting ──────────────────────────────────────
-    async def submit(self, job: Job | Any, *args: Any, **options: Any) -> str:
-        """`JobScheduler.submit`: queue a job (or a function and its arguments,
-        or a workflow: the id of its last job).
+    async def submit(
+        self,
+        job: Job | Workflow | Callable[..., Any],
+        *args: Any,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        key: str | None = None,
+        unique_key: str | None = None,
+        result_ttl: float | None = None,
+        keep_result: bool | None = None,
+        trigger_rule: str = ALL_SUCCESS,
+        **options: Any,
+    ) -> str:
+        """Queue `job` and return its id: `Client.submit`'s job, options and checks.
 
-        Takes `Client.submit`'s ``trigger_rule=`` too (checked the same way)."""
-        return self.scheduler.submit(job, *args, **options)
+        For a `Job`, the options are `Client.submit`'s: `delay`, `depends_on`
+        (ids), `key`, `unique_key`, `trigger_rule`, and `priority`, `timeout`
+        (False: the job's own, None: none), `retry`, `name`, `result_ttl` and
+        `keep_result` overriding the job's own. With one of the last six the
+        scheduler queues a copy of the job (under its id) and the caller's
+        object is left as it was; without, the job object itself is queued.
+        A workflow takes `depends_on` only; its last job's id is returned.
 
-    async def submit_many(self, jobs: Iterable[Any]) -> list[str]:
-        """`JobScheduler.submit_many`: jobs and workflows; every job's id."""
-        return self.scheduler.submit_many(jobs)
+        Beyond `Client`: a plain function or coroutine function with its
+        arguments and `FunctionJob`'s options, as `JobScheduler.submit` takes
+        them (``submit(resize, "cat.png", retry="none")``).
+        """
+        if isinstance(job, Workflow):
+            check_workflow_options(
+                job,
+                delay=delay,
+                given=(
+                    key,
+                    unique_key,
+                    result_ttl,
+                    keep_result,
+                    *(v for k, v in options.items() if k != "timeout"),
+                ),
+                timeout=options.get("timeout", False),
+                trigger_rule=trigger_rule,
+            )
+            return self.scheduler.submit(job, *args, depends_on=depends_on)
+        if not isinstance(job, Job):
+            # A plain function: its arguments and FunctionJob's options, as
+            # the scheduler takes them (the default rule given as unset, so a
+            # function with a `trigger_rule` parameter is not refused).
+            return self.scheduler.submit(
+                job,
+                *args,
+                delay=delay,
+                depends_on=depends_on,
+                key=key,
+                unique_key=unique_key,
+                result_ttl=result_ttl,
+                keep_result=keep_result,
+                trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
+                **options,
+            )
+        if (
+            not args
+            and not options
+            and delay == 0.0
+            and depends_on == ()
+            and key is None
+            and unique_key is None
+            and result_ttl is None
+            and keep_result is None
+            and trigger_rule == ALL_SUCCESS
+        ):
+            # Nothing to check or override (the common case, kept lean).
+            return self.scheduler.submit(job)
+        if args:
+            raise TypeError(
+                f"submit() got arguments for {job!r}, which is already a job: "
+                "arguments are only for plain functions"
+            )
+        unexpected = sorted(set(options) - _JOB_OPTIONS)
+        if unexpected:
+            raise TypeError(
+                f"submit() got unexpected keyword arguments {unexpected} for {job!r}; "
+                f"a job takes {', '.join(sorted(_JOB_OPTIONS))} and the scheduling options"
+            )
+        item = Submission(
+            job,
+            delay=delay,
+            depends_on=tuple(depends_on),
+            key=key,
+            unique_key=unique_key,
+            result_ttl=result_ttl,
+            keep_result=keep_result,
+            trigger_rule=trigger_rule,
+            **options,
+        )
+        return self._submit_all([item])[0]
+
+    async def submit_many(
+        self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
+    ) -> list[str]:
+        """Queue several jobs; returns every job's id (`Client.submit_many`).
+
+        Each item is a `Job`, a `Submission` (a job with `submit`'s options,
+        which may depend on an earlier `Job` of the batch by naming the
+        object), a workflow (each of its jobs gets an id, in its submit
+        order) or a plain function taking no arguments. Every item is checked
+        before any is queued: a bad option, an unknown dependency or a job
+        already submitted queues none.
+        """
+        items = [
+            item if isinstance(item, Submission) else Submission(item, depends_on=after)
+            for item, after in expand(jobs)
+        ]
+        return self._submit_all(items)
+
+    def _submit_all(self, items: Sequence[Submission]) -> list[str]:
+        """Check every item as `Client` does, then submit them in order."""
+        scheduler = self.scheduler
+        # What the scheduler would refuse is found before anything is queued.
+        # With a durable store it defers submits made before start() (checked
+        # once the store is restored) and renumbers a job built before then
+        # whose id a restored job has: only the same object is a sure refusal.
+        in_memory = scheduler.store is None
+        look_up = in_memory or scheduler.started
+        planned: list[tuple[Submission, Job]] = []
+        earlier: set[int] = set()  # the batch's Job objects, by identity
+        batch_ids: set[str] = set()
+        for item in items:
+            check_submission(item)
+            job: Any = item.job
+            if not isinstance(job, Job):
+                if not callable(job):
+                    raise TypeError(f"submit() takes a Job or a function, got {job!r}")
+                job = FunctionJob(job)
+            job_id = job.job_id
+            queued = scheduler.find(job_id)
+            if (
+                job.status is not JobStatus.PENDING
+                or job.attempts
+                or job_id in batch_ids
+                or (queued is not None and (queued is job or in_memory))
+            ):
+                raise SchedulerError(f"{job_id} was already submitted")
+            if overrides(item):
+                job = with_options(job, item, scheduler.plugins)
+            unknown = []
+            for dep in item.depends_on:
+                if isinstance(dep, Job):
+                    if id(dep) not in earlier:
+                        raise ValueError(
+                            f"depends_on: {dep!r} is not an earlier job of this batch; "
+                            "name a submitted job by the id submit returned"
+                        )
+                elif isinstance(dep, str):
+                    if look_up and dep not in batch_ids and scheduler.find(dep) is None:
+                        unknown.append(dep)
+                else:
+                    raise TypeError(f"depends_on takes job ids, got {dep!r}")
+            if unknown:
+                raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
+            if item.trigger_rule != ALL_SUCCESS and not item.depends_on and not job.takes_results:
+                # result_of's upstreams count: the scheduler checks those jobs.
+                raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
+            earlier.add(id(item.job))
+            batch_ids.add(job_id)
+            planned.append((item, job))
+        ids: list[str] = []
+        ids_of: dict[int, str] = {}
+        for item, job in planned:
+            job_id = scheduler.submit(
+                job,
+                delay=item.delay,
+                depends_on=[ids_of[id(d)] if isinstance(d, Job) else d for d in item.depends_on],
+                key=item.key,
+                unique_key=item.unique_key,
+                result_ttl=item.result_ttl,
+                keep_result=item.keep_result,
+                trigger_rule=None if item.trigger_rule == ALL_SUCCESS else item.trigger_rule,
+            )
+            ids_of[id(item.job)] = job_id
+            ids.append(job_id)
+        return ids
 
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id now, with its history and progress;
@@ -161,17 +345,38 @@ class LocalClient:
 
     async def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
         """Wait until the job is finished and return it; `TimeoutError` after `timeout` s."""
-        job = self._job(job_id)
-        if not job.status.is_terminal:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while not job.status.is_terminal:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(f"job {job_id} did not finish within {timeout} s")
-                await self._next_change(left)
-                # A retried job is the same object; a forgotten one is gone.
-                job = self._job(job_id)
-        return self._info(job, full=True)
+        (info,) = await self.wait_many([job_id], timeout=timeout)
+        return info
+
+    async def wait_many(
+        self, job_ids: Iterable[str], timeout: float | None = None
+    ) -> list[JobInfo]:
+        """Wait until every one of the jobs is finished; returns them in the
+        order given (`Client.wait_many`). `UnknownJobError` names the ids the
+        scheduler does not know; `TimeoutError` after `timeout` s names the
+        unfinished ones."""
+        given = list(job_ids)
+        ids = list(dict.fromkeys(given))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # A retried job is the same object; a forgotten one is gone.
+            found: dict[str, Job] = {}
+            unknown: list[str] = []
+            for job_id in ids:
+                job = self.scheduler.find(job_id)
+                if job is None:
+                    unknown.append(job_id)
+                else:
+                    found[job_id] = job
+            if unknown:
+                raise UnknownJobError(f"unknown jobs {unknown}")
+            pending = [job_id for job_id, job in found.items() if not job.status.is_terminal]
+            if not pending:
+                return [self._info(found[job_id], full=True) for job_id in given]
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
+            await self._next_change(left)
 
     async def result(self, job_id: str, timeout: float | None = None) -> Any:
         """Wait until the job is finished and return its result as a store keeps
@@ -318,6 +523,11 @@ class LocalClient:
         """The scheduler's recurring schedules (running or paused), by id."""
         return [self._schedule_info(s) for s in self.scheduler.recurring()]
 
+    async def cancel_schedule(self, schedule_id: str) -> bool:
+        """Stop a recurring schedule (`JobScheduler.cancel_recurring`); False if
+        it had already ended or is unknown."""
+        return self.scheduler.cancel_recurring(schedule_id)
+
     async def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule firing until it is resumed; False if it was paused
         already, `UnknownScheduleError` if unknown."""
@@ -423,7 +633,7 @@ class LocalClient:
             lease_owner=None,
             lease_expires=None,
             key=scheduler.key_of(job_id),
-            unique_key=None,
+            unique_key=scheduler.unique_key_of(job_id),
             schedule_id=None,
             submitted_by=None,
             submitted_at=job.submitted_at + offset,
