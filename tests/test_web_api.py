@@ -614,6 +614,34 @@ async def test_events_send_stats_when_a_job_finishes(env: Env, tmp_path: Path) -
         await asyncio.wait_for(task, timeout=60)
 
 
+async def test_a_change_no_waiter_saw_is_sent_at_the_next_heartbeat(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A change made while the last event was read wakes no waiter: the
+    # heartbeat looks at the counts itself. Every wake-up is missed here.
+    board = env.app.state.dashboard
+    board.heartbeat = 0.05
+
+    async def never_woken(timeout: float) -> bool:
+        await asyncio.sleep(timeout)
+        return False
+
+    monkeypatch.setattr(board.client, "wait_for_change", never_woken)
+    stream = EventStream(env.app)
+    task = asyncio.create_task(stream.run())
+    try:
+        name, first = await stream.next_event()
+        assert name == "stats" and first["counts"].get("completed", 0) == 0
+        await env.wait(await env.submit(Echo("missed")))
+        while first["counts"].get("completed", 0) == 0:
+            name, first = await stream.next_event()
+            assert name == "stats"
+        assert first["counts"]["completed"] == 1
+    finally:
+        stream.left.set()
+        await asyncio.wait_for(task, timeout=60)
+
+
 async def test_events_send_a_heartbeat_while_nothing_changes(env: Env) -> None:
     env.app.state.dashboard.heartbeat = 0.05
     stream = EventStream(env.app)

@@ -5,7 +5,9 @@ then sends another each time the client's ``wait_for_change`` says some job
 may have changed (PostgreSQL: its NOTIFY; SQLite: a poll; in-process: the
 scheduler's own events). While nothing changes, a comment line
 (``: heartbeat``) every `Dashboard.heartbeat` seconds keeps proxies from
-closing the connection and lets the server notice a browser that left. A
+closing the connection and lets the server notice a browser that left; a
+heartbeat that finds the counts changed (a change made while the last event
+was read) sends a ``stats`` event instead. A
 burst of changes (a thousand jobs finishing) is one event per
 `Dashboard.min_interval`, not one store query per job and browser.
 """
@@ -29,11 +31,21 @@ def sse_event(event: str, data: object) -> str:
 
 
 async def _stream(board: Dashboard) -> AsyncIterator[str]:
-    yield sse_event("stats", to_json(await board.client.stats()))
+    stats = await board.client.stats()
+    yield sse_event("stats", to_json(stats))
     while True:
         if await board.client.wait_for_change(board.heartbeat):
-            yield sse_event("stats", to_json(await board.client.stats()))
+            stats = await board.client.stats()
+            yield sse_event("stats", to_json(stats))
             await asyncio.sleep(board.min_interval)  # coalesce a burst of changes
+            continue
+        # A change made while the last event was read and sent wakes no
+        # waiter (`wait_for_change` sees changes made after it began): a
+        # heartbeat looks again, so a page is never behind by more than one.
+        now = await board.client.stats()
+        if (now.counts, now.queue_paused) != (stats.counts, stats.queue_paused):
+            stats = now
+            yield sse_event("stats", to_json(stats))
         else:
             yield ": heartbeat\n\n"
 
