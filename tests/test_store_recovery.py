@@ -9,12 +9,15 @@ later wall time, as a real restart has.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from jobsched import JobRow, JobSpecError, JobStatus
+from jobsched import JobRow, JobSpecError, JobStatus, StoreError, default_plugin_manager
+from jobsched.store import read_store
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
 from store_support import (
@@ -482,3 +485,122 @@ async def test_a_unique_key_still_dedupes_after_a_restart(url: str) -> None:
     await s2.stop()
     rows = await read_rows(url)
     assert (rows[first]["status"], rows[second]["status"]) == ("cancelled", "completed")
+
+
+# ── an operator's pause survives a restart ─────────────────────────────
+async def test_a_paused_schedule_stays_paused_after_a_restart(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock)
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick"), 10.0, start_in=10.0, key="t")
+    await clock.advance(10.0)  # fires at 10
+    await s.join()
+    assert s.pause_schedule(sid) is True
+    await s.stop()
+    assert runs(log) == ["tick"]
+
+    # Down from t=10 to t=55: a running schedule would fire its missed periods at once.
+    clock2 = ManualClock(mono=3.0, wall=WALL + 55.0)
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.paused, sched.fired) == (sid, True, 1)
+    await clock2.advance(0.0)
+    await clock2.advance(100.0)  # t = 155 of the first clock: still nothing
+    await s2.join()
+    assert runs(log) == ["tick"]
+    assert s2.pause_schedule(sid) is False  # already paused, as restored
+    # Resumed, it fires at the next period after now (t = 160), as in memory.
+    assert s2.resume_schedule(sid) is True
+    assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 160.0)
+    await clock2.advance(4.0)
+    await s2.join()
+    assert runs(log) == ["tick"]
+    await clock2.advance(1.0)
+    await s2.join()
+    assert runs(log) == ["tick", "tick"]
+    await s2.stop()
+
+    # The resume is stored too: the next restart fires the missed period at once.
+    s3 = scheduler(url, ManualClock(mono=9.0, wall=WALL + 175.0))
+    await s3.start()
+    [sched] = s3.recurring()
+    assert sched.paused is False
+    await s3.stop()
+    assert await stored_pauses(url) == [(sid, False)]
+
+
+async def test_a_pause_and_a_resume_land_in_the_store(url: str) -> None:
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(Noop, 10.0, start_in=10.0)
+    s.pause_schedule(sid)
+    await s.flush()
+    assert await stored_pauses(url) == [(sid, True)]
+    s.resume_schedule(sid)
+    await s.flush()
+    assert await stored_pauses(url) == [(sid, False)]
+    await s.stop()
+
+
+async def test_a_paused_flag_changed_by_hand_is_refused_naming_the_schedule(url: str) -> None:
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(Noop, 10.0, start_in=10.0)
+    await s.stop()
+    path = url.removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE jobsched_schedules SET paused = 'yes'")
+        conn.commit()
+    with pytest.raises(StoreError, match=rf"recurring schedule {sid} .*paused 'yes' is not a flag"):
+        await scheduler(url).start()
+
+
+async def stored_pauses(url: str) -> list[tuple[str, bool]]:
+    """Each stored schedule's id and paused flag, read as ``jobsched status`` reads them."""
+    snapshot = await read_store(url, default_plugin_manager())
+    assert snapshot is not None
+    return [(row.schedule_id, row.paused) for row in snapshot.schedules]
+
+
+async def test_a_single_owner_file_of_version_5_is_migrated_and_keeps_its_schedules(
+    url: str, tmp_path: Path
+) -> None:
+    from jobsched_plugins.sqlite_store import migrations
+
+    log = tmp_path / "runs.log"
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick"), 10.0, start_in=10.0)
+    await s.stop()
+    # Make it the file a jobsched of schema version 5 wrote: no paused column.
+    path = url.removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("ALTER TABLE jobsched_schedules DROP COLUMN paused")
+        conn.execute("UPDATE jobsched_meta SET value = '5' WHERE name = 'schema_version'")
+        conn.commit()
+
+    def version() -> str:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            row = conn.execute(
+                "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
+            ).fetchone()
+        return str(row[0])
+
+    # `jobsched status` reads it unmigrated, and changes nothing.
+    assert await stored_pauses(url) == [(sid, False)]
+    assert version() == "5"
+    s2 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 1.0))
+    await s2.start()
+    assert version() == str(migrations.SCHEMA_VERSION) == "6"
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.paused) == (sid, False)
+    s2.pause_schedule(sid)
+    await s2.stop()
+    assert await stored_pauses(url) == [(sid, True)]
+    s3 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 2.0))
+    await s3.start()
+    [sched] = s3.recurring()
+    assert sched.paused is True
+    await s3.stop()

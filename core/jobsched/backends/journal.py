@@ -398,6 +398,7 @@ class Journal:
                     last_job_id=sched.last_job_id,
                     fired=sched.fired,
                     skipped=sched.skipped,
+                    paused=sched.paused,
                 )
             )
         if self._purges:
@@ -784,6 +785,9 @@ def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
         sched.last_job_id = srow.last_job_id
         sched.fired = srow.fired
         sched.skipped = srow.skipped
+        # The kernel arms only unpaused schedules at start; `resume_schedule`
+        # then fires at the next period after now, as for one paused in memory.
+        sched.paused = srow.paused
         kernel.restore_schedule(sched, sched.schedule_id, srow.key)
         journal.restored_schedule(srow)
     floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)

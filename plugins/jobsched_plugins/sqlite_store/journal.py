@@ -55,15 +55,18 @@ ON CONFLICT (job_id) DO UPDATE SET
 _RELEASE_KEY = "UPDATE jobsched_jobs SET key = NULL WHERE key = ? AND job_id <> ?"
 _SCHEDULE_COLUMNS = (
     "schedule_id, key, template, trigger, next_run, allow_overlap, active, "
-    "last_job_id, fired, skipped"
+    "last_job_id, fired, skipped, paused"
 )
 _UPSERT_SCHEDULE = f"""
-INSERT INTO jobsched_schedules ({_SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)
+INSERT INTO jobsched_schedules ({_SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (schedule_id) DO UPDATE SET
     next_run = excluded.next_run, allow_overlap = excluded.allow_overlap,
     active = excluded.active, last_job_id = excluded.last_job_id,
-    fired = excluded.fired, skipped = excluded.skipped
+    fired = excluded.fired, skipped = excluded.skipped, paused = excluded.paused
 """
+# SQLite stores the flag as 0/1; anything else was written by hand and is
+# handed to check_snapshot as it is, which refuses it naming the schedule.
+_FLAGS = {0: False, 1: True}
 
 
 def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot, str]:
@@ -183,6 +186,10 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
                 trigger_rule=r[15],
             )
         )
+    schedule_columns = _SCHEDULE_COLUMNS
+    if not _has_column(conn, "jobsched_schedules", "paused"):
+        # A file from before version 6: nothing was kept paused.
+        schedule_columns = schedule_columns.replace("paused", "0")
     schedules = [
         ScheduleRow(
             schedule_id=r[0],
@@ -195,8 +202,9 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
             last_job_id=r[7],
             fired=r[8],
             skipped=r[9],
+            paused=_FLAGS.get(r[10], r[10]),
         )
-        for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM jobsched_schedules")
+        for r in conn.execute(f"SELECT {schedule_columns} FROM jobsched_schedules")
     ]
     return Snapshot(jobs=jobs, schedules=schedules)
 
@@ -246,6 +254,7 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
                     s.last_job_id,
                     s.fired,
                     s.skipped,
+                    int(s.paused),
                 )
             )
 
