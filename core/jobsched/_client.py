@@ -1244,12 +1244,11 @@ class Client:
         """Return when some job may have changed (submitted, finished, retried,
         progressed), or after `timeout` seconds; True if something changed.
 
-        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll
-        (which sees every commit, claims too; on PostgreSQL a claim sends no
-        notification, to keep claims one round trip: a page that shows
-        running jobs refreshes on the timeout as well). Any number of
-        coroutines may wait at once; each sees every change made after it
-        began waiting.
+        For live pages: PostgreSQL wakes it by NOTIFY (every insert, claim,
+        outcome, progress and operator action sends one, from its own
+        statement), SQLite by its poll of the file (every commit, claims
+        too, seen within the poll interval). Any number of coroutines may
+        wait at once; each sees every change made after it began waiting.
         """
         self._check_open()
         seconds = _check_seconds("timeout", timeout)

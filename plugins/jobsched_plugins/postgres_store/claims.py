@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
 
-from .connection import FINISHED, NOW, TERMINAL, WORK, Database, logger
+from .connection import CHANGED, FINISHED, NOW, TERMINAL, WORK, Database, logger
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,7 +48,7 @@ async def claim(
         return [], None
 
     async def plain(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
-        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds])
+        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
         return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
 
     # One statement on the autocommit connection (one round trip for a busy
@@ -85,6 +85,13 @@ async def claim(
     return rows + more, next_due
 
 
+# Appended to ``SELECT * FROM claimed``: live views hear of a claim from
+# the claiming statement itself. The uncorrelated subquery runs once and
+# sends one NOTIFY only if something was claimed (no extra round trip, and
+# an idle worker's empty claim sends nothing).
+_NOTIFY_CLAIMED = """
+WHERE (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM claimed LIMIT 1) AS one) = 1"""
+
 # The plain claim: the first `n` due jobs in strategy order, locked without
 # waiting for the ones other claimers hold.
 _CLAIM = (
@@ -97,12 +104,15 @@ _CLAIM = (
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
     ORDER BY sort_key, seq
-    LIMIT %s FOR UPDATE SKIP LOCKED)
-UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
-    lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
-    started_at = (SELECT t FROM now), progress = NULL
-FROM picked WHERE j.job_id = picked.job_id
-RETURNING j.*"""
+    LIMIT %s FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
+        lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
+        started_at = (SELECT t FROM now), progress = NULL
+    FROM picked WHERE j.job_id = picked.job_id
+    RETURNING j.*)
+SELECT * FROM claimed"""
+    + _NOTIFY_CLAIMED
 )
 
 
@@ -210,11 +220,14 @@ async def _claim_limited(
     if taken:
         cur = await conn.execute(
             db.q(
-                """UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
-                    lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
-                WHERE job_id = ANY(%s) RETURNING *"""
+                """WITH claimed AS (
+                    UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
+                        lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
+                    WHERE job_id = ANY(%s) RETURNING *)
+                SELECT * FROM claimed"""
+                + _NOTIFY_CLAIMED
             ),
-            [owner, now + lease_seconds, now, taken],
+            [owner, now + lease_seconds, now, taken, db.channel, CHANGED],
         )
         rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
         rows.sort(key=lambda r: (r.sort_key, r.seq))
