@@ -604,3 +604,57 @@ async def test_a_single_owner_file_of_version_5_is_migrated_and_keeps_its_schedu
     [sched] = s3.recurring()
     assert sched.paused is True
     await s3.stop()
+
+
+# ── expired results leave the file too ────────────────────────────────
+async def test_an_expired_result_is_dropped_from_the_file(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=10.0)  # the reaper runs every 2.5 s
+    await s.start()
+    gone = s.submit(Record(str(log), "gone", value={"n": 1}), key="gone")
+    await s.join()
+    await clock.advance(6.0)
+    kept = s.submit(Record(str(log), "kept", value=[1, 2]))
+    await s.join()
+    await s.flush()
+    rows = await read_rows(url)
+    assert (rows[gone]["result"], rows[kept]["result"]) == ('{"n":1}', "[1,2]")
+    await clock.advance(5.0)  # t = 11: `gone` finished 11 s ago, `kept` 5 s ago
+    await s.flush()
+    assert s.get(gone).result is None and s.get(kept).result == [1, 2]
+    rows = await read_rows(url)
+    assert (rows[gone]["status"], rows[gone]["result"], rows[gone]["key"]) == (
+        "completed",
+        None,
+        "gone",
+    )
+    assert rows[kept]["result"] == "[1,2]"
+    await s.stop()
+    s2 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 12.0), result_ttl=10.0)
+    await s2.start()
+    assert s2.get(gone).status is JobStatus.COMPLETED and s2.get(gone).result is None
+    assert s2.lookup("gone") == gone and s2.get(kept).result == [1, 2]
+    await s2.stop()
+
+
+async def test_an_expired_result_keeps_the_schedule_that_fired_its_job(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=1.0)  # the reaper runs every second
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick", value=7), 100.0, start_in=1.0)
+    await clock.advance(1.0)
+    await s.join()
+    await s.flush()  # its finished row is committed: nothing about it is pending
+    [job] = s.jobs()
+    assert job.result == 7
+    await clock.advance(2.0)  # the reaper drops the result and writes the row again
+    await s.flush()
+    assert job.result is None
+    snapshot = await read_store(url, default_plugin_manager())
+    assert snapshot is not None
+    assert [(row.schedule_id, row.result) for row in snapshot.jobs] == [(sid, None)]
+    await s.stop()

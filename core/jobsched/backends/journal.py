@@ -261,6 +261,22 @@ class Journal:
             self.kernel.key_of(job.job_id), type_name, args, options, ()
         )
 
+    def results_expired(self, jobs: Iterable[Job]) -> None:
+        """Write these completed jobs again, their results dropped (`Kernel.expire_results`).
+
+        A terminal job's row is never written otherwise, so its static part
+        is described again, as for `retried`; the store's upsert leaves what
+        never changes alone.
+        """
+        offset = self._offset()
+        for job in jobs:
+            if job.job_id not in self._static:
+                type_name, args, options = self.codec.describe(job, offset)
+                self._static[job.job_id] = _Static(
+                    self.kernel.key_of(job.job_id), type_name, args, options, ()
+                )
+            self.mark(job)
+
     def purge(self, before: float, statuses: Iterable[JobStatus]) -> None:
         """Delete finished jobs from the store with the next batch (see `PurgeRow`)."""
         self._purges.append(
@@ -595,6 +611,9 @@ class JournalBackend(LocalBackend):
 
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         self.journal.purge(before, statuses)
+
+    def results_expired(self, jobs: Sequence[Job]) -> None:
+        self.journal.results_expired(jobs)
 
     def schedule_added(self, sched: RecurringSchedule, spec: Any, key: str | None) -> None:
         self.journal.admit_schedule(sched, spec, key)

@@ -47,7 +47,10 @@ INSERT INTO jobsched_jobs ({_BOUND}, depends_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?
 ON CONFLICT (job_id) DO UPDATE SET
     status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
     finished_at = excluded.finished_at, result = excluded.result,
-    last_error = excluded.last_error, schedule_id = excluded.schedule_id
+    last_error = excluded.last_error,
+    -- A job written again without its schedule (a retried job, an expired
+    -- result) keeps the one it was fired by: a schedule is never taken away.
+    schedule_id = coalesce(excluded.schedule_id, jobsched_jobs.schedule_id)
 """
 # A key is unique among the jobs a scheduler knows, not forever: once a job
 # has left the scheduler's history its key may be submitted again. The new job
