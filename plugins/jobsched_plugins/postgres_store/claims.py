@@ -85,15 +85,12 @@ async def claim(
     return rows + more, next_due
 
 
-# Appended to ``SELECT * FROM claimed``: live views hear of a claim from
-# the claiming statement itself. The uncorrelated subquery runs once and
-# sends one NOTIFY only if something was claimed (no extra round trip, and
-# an idle worker's empty claim sends nothing).
-_NOTIFY_CLAIMED = """
-WHERE (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM claimed LIMIT 1) AS one) = 1"""
-
 # The plain claim: the first `n` due jobs in strategy order, locked without
-# waiting for the ones other claimers hold.
+# waiting for the ones other claimers hold. Live views hear of it from the
+# statement itself (no extra round trip): the uncorrelated subquery in the
+# filter runs once and sends one "changed" NOTIFY if anything was picked, so
+# an idle worker's empty claim sends nothing. (Wrapping the UPDATE in a CTE
+# to test its RETURNING rows instead copies every claimed row once more.)
 _CLAIM = (
     "WITH now AS (SELECT "
     + NOW
@@ -104,15 +101,13 @@ _CLAIM = (
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
     ORDER BY sort_key, seq
-    LIMIT %s FOR UPDATE SKIP LOCKED
-), claimed AS (
-    UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
-        lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
-        started_at = (SELECT t FROM now), progress = NULL
-    FROM picked WHERE j.job_id = picked.job_id
-    RETURNING j.*)
-SELECT * FROM claimed"""
-    + _NOTIFY_CLAIMED
+    LIMIT %s FOR UPDATE SKIP LOCKED)
+UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
+    lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
+    started_at = (SELECT t FROM now), progress = NULL
+FROM picked WHERE j.job_id = picked.job_id
+    AND (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM picked LIMIT 1) AS one) = 1
+RETURNING j.*"""
 )
 
 
@@ -220,12 +215,12 @@ async def _claim_limited(
     if taken:
         cur = await conn.execute(
             db.q(
-                """WITH claimed AS (
-                    UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
-                        lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
-                    WHERE job_id = ANY(%s) RETURNING *)
-                SELECT * FROM claimed"""
-                + _NOTIFY_CLAIMED
+                # Something is claimed: one "changed" NOTIFY, from a
+                # subquery that runs once (as in `_CLAIM`).
+                """UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
+                    lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
+                WHERE job_id = ANY(%s) AND (SELECT count(pg_notify(%s, %s))) = 1
+                RETURNING *"""
             ),
             [owner, now + lease_seconds, now, taken, db.channel, CHANGED],
         )
