@@ -701,3 +701,26 @@ async def test_client_wait_for_change_wakes_on_a_claim_and_a_delayed_insert(
         await pg_store.insert([new("later", delay=3600.0)])
         assert await waiter is True
         assert (await client.get("later")).status.value == "pending"
+
+
+async def test_a_purge_and_an_expiry_notify_only_when_they_change_something(
+    pg_store: PostgresStore, heard: Heard
+) -> None:
+    await pg_store.insert([new("a"), new("b")])
+    claimed, _ = await pg_store.claim(2, "w")
+    assert len(claimed) == 2
+    await pg_store.finish(
+        [
+            Outcome(job_id=j, status="completed", result=encode_result(1), result_ttl=0.0)
+            for j in ("a", "b")
+        ],
+        "w",
+    )
+    assert await heard.until_marker() == ["w", "p", "f"]
+    assert await pg_store.expire_results() == 2
+    assert await heard.until_marker() == ["p"]
+    assert await pg_store.expire_results() == 0
+    assert await pg_store.purge(0.0, ["completed"]) == 0  # none finished before 1970
+    assert await heard.until_marker() == []
+    assert await pg_store.purge(time.time() + 60, ["completed"]) == 2
+    assert await heard.until_marker() == ["p"]

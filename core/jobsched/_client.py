@@ -1245,10 +1245,11 @@ class Client:
         progressed), or after `timeout` seconds; True if something changed.
 
         For live pages: PostgreSQL wakes it by NOTIFY (every insert, claim,
-        outcome, progress and operator action sends one, from its own
-        statement), SQLite by its poll of the file (every commit, claims
-        too, seen within the poll interval). Any number of coroutines may
-        wait at once; each sees every change made after it began waiting.
+        outcome, progress write, retry, cancel, purge and result expiry
+        sends one in its own statement or transaction), SQLite by its poll
+        of the file (every commit, claims too, seen within the poll interval).
+        Any number of coroutines may wait at once; each sees every change
+        made after it began waiting.
         """
         self._check_open()
         seconds = _check_seconds("timeout", timeout)

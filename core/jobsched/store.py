@@ -858,10 +858,11 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def wait_changed(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, finished, retried,
-        progressed; claims may wake it too), or after `timeout` seconds. True
-        if woken. For live views: it need not cost the hot path anything (the
-        PostgreSQL store sends no notification for a claim)."""
+        """Return when some job may have changed (submitted, claimed, finished,
+        retried, progressed, purged), or after `timeout` seconds. True if
+        woken. For live views: it should cost the hot path no round trip (the
+        PostgreSQL store sends a claim's notification from the claiming
+        statement; the SQLite store's poll sees every commit)."""
         ...
 
     # ── the queue's pause flag ─────────────────────────────────────────
