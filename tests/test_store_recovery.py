@@ -12,11 +12,23 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
+import structlog
 
-from jobsched import JobRow, JobSpecError, JobStatus, StoreError, default_plugin_manager
+from jobsched import (
+    AsyncJob,
+    JobRow,
+    JobSpecError,
+    JobStatus,
+    StoreError,
+    default_plugin_manager,
+    hookimpl,
+)
 from jobsched.store import read_store
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
@@ -657,4 +669,45 @@ async def test_an_expired_result_keeps_the_schedule_that_fired_its_job(
     snapshot = await read_store(url, default_plugin_manager())
     assert snapshot is not None
     assert [(row.schedule_id, row.result) for row in snapshot.jobs] == [(sid, None)]
+    await s.stop()
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Spoiled(AsyncJob):
+    """Returns a result, then holds a value its arguments cannot store."""
+
+    note: Any = "fresh"
+
+    async def run(self) -> int:
+        self.note = object()  # no longer describable as data
+        return 5
+
+
+class spoiled_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+        register("spoiled", Spoiled)
+
+
+async def test_a_job_that_can_no_longer_be_described_keeps_its_result_and_the_reaper_goes_on(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=10.0, extra=[spoiled_plugin])
+    await s.start()
+    spoiled = s.submit(Spoiled())
+    plain = s.submit(Record(str(log), "plain", value=1))
+    await s.join()
+    await s.flush()  # both finished rows are committed
+    with structlog.testing.capture_logs() as logs:
+        await clock.advance(10.0)  # both expire in the same reaper pass
+        await s.flush()
+    assert [e["event"] for e in logs if e.get("job_id") == spoiled] == [
+        "expired result kept in the store"
+    ]
+    rows = await read_rows(url)
+    assert (rows[spoiled]["result"], rows[plain]["result"]) == ("5", None)
+    assert s.get(spoiled).result is None  # gone from memory all the same
     await s.stop()

@@ -271,7 +271,18 @@ class Journal:
         offset = self._offset()
         for job in jobs:
             if job.job_id not in self._static:
-                type_name, args, options = self.codec.describe(job, offset)
+                try:
+                    type_name, args, options = self.codec.describe(job, offset)
+                except JobSpecError as exc:
+                    # Every stored job was described once; should one no longer
+                    # be, its row keeps the result, and the reaper goes on.
+                    logger.warning(
+                        "expired result kept in the store",
+                        store=self.store.url,
+                        job_id=job.job_id,
+                        error=str(exc),
+                    )
+                    continue
                 self._static[job.job_id] = _Static(
                     self.kernel.key_of(job.job_id), type_name, args, options, ()
                 )
