@@ -61,7 +61,7 @@ def test_run_with_a_store_then_status(tmp_path: Path, jobfile: Path) -> None:
     assert second["result"] == "sent to x@corp" and second["error"] is None
     assert second["args"] == {"to": "x@corp", "subject": "hi", "latency": 0.001}
     [beat] = doc["schedules"]
-    assert (beat["id"], beat["fired"], beat["active"]) == ("beat", 2, False)
+    assert (beat["id"], beat["fired"], beat["active"], beat["paused"]) == ("beat", 2, False, False)
     assert beat["trigger"]["trigger"] == {"interval": 0.02}
     assert beat["trigger"]["timebase"] == "monotonic"
 

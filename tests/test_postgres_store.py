@@ -22,6 +22,7 @@ from jobsched_plugins.postgres_store import (
     parse_url,
     redact,
 )
+from jobsched_plugins.postgres_store.submit import COPY_AT_LEAST
 from pg_support import base_dsn, terminate_backends, with_query
 from shared_support import Target
 
@@ -575,3 +576,151 @@ async def test_a_read_only_open_creates_nothing_and_names_what_is_wrong(
         assert await reader.wait(0) is False
     finally:
         await reader.close()
+
+
+# ── live views: every change sends a NOTIFY ───────────────────────────
+@pytest.fixture
+async def watcher(
+    pg_schema: tuple[str, str], pg_store: PostgresStore
+) -> AsyncIterator[PostgresStore]:
+    """Another process's view of `pg_store`, woken only by NOTIFY."""
+    s = PostgresStore(pg_schema[0])
+    await s.open()
+    try:
+        # The listener's first LISTEN counts as a change (it may have missed some).
+        assert await s.wait_changed(30) is True
+        yield s
+    finally:
+        await s.close()
+
+
+async def test_a_claim_wakes_the_live_views(
+    pg_store: PostgresStore, watcher: PostgresStore
+) -> None:
+    await pg_store.insert([new("a")])
+    assert await watcher.wait_changed(30) is True  # the insert's NOTIFY
+    claimed, _ = await pg_store.claim(1, "w")
+    assert [r.job_id for r in claimed] == ["a"]
+    # Nothing but the claim changed since: its NOTIFY woke the watcher, not the timeout.
+    assert await watcher.wait_changed(30) is True
+    assert (await watcher.get("a")).status == "running"
+
+
+class Heard:
+    """The NOTIFY payloads of the store's channel, heard on a connection of
+    the test's own; `until_marker` reads them up to a marker it sends itself
+    (delivered after everything committed before it)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], channel: str) -> None:
+        self.conn = conn
+        self.channel = channel
+
+    async def until_marker(self) -> list[str]:
+        await self.conn.execute("SELECT pg_notify(%s, 'marker')", [self.channel])
+        heard: list[str] = []
+        async for note in self.conn.notifies(timeout=30):
+            if note.payload == "marker":
+                return heard
+            heard.append(note.payload)
+        raise AssertionError(f"the marker never came back; heard {heard}")
+
+
+@pytest.fixture
+async def heard(pg_schema: tuple[str, str], pg_store: PostgresStore) -> AsyncIterator[Heard]:
+    conn = await psycopg.AsyncConnection.connect(base_dsn(), autocommit=True)
+    try:
+        channel = pg_store.db.channel
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        yield Heard(conn, channel)
+    finally:
+        await conn.close()
+
+
+async def test_a_claim_notifies_once_and_an_empty_claim_not_at_all(
+    pg_store: PostgresStore, heard: Heard
+) -> None:
+    assert await pg_store.claim(4, "w") == ([], None)
+    assert await heard.until_marker() == []
+    await pg_store.insert([new(f"j{i}") for i in range(3)])
+    assert await heard.until_marker() == ["w"]
+    claimed, _ = await pg_store.claim(3, "w")
+    assert len(claimed) == 3
+    assert await heard.until_marker() == ["p"]  # one per claiming statement
+
+
+async def test_a_claim_under_stored_limits_notifies_too(
+    pg_store: PostgresStore, heard: Heard
+) -> None:
+    await pg_store.sync_limits({"job_types": {"noop": 1}})
+    await pg_store.insert([new("a"), new("b")])
+    assert await heard.until_marker() == ["w"]
+    claimed, _ = await pg_store.claim(2, "w")
+    assert [r.job_id for r in claimed] == ["a"]  # the limit holds the second
+    assert await heard.until_marker() == ["p"]
+
+
+async def test_inserts_notify_once_whatever_they_insert(
+    pg_store: PostgresStore, heard: Heard
+) -> None:
+    await pg_store.insert([new("up")])
+    # A delayed job wakes the claimers (one sleeping until its next due job
+    # learns of an earlier one); a dependent still waiting wakes the live views.
+    await pg_store.insert([new("later", delay=3600.0)])
+    await pg_store.insert([new("down", deps=("up",))])
+    assert await heard.until_marker() == ["w", "w", "p"]
+    # A batch that inserts nothing new (its key is stored) sends nothing.
+    await pg_store.insert([new("k1", key="k")])
+    assert await heard.until_marker() == ["w"]
+    assert await pg_store.insert([new("k2", key="k")]) == ["k1"]
+    assert await heard.until_marker() == []
+    # The COPY path of a big batch: one NOTIFY too.
+    await pg_store.insert([new(f"bulk{i}") for i in range(COPY_AT_LEAST)])
+    assert await heard.until_marker() == ["w"]
+
+
+async def test_client_wait_for_change_wakes_on_a_claim_and_a_delayed_insert(
+    pg_schema: tuple[str, str], pg_store: PostgresStore
+) -> None:
+    from jobsched import Client
+
+    # Stored before the client listens: its NOTIFY never reaches the client.
+    await pg_store.insert([new("a")])
+    async with Client(pg_schema[0]) as client:
+        # The client's first LISTEN counts as a change (it may have missed some).
+        assert await client.wait_for_change(30) is True
+        waiter = asyncio.create_task(client.wait_for_change(30))
+        await asyncio.sleep(0)  # it waits before the claim is sent
+        claimed, _ = await pg_store.claim(1, "w")
+        assert [r.job_id for r in claimed] == ["a"]
+        # Nothing else changed: the claim's NOTIFY woke it, not its timeout.
+        assert await waiter is True
+        assert (await client.get("a")).status.value == "running"
+
+        waiter = asyncio.create_task(client.wait_for_change(30))
+        await asyncio.sleep(0)
+        await pg_store.insert([new("later", delay=3600.0)])
+        assert await waiter is True
+        assert (await client.get("later")).status.value == "pending"
+
+
+async def test_a_purge_and_an_expiry_notify_only_when_they_change_something(
+    pg_store: PostgresStore, heard: Heard
+) -> None:
+    await pg_store.insert([new("a"), new("b")])
+    claimed, _ = await pg_store.claim(2, "w")
+    assert len(claimed) == 2
+    await pg_store.finish(
+        [
+            Outcome(job_id=j, status="completed", result=encode_result(1), result_ttl=0.0)
+            for j in ("a", "b")
+        ],
+        "w",
+    )
+    assert await heard.until_marker() == ["w", "p", "f"]
+    assert await pg_store.expire_results() == 2
+    assert await heard.until_marker() == ["p"]
+    assert await pg_store.expire_results() == 0
+    assert await pg_store.purge(0.0, ["completed"]) == 0  # none finished before 1970
+    assert await heard.until_marker() == []
+    assert await pg_store.purge(time.time() + 60, ["completed"]) == 2
+    assert await heard.until_marker() == ["p"]

@@ -195,3 +195,39 @@ async def test_jobsched_worker_runs_jobs_another_process_puts_in_the_file(
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
         await producer.close()
+
+
+async def test_a_claim_and_a_waiting_dependent_wake_this_process_live_views(
+    tmp_path: Path,
+) -> None:
+    # Other processes see every commit by their poll; this process's own
+    # commits set its events directly (the poll sees only other connections').
+    store = SQLiteStore(url_of(tmp_path / "jobs.db") + "?poll=3600")
+    await store.open(SHARED)
+    try:
+        await store.wait_changed(0)  # whatever opening set
+        now = time.time()
+
+        def job(job_id: str, deps: tuple[str, ...] = ()) -> NewJob:
+            return NewJob(
+                job_id=job_id,
+                key=None,
+                type="noop",
+                args={},
+                run_at=now,
+                submitted_at=now,
+                sort_key=(0.0,),
+                depends_on=deps,
+            )
+
+        await store.insert([job("a")])
+        assert await store.wait_changed(0) is True
+        await store.insert([job("b", deps=("a",))])  # waits: no new work
+        assert await store.wait_changed(0) is True
+        claimed, _ = await store.claim(2, "w")
+        assert [r.job_id for r in claimed] == ["a"]
+        assert await store.wait_changed(0) is True
+        assert await store.claim(2, "w") == ([], None)
+        assert await store.wait_changed(0) is False  # an empty claim changed nothing
+    finally:
+        await store.close()

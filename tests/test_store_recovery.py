@@ -9,12 +9,27 @@ later wall time, as a real restart has.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
+import structlog
 
-from jobsched import JobRow, JobSpecError, JobStatus
+from jobsched import (
+    AsyncJob,
+    JobRow,
+    JobSpecError,
+    JobStatus,
+    StoreError,
+    default_plugin_manager,
+    hookimpl,
+)
+from jobsched.store import read_store
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
 from store_support import (
@@ -482,3 +497,217 @@ async def test_a_unique_key_still_dedupes_after_a_restart(url: str) -> None:
     await s2.stop()
     rows = await read_rows(url)
     assert (rows[first]["status"], rows[second]["status"]) == ("cancelled", "completed")
+
+
+# ── an operator's pause survives a restart ─────────────────────────────
+async def test_a_paused_schedule_stays_paused_after_a_restart(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock)
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick"), 10.0, start_in=10.0, key="t")
+    await clock.advance(10.0)  # fires at 10
+    await s.join()
+    assert s.pause_schedule(sid) is True
+    await s.stop()
+    assert runs(log) == ["tick"]
+
+    # Down from t=10 to t=55: a running schedule would fire its missed periods at once.
+    clock2 = ManualClock(mono=3.0, wall=WALL + 55.0)
+    s2 = scheduler(url, clock2)
+    await s2.start()
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.paused, sched.fired) == (sid, True, 1)
+    await clock2.advance(0.0)
+    await clock2.advance(100.0)  # t = 155 of the first clock: still nothing
+    await s2.join()
+    assert runs(log) == ["tick"]
+    assert s2.pause_schedule(sid) is False  # already paused, as restored
+    # Resumed, it fires at the next period after now (t = 160), as in memory.
+    assert s2.resume_schedule(sid) is True
+    assert sched.next_run + clock2.time() - clock2.now() == pytest.approx(WALL + 160.0)
+    await clock2.advance(4.0)
+    await s2.join()
+    assert runs(log) == ["tick"]
+    await clock2.advance(1.0)
+    await s2.join()
+    assert runs(log) == ["tick", "tick"]
+    await s2.stop()
+
+    # The resume is stored too: the next restart fires the missed period at once.
+    s3 = scheduler(url, ManualClock(mono=9.0, wall=WALL + 175.0))
+    await s3.start()
+    [sched] = s3.recurring()
+    assert sched.paused is False
+    await s3.stop()
+    assert await stored_pauses(url) == [(sid, False)]
+
+
+async def test_a_pause_and_a_resume_land_in_the_store(url: str) -> None:
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(Noop, 10.0, start_in=10.0)
+    s.pause_schedule(sid)
+    await s.flush()
+    assert await stored_pauses(url) == [(sid, True)]
+    s.resume_schedule(sid)
+    await s.flush()
+    assert await stored_pauses(url) == [(sid, False)]
+    await s.stop()
+
+
+async def test_a_paused_flag_changed_by_hand_is_refused_naming_the_schedule(url: str) -> None:
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(Noop, 10.0, start_in=10.0)
+    await s.stop()
+    path = url.removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE jobsched_schedules SET paused = 'yes'")
+        conn.commit()
+    with pytest.raises(StoreError, match=rf"recurring schedule {sid} .*paused 'yes' is not a flag"):
+        await scheduler(url).start()
+
+
+async def stored_pauses(url: str) -> list[tuple[str, bool]]:
+    """Each stored schedule's id and paused flag, read as ``jobsched status`` reads them."""
+    snapshot = await read_store(url, default_plugin_manager())
+    assert snapshot is not None
+    return [(row.schedule_id, row.paused) for row in snapshot.schedules]
+
+
+async def test_a_single_owner_file_of_version_5_is_migrated_and_keeps_its_schedules(
+    url: str, tmp_path: Path
+) -> None:
+    from jobsched_plugins.sqlite_store import migrations
+
+    log = tmp_path / "runs.log"
+    s = scheduler(url, ManualClock(mono=0.0, wall=WALL))
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick"), 10.0, start_in=10.0)
+    await s.stop()
+    # Make it the file a jobsched of schema version 5 wrote: no paused column.
+    path = url.removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("ALTER TABLE jobsched_schedules DROP COLUMN paused")
+        conn.execute("UPDATE jobsched_meta SET value = '5' WHERE name = 'schema_version'")
+        conn.commit()
+
+    def version() -> str:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            row = conn.execute(
+                "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
+            ).fetchone()
+        return str(row[0])
+
+    # `jobsched status` reads it unmigrated, and changes nothing.
+    assert await stored_pauses(url) == [(sid, False)]
+    assert version() == "5"
+    s2 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 1.0))
+    await s2.start()
+    assert version() == str(migrations.SCHEMA_VERSION) == "6"
+    [sched] = s2.recurring()
+    assert (sched.schedule_id, sched.paused) == (sid, False)
+    s2.pause_schedule(sid)
+    await s2.stop()
+    assert await stored_pauses(url) == [(sid, True)]
+    s3 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 2.0))
+    await s3.start()
+    [sched] = s3.recurring()
+    assert sched.paused is True
+    await s3.stop()
+
+
+# ── expired results leave the file too ────────────────────────────────
+async def test_an_expired_result_is_dropped_from_the_file(url: str, tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=10.0)  # the reaper runs every 2.5 s
+    await s.start()
+    gone = s.submit(Record(str(log), "gone", value={"n": 1}), key="gone")
+    await s.join()
+    await clock.advance(6.0)
+    kept = s.submit(Record(str(log), "kept", value=[1, 2]))
+    await s.join()
+    await s.flush()
+    rows = await read_rows(url)
+    assert (rows[gone]["result"], rows[kept]["result"]) == ('{"n":1}', "[1,2]")
+    await clock.advance(5.0)  # t = 11: `gone` finished 11 s ago, `kept` 5 s ago
+    await s.flush()
+    assert s.get(gone).result is None and s.get(kept).result == [1, 2]
+    rows = await read_rows(url)
+    assert (rows[gone]["status"], rows[gone]["result"], rows[gone]["key"]) == (
+        "completed",
+        None,
+        "gone",
+    )
+    assert rows[kept]["result"] == "[1,2]"
+    await s.stop()
+    s2 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 12.0), result_ttl=10.0)
+    await s2.start()
+    assert s2.get(gone).status is JobStatus.COMPLETED and s2.get(gone).result is None
+    assert s2.lookup("gone") == gone and s2.get(kept).result == [1, 2]
+    await s2.stop()
+
+
+async def test_an_expired_result_keeps_the_schedule_that_fired_its_job(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=1.0)  # the reaper runs every second
+    await s.start()
+    sid = s.schedule_recurring(lambda: Record(str(log), "tick", value=7), 100.0, start_in=1.0)
+    await clock.advance(1.0)
+    await s.join()
+    await s.flush()  # its finished row is committed: nothing about it is pending
+    [job] = s.jobs()
+    assert job.result == 7
+    await clock.advance(2.0)  # the reaper drops the result and writes the row again
+    await s.flush()
+    assert job.result is None
+    snapshot = await read_store(url, default_plugin_manager())
+    assert snapshot is not None
+    assert [(row.schedule_id, row.result) for row in snapshot.jobs] == [(sid, None)]
+    await s.stop()
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Spoiled(AsyncJob):
+    """Returns a result, then holds a value its arguments cannot store."""
+
+    note: Any = "fresh"
+
+    async def run(self) -> int:
+        self.note = object()  # no longer describable as data
+        return 5
+
+
+class spoiled_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+        register("spoiled", Spoiled)
+
+
+async def test_a_job_that_can_no_longer_be_described_keeps_its_result_and_the_reaper_goes_on(
+    url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runs.log"
+    clock = ManualClock(mono=0.0, wall=WALL)
+    s = scheduler(url, clock, result_ttl=10.0, extra=[spoiled_plugin])
+    await s.start()
+    spoiled = s.submit(Spoiled())
+    plain = s.submit(Record(str(log), "plain", value=1))
+    await s.join()
+    await s.flush()  # both finished rows are committed
+    with structlog.testing.capture_logs() as logs:
+        await clock.advance(10.0)  # both expire in the same reaper pass
+        await s.flush()
+    assert [e["event"] for e in logs if e.get("job_id") == spoiled] == [
+        "expired result kept in the store"
+    ]
+    rows = await read_rows(url)
+    assert (rows[spoiled]["result"], rows[plain]["result"]) == ("5", None)
+    assert s.get(spoiled).result is None  # gone from memory all the same
+    await s.stop()

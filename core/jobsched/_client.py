@@ -1282,12 +1282,12 @@ class Client:
         """Return when some job may have changed (submitted, finished, retried,
         progressed), or after `timeout` seconds; True if something changed.
 
-        For live pages: PostgreSQL wakes it by NOTIFY, SQLite by its poll
-        (which sees every commit, claims too; on PostgreSQL a claim sends no
-        notification, to keep claims one round trip: a page that shows
-        running jobs refreshes on the timeout as well). Any number of
-        coroutines may wait at once; each sees every change made after it
-        began waiting.
+        For live pages: PostgreSQL wakes it by NOTIFY (every insert, claim,
+        outcome, progress write, retry, cancel, purge and result expiry
+        sends one in its own statement or transaction), SQLite by its poll
+        of the file (every commit, claims too, seen within the poll interval).
+        Any number of coroutines may wait at once; each sees every change
+        made after it began waiting.
         """
         self._check_open()
         seconds = _check_seconds("timeout", timeout)

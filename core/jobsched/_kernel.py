@@ -294,6 +294,10 @@ class Backend(Protocol):
         finished at or before `before` (monotonic): a store deletes them (and
         older ones of the same kind it keeps)."""
 
+    def results_expired(self, jobs: Sequence[Job]) -> None:
+        """`Kernel.expire_results` dropped these completed jobs' results: a
+        store drops them too (called from the reaper's timer, never per job)."""
+
     def cancel(self, job_id: str) -> bool:
         """Cancel a job the kernel does not know (held elsewhere); False if unknown."""
 
@@ -1366,7 +1370,7 @@ class Kernel:
         """
         now = self._clock.now()
         jobs = self._jobs
-        expired = 0
+        expired: list[Job] = []
         for job_id in self._finished:
             job = jobs.get(job_id)
             if job is None or job.status is not COMPLETED or job.result is None:
@@ -1374,8 +1378,10 @@ class Kernel:
             ttl = self.result_ttl_of(job)
             if ttl is not None and job.finished_at is not None and job.finished_at + ttl <= now:
                 job.result = None
-                expired += 1
-        return expired
+                expired.append(job)
+        if expired:
+            self._backend.results_expired(expired)
+        return len(expired)
 
     def result_ttl_of(self, job: Job) -> float | None:
         """Seconds `job`'s result is kept after it finished (None: as long as

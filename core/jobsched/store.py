@@ -254,6 +254,9 @@ class ScheduleRow:
     last_job_id: str | None = None
     fired: int = 0
     skipped: int = 0
+    #: Paused by an operator (``pause_schedule``): a restored paused schedule
+    #: does not fire until it is resumed.
+    paused: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -855,10 +858,11 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def wait_changed(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, finished, retried,
-        progressed; claims may wake it too), or after `timeout` seconds. True
-        if woken. For live views: it need not cost the hot path anything (the
-        PostgreSQL store sends no notification for a claim)."""
+        """Return when some job may have changed (submitted, claimed, finished,
+        retried, progressed, purged), or after `timeout` seconds. True if
+        woken. For live views: it should cost the hot path no round trip (the
+        PostgreSQL store sends a claim's notification from the claiming
+        statement; the SQLite store's poll sees every commit)."""
         ...
 
     # ── the queue's pause flag ─────────────────────────────────────────
@@ -955,6 +959,10 @@ def _is_time(value: object) -> bool:
 
 def _is_count(value: object) -> bool:
     return type(value) is int and value >= 0
+
+
+def _is_flag(value: object) -> bool:
+    return type(value) is bool
 
 
 def _is_text(value: object) -> bool:
@@ -1065,6 +1073,8 @@ def _dependency_cycle(jobs: Sequence[JobRow]) -> list[str] | None:
 def _schedule_row_problem(row: ScheduleRow) -> str | None:
     if not _is_time(row.next_run):
         return f"next_run {_short(row.next_run)} is not a time"
+    if not _is_flag(row.paused):
+        return f"paused {_short(row.paused)} is not a flag"
     for column in ("fired", "skipped"):
         if not _is_count(getattr(row, column)):
             return f"{column} {_short(getattr(row, column))} is not a count"

@@ -261,6 +261,33 @@ class Journal:
             self.kernel.key_of(job.job_id), type_name, args, options, ()
         )
 
+    def results_expired(self, jobs: Iterable[Job]) -> None:
+        """Write these completed jobs again, their results dropped (`Kernel.expire_results`).
+
+        A terminal job's row is never written otherwise, so its static part
+        is described again, as for `retried`; the store's upsert leaves what
+        never changes alone.
+        """
+        offset = self._offset()
+        for job in jobs:
+            if job.job_id not in self._static:
+                try:
+                    type_name, args, options = self.codec.describe(job, offset)
+                except JobSpecError as exc:
+                    # Every stored job was described once; should one no longer
+                    # be, its row keeps the result, and the reaper goes on.
+                    logger.warning(
+                        "expired result kept in the store",
+                        store=self.store.url,
+                        job_id=job.job_id,
+                        error=str(exc),
+                    )
+                    continue
+                self._static[job.job_id] = _Static(
+                    self.kernel.key_of(job.job_id), type_name, args, options, ()
+                )
+            self.mark(job)
+
     def purge(self, before: float, statuses: Iterable[JobStatus]) -> None:
         """Delete finished jobs from the store with the next batch (see `PurgeRow`)."""
         self._purges.append(
@@ -398,6 +425,7 @@ class Journal:
                     last_job_id=sched.last_job_id,
                     fired=sched.fired,
                     skipped=sched.skipped,
+                    paused=sched.paused,
                 )
             )
         if self._purges:
@@ -595,6 +623,9 @@ class JournalBackend(LocalBackend):
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         self.journal.purge(before, statuses)
 
+    def results_expired(self, jobs: Sequence[Job]) -> None:
+        self.journal.results_expired(jobs)
+
     def schedule_added(self, sched: RecurringSchedule, spec: Any, key: str | None) -> None:
         self.journal.admit_schedule(sched, spec, key)
 
@@ -784,6 +815,9 @@ def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
         sched.last_job_id = srow.last_job_id
         sched.fired = srow.fired
         sched.skipped = srow.skipped
+        # The kernel arms only unpaused schedules at start; `resume_schedule`
+        # then fires at the next period after now, as for one paused in memory.
+        sched.paused = srow.paused
         kernel.restore_schedule(sched, sched.schedule_id, srow.key)
         journal.restored_schedule(srow)
     floor = max((schedule_number(s.schedule_id) for s in snapshot.schedules), default=0)

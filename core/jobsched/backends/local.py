@@ -67,6 +67,9 @@ class LocalBackend:
     def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
         pass
 
+    def results_expired(self, jobs: Sequence[Job]) -> None:
+        pass
+
     def resolve(self, job_id: str) -> str:
         return job_id
 

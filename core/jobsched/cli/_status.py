@@ -111,6 +111,7 @@ def schedule_json(row: ScheduleRow) -> dict[str, Any]:
         "fired": row.fired,
         "skipped": row.skipped,
         "last_job_id": row.last_job_id,
+        "paused": row.paused,
     }
 
 

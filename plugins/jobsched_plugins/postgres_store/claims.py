@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
 
-from .connection import FINISHED, NOW, TERMINAL, WORK, Database, logger
+from .connection import CHANGED, FINISHED, NOW, TERMINAL, WORK, Database, logger
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,7 +48,7 @@ async def claim(
         return [], None
 
     async def plain(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
-        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds])
+        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
         return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
 
     # One statement on the autocommit connection (one round trip for a busy
@@ -86,7 +86,11 @@ async def claim(
 
 
 # The plain claim: the first `n` due jobs in strategy order, locked without
-# waiting for the ones other claimers hold.
+# waiting for the ones other claimers hold. Live views hear of it from the
+# statement itself (no extra round trip): the uncorrelated subquery in the
+# filter runs once and sends one "changed" NOTIFY if anything was picked, so
+# an idle worker's empty claim sends nothing. (Wrapping the UPDATE in a CTE
+# to test its RETURNING rows instead copies every claimed row once more.)
 _CLAIM = (
     "WITH now AS (SELECT "
     + NOW
@@ -102,6 +106,7 @@ UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
     lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
     started_at = (SELECT t FROM now), progress = NULL
 FROM picked WHERE j.job_id = picked.job_id
+    AND (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM picked LIMIT 1) AS one) = 1
 RETURNING j.*"""
 )
 
@@ -210,11 +215,14 @@ async def _claim_limited(
     if taken:
         cur = await conn.execute(
             db.q(
+                # Something is claimed: one "changed" NOTIFY, from a
+                # subquery that runs once (as in `_CLAIM`).
                 """UPDATE {s}.jobs SET status = 'running', attempts = attempts + 1,
                     lease_owner = %s, lease_expires = %s, started_at = %s, progress = NULL
-                WHERE job_id = ANY(%s) RETURNING *"""
+                WHERE job_id = ANY(%s) AND (SELECT count(pg_notify(%s, %s))) = 1
+                RETURNING *"""
             ),
-            [owner, now + lease_seconds, now, taken],
+            [owner, now + lease_seconds, now, taken, db.channel, CHANGED],
         )
         rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
         rows.sort(key=lambda r: (r.sort_key, r.seq))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import NewJob
 
-from .connection import NOW, Database
+from .connection import CHANGED, NOW, Database
 from .schedules import insert_fired
 
 if TYPE_CHECKING:
@@ -103,7 +103,8 @@ async def _retry_in(
 
 async def purge(db: Database, before: float, statuses: Sequence[str]) -> int:
     """Delete terminal jobs in `statuses` finished before `before`, with their
-    dependency edges (by the foreign key) and history; how many jobs."""
+    dependency edges (by the foreign key) and history; how many jobs. Live
+    views hear of it (one NOTIFY from the statement) when it deleted any."""
     wanted = [s for s in statuses if s in ("completed", *RETRYABLE)]
     if not wanted:
         return 0
@@ -117,9 +118,11 @@ async def purge(db: Database, before: float, statuses: Sequence[str]) -> int:
                 ), history AS (
                     DELETE FROM {s}.attempts a USING gone WHERE a.job_id = gone.job_id
                 )
-                SELECT count(*)::int AS n FROM gone"""
+                SELECT count(*)::int AS n,
+                    (SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM gone)) AS note
+                FROM gone"""
             ),
-            [wanted, before],
+            [wanted, before, db.channel, CHANGED],
         )
         rec = await cur.fetchone()
         return int(rec["n"]) if rec else 0
@@ -128,16 +131,21 @@ async def purge(db: Database, before: float, statuses: Sequence[str]) -> int:
 
 
 async def expire_results(db: Database) -> int:
-    """Remove the results whose time is up; how many."""
+    """Remove the results whose time is up; how many. Live views hear of it
+    (one NOTIFY from the statement) when it removed any."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> int:
         cur = await conn.execute(
             db.q(
-                "UPDATE {s}.jobs SET result = NULL, result_expires = NULL "
-                "WHERE result_expires <= " + NOW
-            )
+                "WITH gone AS (UPDATE {s}.jobs SET result = NULL, result_expires = NULL "
+                "WHERE result_expires <= " + NOW + " RETURNING 1) "
+                "SELECT count(*)::int AS n, "
+                "(SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM gone)) AS note FROM gone"
+            ),
+            [db.channel, CHANGED],
         )
-        return cur.rowcount
+        rec = await cur.fetchone()
+        return int(rec["n"]) if rec else 0
 
     return await db.statement(body)
 
@@ -166,7 +174,7 @@ async def set_progress(
                 [json.dumps(data, allow_nan=False) for _, data in updates],
                 owner,
                 db.channel,
-                "p",
+                CHANGED,
             ],
         )
 

@@ -31,7 +31,7 @@ import attrs
 
 from jobsched.store import NewJob, StoreError, settle_at_insert
 
-from .connection import NOW, WORK, Database, to_json
+from .connection import CHANGED, NOW, WORK, Database, to_json
 
 if TYPE_CHECKING:
     import psycopg
@@ -70,7 +70,7 @@ WITH batch AS MATERIALIZED (
     INSERT INTO {s}.dependencies (job_id, upstream)
     SELECT job_id, unnest(upstreams) FROM batch
 )
-SELECT pg_notify(%s, %s) WHERE %s"""
+SELECT pg_notify(%s, CASE WHEN %s THEN %s ELSE %s END) WHERE %s"""
 )
 
 #: A batch of at least this many jobs without keys or dependencies is
@@ -241,8 +241,17 @@ def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
 
 
 async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) -> None:
-    """One statement: the planned jobs, their dependencies and the workers' wake-up."""
-    await conn.execute(db.q(_INSERT), [_batch_json(plan), db.channel, WORK, plan.ready])
+    """One statement: the planned jobs, their dependencies and one NOTIFY.
+
+    "New work" if a job may be claimed (due now or later: a claimer sleeping
+    until its next due job learns of an earlier one), else "changed" for the
+    live views (dependents still waiting, jobs cancelled at once); none if
+    every job resolved to a stored one.
+    """
+    await conn.execute(
+        db.q(_INSERT),
+        [_batch_json(plan), db.channel, plan.ready, WORK, CHANGED, bool(plan.rows)],
+    )
 
 
 async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:

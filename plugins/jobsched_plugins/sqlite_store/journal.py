@@ -47,7 +47,10 @@ INSERT INTO jobsched_jobs ({_BOUND}, depends_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?
 ON CONFLICT (job_id) DO UPDATE SET
     status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
     finished_at = excluded.finished_at, result = excluded.result,
-    last_error = excluded.last_error, schedule_id = excluded.schedule_id
+    last_error = excluded.last_error,
+    -- A job written again without its schedule (a retried job, an expired
+    -- result) keeps the one it was fired by: a schedule is never taken away.
+    schedule_id = coalesce(excluded.schedule_id, jobsched_jobs.schedule_id)
 """
 # A key is unique among the jobs a scheduler knows, not forever: once a job
 # has left the scheduler's history its key may be submitted again. The new job
@@ -55,15 +58,18 @@ ON CONFLICT (job_id) DO UPDATE SET
 _RELEASE_KEY = "UPDATE jobsched_jobs SET key = NULL WHERE key = ? AND job_id <> ?"
 _SCHEDULE_COLUMNS = (
     "schedule_id, key, template, trigger, next_run, allow_overlap, active, "
-    "last_job_id, fired, skipped"
+    "last_job_id, fired, skipped, paused"
 )
 _UPSERT_SCHEDULE = f"""
-INSERT INTO jobsched_schedules ({_SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)
+INSERT INTO jobsched_schedules ({_SCHEDULE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (schedule_id) DO UPDATE SET
     next_run = excluded.next_run, allow_overlap = excluded.allow_overlap,
     active = excluded.active, last_job_id = excluded.last_job_id,
-    fired = excluded.fired, skipped = excluded.skipped
+    fired = excluded.fired, skipped = excluded.skipped, paused = excluded.paused
 """
+# SQLite stores the flag as 0/1; anything else was written by hand and is
+# handed to check_snapshot as it is, which refuses it naming the schedule.
+_FLAGS = {0: False, 1: True}
 
 
 def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot, str]:
@@ -183,6 +189,10 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
                 trigger_rule=r[15],
             )
         )
+    schedule_columns = _SCHEDULE_COLUMNS
+    if not _has_column(conn, "jobsched_schedules", "paused"):
+        # A file from before version 6: nothing was kept paused.
+        schedule_columns = schedule_columns.replace("paused", "0")
     schedules = [
         ScheduleRow(
             schedule_id=r[0],
@@ -195,8 +205,9 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
             last_job_id=r[7],
             fired=r[8],
             skipped=r[9],
+            paused=_FLAGS.get(r[10], r[10]),
         )
-        for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM jobsched_schedules")
+        for r in conn.execute(f"SELECT {schedule_columns} FROM jobsched_schedules")
     ]
     return Snapshot(jobs=jobs, schedules=schedules)
 
@@ -246,6 +257,7 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
                     s.last_job_id,
                     s.fired,
                     s.skipped,
+                    int(s.paused),
                 )
             )
 

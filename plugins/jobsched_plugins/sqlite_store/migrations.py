@@ -23,7 +23,7 @@ import sqlite3
 from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -186,11 +186,15 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2 and 3).
+# listed here (none for 2, 3 and 5).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [
         "ALTER TABLE jobsched_jobs ADD COLUMN trigger_rule TEXT NOT NULL DEFAULT 'all_success'",
+    ],
+    # 6: an operator's pause survives a restart (shared files have had it since 3).
+    6: [
+        "ALTER TABLE jobsched_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
     ],
 }
 

@@ -125,6 +125,10 @@ class SQLiteStore(DelegatedWakeups):
         )
         if ready:
             self.wakeups.work()
+        else:
+            # Other processes see any commit by their poll; this one's live
+            # views are told directly (dependents still waiting, cancelled ones).
+            self.wakeups.changed()
         return ids
 
     # ── Shared mode: claims, leases and limits ──────────────────────
@@ -142,6 +146,8 @@ class SQLiteStore(DelegatedWakeups):
         rows, next_due, self._limits_found = await self.db.transaction(
             lambda conn: claims.claim(conn, self.lease_seconds, n, owner), "claim jobs in"
         )
+        if rows:
+            self.wakeups.changed()  # an event set: other processes see it by their poll
         return rows, next_due
 
     async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
