@@ -4,48 +4,19 @@ tests/test_trigger_rules_stores.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+from worker_support import Worker
 
 
-class FlowWorker:
-    """``jobsched worker --store URL --import flow_tasks``, run from tests/."""
+class FlowWorker(Worker):
+    """``jobsched worker --store URL --import flow_tasks``."""
 
     def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobsched",
-                "worker",
-                "--store",
-                url,
-                "--import",
-                "flow_tasks",
-                "--workers=2",
-                "--grace=0",
-            ],
-            cwd=TESTS,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "shared scheduler started" in line:
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-                return
-        pytest.fail(f"worker exited with {self.proc.wait()} before starting")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        assert self.proc.wait(timeout=60) == 0
+        super().__init__(url, "--import", "flow_tasks")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -4,7 +4,6 @@ what a client enqueued, on every store that several processes can share."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from jobsched import (
     build_job,
     hookimpl,
 )
+from worker_support import Worker
 
 pytestmark = pytest.mark.slow
 
@@ -48,39 +48,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         url: str = request.getfixturevalue("pg_schema")[0]
         return url
     return f"sqlite:///{tmp_path / 'jobs.db'}"
-
-
-class Worker:
-    """A ``jobsched worker --store URL`` process, started and stopped by the test."""
-
-    def __init__(self, url: str, *options: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobsched",
-                "worker",
-                "--store",
-                url,
-                "--workers=2",
-                "--grace=0",
-                *options,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "shared scheduler started" in line:
-                self.identity = line.split("process=")[1].split()[0]
-                # Keep reading its log so a full pipe never blocks the worker.
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-                return
-        pytest.fail(f"worker exited with {self.proc.wait()} before starting")
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=60) == 0
 
 
 @pytest.fixture

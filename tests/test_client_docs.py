@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_client import Worker
+from worker_support import Worker
 
 pytestmark = pytest.mark.slow
 

@@ -38,6 +38,7 @@ from jobsched import (
 from jobsched.jobfile import load_jobfile, run_jobfile
 from task_examples import Color, add, paint, pid_in_child, pid_of, send_email
 from typing_support import mypy_errors
+from worker_support import Worker
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -396,39 +397,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
 
 
-class TaskWorker:
-    """``jobsched worker --store URL --import task_examples``, run from this folder."""
+class TaskWorker(Worker):
+    """``jobsched worker --store URL --import task_examples``."""
 
     def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobsched",
-                "worker",
-                "--store",
-                url,
-                "--import",
-                "task_examples",
-                "--workers=2",
-                "--grace=0",
-            ],
-            cwd=TESTS,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if "shared scheduler started" in line:
-                import threading
-
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-                return
-        pytest.fail(f"worker exited with {self.proc.wait()} before starting")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        assert self.proc.wait(timeout=60) == 0
+        super().__init__(url, "--import", "task_examples")
 
 
 @pytest.fixture
@@ -469,7 +442,6 @@ async def test_a_task_worker_runs_process_tasks(task_worker: str) -> None:
 
 @pytest.mark.slow
 async def test_a_worker_that_does_not_know_the_task_fails_its_jobs(store_url: str) -> None:
-    from test_client import Worker  # a worker without --import
 
     worker = Worker(store_url)
     try:
