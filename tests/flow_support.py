@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker_support import Worker
+from worker_support import Worker, shared_store
 
 
 class FlowWorker(Worker):
@@ -22,10 +22,7 @@ class FlowWorker(Worker):
 @pytest.fixture(params=["sqlite", "postgresql"])
 def flow_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A shared store: one SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 @pytest.fixture

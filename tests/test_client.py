@@ -36,7 +36,7 @@ from jobsched import (
     build_job,
     hookimpl,
 )
-from worker_support import Worker
+from worker_support import Worker, shared_store
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +44,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(params=["postgresql", "sqlite"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store several processes share: a PostgreSQL schema or a SQLite file."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from asgi_support import served
+from worker_support import shared_store, wait_started
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "integrations.md"
@@ -91,10 +91,7 @@ async def test_the_fastapi_examples_answers_are_the_pages(monkeypatch: pytest.Mo
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 @pytest.mark.slow
@@ -115,13 +112,7 @@ def test_the_django_check_script_runs_against_a_worker(tmp_path: Path, store_url
         text=True,
     )
     try:
-        assert worker.stderr is not None
-        for line in worker.stderr:
-            if "shared scheduler started" in line:
-                threading.Thread(target=worker.stderr.read, daemon=True).start()
-                break
-        else:
-            pytest.fail(f"the worker exited with {worker.wait()}")
+        wait_started(worker)
         done = subprocess.run(
             [sys.executable, "check.py"], cwd=project, capture_output=True, text=True, timeout=120
         )

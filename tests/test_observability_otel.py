@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 import obs_support
 from jobsched import FunctionJob, JobScheduler, build_job, default_plugin_manager
 from jobsched._codec import JobCodec
+from worker_support import wait_started
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,13 +49,7 @@ def test_a_job_submitted_in_a_span_runs_in_the_same_trace_in_a_worker(
     producer = otel_proc("submit", shared_url, str(producer_out), stdout=subprocess.PIPE)
     worker = otel_proc("worker", shared_url, str(worker_out), stderr=subprocess.PIPE)
     try:
-        assert worker.stderr is not None
-        for line in worker.stderr:
-            if "shared scheduler started" in line:
-                threading.Thread(target=worker.stderr.read, daemon=True).start()
-                break
-        else:
-            pytest.fail(f"worker exited with {worker.wait()}")
+        wait_started(worker)
         out, _ = producer.communicate(timeout=180)
         assert producer.returncode == 0
     finally:

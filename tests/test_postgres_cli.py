@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from worker_support import wait_started
 
 pytestmark = pytest.mark.slow
 
@@ -63,17 +64,6 @@ def start_worker(url: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_started(worker: subprocess.Popen[str]) -> str:
-    """The worker's identity, from its first log line (``process=host:pid``)."""
-    assert worker.stderr is not None
-    for line in worker.stderr:
-        if "shared scheduler started" in line:
-            # Keep reading its log so a full pipe never blocks the worker.
-            threading.Thread(target=worker.stderr.read, daemon=True).start()
-            return line.split("process=")[1].split()[0]
-    pytest.fail(f"worker exited with {worker.wait()} before starting")
 
 
 def test_run_a_job_file_on_workers_and_resume_it(

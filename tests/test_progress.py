@@ -32,6 +32,7 @@ from jobsched import (
 )
 from jobsched.testing import VirtualClock
 from kernel_support import Gate, join, until
+from worker_support import shared_store
 
 
 # ── the throttle, on a fake clock ──────────────────────────────────────
@@ -330,10 +331,7 @@ class halfway_plugin:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh shared store: a SQLite file, or a PostgreSQL schema."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 async def test_progress_is_written_to_a_shared_store_and_read_by_a_client(store_url: str) -> None:

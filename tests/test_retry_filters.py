@@ -26,6 +26,7 @@ from jobsched import (
 from jobsched.jobfile import JobFileError, load_jobfile, run_jobfile
 from task_examples import Transient, asks_for_retry, flaky
 from test_tasks import TaskWorker
+from worker_support import shared_store
 
 FAST = {"policy": "fixed", "seconds": 0, "max_retries": 3}
 
@@ -321,10 +322,7 @@ def test_retry_says_what_it_asked_and_pickles() -> None:
 # ── across processes ───────────────────────────────────────────────────
 @pytest.fixture(params=["postgresql", "sqlite"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 from jobsched import JobScheduler, NewJob, StoreContext, StoreError
 from jobsched_plugins.sqlite_store import SQLiteStore
 from jobsched_plugins.sqlite_store.connection import pack_sort_key, unpack_sort_key
+from worker_support import wait_started
 
 SHARED = StoreContext(worker_id="test", shared=True)
 
@@ -155,13 +155,7 @@ async def test_jobsched_worker_runs_jobs_another_process_puts_in_the_file(
         text=True,
     )
     try:
-        assert worker.stderr is not None
-        for line in worker.stderr:
-            if "shared scheduler started" in line:
-                threading.Thread(target=worker.stderr.read, daemon=True).start()
-                break
-        else:
-            pytest.fail(f"worker exited with {worker.wait()} before starting")
+        wait_started(worker)
         now = time.time()
         ids = await producer.insert(
             [

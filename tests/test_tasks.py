@@ -38,7 +38,7 @@ from jobsched import (
 from jobsched.jobfile import load_jobfile, run_jobfile
 from task_examples import Color, add, paint, pid_in_child, pid_of, send_email
 from typing_support import mypy_errors
-from worker_support import Worker
+from worker_support import Worker, shared_store
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -391,10 +391,7 @@ def test_jobsched_run_imports_the_tasks_of_a_job_file(tmp_path: Path) -> None:
 # ── across processes: a client submits, a worker that imported the tasks runs ─
 @pytest.fixture(params=["postgresql", "sqlite"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 class TaskWorker(Worker):

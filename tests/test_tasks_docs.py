@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from worker_support import shared_store, wait_started
 
 pytestmark = pytest.mark.slow
 
@@ -61,10 +62,7 @@ def test_the_first_example_prints_what_the_page_says(tmp_path: Path) -> None:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 def test_the_worked_example_runs_with_a_worker_process(tmp_path: Path, store_url: str) -> None:
@@ -85,13 +83,7 @@ def test_the_worked_example_runs_with_a_worker_process(tmp_path: Path, store_url
         text=True,
     )
     try:
-        assert worker.stderr is not None
-        for line in worker.stderr:
-            if "shared scheduler started" in line:
-                threading.Thread(target=worker.stderr.read, daemon=True).start()
-                break
-        else:
-            pytest.fail(f"the worker exited with {worker.wait()}")
+        wait_started(worker)
         submit = python_blocks()[2]
         assert run([sys.executable, "submit.py"], project) == output_after(submit)
         # docs/client.md's workflow example, on the same worker.

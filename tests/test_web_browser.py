@@ -31,6 +31,7 @@ import pytest
 
 import web_jobs
 from jobsched import BlockingClient, JobStatus, Limits, PluginManager, build_job
+from worker_support import shared_store
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -122,10 +123,7 @@ class Browser:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store several processes share: a SQLite file or a PostgreSQL schema."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_schema")[0]
-        return url
-    return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return shared_store(request, tmp_path)
 
 
 @pytest.fixture
