@@ -12,7 +12,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
