@@ -111,7 +111,9 @@ STATUSES = (
 _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
 _registered_lock = threading.Lock()
-_registered: set[int] = set()  # ids of registries the collector is in
+# The registries the collector is in. Weak, not ids: a collected registry's
+# id is reused by the next one, which would then never get the collector.
+_registered: weakref.WeakSet[CollectorRegistry] = weakref.WeakSet()
 # `enable` and the scheduler hooks run on different threads: this lock makes
 # "not enabled yet, remember the scheduler" and "enable, take the remembered
 # ones" exclusive, so no scheduler is missed or counted twice.
@@ -483,9 +485,9 @@ def _ensure_registered(registry: CollectorRegistry | None) -> CollectorRegistry:
 
         registry = prometheus_client.REGISTRY
     with _registered_lock:
-        if id(registry) not in _registered:
+        if registry not in _registered:
             registry.register(_collector)
-            _registered.add(id(registry))
+            _registered.add(registry)
     return registry
 
 
