@@ -40,6 +40,20 @@ TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 
 _OPTIONS = ("timeout", "synchronous", "lease", "poll")
 
+# SQLite's fixed message for each result code an open or a transaction can
+# meet (sqlite3_errstr), for Python 3.10, whose exceptions name no code.
+_NAMES_BY_MESSAGE = {
+    "database is locked": "SQLITE_BUSY",
+    "database table is locked": "SQLITE_LOCKED",
+    "database or disk is full": "SQLITE_FULL",
+    "attempt to write a readonly database": "SQLITE_READONLY",
+    "unable to open database file": "SQLITE_CANTOPEN",
+    "access permission denied": "SQLITE_PERM",
+    "disk I/O error": "SQLITE_IOERR",
+    "file is not a database": "SQLITE_NOTADB",
+    "database disk image is malformed": "SQLITE_CORRUPT",
+}
+
 
 def parse_url(url: str) -> tuple[str, dict[str, str]]:
     """``(path, options)`` of a ``sqlite:///path?option=value`` URL."""
@@ -353,8 +367,20 @@ class Database:
 
     # ── errors ──────────────────────────────────────────────────────
     def problem(self, exc: sqlite3.Error) -> str:
-        name = getattr(exc, "sqlite_errorname", None)
+        name = self.error_name(exc)
         return f"{exc} ({name})" if name else str(exc)
+
+    @staticmethod
+    def error_name(exc: sqlite3.Error) -> str:
+        """SQLite's name for `exc` (``"SQLITE_FULL"``...), or ``""``.
+
+        Python 3.10's exceptions carry no ``sqlite_errorname``: there the
+        name comes from SQLite's own fixed message for the code.
+        """
+        name = getattr(exc, "sqlite_errorname", None)
+        if name:
+            return str(name)
+        return _NAMES_BY_MESSAGE.get(str(exc), "")
 
     def hint(self) -> str:
         """For a relative path: how to write the absolute one (a common slip)."""
@@ -374,7 +400,7 @@ class Database:
     def open_error(self, exc: sqlite3.Error, readonly: bool) -> StoreError:
         """The one-line error for an open that SQLite refused."""
         path, problem = self.path, self.problem(exc)
-        name = getattr(exc, "sqlite_errorname", "") or ""
+        name = self.error_name(exc)
         unchanged = "jobsched left it unchanged"
         if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc):
             return StoreError(
