@@ -54,7 +54,14 @@ from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
 from ._trigger_rules import ALL_SUCCESS, check_trigger_rule
 from ._workflow import Workflow, expand
-from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
+from .backends.schedules import (
+    ended,
+    fired_job,
+    next_fire,
+    overdue,
+    schedule_row,
+    serve,
+)
 from .store import (
     AttemptRow,
     NewJob,
@@ -321,10 +328,16 @@ class ScheduleInfo:
     fired: int
     skipped: int
     last_job_id: str | None
+    #: Its next fire is more than 10 seconds in the past and it has not fired
+    #: (`jobsched.backends.schedules.OVERDUE_AFTER`): no process serves it (no
+    #: worker runs, or none has its job type installed). Never for a paused or
+    #: ended schedule.
+    overdue: bool = False
 
     @classmethod
-    def from_row(cls, row: SharedScheduleRow) -> ScheduleInfo:
-        """The public record of a shared store's schedule row."""
+    def from_row(cls, row: SharedScheduleRow, now: float | None = None) -> ScheduleInfo:
+        """The public record of a shared store's schedule row, read at `now`
+        (wall clock; default: now)."""
         return cls(
             schedule_id=row.schedule_id,
             name=row.options.get("name"),
@@ -336,6 +349,7 @@ class ScheduleInfo:
             fired=row.fired,
             skipped=row.skipped,
             last_job_id=row.last_job_id,
+            overdue=overdue(row, time.time() if now is None else now),
         )
 
 
@@ -1060,9 +1074,14 @@ class Client:
         A schedule fires once per period however many processes serve it; the
         same job, trigger and `key` give the same id (a worker's
         ``schedule_recurring`` of the same job and trigger too), so registering
-        it again (a rerun) resumes it. `times` ends it after that many runs. This client
-        fires the schedule's periods while it is open (a client runs no job:
-        firing a period only submits one); missed periods coalesce into one.
+        it again (a rerun) resumes it. `times` ends it after that many runs.
+
+        The schedule is stored: every worker on the store fires it (each
+        worker serves every stored schedule whose job type it has), and so
+        does this client while it is open (a client runs no job: firing a
+        period only submits one), so it goes on after this process exits,
+        until `cancel_schedule`. Missed periods coalesce into one fire; a
+        schedule no process fires is flagged `ScheduleInfo.overdue`.
         """
         self._check_open()
         _refuse_functions(job)
@@ -1251,9 +1270,12 @@ class Client:
 
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:
-        """Every stored schedule (running, paused or ended), by id."""
+        """Every stored schedule (running, paused or ended), by id; one that no
+        process fires is flagged `ScheduleInfo.overdue`."""
         self._check_open()
-        return [ScheduleInfo.from_row(row) for row in await self.store.schedules()]
+        rows = await self.store.schedules()
+        now = time.time()
+        return [ScheduleInfo.from_row(row, now) for row in rows]
 
     async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
         rows: list[SharedScheduleRow] = await self.store.schedules()
@@ -1645,7 +1667,7 @@ class BlockingClient:
         return self._call(Client.wait_many, list(job_ids), timeout=timeout)
 
     def add_schedule(self, job: Job, **options: Any) -> str:
-        """`Client.add_schedule` (the schedule is served while this client is open)."""
+        """`Client.add_schedule` (the workers serve the schedule, and this client while open)."""
         return self._call(Client.add_schedule, job, **options)
 
     def cancel_schedule(self, schedule_id: str) -> bool:
