@@ -39,8 +39,6 @@ from jobsched import AsyncJob, BlockingJob, Job, hookimpl
 #: What a job does: return at once, sleep, fail its first attempts, or tick
 #: (the recurring schedule's job); a ``chaos-thread`` job does it in a thread.
 KINDS = ("noop", "sleep", "flaky", "doomed", "tick", "thread")
-#: The faults a job can carry (`Chaos.fault`).
-FAULTS = ("nul_result", "nul_error", "spin", "block", "fork", "print")
 #: Text no PostgreSQL text or jsonb value can hold.
 NUL = "bad \x00 byte"
 #: Seconds between two heartbeats of a worker's event loop.
