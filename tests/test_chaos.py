@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from benchmarks.chaos import ledger
 from benchmarks.chaos.check import Fault, check
+from benchmarks.chaos.faults import FAULTS, INFRA, BadFaults, parse_faults
 
 ROOT = Path(__file__).resolve().parents[1]
 W1, W2 = 101, 102  # worker pids
@@ -160,6 +161,122 @@ def test_the_ledger_skips_a_line_cut_short(tmp_path: Path) -> None:
     assert [r["e"] for r in records] == ["start"] and torn == 1
 
 
+def soak_record(e: str, **fields: Any) -> dict[str, Any]:
+    return {"e": e, "t": 0.0, "pid": 1, "role": "soak", **fields}
+
+
+def job_fault(kind: str, job: str | None = None, victim: int | None = None) -> dict[str, Any]:
+    return soak_record("jobfault", kind=kind, job=job, victim=victim, t0=1.0, t1=1.0)
+
+
+def process(pid: int, start: float, end: float, how: str, **extra: Any) -> dict[str, Any]:
+    return soak_record("process", victim=pid, start=start, end=end, how=how, **extra)
+
+
+def beats(pid: int, *times: float) -> list[dict[str, Any]]:
+    return [{"e": "alive", "t": t, "pid": pid, "role": "alive"} for t in times]
+
+
+def test_a_job_failed_without_running_its_last_attempt_is_reported() -> None:
+    # b's second attempt was claimed by a worker that could not build it.
+    records = [*run("a", W1, 1.0, 2.0), *run("b", W1, 1.0, 1.5, "fail")]
+    cannot = "cannot build job: unknown argument 'fault'"
+    rows = [
+        row("a", "failed", attempts=1),
+        row("b", "failed", attempts=2, last_error=cannot),
+        row("c", "timed_out", attempts=1),
+    ]
+    report = check(records, rows, [])
+    assert kinds(report) == ["unrun", "unrun"]
+    details = " ".join(d for _, d in report.violations)
+    assert f"b is failed but never ran its attempt 2: {cannot}" in details
+    assert "c is timed_out but never ran its attempt 1" in details
+    # A job its workers kept dying on, a tampered row and a cascade are not.
+    excused = [
+        row("d", "failed", attempts=3, last_error="lease expired 3 times"),
+        row("e", "failed", attempts=1, last_error="cannot build job: args"),
+    ]
+    assert check([job_fault("tampered", "e")], excused, []).ok
+
+
+def test_a_poison_job_must_end_failed_within_the_lease_expiry_bound() -> None:
+    # It froze three workers in turn; each watchdog ended its process.
+    spun = [r for pid, t in ((W1, 1.0), (W2, 5.0), (103, 9.0)) for r in run("p", pid, t, None)]
+    records = [job_fault("spin", "p"), *spun]
+    exits = [Fault("exited", W1, 3.0, 3.0), Fault("exited", W2, 7.0, 7.0)]
+    ended = check(records, [row("p", "failed")], exits, lease_expiry_bound=3)
+    assert ended.ok and ended.reruns_after_faults == 2
+    too_many = check(records, [row("p", "failed")], exits, lease_expiry_bound=2)
+    assert kinds(too_many) == ["poison"]
+    assert kinds(check(records, [row("p", "running")], exits)) == ["not terminal", "poison"]
+    # Frozen workers that nothing ended: the runs after the first are unexplained.
+    assert kinds(check(records, [row("p", "failed")], [])) == ["rerun", "rerun"]
+
+
+def test_a_tampered_row_must_end_failed_and_unrun() -> None:
+    assert check([job_fault("tampered", "t")], [row("t", "failed")], []).ok
+    ran = [job_fault("tampered", "t"), *run("t", W1, 1.0, 2.0)]
+    assert kinds(check(ran, [row("t")], [])) == ["tampered"]
+    stuck = check([job_fault("tampered", "t")], [row("t", "running")], [])
+    assert kinds(stuck) == ["not terminal", "tampered"]
+
+
+def test_a_worker_loop_blocked_past_its_watchdog_is_reported_unless_sigstopped() -> None:
+    steady = beats(W1, *(i * 0.25 for i in range(40)))
+    late = beats(W2, 0.0, 0.25, 0.5, 20.0, 20.25)  # 19.5 s without a beat
+    records = [*steady, *late, process(W1, 0.0, 10.0, "stopped", stop_requested=9.9)]
+    report = check(records, [], [], watchdog=10.0)
+    assert kinds(report) == ["blocked"] and f"worker {W2}'s loop was blocked 19.5 s" in str(
+        report.violations
+    )
+    assert report.longest_block == pytest.approx(19.5)
+    assert check(records, [], [], watchdog=20.0).ok
+    # The soak had SIGSTOPped it meanwhile: not its loop's doing.
+    assert check(records, [], [Fault("stop", W2, 1.0, 19.0)], watchdog=10.0).ok
+    # Frozen until it was killed: from its last beat to its end.
+    frozen = [*beats(W1, 0.0, 0.25), process(W1, 0.0, 30.0, "killed")]
+    assert kinds(check(frozen, [], [], watchdog=10.0)) == ["blocked"]
+
+
+def test_a_worker_that_does_not_stop_within_its_grace_is_reported() -> None:
+    quick = process(W1, 0.0, 31.0, "stopped", stop_requested=30.0)
+    slow = process(W2, 0.0, 60.0, "stopped", stop_requested=30.0)
+    killed = process(103, 0.0, 91.0, "unstoppable", stop_requested=30.0)
+    report = check([quick, slow, killed], [], [], grace=10.0)
+    assert kinds(report) == ["shutdown", "shutdown"]
+    assert "it was killed" in report.violations[1][1]
+
+
+def test_a_forked_producers_child_that_could_not_submit_is_reported() -> None:
+    def ended(pid: int, ok: bool, reason: str | None = None) -> dict[str, Any]:
+        fields = {"ok": ok, "child": pid + 100, "reason": reason}
+        return {"e": "fork_child", "t": 2.0, "pid": pid, "role": "producer", **fields}
+
+    records = [
+        *(job_fault("producer_fork", victim=pid) for pid in (7, 8, 9)),
+        ended(7, True),
+        ended(8, False, "its child was killed after 30 s"),
+    ]
+    report = check(records, [], [])
+    assert kinds(report) == ["fork", "fork"]
+    assert "producer 8: its child was killed after 30 s" in report.violations[0][1]
+    assert "producer 9 never reported its child's end" in report.violations[1][1]
+
+
+def test_job_faults_explain_no_rerun() -> None:
+    """A job fault (here a fork) is no excuse: what it re-ran is a violation."""
+    records = [job_fault("fork", "f", W1), *run("a", W1, 1.0, None), *run("a", W2, 3.0, 4.0)]
+    assert kinds(check(records, [row("a")], [])) == ["rerun"]
+
+
+def test_the_faults_option_names_faults_all_or_infra() -> None:
+    assert parse_faults("all") == list(FAULTS)
+    assert parse_faults("infra") == list(INFRA)
+    assert parse_faults("spin, infra,print") == [*INFRA, "spin", "print"]
+    with pytest.raises(BadFaults, match="unknown fault 'spn'"):
+        parse_faults("infra,spn")
+
+
 def soak(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "benchmarks.chaos", *args],
@@ -176,6 +293,8 @@ def test_bad_soak_arguments_exit_2_naming_them(tmp_path: Path) -> None:
     assert "--store 'mysql://x': give postgresql://" in result.stderr
     result = soak("--store", "sqlite", "--workers", "0")
     assert result.returncode == 2 and "--workers must be at least 1, got 0" in result.stderr
+    result = soak("--store", "sqlite", "--faults", "kill9,nope")
+    assert result.returncode == 2 and "--faults: unknown fault 'nope'" in result.stderr
 
 
 @pytest.mark.slow
@@ -187,9 +306,11 @@ def test_a_tiny_soak_passes_through_the_console_entry(kind: str, tmp_path: Path)
         store = base_dsn()
     else:
         store = "sqlite"
+    # The faults both stores survive today (.ci/run's lists grow as fixes land).
     result = soak(
         "--store", store, "--workers", "2", "--jobs", "60", "--duration", "10",
         "--seed", "3", "--fault-every", "2", "--dir", str(tmp_path / "soak"),
+        "--faults", "infra,print,producer_fork",
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -199,10 +320,18 @@ def test_a_tiny_soak_passes_through_the_console_entry(kind: str, tmp_path: Path)
         "dependency order violated: 0",
         "schedule periods fired twice or off grid: 0",
         "unique keys doubled: 0",
+        "failed or timed out without running: 0",
+        "workers not stopped within their grace: 0",
+        "forked producers' children that could not submit: 0",
+        "store unreadable by jobsched: 0",
         "seed 3",
     ]:
         assert line in out
     assert "faults injected: " in out and "faults injected: none" not in out
+    assert "job and deployment faults injected: none" not in out
+    assert re.search(r"workers blocked past the watchdog bound \(10 s\): 0 \(longest", out)
+    enabled = "kill9, stop, pg_terminate" if kind == "postgresql" else "kill9, stop, producer_kill"
+    assert f"faults enabled: {enabled}" in out
     assert out.rstrip().splitlines()[-2] == "OK"
 
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,39 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
 
 
-def wait_started(worker: subprocess.Popen[str]) -> str:
-    """Wait until a ``jobsched worker`` started; its identity (``process=host:pid...``)."""
+class Log:
+    """A worker's log lines as they come, for a test to wait on one."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+
+    def follow(self, stream: Iterable[str]) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        """The first line containing `text`, once the worker has logged it."""
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: next((line for line in self.lines if text in line), None), timeout
+            )
+        if found is None:
+            pytest.fail(f"the worker did not log {text!r} within {timeout} s")
+        return found
+
+
+def wait_started(worker: subprocess.Popen[str], log: Log | None = None) -> str:
+    """Wait until a ``jobsched worker`` started; its identity (``process=host:pid...``).
+
+    Its log is read on (into `log`, if given), so a full pipe never blocks it."""
     assert worker.stderr is not None
     for line in worker.stderr:
         if "shared scheduler started" in line:
-            # Keep reading its log so a full pipe never blocks the worker.
-            threading.Thread(target=worker.stderr.read, daemon=True).start()
+            follow = worker.stderr.read if log is None else lambda: log.follow(worker.stderr)
+            threading.Thread(target=follow, daemon=True).start()
             return line.split("process=")[1].split()[0]
     pytest.fail(f"worker exited with {worker.wait()} before starting")
 
@@ -58,8 +85,10 @@ class Worker:
             stderr=subprocess.PIPE,
             text=True,
         )
+        #: What it logged after it started.
+        self.log = Log()
         #: The worker's identity (``host:pid:random``), as its leases name it.
-        self.identity = wait_started(self.proc)
+        self.identity = wait_started(self.proc, self.log)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -10,9 +10,11 @@ process); at the end the ledger and the store are checked against each
 other (`benchmarks.chaos.check`). docs/reliability.md says what is checked
 and reports a long run.
 
-Modules: `jobs` (the soak's job type, a plugin the workers load through an
-entry point), `ledger` (the append-only files), `check` (the checker, a pure
+Modules: `jobs` (the soak's job types, a plugin the workers load through an
+entry point; `jobs_old` is an older version of it, for the ``old_module``
+fault), `ledger` (the append-only files), `check` (the checker, a pure
 function of the ledger, the stored rows and the faults), `producer` (the
-producer and canceller processes), `soak` (the orchestrator and its faults).
-Public jobsched names only.
+producer, canceller and forking-producer processes), `processes` (starting
+them and the workers, and what became of each), `faults` (every fault, and
+``--faults``), `soak` (the orchestrator). Public jobsched names only.
 """

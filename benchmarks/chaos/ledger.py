@@ -19,8 +19,9 @@ _lock = threading.Lock()
 _files: dict[str, int] = {}
 
 
-def append(folder: str, role: str, record: dict[str, Any]) -> None:
-    """Append `record` (with this process's pid and the wall time) and fsync it.
+def append(folder: str, role: str, record: dict[str, Any], *, sync: bool = True) -> None:
+    """Append `record` (with this process's pid and the wall time) and fsync it
+    (unless not `sync`: then the line survives the process, not the machine).
 
     Blocking: call it in a thread from async code. Safe from several threads
     (each line is one ``write`` on an ``O_APPEND`` file).
@@ -32,7 +33,8 @@ def append(folder: str, role: str, record: dict[str, Any]) -> None:
         if fd is None:
             fd = _files[path] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, (line + "\n").encode())
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)
 
 
 def read(folder: str | Path) -> tuple[list[dict[str, Any]], int]:

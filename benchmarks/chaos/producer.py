@@ -6,6 +6,12 @@ sends it (``intent``) and the ids it got after (``submitted``). ``canceller``
 follows the producers' ledgers and cancels long jobs from another process.
 Both also serve the recurring schedule (a schedule fires once per period
 however many processes serve it). SIGTERM stops either cleanly.
+
+``forker`` (the ``producer_fork`` fault) opens a `jobsched.BlockingClient`,
+submits a batch, forks, and submits a batch from the child through the same
+client (which must reopen itself there) and one more from the parent; a
+child that is not done within `FORK_WAIT` seconds is killed; the parent
+reports how its child ended (``fork_child``, ``ok`` false unless it exited 0).
 """
 
 from __future__ import annotations
@@ -13,14 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.chaos import jobs, ledger
-from jobsched import Client, PluginManager, Submission
+from jobsched import BlockingClient, Client, PluginManager, Submission
 
 RETRY_NONE = {"policy": "none"}
 #: Flaky jobs fail one or two attempts, then succeed.
@@ -30,6 +38,8 @@ RETRY_DOOMED = {"policy": "fixed", "seconds": 0.1, "max_retries": 1}
 #: How often the recurring schedule fires, in seconds.
 TICK_EVERY = 1.0
 UNIQUE_KEYS = 4
+#: Seconds a forked producer's child may take to submit its batch.
+FORK_WAIT = 30.0
 
 
 def plugins() -> PluginManager:
@@ -52,7 +62,10 @@ class Batch:
         self.targets: list[int] = []  # long jobs the canceller may cancel
         while len(self.items) < size:
             r = rng.random()
-            if r < 0.25:
+            if r < 0.05:
+                # A thread job: it runs unless abandoned threads fill the pool.
+                self._add(jobs.ChaosThread(ledger=folder, seconds=rng.uniform(0.05, 0.3)))
+            elif r < 0.25:
                 self._add(jobs.Chaos(ledger=folder, kind="noop"))
             elif r < 0.50:
                 self._add(jobs.Chaos(ledger=folder, kind="sleep", seconds=rng.uniform(0.05, 0.8)))
@@ -83,7 +96,7 @@ class Batch:
 
     def _add(
         self,
-        job: jobs.Chaos,
+        job: jobs.Chaos | jobs.ChaosThread,
         upstreams: list[int] = (),  # type: ignore[assignment]
         *,
         retry: dict[str, Any] = RETRY_NONE,
@@ -168,9 +181,47 @@ async def cancel(args: argparse.Namespace, stop: asyncio.Event) -> None:
                 await asyncio.wait_for(stop.wait(), rng.uniform(0.1, 0.5))
 
 
+def fork_produce(args: argparse.Namespace) -> None:
+    """Submit a batch, fork, submit one from the child and one more here."""
+    rng = random.Random(f"{args.seed}/fork/{args.generation}")
+    name = f"f{args.generation}"
+
+    def submit(client: BlockingClient, batch: Batch) -> None:
+        intent = {"e": "intent", "batch": batch.name, "keys": batch.keys}
+        ledger.append(args.ledger, "producer", intent)
+        ids = client.submit_many(batch.items)
+        ledger.append(args.ledger, "producer", batch.submitted(ids))
+
+    with BlockingClient(args.store, plugins=plugins()) as client:
+        submit(client, Batch(rng, args.ledger, f"{name}p0", args.batch))
+        child_batch = Batch(rng, args.ledger, f"{name}c", args.batch)
+        pid = os.fork()
+        if pid == 0:
+            # The child's first call reopens the client; then it exits as a
+            # program does (leaving the with block closes its own client).
+            submit(client, child_batch)
+            sys.exit(0)
+        give_up = time.monotonic() + FORK_WAIT
+        status = None
+        while status is None and time.monotonic() < give_up:
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(code) if done else None
+            time.sleep(0.05)
+        reason = None
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            reason = f"its child was killed after {FORK_WAIT:g} s"
+        elif status != 0:
+            reason = f"its child exited with status {status}"
+        report = {"e": "fork_child", "ok": reason is None, "child": pid, "reason": reason}
+        ledger.append(args.ledger, "producer", report)
+        submit(client, Batch(rng, args.ledger, f"{name}p1", args.batch))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos.producer")
-    parser.add_argument("role", choices=["producer", "canceller"])
+    parser.add_argument("role", choices=["producer", "canceller", "forker"])
     parser.add_argument("--store", required=True)
     parser.add_argument("--ledger", required=True)
     parser.add_argument("--seed", type=int, required=True)
@@ -180,6 +231,9 @@ def main() -> None:
     parser.add_argument("--until", type=float, default=0.0, help="wall time to stop producing")
     parser.add_argument("--cancel-share", type=float, default=0.5)
     args = parser.parse_args()
+    if args.role == "forker":
+        fork_produce(args)
+        return
 
     async def run() -> None:
         stop = asyncio.Event()

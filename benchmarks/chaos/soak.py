@@ -1,6 +1,7 @@
-"""The soak's orchestrator: processes, faults, drain, checks, report.
+"""The soak's orchestrator: the store, the run, drain, checks, report.
 
     python -m benchmarks.chaos --store URL --workers N --jobs M --duration S [--seed K]
+        [--faults LIST] [--watchdog SECONDS] [--lease-expiry-bound N]
 
 `URL` is ``postgresql://...`` (a fresh schema is made for the soak unless the
 URL names one, and dropped afterwards when the soak passed) or ``sqlite`` (a
@@ -8,21 +9,10 @@ new file in the soak's folder) or ``sqlite:////abs/path.db`` (a file that
 must not exist yet). ``lease=2`` is added unless the URL sets a lease.
 
 It starts N ``jobsched worker`` processes, one producer (about M jobs over S
-seconds) and one canceller; the orchestrator serves the recurring schedule
-too. Faults come at random times drawn from the seed, one every
-``--fault-every`` seconds on average:
-
-* ``kill9``: SIGKILL a worker, start a replacement;
-* ``stop``: SIGSTOP a worker for longer than the lease, then SIGCONT;
-* ``pg_terminate`` (PostgreSQL): ``pg_terminate_backend`` every worker connection;
-* ``producer_kill`` (SQLite): SIGKILL the producer, which writes batches
-  without pause (so most kills land inside a batch's transaction), and
-  start a new one;
-* ``kill9_writing`` (SQLite): SIGKILL a worker right after the producer
-  announced a batch, while writes are at their heaviest; a worker holds the
-  file's write lock for each claim, renewal and result, so this kills
-  writers with the lock held part of the time (not targeted more exactly:
-  nothing outside the process can see who holds the lock).
+seconds) and one canceller (`benchmarks.chaos.processes`); the orchestrator
+serves the recurring schedule too. Faults (`benchmarks.chaos.faults`: every
+one of ``--faults``, default all, that applies to the store) come at random
+times drawn from the seed, one every ``--fault-every`` seconds on average.
 
 After S seconds the faults stop, paused workers are resumed, the schedule is
 cancelled, and the soak waits until every job is terminal; then the
@@ -38,11 +28,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import signal
-import subprocess
+import sqlite3
 import sys
 import tempfile
 import time
@@ -53,11 +42,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchmarks.chaos import ledger
-from benchmarks.chaos.check import ALL_WORKERS, LEASE_LOST, Fault, Report, check, faults_in
-from benchmarks.chaos.producer import TICK_EVERY, plugins, tick
+from benchmarks.chaos.check import LEASE_LOST, Fault, Report, check, faults_in
+from benchmarks.chaos.faults import FAULTS, BadFaults, Faults, applicable, parse_faults
+from benchmarks.chaos.processes import GRACE, Processes
+from benchmarks.chaos.producer import FORK_WAIT, TICK_EVERY, plugins, tick
 from jobsched import Client
 
-ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"completed", "failed", "timed_out", "cancelled"}
 
 
@@ -131,6 +121,49 @@ class Store:
             ).fetchall()
         return len(rows)
 
+    def tamper(self, job_id: str, args_text: str) -> bool:
+        """Overwrite a pending job's stored ``args`` with `args_text`, behind
+        jobsched's back; False if the job was not pending any more."""
+        if self.kind == "postgresql":
+            import psycopg
+
+            with psycopg.connect(libpq_dsn(self.url), autocommit=True) as conn:
+                cur = conn.execute(
+                    f'UPDATE "{self.schema}".jobs SET args = %s::jsonb '
+                    "WHERE job_id = %s AND status = 'pending'",
+                    [args_text, job_id],
+                )
+                return cur.rowcount == 1
+        path = self.url.partition("?")[0].removeprefix("sqlite:///")
+        with contextlib.closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as db:
+            changed = db.execute(
+                "UPDATE jobsched_shared_jobs SET args = ? WHERE job_id = ? AND status = 'pending'",
+                (args_text, job_id),
+            )
+            return changed.rowcount == 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every stored job as `check` reads it, straight from the
+        tables: a row jobsched cannot read (a tampered one) is read here too."""
+        columns = "job_id, status, last_error, attempts, key, unique_key, schedule_id"
+        if self.kind == "postgresql":
+            import psycopg
+
+            with psycopg.connect(libpq_dsn(self.url), autocommit=True) as conn:
+                found = conn.execute(
+                    f"SELECT {columns}, (options->>'scheduled_for')::float8 "
+                    f'FROM "{self.schema}".jobs ORDER BY seq'
+                ).fetchall()
+        else:
+            path = self.url.partition("?")[0].removeprefix("sqlite:///")
+            with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+                found = db.execute(
+                    f"SELECT {columns}, json_extract(options, '$.scheduled_for') "
+                    "FROM jobsched_shared_jobs ORDER BY seq"
+                ).fetchall()
+        names = [*columns.split(", "), "scheduled_for"]
+        return [dict(zip(names, values, strict=True)) for values in found]
+
     def drop(self) -> None:
         if self.kind == "postgresql" and self.made_schema:
             import psycopg
@@ -144,231 +177,24 @@ class Store:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
 
 
-class Processes:
-    """The worker, producer and canceller subprocesses, and their logs."""
-
-    def __init__(self, args: argparse.Namespace, store: Store, folder: Path) -> None:
-        self.args = args
-        self.store = store
-        self.folder = folder
-        self.ledger = str(folder / "ledger")
-        self.logs = folder / "logs"
-        self.logs.mkdir()
-        site = folder / "site"
-        info = site / "jobsched_chaos_soak-1.0.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(
-            "Metadata-Version: 2.1\nName: jobsched-chaos-soak\nVersion: 1.0\n"
-        )
-        # The soak's job type, installed for the workers as any plugin is.
-        (info / "entry_points.txt").write_text("[jobsched]\nchaos = benchmarks.chaos.jobs\n")
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        }
-        self.workers: list[subprocess.Popen[bytes]] = []
-        self.stopped: set[int] = set()
-        self.producer: subprocess.Popen[bytes] | None = None
-        self.canceller: subprocess.Popen[bytes] | None = None
-        self.generation = 0
-
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=log, cwd=ROOT)
-        log.close()
-        return proc
-
-    def start_worker(self) -> subprocess.Popen[bytes]:
-        proc = self._spawn(
-            f"worker-{len(self.workers)}",
-            [
-                sys.executable,
-                "-m",
-                "jobsched",
-                "worker",
-                "--store",
-                self.store.worker_url,
-                "--workers",
-                str(self.args.slots),
-                "--log-format",
-                "json",
-                "--grace",
-                "10",
-            ],
-        )
-        self.workers.append(proc)
-        return proc
-
-    def live_workers(self) -> list[subprocess.Popen[bytes]]:
-        return [w for w in self.workers if w.poll() is None]
-
-    def start_producer(self, until: float) -> None:
-        self.generation += 1
-        rate = self.args.jobs / self.args.duration
-        self.producer = self._spawn(
-            f"producer-{self.generation}",
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.chaos.producer",
-                "producer",
-                "--store",
-                self.store.client_url,
-                "--ledger",
-                self.ledger,
-                "--seed",
-                str(self.args.seed),
-                "--generation",
-                str(self.generation),
-                "--rate",
-                f"{rate:g}",
-                "--until",
-                f"{until:.3f}",
-            ],
-        )
-
-    def start_canceller(self) -> None:
-        self.canceller = self._spawn(
-            "canceller",
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.chaos.producer",
-                "canceller",
-                "--store",
-                self.store.client_url,
-                "--ledger",
-                self.ledger,
-                "--seed",
-                str(self.args.seed),
-            ],
-        )
-
-    def resume_all(self) -> None:
-        for proc in self.workers:
-            if proc.pid in self.stopped and proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-        self.stopped.clear()
-
-    def stop_all(self, timeout: float = 60.0) -> None:
-        procs = [p for p in (*self.workers, self.producer, self.canceller) if p is not None]
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-class Faults:
-    """Faults at random times drawn from the seed."""
-
-    def __init__(self, args: argparse.Namespace, store: Store, procs: Processes) -> None:
-        self.rng = random.Random(args.seed)
-        self.every = args.fault_every
-        self.store = store
-        self.procs = procs
-        self.kinds = ["kill9", "stop"]
-        self.kinds += ["pg_terminate"] if store.kind == "postgresql" else []
-        self.kinds += ["producer_kill", "kill9_writing"] if store.kind == "sqlite" else []
-        self.done: list[Fault] = []
-        self._resumes: set[asyncio.Task[None]] = set()
-        #: When the producer stops producing (wall time): a new producer's too.
-        self.until = 0.0
-
-    async def run(self, until: float) -> None:
-        while True:
-            await asyncio.sleep(self.rng.uniform(0.5 * self.every, 1.5 * self.every))
-            if time.time() >= until:
-                return
-            kind = self.rng.choice(self.kinds)
-            await getattr(self, kind)()
-
-    async def finish(self) -> None:
-        for task in self._resumes:
-            task.cancel()
-        await asyncio.gather(*self._resumes, return_exceptions=True)
-        now = time.time()
-        self.done = [
-            Fault(f.kind, f.pid, f.t0, now) if f.kind == "stop" and f.t1 == float("inf") else f
-            for f in self.done
-        ]
-        self.procs.resume_all()
-
-    def _victim(self) -> subprocess.Popen[bytes] | None:
-        live = [w for w in self.procs.live_workers() if w.pid not in self.procs.stopped]
-        return self.rng.choice(live) if live else None
-
-    async def kill9(self, kind: str = "kill9") -> None:
-        victim = self._victim()
-        if victim is None:
-            return
-        victim.kill()
-        await asyncio.to_thread(victim.wait)
-        now = time.time()
-        self.done.append(Fault(kind, victim.pid, now, now))
-        self.procs.start_worker()
-
-    async def kill9_writing(self) -> None:
-        # Right after the producer announces a batch: its insert, the claims
-        # it wakes and their results all want the write lock now.
-        path = Path(self.procs.ledger)
-        files = sorted(path.glob("producer-*.jsonl"), key=lambda p: p.stat().st_mtime)
-        if files:
-            start = files[-1].stat().st_size
-            give_up = time.monotonic() + 5
-            while files[-1].stat().st_size == start and time.monotonic() < give_up:
-                await asyncio.sleep(0.005)
-        await self.kill9("kill9_writing")
-
-    async def stop(self) -> None:
-        victim = self._victim()
-        if victim is None:
-            return
-        pause = self.store.lease + self.rng.uniform(0.5, 2.0)
-        victim.send_signal(signal.SIGSTOP)
-        self.procs.stopped.add(victim.pid)
-        fault = Fault("stop", victim.pid, time.time(), float("inf"))
-        self.done.append(fault)
-
-        async def resume() -> None:
-            await asyncio.sleep(pause)
-            victim.send_signal(signal.SIGCONT)
-            self.procs.stopped.discard(victim.pid)
-            self.done[self.done.index(fault)] = Fault("stop", victim.pid, fault.t0, time.time())
-
-        task = asyncio.create_task(resume())
-        self._resumes.add(task)
-        task.add_done_callback(self._resumes.discard)
-
-    async def pg_terminate(self) -> None:
-        t0 = time.time()
-        await asyncio.to_thread(self.store.terminate_workers)
-        self.done.append(Fault("pg_terminate", ALL_WORKERS, t0, time.time()))
-
-    async def producer_kill(self) -> None:
-        producer = self.procs.producer
-        if producer is None or producer.poll() is not None:
-            return
-        producer.kill()
-        await asyncio.to_thread(producer.wait)
-        now = time.time()
-        self.done.append(Fault("producer_kill", producer.pid, now, now))
-        self.procs.start_producer(self.until)
-
-
-async def drain(client: Client, timeout: float) -> None:
+async def drain(store: Store, timeout: float) -> None:
     """Wait until every stored job is terminal (or `timeout` seconds passed)."""
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
-        rows = await client.store.jobs()
-        if all(r.status in TERMINAL for r in rows):
+        rows = await asyncio.to_thread(store.rows)
+        if all(r["status"] in TERMINAL for r in rows):
             return
         await asyncio.sleep(0.5)
+
+
+async def unreadable(client: Client) -> str | None:
+    """Why jobsched cannot list the store's jobs (one bad row must not stop
+    every reader), or None if it can."""
+    try:
+        await client.jobs()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def leases_lost(logs: Path) -> list[Fault]:
@@ -389,30 +215,21 @@ def leases_lost(logs: Path) -> list[Fault]:
     return found
 
 
-def row_of(row: Any) -> dict[str, Any]:
-    return {
-        "job_id": row.job_id,
-        "status": row.status,
-        "key": row.key,
-        "unique_key": row.unique_key,
-        "schedule_id": row.schedule_id,
-        "scheduled_for": (row.options or {}).get("scheduled_for"),
-    }
-
-
 async def soak(args: argparse.Namespace, folder: Path) -> tuple[Report, Store, float]:
     started = time.monotonic()
     (folder / "ledger").mkdir()
     store = Store(args.store, folder, args.lease)
     procs = Processes(args, store, folder)
-    faults = Faults(args, store, procs)
     client = Client(store.client_url, plugins=plugins())
     await client.open()  # creates the schema or the file before the workers start
+    faults = Faults(args, store, procs, client, args.faults)
+    watcher = None
     try:
         until = time.time() + args.duration
         faults.until = until
         for _ in range(args.workers):
             procs.start_worker()
+        watcher = asyncio.create_task(faults.watch_workers())
         procs.start_producer(until)
         procs.start_canceller()
         schedule = await client.add_schedule(tick(procs.ledger), every=TICK_EVERY)
@@ -423,14 +240,22 @@ async def soak(args: argparse.Namespace, folder: Path) -> tuple[Report, Store, f
             procs.producer.send_signal(signal.SIGTERM)
         if procs.canceller is not None:
             procs.canceller.send_signal(signal.SIGTERM)
-        await drain(client, args.drain)
+        # Forking producers end by themselves (their last batch comes after
+        # their child's), then whatever they submitted drains too.
+        await asyncio.to_thread(procs.wait_forkers, FORK_WAIT + 30)
+        await drain(store, args.drain)
+        watcher.cancel()
         procs.stop_all()
-        rows = [row_of(r) for r in await client.store.jobs()]
+        rows = await asyncio.to_thread(store.rows)
+        reader_error = await unreadable(client)
     finally:
+        if watcher is not None:
+            watcher.cancel()
         procs.stop_all()
         await client.close()
     # The ledger keeps the faults beside what ran: those injected, and each
-    # "lease lost" a worker logged (a stall longer than the lease; the machine's doing).
+    # "lease lost" a worker logged (a stall longer than the lease; the machine's doing);
+    # the job and deployment faults; and every worker's life.
     for fault in [*faults.done, *leases_lost(procs.logs)]:
         ledger.append(
             procs.ledger,
@@ -444,8 +269,28 @@ async def soak(args: argparse.Namespace, folder: Path) -> tuple[Report, Store, f
                 "job": fault.job,
             },
         )
+    for job_fault in faults.job_faults:
+        record = {"e": "jobfault", "kind": job_fault.kind, "job": job_fault.job}
+        ledger.append(
+            procs.ledger,
+            "soak",
+            {**record, "victim": job_fault.pid, "t0": job_fault.t0, "t1": job_fault.t1},
+        )
+    for life in procs.records():
+        ledger.append(procs.ledger, "soak", life)
     records, torn = ledger.read(folder / "ledger")
-    report = check(records, rows, faults_in(records), interval=TICK_EVERY, torn=torn)
+    report = check(
+        records,
+        rows,
+        faults_in(records),
+        interval=TICK_EVERY,
+        torn=torn,
+        watchdog=args.watchdog,
+        lease_expiry_bound=args.lease_expiry_bound,
+        grace=GRACE,
+    )
+    if reader_error is not None:
+        report.violations.append(("unreadable", f"Client.jobs() fails: {reader_error}"))
     return report, store, time.monotonic() - started
 
 
@@ -462,7 +307,11 @@ def print_report(report: Report, args: argparse.Namespace, store: Store, wall: f
         f"  body runs {report.runs}: retries {report.retries}, re-runs after faults "
         f"{report.reruns_after_faults}, completed twice after faults {report.doubled_after_faults}"
     )
+    enabled = applicable(args.faults, store.kind)
+    print(f"  faults enabled: {', '.join(enabled) or 'none'}")
     print(f"  faults injected: {faults}")
+    job_faults = ", ".join(f"{k} {v}" for k, v in sorted(report.job_faults.items())) or "none"
+    print(f"  job and deployment faults injected: {job_faults}")
     print(
         f"  leases lost, as the workers logged them: {report.leases_lost}; re-runs explained "
         f"only by such a loss (a worker stalled past its lease, not injected): "
@@ -476,10 +325,23 @@ def print_report(report: Report, args: argparse.Namespace, store: Store, wall: f
     print(f"  dependency order violated: {kinds['order']}")
     print(f"  schedule periods fired twice or off grid: {kinds['schedule']}")
     print(f"  unique keys doubled: {kinds['unique']}")
+    print(f"  failed or timed out without running: {kinds['unrun']}")
+    print(f"  poison jobs not failed within the lease-expiry bound: {kinds['poison']}")
+    print(f"  tampered rows not failed: {kinds['tampered']}")
+    print(
+        f"  workers blocked past the watchdog bound ({args.watchdog:g} s): {kinds['blocked']} "
+        f"(longest block {report.longest_block:.1f} s)"
+    )
+    print(f"  workers not stopped within their grace: {kinds['shutdown']}")
+    print(f"  forked producers' children that could not submit: {kinds['fork']}")
+    print(f"  store unreadable by jobsched: {kinds['unreadable']}")
     if report.torn_lines:
         print(f"  ledger lines cut short by kills (skipped): {report.torn_lines}")
-    for kind, detail in report.violations[:50]:
-        print(f"  VIOLATION {kind}: {detail}")
+    shown: Counter[str] = Counter()
+    for kind, detail in report.violations:
+        shown[kind] += 1
+        if shown[kind] <= 10:  # a few of each kind
+            print(f"  VIOLATION {kind}: {detail}")
     if report.ok:
         print("OK")
     else:
@@ -506,6 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--drain", type=float, default=180.0, help="seconds to wait for the end")
     parser.add_argument(
+        "--faults",
+        default="all",
+        help="the faults to inject, comma-separated: their names, 'infra' (the "
+        "infrastructure faults) or 'all' (default); those that do not apply to the "
+        f"store are left out. Faults: {', '.join(FAULTS)}",
+    )
+    parser.add_argument(
+        "--watchdog",
+        type=float,
+        default=10.0,
+        help="seconds a worker's event loop may be blocked (its watchdog bound; default 10)",
+    )
+    parser.add_argument(
+        "--lease-expiry-bound",
+        type=int,
+        default=3,
+        help="most runs of a job whose attempts end by lease expiry before it must "
+        "end failed (the workers' bound; default 3)",
+    )
+    parser.add_argument(
         "--dir", default=None, help="folder for the ledger and logs (default: temp)"
     )
     return parser
@@ -517,9 +399,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     for name in ("workers", "slots", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    for name in ("duration", "lease", "fault_every", "drain"):
+    for name in ("duration", "lease", "fault_every", "drain", "watchdog"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    if args.lease_expiry_bound < 1:
+        parser.error(f"--lease-expiry-bound must be at least 1, got {args.lease_expiry_bound}")
+    try:
+        args.faults = parse_faults(args.faults)
+    except BadFaults as exc:
+        parser.error(str(exc))
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)
     return args

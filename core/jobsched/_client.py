@@ -10,6 +10,12 @@ it builds no scheduler, claims nothing and holds no lease.
 loop (Django, Flask, scripts): it runs a `Client` on its own loop thread and
 hands each call to it with `asyncio.run_coroutine_threadsafe`, so any number
 of threads may share one.
+
+Across `os.fork` (gunicorn ``--preload``, Celery's prefork pool,
+multiprocessing's "fork" start method) a child must never use its parent's
+connection, event loop or thread: a `BlockingClient` made from a store URL
+reopens itself in the child at its first call there; an async `Client`
+refuses every call in the child, saying to open a new one there.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import math
+import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence, Set
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import attrs
 import structlog
@@ -45,7 +54,14 @@ from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
 from ._trigger_rules import ALL_SUCCESS, check_trigger_rule
 from ._workflow import Workflow, expand
-from .backends.schedules import ended, fired_job, next_fire, schedule_row, serve
+from .backends.schedules import (
+    ended,
+    fired_job,
+    next_fire,
+    overdue,
+    schedule_row,
+    serve,
+)
 from .store import (
     AttemptRow,
     NewJob,
@@ -58,6 +74,7 @@ from .store import (
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 logger = structlog.get_logger("jobsched.client")
 
@@ -71,6 +88,20 @@ _THROUGHPUT_MINUTES = 60
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
+
+#: The clients of this process, told in a forked child that what they hold
+#: (a connection, an event loop, a thread) is the parent's.
+_clients: weakref.WeakSet[Client | BlockingClient] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child, in its only thread, before anything else does.
+    for client in list(_clients):
+        client._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @attrs.frozen(kw_only=True)
@@ -297,10 +328,16 @@ class ScheduleInfo:
     fired: int
     skipped: int
     last_job_id: str | None
+    #: Its next fire is more than 10 seconds in the past and it has not fired
+    #: (`jobsched.backends.schedules.OVERDUE_AFTER`): no process serves it (no
+    #: worker runs, or none has its job type installed). Never for a paused or
+    #: ended schedule.
+    overdue: bool = False
 
     @classmethod
-    def from_row(cls, row: SharedScheduleRow) -> ScheduleInfo:
-        """The public record of a shared store's schedule row."""
+    def from_row(cls, row: SharedScheduleRow, now: float | None = None) -> ScheduleInfo:
+        """The public record of a shared store's schedule row, read at `now`
+        (wall clock; default: now)."""
         return cls(
             schedule_id=row.schedule_id,
             name=row.options.get("name"),
@@ -312,6 +349,7 @@ class ScheduleInfo:
             fired=row.fired,
             skipped=row.skipped,
             last_job_id=row.last_job_id,
+            overdue=overdue(row, time.time() if now is None else now),
         )
 
 
@@ -510,7 +548,8 @@ class Client:
         self.identity = new_worker_id()
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
-        self._state = "new"  # -> "open" -> "closed"
+        self._state = "new"  # -> "open" -> "closed", or "forked" in a forked child
+        self._opened_in = 0  # the process that opened it
         self._finished = 0  # "some job finished" notifications seen
         self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -535,12 +574,22 @@ class Client:
                 await self.store.close()
                 raise
         self._state = "open"
+        self._opened_in = os.getpid()
+        _clients.add(self)
         self._finished_event = asyncio.Event()
         self._spawn(self._watch_finished(), "jobsched-client-finished")
         return self
 
+    def _forked(self) -> None:
+        """In a forked child: the connection and the loop are the parent's."""
+        if self._state == "open":
+            self._state = "forked"
+
     async def close(self) -> None:
-        """Stop serving schedules and disconnect. Closing twice is harmless."""
+        """Stop serving schedules and disconnect. Closing twice is harmless.
+
+        In a forked child it only marks the client closed: its connection is
+        the parent's, which must go on using it."""
         if self._state != "open":
             self._state = "closed"
             return
@@ -565,13 +614,22 @@ class Client:
         await self.close()
 
     def _check_open(self) -> None:
+        if self._state == "open":
+            return
         if self._state == "new":
             raise SchedulerError(
                 f"{self!r} is not open: use `async with Client(...) as client` "
                 "or `await client.open()` first"
             )
-        if self._state == "closed":
-            raise SchedulerError(f"{self!r} is closed; open a new client")
+        if self._state == "forked":
+            raise SchedulerError(
+                f"{self!r} was opened in process {self._opened_in}, before this process "
+                f"({os.getpid()}) forked from it: its connection and event loop stay the "
+                "parent's. Open a new Client in the child (after the fork: gunicorn's "
+                "post_fork hook, the child's own asyncio.run), or use a BlockingClient "
+                "made from the store's URL, which reopens itself in the child"
+            )
+        raise SchedulerError(f"{self!r} is closed; open a new client")
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -1016,9 +1074,14 @@ class Client:
         A schedule fires once per period however many processes serve it; the
         same job, trigger and `key` give the same id (a worker's
         ``schedule_recurring`` of the same job and trigger too), so registering
-        it again (a rerun) resumes it. `times` ends it after that many runs. This client
-        fires the schedule's periods while it is open (a client runs no job:
-        firing a period only submits one); missed periods coalesce into one.
+        it again (a rerun) resumes it. `times` ends it after that many runs.
+
+        The schedule is stored: every worker on the store fires it (each
+        worker serves every stored schedule whose job type it has), and so
+        does this client while it is open (a client runs no job: firing a
+        period only submits one), so it goes on after this process exits,
+        until `cancel_schedule`. Missed periods coalesce into one fire; a
+        schedule no process fires is flagged `ScheduleInfo.overdue`.
         """
         self._check_open()
         _refuse_functions(job)
@@ -1207,9 +1270,12 @@ class Client:
 
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:
-        """Every stored schedule (running, paused or ended), by id."""
+        """Every stored schedule (running, paused or ended), by id; one that no
+        process fires is flagged `ScheduleInfo.overdue`."""
         self._check_open()
-        return [ScheduleInfo.from_row(row) for row in await self.store.schedules()]
+        rows = await self.store.schedules()
+        now = time.time()
+        return [ScheduleInfo.from_row(row, now) for row in rows]
 
     async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
         rows: list[SharedScheduleRow] = await self.store.schedules()
@@ -1413,6 +1479,14 @@ class BlockingClient:
     method hands its call to that loop and blocks until it is answered, so
     several threads may use one client at once. `close` (or leaving the
     ``with`` block) stops the thread; a closed client refuses every call.
+
+    A client opened before the process forks (gunicorn ``--preload``,
+    Celery's prefork pool, multiprocessing's "fork") reopens itself in each
+    child at its first call there: a new connection, loop and thread of the
+    child's own, while the parent's stay the parent's (never used or closed
+    in the child). That needs the store as a URL; one given as a store
+    object cannot be rebuilt, and the child's calls raise `SchedulerError`
+    saying so.
     """
 
     def __init__(
@@ -1424,10 +1498,16 @@ class BlockingClient:
         limits: Limits | None = None,
     ) -> None:
         self._client = Client(store, plugins=plugins, strategy=strategy, limits=limits)
+        # What a forked child builds its own Client from (`_reopen`).
+        self._store = store
+        self._options: dict[str, Any] = {"plugins": plugins, "strategy": strategy, "limits": limits}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Opened in a process this one forked from: reopen before the next call.
+        self._parents = False
         self._lock = threading.Lock()
+        _clients.add(self)
 
     def __repr__(self) -> str:
         return f"BlockingClient({self._client.store.url!r})"
@@ -1444,26 +1524,76 @@ class BlockingClient:
                 raise SchedulerError(f"{self!r} is closed; open a new client")
             if self._loop is not None:
                 raise SchedulerError(f"{self!r} was already opened; a client opens once")
-            loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(
-                target=loop.run_forever, name="jobsched-blocking-client", daemon=True
-            )
-            self._thread.start()
-            self._loop = loop
+            self._start_loop()
         try:
-            self._call(self._client.open())
+            self._call(Client.open)
         except BaseException:
             self.close()
             raise
         return self
 
+    def _start_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=loop.run_forever, name="jobsched-blocking-client", daemon=True
+        )
+        thread.start()
+        self._loop, self._thread = loop, thread
+        return loop, thread
+
+    def _forked(self) -> None:
+        """In a forked child: the loop, its thread and the client are the parent's."""
+        # Another thread of the parent may have held the lock at the fork.
+        self._lock = threading.Lock()
+        if self._loop is not None and not self._closed:
+            self._parents = True
+
+    def _reopen(self) -> None:
+        """In a forked child: a client, loop and thread of this process's own."""
+        with self._lock:
+            if not self._parents or self._closed:
+                return
+            if not isinstance(self._store, str):
+                raise SchedulerError(
+                    f"{self!r} was opened before this process ({os.getpid()}) forked, with a "
+                    "store object, which cannot be rebuilt here: its connection stays the "
+                    "parent's. Open a new BlockingClient in the child, or give the store's "
+                    "URL, and the client reopens itself in each child"
+                )
+            # The parent's client, loop and thread are let go, never called or
+            # closed: as SQLAlchemy's dispose(close=False) does. Collected before
+            # this process connects: psycopg never ends a session from a process
+            # that did not open it, and a SQLite handle collected here releases
+            # this process's own locks only, while one left open would share its
+            # lock bookkeeping with the new connection to the same file.
+            self._client = Client(self._store, **self._options)
+            self._loop = self._thread = None
+            gc.collect()
+            loop, thread = self._start_loop()
+            try:
+                asyncio.run_coroutine_threadsafe(self._client.open(), loop).result()
+            except BaseException:
+                # Not reopened: the next call tries again.
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join()
+                loop.close()
+                self._loop = self._thread = None
+                raise
+            self._parents = False
+        logger.info("client reopened after a fork", store=self._client.store.url, pid=os.getpid())
+
     def close(self) -> None:
-        """Close the client and stop its thread. Closing twice is harmless."""
+        """Close the client and stop its thread. Closing twice is harmless.
+
+        In a forked child that has not reopened the client it only marks it
+        closed (what it holds is the parent's)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             loop, thread = self._loop, self._thread
+            if self._parents:
+                return
         if loop is None or thread is None:
             return
         try:
@@ -1484,115 +1614,122 @@ class BlockingClient:
     ) -> None:
         self.close()
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _call(
+        self,
+        method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``method(client, *args, **kwargs)`` on the loop thread, its answer here."""
+        if self._parents:
+            self._reopen()
         loop = self._loop
         if self._closed or loop is None:
-            coro.close()
             state = (
                 "closed; open a new client" if self._closed else "not open: use `with` or open()"
             )
             raise SchedulerError(f"{self!r} is {state}")
         if threading.current_thread() is self._thread:
-            coro.close()
             raise SchedulerError(f"{self!r} cannot be called from its own loop; use its Client")
+        coro = method(self._client, *args, **kwargs)
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def submit(self, job: Job | Workflow, **options: Any) -> str:
         """`Client.submit` (a job or a workflow)."""
-        return self._call(self._client.submit(job, **options))
+        return self._call(Client.submit, job, **options)
 
     def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
         """`Client.submit_many`."""
-        return self._call(self._client.submit_many(list(jobs)))
+        return self._call(Client.submit_many, list(jobs))
 
     def get(self, job_id: str) -> JobInfo:
         """`Client.get`."""
-        return self._call(self._client.get(job_id))
+        return self._call(Client.get, job_id)
 
     def dependents(self, job_id: str) -> list[str]:
         """`Client.dependents`."""
-        return self._call(self._client.dependents(job_id))
+        return self._call(Client.dependents, job_id)
 
     def jobs(self, **filters: Any) -> list[JobInfo]:
         """`Client.jobs`."""
-        return self._call(self._client.jobs(**filters))
+        return self._call(Client.jobs, **filters)
 
     def cancel(self, job_id: str) -> bool:
         """`Client.cancel`."""
-        return self._call(self._client.cancel(job_id))
+        return self._call(Client.cancel, job_id)
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
         """`Client.wait`."""
-        return self._call(self._client.wait(job_id, timeout=timeout))
+        return self._call(Client.wait, job_id, timeout=timeout)
 
     def wait_many(self, job_ids: Iterable[str], timeout: float | None = None) -> list[JobInfo]:
         """`Client.wait_many`."""
-        return self._call(self._client.wait_many(list(job_ids), timeout=timeout))
+        return self._call(Client.wait_many, list(job_ids), timeout=timeout)
 
     def add_schedule(self, job: Job, **options: Any) -> str:
-        """`Client.add_schedule` (the schedule is served while this client is open)."""
-        return self._call(self._client.add_schedule(job, **options))
+        """`Client.add_schedule` (the workers serve the schedule, and this client while open)."""
+        return self._call(Client.add_schedule, job, **options)
 
     def cancel_schedule(self, schedule_id: str) -> bool:
         """`Client.cancel_schedule`."""
-        return self._call(self._client.cancel_schedule(schedule_id))
+        return self._call(Client.cancel_schedule, schedule_id)
 
     def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
         """`Client.wait_schedule`."""
-        return self._call(self._client.wait_schedule(schedule_id, timeout=timeout))
+        return self._call(Client.wait_schedule, schedule_id, timeout=timeout)
 
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """`Client.result`."""
-        return self._call(self._client.result(job_id, timeout=timeout))
+        return self._call(Client.result, job_id, timeout=timeout)
 
     def page(self, **filters: Any) -> JobPage:
         """`Client.page`."""
-        return self._call(self._client.page(**filters))
+        return self._call(Client.page, **filters)
 
     def stats(self) -> Stats:
         """`Client.stats`."""
-        return self._call(self._client.stats())
+        return self._call(Client.stats)
 
     def retry(self, job_id: str) -> JobInfo:
         """`Client.retry`."""
-        return self._call(self._client.retry(job_id))
+        return self._call(Client.retry, job_id)
 
     def requeue(self, **filters: Any) -> list[str]:
         """`Client.requeue`."""
-        return self._call(self._client.requeue(**filters))
+        return self._call(Client.requeue, **filters)
 
     def purge(self, *, older_than: float, status: Any = None) -> int:
         """`Client.purge`."""
-        return self._call(self._client.purge(older_than=older_than, status=status))
+        return self._call(Client.purge, older_than=older_than, status=status)
 
     def schedules(self) -> list[ScheduleInfo]:
         """`Client.schedules`."""
-        return self._call(self._client.schedules())
+        return self._call(Client.schedules)
 
     def pause_schedule(self, schedule_id: str) -> bool:
         """`Client.pause_schedule`."""
-        return self._call(self._client.pause_schedule(schedule_id))
+        return self._call(Client.pause_schedule, schedule_id)
 
     def resume_schedule(self, schedule_id: str) -> bool:
         """`Client.resume_schedule`."""
-        return self._call(self._client.resume_schedule(schedule_id))
+        return self._call(Client.resume_schedule, schedule_id)
 
     def trigger_schedule(self, schedule_id: str) -> str:
         """`Client.trigger_schedule`."""
-        return self._call(self._client.trigger_schedule(schedule_id))
+        return self._call(Client.trigger_schedule, schedule_id)
 
     def pause_queue(self) -> bool:
         """`Client.pause_queue`."""
-        return self._call(self._client.pause_queue())
+        return self._call(Client.pause_queue)
 
     def resume_queue(self) -> bool:
         """`Client.resume_queue`."""
-        return self._call(self._client.resume_queue())
+        return self._call(Client.resume_queue)
 
     def queue_paused(self) -> bool:
         """`Client.queue_paused`."""
-        return self._call(self._client.queue_paused())
+        return self._call(Client.queue_paused)
 
     def wait_for_change(self, timeout: float) -> bool:
         """`Client.wait_for_change`."""
-        return self._call(self._client.wait_for_change(timeout))
+        return self._call(Client.wait_for_change, timeout)

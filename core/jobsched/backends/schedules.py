@@ -14,7 +14,15 @@ ONE schedule wherever they are registered:
   while nobody served the schedule coalesce into the one firing now;
 * `serve` fires each period through the store's compare-and-set
   (`SharedStore.fire_schedule`): once per period however many processes
-  serve the schedule.
+  serve the schedule;
+* `ScheduleServer` is what one process serves: the schedules it registered
+  and, in a worker, every schedule stored (so a schedule outlives the
+  process that added it), each as one `serve` task; a schedule whose job
+  this process cannot build (its type or trigger is not installed here, or
+  its stored arguments do not fit this version) is left to the processes
+  that can, so none of its periods is consumed here;
+* `overdue` says whether a schedule's fire is late enough that no process
+  can be serving it.
 
 Times are wall-clock epoch seconds: a schedule's row is read on other hosts.
 """
@@ -47,6 +55,13 @@ logger = structlog.get_logger("jobsched.schedules")
 
 #: ``resolve(name)``: the factory of the trigger plugin registered as `name`.
 ResolveTrigger = Callable[[str], Any]
+
+#: Seconds a schedule's fire may be late before it is called overdue: a process
+#: serving it fires a period when it is due (a store error: `serve` tries again
+#: after its pause), and a worker finds a newly stored schedule within its poll
+#: interval (5 s); later than this, no process is firing it. It also absorbs a
+#: few seconds of clock skew between the hosts that fire and read it.
+OVERDUE_AFTER = 10.0
 
 #: Keys of a stored trigger that belong to the schedule, not to the trigger's
 #: rule: ``times`` ends it after N fires, ``key`` tells schedules apart, and
@@ -183,6 +198,13 @@ def ended(schedule: SharedScheduleRow) -> bool:
     return not schedule.active or not math.isfinite(schedule.next_run)
 
 
+def overdue(schedule: SharedScheduleRow, now: float) -> bool:
+    """Whether the schedule should have fired more than `OVERDUE_AFTER` seconds
+    before `now` (wall clock) and has not: no process serves it (or none that
+    can build its job). A paused or ended schedule is never overdue."""
+    return not ended(schedule) and not schedule.paused and schedule.next_run < now - OVERDUE_AFTER
+
+
 async def serve(
     store: SharedStore,
     schedule: SharedScheduleRow,
@@ -283,6 +305,172 @@ def fired_job(
         scheduled_for=scheduled_for,
         submitted_by=submitted_by,
     )
+
+
+class ScheduleServer:
+    """The schedules one process fires, each by one `serve` task.
+
+    `add` stores a schedule this process registers and serves it; `watch`
+    makes the process serve every stored schedule too (a worker's: a
+    schedule does not stop when the process that added it exits), looking
+    for new ones every `retry_pause` seconds. A stored schedule whose job
+    this process cannot build is logged once and left to the processes that
+    can (see `cannot_serve`): nothing of it is fired, and none of its periods
+    consumed, here. `close` stops serving. The jobs fired are sorted by
+    `strategy_key`, submitted by `submitted_by`, with ids ending in
+    `job_id_suffix`.
+    """
+
+    def __init__(
+        self,
+        store: SharedStore,
+        *,
+        codec: JobCodec,
+        strategy_key: Callable[[Job], SortKey],
+        submitted_by: str,
+        job_id_suffix: str,
+        retry_pause: float,
+    ) -> None:
+        self._store = store
+        self._codec = codec
+        self._strategy_key = strategy_key
+        self._submitted_by = submitted_by
+        self._job_id_suffix = job_id_suffix
+        self._retry_pause = retry_pause
+        self._serving: dict[str, asyncio.Task[None]] = {}
+        #: Stored schedules this process cannot build a job for -> why.
+        self.unservable: dict[str, str] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._log = logger.bind(process=submitted_by)
+
+    @property
+    def serving(self) -> frozenset[str]:
+        """The ids of the schedules this process serves now."""
+        return frozenset(self._serving)
+
+    def add(self, schedule: SharedScheduleRow) -> None:
+        """Store `schedule` (a schedule of its id already stored is made active
+        again and keeps its state) and serve it."""
+        self._start(schedule, stored=False)
+
+    def watch(self) -> None:
+        """Serve every stored schedule this process can, now and as they are added."""
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(
+                self._watch(), name="jobsched-schedules"
+            )
+
+    def stop(self, schedule_id: str) -> bool:
+        """Stop serving one schedule here (others may go on); False if not served."""
+        task = self._serving.pop(schedule_id, None)
+        if task is None:
+            return False
+        task.cancel()
+        return True
+
+    async def close(self) -> None:
+        """Stop serving every schedule, and looking for new ones."""
+        tasks = [*self._serving.values(), *([self._watcher] if self._watcher else [])]
+        self._serving.clear()
+        self._watcher = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def cannot_serve(self, schedule: SharedScheduleRow, now: float) -> str | None:
+        """Why this process cannot fire `schedule`, or None if it can.
+
+        Firing a period stores a job built from the schedule's data, so it
+        needs the job type (and a wall-clock trigger's plugin) installed here
+        and stored arguments that fit this version of the type. A process
+        that lacks them leaves the schedule to those that have them.
+        """
+        try:
+            next_fire(schedule.trigger, schedule.next_run, now, _resolver(self._codec.plugins))
+            self._fired_job(schedule, now)
+        except Exception as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    def _fired_job(self, schedule: SharedScheduleRow, now: float) -> NewJob:
+        return fired_job(
+            self._codec,
+            schedule,
+            now=now,
+            strategy_key=self._strategy_key,
+            submitted_by=self._submitted_by,
+            job_id_suffix=self._job_id_suffix,
+            scheduled_for=schedule.next_run,
+        )
+
+    def _start(self, schedule: SharedScheduleRow, *, stored: bool) -> None:
+        schedule_id = schedule.schedule_id
+        if schedule_id in self._serving:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._serve(schedule, stored=stored), name=f"jobsched-schedule-{schedule_id}"
+        )
+        self._serving[schedule_id] = task
+        task.add_done_callback(lambda done: self._served(schedule_id, done))
+
+    def _served(self, schedule_id: str, task: asyncio.Task[None]) -> None:
+        if self._serving.get(schedule_id) is task:
+            del self._serving[schedule_id]
+        if not task.cancelled() and task.exception() is not None:
+            # A watching process serves it again at its next look.
+            self._log.error(
+                "serving a schedule failed", schedule=schedule_id, error=repr(task.exception())
+            )
+
+    async def _serve(self, schedule: SharedScheduleRow, *, stored: bool) -> None:
+        while not stored:
+            try:
+                schedule = await self._store.add_schedule(schedule)
+                stored = True
+            except Exception as exc:
+                # Registered here, so not to be lost: stored when the store is back.
+                self._log.error(
+                    "cannot store schedule", schedule=schedule.schedule_id, error=str(exc)
+                )
+                await asyncio.sleep(self._retry_pause)
+        await serve(
+            self._store,
+            schedule,
+            codec=self._codec,
+            strategy_key=self._strategy_key,
+            submitted_by=self._submitted_by,
+            job_id_suffix=self._job_id_suffix,
+            retry_pause=self._retry_pause,
+        )
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                stored = await self._store.schedules()
+            except Exception as exc:
+                self._log.error("cannot read the stored schedules", error=str(exc))
+                stored = []
+            now = time.time()
+            for schedule in stored:
+                schedule_id = schedule.schedule_id
+                if (
+                    ended(schedule)
+                    or schedule_id in self._serving
+                    or schedule_id in self.unservable
+                ):
+                    continue
+                reason = self.cannot_serve(schedule, now)
+                if reason is not None:
+                    self.unservable[schedule_id] = reason
+                    self._log.warning(
+                        "not serving schedule: its job cannot be built here",
+                        schedule=schedule_id,
+                        type=schedule.type,
+                        reason=reason,
+                    )
+                    continue
+                self._start(schedule, stored=True)
+            await asyncio.sleep(self._retry_pause)
 
 
 def _resolver(plugins: PluginManager) -> ResolveTrigger:

@@ -21,7 +21,9 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   releases or cancels dependents in the database;
 * recurring schedules fire through a compare-and-set on the schedule row, so
   each period fires exactly once however many processes run it (`schedules`,
-  which `jobsched.Client` uses too).
+  which `jobsched.Client` uses too); every worker serves every stored
+  schedule it can build the job of, so a schedule outlives the process that
+  added it.
 
 Times written to the store are wall-clock epoch seconds: monotonic times mean
 nothing on another host. Crash semantics are at-least-once.
@@ -58,7 +60,7 @@ from ..store import (
     encode_result,
 )
 from .local import LocalBackend
-from .schedules import schedule_row, serve
+from .schedules import ScheduleServer, schedule_row
 
 if TYPE_CHECKING:
     from .._kernel import Kernel
@@ -137,6 +139,7 @@ class SharedBackend(LocalBackend):
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[Any]] = set()
         self._schedules: list[SharedScheduleRow] = []
+        self._schedule_server: ScheduleServer | None = None
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
@@ -173,8 +176,17 @@ class SharedBackend(LocalBackend):
             asyncio.create_task(self._renew(), name="jobsched-renewer"),
             asyncio.create_task(self._reap(), name="jobsched-reaper"),
         ]
+        self._schedule_server = ScheduleServer(
+            self.store,
+            codec=self._codec,
+            strategy_key=self.kernel.sort_key,
+            submitted_by=self.identity,
+            job_id_suffix=self._id_suffix,
+            retry_pause=self.poll_interval,
+        )
         for row in self._schedules:
-            self._start_schedule(row)
+            self._schedule_server.add(row)
+        self._schedule_server.watch()
         self._log.info("shared scheduler started", store=repr(self.store))
 
     async def _sync_limits(self) -> None:
@@ -195,9 +207,8 @@ class SharedBackend(LocalBackend):
         """Claim nothing more (called first thing in stop())."""
         for task in self._tasks[:1]:
             task.cancel()
-        for task in list(self._side_tasks):
-            if task.get_name().startswith("jobsched-schedule"):
-                task.cancel()
+        if self._schedule_server is not None:
+            await self._schedule_server.close()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)
 
     async def close(self) -> BaseException | None:
@@ -209,6 +220,8 @@ class SharedBackend(LocalBackend):
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
         await self.flush()
+        if self._schedule_server is not None:
+            await self._schedule_server.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
@@ -711,39 +724,15 @@ class SharedBackend(LocalBackend):
             offset=wall_offset(self.kernel.clock),
         )
         self._schedules.append(row)
-        if self._opened:
-            self._start_schedule(row)
+        if self._schedule_server is not None:
+            self._schedule_server.add(row)
         return row.schedule_id
-
-    def _start_schedule(self, row: SharedScheduleRow) -> None:
-        task = asyncio.get_running_loop().create_task(
-            self._serve_schedule(row), name=f"jobsched-schedule-{row.schedule_id}"
-        )
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-
-    async def _serve_schedule(self, row: SharedScheduleRow) -> None:
-        try:
-            stored = await self.store.add_schedule(row)
-        except Exception as exc:
-            self._log.error("cannot serve schedule", schedule=row.schedule_id, error=str(exc))
-            return
-        await serve(
-            self.store,
-            stored,
-            codec=self._codec,
-            strategy_key=self.kernel.sort_key,
-            submitted_by=self.identity,
-            job_id_suffix=self._id_suffix,
-            retry_pause=self.poll_interval,
-        )
 
     def cancel_recurring(self, schedule_id: str) -> bool:
         """Stop a shared schedule for every process."""
         known = any(row.schedule_id == schedule_id for row in self._schedules)
-        for task in list(self._side_tasks):
-            if task.get_name() == f"jobsched-schedule-{schedule_id}":
-                task.cancel()
+        if self._schedule_server is not None:
+            self._schedule_server.stop(schedule_id)
         self._schedules = [row for row in self._schedules if row.schedule_id != schedule_id]
         if self._opened:
             task = asyncio.get_running_loop().create_task(

@@ -33,7 +33,10 @@ def add_parser(subparsers: Any) -> None:
         help="list every schedule and when it fires next",
         description="List every schedule: id, name, trigger, next fire time (in the "
         "trigger's time zone for a cron trigger with one, else local time; with the UTC "
-        "offset), whether it is paused, and how often it fired and skipped a period.",
+        "offset), whether it is paused, and how often it fired and skipped a period. "
+        "Every worker on the store fires every stored schedule whose job type it has; a "
+        "schedule whose next fire is more than 10 s past is marked overdue: no process "
+        "fires it.",
     )
     add_store_options(listing, "print a JSON array")
     listing.set_defaults(handler=list_command)
@@ -72,13 +75,15 @@ def schedule_json(info: ScheduleInfo) -> dict[str, Any]:
         "fired": info.fired,
         "skipped": info.skipped,
         "last_job_id": info.last_job_id,
+        "overdue": info.overdue,
     }
 
 
 def _next_fire(info: ScheduleInfo) -> str:
     if not info.active or info.next_run is None:
         return "- (ended)"
-    return wall_time(info.next_run, trigger_zone(info.trigger))
+    when = wall_time(info.next_run, trigger_zone(info.trigger))
+    return f"{when} (overdue)" if info.overdue else when
 
 
 def list_command(args: argparse.Namespace, plugins: PluginManager) -> int:
@@ -115,9 +120,20 @@ def list_command(args: argparse.Namespace, plugins: PluginManager) -> int:
                 )
             )
         console.print(table)
+    late = [info for info in infos if info.overdue]
+    for info in late:
+        due = wall_time(info.next_run, trigger_zone(info.trigger))
+        console.print(
+            f"overdue: {info.schedule_id} was due at {due} and no process fired it: start a "
+            f"worker with job type {info.type!r} installed (jobsched worker --store URL), "
+            f"or pause it (jobsched schedules pause {info.schedule_id})",
+            markup=False,
+            soft_wrap=True,
+        )
     paused = sum(1 for info in infos if info.paused)
     plural = "" if len(infos) == 1 else "s"
-    console.print(f"{len(infos)} schedule{plural}, {paused} paused", markup=False)
+    summary = f"{len(infos)} schedule{plural}, {paused} paused"
+    console.print(summary + (f", {len(late)} overdue" if late else ""), markup=False)
     return 0
 
 

@@ -186,6 +186,10 @@ def _document() -> dict[str, Any]:
                 "fired": {"type": "integer"},
                 "skipped": {"type": "integer"},
                 "last_job_id": _STRING_OR_NULL,
+                "overdue": {
+                    "type": "boolean",
+                    "description": "its next fire is over 10 s past: no process fires it",
+                },
             },
         },
     }
