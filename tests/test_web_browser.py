@@ -213,8 +213,11 @@ def worker(store_url: str, plugin_env: dict[str, str]) -> Iterator[Process]:
 
 
 @pytest.fixture
-def dashboard(store_url: str, plugin_env: dict[str, str]) -> Iterator[str]:
-    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it)."""
+def dashboard(store_url: str, plugin_env: dict[str, str], client: BlockingClient) -> Iterator[str]:
+    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it).
+
+    The store exists first (`client` made it): the dashboard creates none.
+    """
     env = {**plugin_env}
     env.pop("JOBSCHED_WEB_TOKEN", None)
     args = ["web", "--store", store_url, "--port", "0", "--token", TOKEN]

@@ -12,7 +12,7 @@ from starlette.templating import Jinja2Templates
 
 from jobsched import PluginManager, default_plugin_manager
 
-from ._auth import CSRF_COOKIE, Auth
+from ._auth import Auth
 from ._views import install_filters
 
 #: The app's templates and static files, inside the package.
@@ -69,8 +69,8 @@ def _page_context(request: Request) -> dict[str, Any]:
     return {
         "read_only": board.auth.read_only,
         "logged_in": board.auth.logged_in(request),
-        # The double-submit CSRF value, for hx-headers='{"X-CSRF-Token": ...}'.
-        "csrf_token": request.cookies.get(CSRF_COOKIE, ""),
+        # The session's CSRF token, sent back by live.js in X-CSRF-Token.
+        "csrf_token": board.auth.page_csrf_token(request),
         "root": request.scope.get("root_path", "").rstrip("/"),
     }
 

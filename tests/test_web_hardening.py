@@ -1,0 +1,363 @@
+"""The dashboard under attack (issue 21): request bodies, the Host header, sessions,
+``jobsched web`` on a store that does not exist.
+
+The app is driven through httpx's ASGI transport, or as an ASGI app directly
+where the test must see what the app reads of a request body; ``jobsched
+web`` runs as the console script it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from jobsched import BlockingClient, JobScheduler
+from jobsched.web import create_app
+from pg_support import base_dsn, with_query
+from web_support import BEARER, TOKEN, serving
+
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = str(Path(sys.executable).parent / "jobsched")
+
+
+@contextlib.asynccontextmanager
+async def memory_app(**options: Any) -> AsyncIterator[Starlette]:
+    """The app over an in-process scheduler (memory store) with the token."""
+    async with JobScheduler(num_workers=1) as scheduler:
+        yield create_app(scheduler=scheduler, token=TOKEN, **options)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with memory_app() as app, serving(app) as client:
+        yield client
+
+
+# ── 1. request bodies ──────────────────────────────────────────────────
+class Request:
+    """One request driven through the ASGI app by hand: what the app read of its
+    body (`chunks_read`) and what it answered."""
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str] | None = None,
+        chunk: bytes = b"",
+        chunks: int = 0,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.headers = {"host": "testserver", **(headers or {})}
+        self.chunk = chunk
+        self.chunks = chunks
+        self.chunks_read = 0
+        self.status = 0
+        self.response_headers: dict[str, str] = {}
+        self.body = b""
+
+    async def receive(self) -> dict[str, Any]:
+        if self.chunks_read >= self.chunks:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        self.chunks_read += 1
+        return {"type": "http.request", "body": self.chunk, "more_body": True}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.response_headers = {k.decode(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            self.body += message.get("body", b"")
+
+    async def run(self, app: Starlette) -> Request:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": self.method,
+            "scheme": "http",
+            "path": self.path,
+            "raw_path": self.path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in self.headers.items()],
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
+            "state": {},
+        }
+        await app(scope, self.receive, self.send)
+        return self
+
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+async def test_a_body_over_the_limit_is_413_before_it_is_read() -> None:
+    huge = str(40 * 1024 * 1024)  # 40 MiB announced, none of it sent
+    async with memory_app() as app:
+        login = await Request(
+            "POST", "/login", headers={**FORM, "content-length": huge}, chunk=b"a=1&" * 4096
+        ).run(app)
+        assert login.status == 413 and login.chunks_read == 0
+        assert b"request body too large" in login.body
+        api = await Request(
+            "POST", "/api/queue/pause", headers={**BEARER, "content-length": huge}
+        ).run(app)
+        assert api.status == 413 and api.chunks_read == 0
+        assert api.response_headers["content-type"] == "application/json"
+        assert not await app.state.dashboard.client.queue_paused()
+
+
+async def test_a_streamed_body_is_cut_off_at_the_limit() -> None:
+    """A chunked body (no Content-Length) is read only up to the limit: 16 KiB
+    chunks of ``a=1&...``, 2,560 of them (40 MiB) on offer."""
+    async with memory_app() as app:
+        login = await Request(
+            "POST", "/login", headers=FORM, chunk=b"a=1&" * 4096, chunks=2560
+        ).run(app)
+        assert login.status == 413, login.body
+        assert login.chunks_read <= 5  # 64 KiB is four chunks: the fifth passes it
+        assert b"at most 65536 bytes" in login.body
+        # A small form still logs in.
+        done = await Request(
+            "POST", "/login", headers=FORM, chunk=f"token={TOKEN}".encode(), chunks=1
+        ).run(app)
+        assert done.status == 303
+
+
+async def test_a_form_of_too_many_fields_or_a_bad_length_is_400(http: httpx.AsyncClient) -> None:
+    many = "&".join(f"f{i}=1" for i in range(100))
+    answer = await http.post("/login", content=many, headers=FORM)
+    assert answer.status_code == 400 and "too many fields" in answer.text
+    async with memory_app() as app:
+        bad = await Request("POST", "/login", headers={**FORM, "content-length": "x" * 999}).run(
+            app
+        )
+    assert bad.status == 400 and b"is not a size" in bad.body and len(bad.body) < 200
+
+
+# ── 2. the Host header ─────────────────────────────────────────────────
+async def test_a_host_that_is_not_allowed_is_refused() -> None:
+    hosts = ["jobs.example.com", "*.corp.example"]
+    async with memory_app(allowed_hosts=hosts) as app, serving(app) as http:
+        for host in ("rebind.attacker.example", "jobs.example.com.attacker.example", ""):
+            answer = await http.get("/api/jobs", headers={"Host": host})
+            assert answer.status_code == 400, host
+            assert "not a name this dashboard answers to" in answer.json()["error"]
+            assert "jobs" not in answer.json()
+            page = await http.get("/jobs", headers={"Host": host})
+            assert page.status_code == 400 and "<table" not in page.text
+        for host in (
+            "jobs.example.com",
+            "JOBS.example.com:8765",
+            "a.corp.example",
+            "127.0.0.1:8765",
+            "10.1.2.3",
+            "[::1]:8000",
+            "localhost:8000",
+        ):
+            answer = await http.get("/api/jobs", headers={"Host": host})
+            assert answer.status_code == 200, host
+        long_host = "x" * 5000 + ".example"
+        answer = await http.get("/api/jobs", headers={"Host": long_host})
+        assert answer.status_code == 400 and len(answer.text) < 400
+
+
+def test_a_bad_allowed_host_is_refused() -> None:
+    for bad in ("jobs.example.com:80", "*", "a*.example.com", "http://x", ""):
+        with pytest.raises(ValueError, match="is not a host name"):
+            create_app("sqlite:///x.db", allowed_hosts=[bad])
+
+
+async def test_mounted_in_an_app_the_host_check_still_holds(tmp_path: Path) -> None:
+    """Without `allowed_hosts` the app checks no Host (its host app does); with them,
+    mounted under /jobs, it refuses others in its own JSON shape."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    checked = create_app(url, token=TOKEN, allowed_hosts=["jobs.example.com"])
+    outer = Starlette(
+        routes=[Mount("/jobs", app=checked)],
+        lifespan=lambda app: checked.router.lifespan_context(checked),
+    )
+    async with serving(outer) as http:
+        refused = await http.get("/jobs/api/jobs", headers={"Host": "evil.example"})
+        assert refused.status_code == 400 and "error" in refused.json()
+        assert (await http.get("/jobs/api/jobs", headers={"Host": "jobs.example.com"})).json()[
+            "total"
+        ] == 0
+
+
+# ── 3. sessions ────────────────────────────────────────────────────────
+async def log_in(http: httpx.AsyncClient) -> tuple[str, str]:
+    """Log `http` in; the session cookie and its CSRF token."""
+    answer = await http.post("/login", data={"token": TOKEN})
+    assert answer.status_code == 303, answer.text
+    return http.cookies["jobsched_session"], http.cookies["jobsched_csrf"]
+
+
+async def test_each_login_is_a_session_of_its_own_with_its_own_csrf_token() -> None:
+    async with memory_app() as app, serving(app) as first, serving(app) as second:
+        session_a, csrf_a = await log_in(first)
+        session_b, csrf_b = await log_in(second)
+        assert session_a != session_b and csrf_a != csrf_b
+        # One session's CSRF token does not go with the other's cookie.
+        crossed = await second.post("/api/queue/pause", headers={"X-CSRF-Token": csrf_a})
+        assert crossed.status_code == 403 and "CSRF" in crossed.json()["error"]
+        allowed = await second.post("/api/queue/pause", headers={"X-CSRF-Token": csrf_b})
+        assert allowed.status_code == 200
+        # The page carries its own session's token for live.js.
+        page = await first.get("/")
+        assert f'<meta name="csrf-token" content="{csrf_a}">' in page.text
+
+
+async def test_logout_ends_the_session_and_needs_its_csrf_token() -> None:
+    async with memory_app() as app, serving(app) as http:
+        session, csrf = await log_in(http)
+        forged = await http.post("/logout")  # what another site's form would send
+        assert forged.status_code == 403 and "CSRF" in forged.text
+        assert http.cookies.get("jobsched_session") == session
+        assert app.state.dashboard.auth.sessions == 1
+        page = await http.get("/")
+        assert f'name="csrf_token" value="{csrf}"' in page.text  # the logout form's field
+        done = await http.post("/logout", data={"csrf_token": csrf})
+        assert done.status_code == 303
+        assert app.state.dashboard.auth.sessions == 0
+        # The cookie, kept by a thief, no longer works.
+        http.cookies.set("jobsched_session", session)
+        http.cookies.set("jobsched_csrf", csrf)
+        stolen = await http.post("/api/queue/pause", headers={"X-CSRF-Token": csrf})
+        assert stolen.status_code == 401
+        assert not await app.state.dashboard.client.queue_paused()
+
+
+async def test_a_session_expires() -> None:
+    now = [1000.0]
+    async with memory_app(session_ttl=600) as app, serving(app) as http:
+        app.state.dashboard.auth.clock = lambda: now[0]
+        answer = await http.post("/login", data={"token": TOKEN})
+        assert "max-age=600" in answer.headers["set-cookie"].lower()
+        csrf = http.cookies["jobsched_csrf"]
+        now[0] += 599
+        ok = await http.post("/api/queue/pause", headers={"X-CSRF-Token": csrf})
+        assert ok.status_code == 200
+        now[0] += 1
+        late = await http.post("/api/queue/resume", headers={"X-CSRF-Token": csrf})
+        assert late.status_code == 401
+        assert app.state.dashboard.auth.sessions == 0
+
+
+async def test_wrong_tokens_at_login_are_limited_per_address() -> None:
+    now = [1000.0]
+    async with memory_app() as app, serving(app) as http:
+        app.state.dashboard.auth.throttle.clock = lambda: now[0]
+        for _ in range(5):
+            wrong = await http.post("/login", data={"token": "guess"})
+            assert wrong.status_code == 401
+        # Now even the right token waits (or a guesser could tell it apart).
+        limited = await http.post("/login", data={"token": TOKEN})
+        assert limited.status_code == 429 and "too many wrong tokens" in limited.text
+        assert limited.headers["retry-after"] == "60"
+        assert "jobsched_session" not in http.cookies
+        # Bearer requests are not logins: they still work.
+        assert (await http.post("/api/queue/pause", headers=BEARER)).status_code == 200
+        now[0] += 60
+        assert (await http.post("/login", data={"token": TOKEN})).status_code == 303
+
+
+# ── 9. a store that does not exist ─────────────────────────────────────
+def web(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, "web", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("jobsched: error: ")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    for text in expected:
+        assert text in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_jobsched_web_creates_no_sqlite_file_for_a_typo(tmp_path: Path) -> None:
+    typo = tmp_path / "jbos.db"
+    one_error_line(web("--store", f"sqlite:///{typo}"), str(typo), "no such file")
+    assert not typo.exists()
+
+
+@pytest.fixture
+def missing_schema() -> Iterator[tuple[str, str]]:
+    dsn = base_dsn()
+    schema = "t_web_typo_" + Path(__file__).stem[-4:]
+
+    def drop() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    drop()
+    try:
+        yield with_query(dsn, schema=schema), schema
+    finally:
+        drop()
+
+
+@pytest.mark.slow
+def test_jobsched_web_creates_no_postgresql_schema_for_a_typo(
+    missing_schema: tuple[str, str],
+) -> None:
+    url, schema = missing_schema
+    one_error_line(web("--store", url), f"schema {schema!r} does not exist")
+    with psycopg.connect(base_dsn()) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", [schema]
+        ).fetchall()
+    assert found == []
+
+
+@pytest.mark.slow
+def test_jobsched_web_refuses_a_bad_allowed_host(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    BlockingClient(url).open().close()
+    one_error_line(web("--store", url, "--allowed-host", "jobs.example.com:80"), "--allowed-host")
+
+
+@pytest.mark.slow
+def test_jobsched_web_answers_its_own_address_and_allowed_hosts_only(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    BlockingClient(url).open().close()
+    proc = subprocess.Popen(
+        [SCRIPT, "web", "--store", url, "--port", "0", "--allowed-host", "jobs.example.com"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("jobsched web: http://127.0.0.1:"), line
+        base = line.split()[2]
+        with httpx.Client(base_url=base, timeout=30) as http:
+            assert http.get("api/jobs").status_code == 200  # Host: 127.0.0.1:PORT
+            rebound = http.get("api/jobs", headers={"Host": "rebind.attacker.example:8765"})
+            assert rebound.status_code == 400 and "jobs" not in rebound.json()
+            for host in ("jobs.example.com", "localhost"):
+                assert http.get("api/jobs", headers={"Host": host}).status_code == 200
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
