@@ -21,10 +21,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from jobsched import BlockingClient, JobScheduler
+from jobsched import BlockingClient, JobScheduler, JobStatus
 from jobsched.web import create_app
 from pg_support import base_dsn, with_query
-from web_support import BEARER, TOKEN, serving
+from web_support import BEARER, STORES, TOKEN, Echo, Env, make_env, serving
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -273,6 +273,102 @@ async def test_wrong_tokens_at_login_are_limited_per_address() -> None:
         assert (await http.post("/api/queue/pause", headers=BEARER)).status_code == 200
         now[0] += 60
         assert (await http.post("/login", data={"token": TOKEN})).status_code == 303
+
+
+# ── 5. bad query and path values ───────────────────────────────────────
+@pytest.fixture(params=STORES)
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with make_env(request.param, request, tmp_path, TOKEN) as made:
+        yield made
+
+
+BAD_REQUESTS = [
+    ("/api/jobs?q=%00", "q must not contain a NUL character"),
+    ("/api/jobs?type=%00", "type must not contain a NUL character"),
+    ("/api/jobs?q=" + "a" * 1001, "q must be at most 1000 characters"),
+    ("/api/jobs/job%00x", "job_id must not contain a NUL character"),
+    ("/api/jobs/job%00x/retry", "job_id must not contain a NUL character"),
+    ("/api/schedules/s%00/pause", "schedule_id must not contain a NUL character"),
+    ("/api/jobs?offset=9223372036854775808", "offset must be 0 to"),
+    ("/api/jobs?offset=" + "9" * 5000, "offset must be 0 to"),
+    ("/api/jobs?limit=" + "x" * 5000, "limit must be an integer"),
+    ("/api/jobs?status=" + "x" * 5000, "unknown status"),
+    ("/jobs?q=%00", "q must not contain a NUL character"),
+    ("/jobs?type=%00", "type must not contain a NUL character"),
+    ("/jobs?offset=9223372036854775808", "offset must be 0 to"),
+    ("/jobs?offset=" + "9" * 5000, "offset must be 0 to"),
+    ("/jobs/job%00x", "job_id must not contain a NUL character"),
+]
+
+
+async def test_bad_values_are_400_naming_them_without_repeating_them(env: Env) -> None:
+    await env.wait(await env.submit(Echo("one")))
+    for path, message in BAD_REQUESTS:
+        method = env.http.post if path.endswith(("retry", "pause")) else env.http.get
+        answer = await method(path, headers=BEARER)
+        assert answer.status_code == 400, (path, answer.text[:300])
+        if path.startswith("/api/"):
+            assert answer.json()["error"].startswith(message), path
+            assert len(answer.text) < 300, path
+        else:
+            assert message in answer.text, path
+            assert "9" * 100 not in answer.text, path
+    # An unknown id is 404, naming it only as far as it is short.
+    missing = await env.http.get("/api/jobs/" + "z" * 5000)
+    assert missing.status_code == 404 and len(missing.text) < 300
+    page = await env.http.get("/jobs/" + "z" * 5000)
+    assert page.status_code == 404 and "z" * 100 not in page.text
+    # Good values still work.
+    assert (await env.http.get("/api/jobs", params={"q": "one", "offset": "0"})).json()[
+        "total"
+    ] == 1
+
+
+async def test_openapi_declares_the_statuses_the_server_takes(env: Env) -> None:
+    document = (await env.http.get("/api/openapi.json")).json()
+    (status,) = [
+        p for p in document["paths"]["/api/jobs"]["get"]["parameters"] if p["name"] == "status"
+    ]
+    assert status["schema"] == {"type": "array", "items": {"enum": [s.value for s in JobStatus]}}
+    assert status["explode"] is True
+    q = [p for p in document["paths"]["/api/jobs"]["get"]["parameters"] if p["name"] == "q"]
+    assert q[0]["schema"]["maxLength"] == 1000
+
+
+async def test_an_unexpected_error_logs_a_plain_traceback_without_local_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rich traceback prints every frame's local variables (the SQL parameters
+    of a failed query among them): ~600 lines for one error. The log gets the
+    plain traceback instead, rendered here by structlog's console renderer."""
+    import io
+
+    import structlog
+
+    import jobsched.web._app as web_app
+
+    out = io.StringIO()
+    rendering = structlog.wrap_logger(
+        structlog.PrintLogger(out),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+    )
+    monkeypatch.setattr(web_app, "logger", rendering)
+    async with memory_app() as app, serving(app) as http:
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            params = ["s3cret-parameter"]  # a local the log must not show
+            raise RuntimeError(f"the store failed on {len(params)} parameter")
+
+        monkeypatch.setattr(app.state.dashboard.client, "stats", failing)
+        answer = await http.get("/api/stats")
+    assert answer.status_code == 500
+    text = out.getvalue()
+    assert "web request failed" in text and "RuntimeError: the store failed" in text
+    assert "s3cret-parameter" not in text
+    assert len(text.splitlines()) < 60, text
 
 
 # ── 9. a store that does not exist ─────────────────────────────────────

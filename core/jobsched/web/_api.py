@@ -19,8 +19,11 @@ from starlette.routing import BaseRoute, Route
 
 from jobsched import InvalidTransitionError, JobStatus, UnknownJobError, UnknownScheduleError
 
+from . import _params
 from ._deps import dependents, upstream
+from ._http import shown
 from ._json import to_json
+from ._params import MAX_OFFSET, BadRequest
 from ._state import Dashboard, dashboard
 
 #: The most jobs one ``GET /api/jobs`` returns.
@@ -59,11 +62,17 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
             if refusal is not None:
                 return error_response(refusal.status, refusal.reason)
         try:
+            for name in request.path_params:
+                _params.path_value(request.path_params, name)
             data = await handler(request, board)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
-        except (UnknownJobError, UnknownScheduleError) as exc:
-            return error_response(404, str(exc))
+        except BadRequest as exc:
+            return error_response(400, str(exc))
+        except UnknownJobError:
+            return error_response(404, f"unknown job {_named(request, 'job_id')}")
+        except UnknownScheduleError:
+            return error_response(404, f"unknown schedule {_named(request, 'schedule_id')}")
         except InvalidTransitionError as exc:
             return error_response(409, str(exc))
         return JSONResponse(data)
@@ -71,17 +80,9 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
     return endpoint
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name, "")
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ApiError(400, f"{name} must be {low} to {high}, got {value}")
-    return value
+def _named(request: Request, name: str) -> str:
+    """The path value `name` as an error message shows it (cut short)."""
+    return shown(request.path_params.get(name, ""))
 
 
 def _statuses(request: Request) -> list[str] | None:
@@ -92,7 +93,7 @@ def _statuses(request: Request) -> list[str] | None:
     wanted = [s for s in wanted if s]
     for status in wanted:
         if status not in STATUSES:
-            raise ApiError(400, f"unknown status {status!r} (one of {', '.join(STATUSES)})")
+            raise ApiError(400, f"unknown status {shown(status)} (one of {', '.join(STATUSES)})")
     return wanted or None
 
 
@@ -101,12 +102,13 @@ async def stats(request: Request, board: Dashboard) -> Any:
 
 
 async def jobs(request: Request, board: Dashboard) -> Any:
-    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int_param(request, "offset", 0, 0, 2**62)
+    query = request.query_params
+    limit = _params.integer(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _params.integer(query, "offset", 0, 0, MAX_OFFSET)
     page = await board.client.page(
         status=_statuses(request),
-        type=request.query_params.get("type") or None,
-        q=request.query_params.get("q") or None,
+        type=_params.text(query, "type"),
+        q=_params.text(query, "q"),
         limit=limit,
         offset=offset,
     )

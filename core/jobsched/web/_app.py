@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import traceback
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 from urllib.parse import parse_qs
@@ -47,6 +48,8 @@ logger = structlog.get_logger("jobsched.web")
 
 #: The one line a client gets for an unexpected error (the details go to the log).
 INTERNAL_ERROR = "internal error: the server logged the details"
+#: The most frames of an unexpected error's traceback the log shows (the innermost).
+TRACEBACK_FRAMES = 12
 INTERNAL_ERROR_PAGE = (
     "<!doctype html><title>Internal error · jobsched</title>"
     "<h1>Internal error</h1><p>The server logged the details.</p>"
@@ -252,7 +255,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 class _NoTracebacks:
     """Log an unexpected exception and answer 500 with one line, never the traceback.
 
-    (Starlette's own handler would re-raise it to the server after answering.)
+    The log gets the plain traceback (`plain_traceback`), not the local
+    variables a rich traceback would print for every frame. (Starlette's
+    own handler would re-raise it to the server after answering.)
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -272,8 +277,13 @@ class _NoTracebacks:
 
         try:
             await self.app(scope, receive, tracked)
-        except Exception:
-            logger.exception("web request failed", method=scope["method"], path=scope["path"])
+        except Exception as exc:
+            logger.error(
+                "web request failed",
+                method=scope["method"],
+                path=scope["path"][:200],
+                exception=plain_traceback(exc),
+            )
             if started:
                 return  # the answer is under way: the client sees it cut short
             response: Response
@@ -282,3 +292,10 @@ class _NoTracebacks:
             else:  # a page: a page saying so, without templates (they may be what failed)
                 response = HTMLResponse(INTERNAL_ERROR_PAGE, status_code=500)
             await response(scope, receive, send)
+
+
+def plain_traceback(exc: BaseException) -> str:
+    """`exc`'s traceback as Python prints it: its last frames' lines, never
+    their local variables (which hold SQL parameters, job arguments...)."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-TRACEBACK_FRAMES)
+    return "".join(lines).rstrip()

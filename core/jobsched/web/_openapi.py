@@ -9,6 +9,8 @@ from starlette.responses import JSONResponse, Response
 
 from jobsched import TRIGGER_RULES, JobStatus, __version__
 
+from ._params import MAX_OFFSET, MAX_TEXT
+
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -189,19 +191,22 @@ def _document() -> dict[str, Any]:
             },
         },
     }
+    text = {"type": "string", "maxLength": MAX_TEXT, "pattern": "^[^\\x00]*$"}
     query = [
         {
             "name": "status",
             "in": "query",
-            "description": "one or several, comma-separated or repeated",
-            "schema": {"type": "string"},
+            "description": "one or several, repeated (or comma-separated: failed,timed_out)",
+            "style": "form",
+            "explode": True,
+            "schema": {"type": "array", "items": {"enum": statuses}},
         },
-        {"name": "type", "in": "query", "schema": {"type": "string"}},
+        {"name": "type", "in": "query", "description": "a job type", "schema": text},
         {
             "name": "q",
             "in": "query",
             "description": "case-insensitive text in the id, name, type or arguments",
-            "schema": {"type": "string"},
+            "schema": text,
         },
         {
             "name": "limit",
@@ -211,7 +216,7 @@ def _document() -> dict[str, Any]:
         {
             "name": "offset",
             "in": "query",
-            "schema": {"type": "integer", "minimum": 0, "default": 0},
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0},
         },
     ]
     changed = {"type": "object", "properties": {"changed": {"type": "boolean"}}}

@@ -19,8 +19,10 @@ from starlette.routing import BaseRoute, Route
 
 from jobsched import UnknownJobError
 
-from . import _views
+from . import _params, _views
 from ._deps import dependents, upstream
+from ._http import shown
+from ._params import MAX_OFFSET, BadRequest
 from ._state import dashboard
 
 #: Jobs per page of the job list.
@@ -79,14 +81,15 @@ async def jobs(request: Request) -> Response:
     status = query.get("status") or None
     if status is not None and status not in _views.STATUSES:
         known = ", ".join(_views.STATUSES)
-        return _problem(request, "Bad filter", f"unknown status {status!r} (known: {known})", 400)
-    job_type = query.get("type") or None
-    text = query.get("q") or None
-    offset = _offset(query.get("offset"))
-    if offset is None:
         return _problem(
-            request, "Bad page", f"offset must be a whole number, got {query['offset']!r}", 400
+            request, "Bad filter", f"unknown status {shown(status)} (known: {known})", 400
         )
+    try:
+        job_type = _params.text(query, "type")
+        text = _params.text(query, "q")
+        offset = _params.integer(query, "offset", 0, 0, MAX_OFFSET)
+    except BadRequest as exc:
+        return _problem(request, "Bad request", str(exc), 400)
     page = await client.page(status=status, type=job_type, q=text, limit=PAGE_SIZE, offset=offset)
     filters = {"status": status, "type": job_type, "q": text}
 
@@ -110,11 +113,14 @@ async def jobs(request: Request) -> Response:
 
 async def job(request: Request) -> Response:
     client = dashboard(request).client
-    job_id = request.path_params["job_id"]
+    try:
+        job_id = _params.path_value(request.path_params, "job_id")
+    except BadRequest as exc:
+        return _problem(request, "Bad request", str(exc), 400)
     try:
         found = await client.get(job_id)
     except UnknownJobError:
-        return _problem(request, "No such job", f"No job has the id {job_id!r}.", 404)
+        return _problem(request, "No such job", f"No job has the id {shown(job_id)}.", 404)
     context = {
         "title": found.name or found.type,
         "job": found,
@@ -147,16 +153,6 @@ async def schedules(request: Request) -> Response:
 async def limits(request: Request) -> Response:
     stats = await dashboard(request).client.stats()
     return _show(request, "limits", {"title": "Limits", "limits": stats.limits})
-
-
-def _offset(text: str | None) -> int | None:
-    """The ``offset`` query value (0 when absent; None when not a whole number)."""
-    if not text:
-        return 0
-    try:
-        return max(int(text), 0)
-    except ValueError:
-        return None
 
 
 async def _graph(client: Any, focus: Any) -> _views.Graph:
