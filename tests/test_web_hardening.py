@@ -9,6 +9,8 @@ web`` runs as the console script it is.
 from __future__ import annotations
 
 import contextlib
+import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -21,10 +23,11 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from jobsched import BlockingClient, JobScheduler, JobStatus
+from jobsched import BlockingClient, Client, JobPriority, JobScheduler, JobStatus
 from jobsched.web import create_app
 from pg_support import base_dsn, with_query
-from web_support import BEARER, STORES, TOKEN, Echo, Env, make_env, serving
+from web_support import BEARER, STORES, TOKEN, Echo, Env, make_env, plugins, serving
+from worker_support import shared_store
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -369,6 +372,71 @@ async def test_an_unexpected_error_logs_a_plain_traceback_without_local_values(
     assert "web request failed" in text and "RuntimeError: the store failed" in text
     assert "s3cret-parameter" not in text
     assert len(text.splitlines()) < 60, text
+
+
+# ── 6. "Run now" of a schedule whose job type this process lacks ───────
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return shared_store(request, tmp_path)
+
+
+async def test_run_now_copies_the_stored_job_without_its_job_type(store_url: str) -> None:
+    """The dashboard's process has no ``echo`` job type (a ``@task`` defined in
+    the workers' code is the usual case): "Run now" submits the stored job."""
+    async with Client(store_url, plugins=plugins()) as producer:
+        job = Echo("tick")
+        job.priority = JobPriority.HIGH
+        schedule_id = await producer.add_schedule(job, every=3600)
+    app = create_app(store_url, token=TOKEN)  # the installed plugins: no echo
+    async with serving(app) as http:
+        answer = await http.post(f"/api/schedules/{schedule_id}/trigger", headers=BEARER)
+        assert answer.status_code == 200, answer.text
+        job_id = answer.json()["job_id"]
+        (listed,) = (await http.get("/api/schedules")).json()["schedules"]
+        assert listed["last_job_id"] == job_id and listed["fired"] == 1
+    async with (
+        JobScheduler(num_workers=1, plugins=plugins(), store=store_url, shared=True),
+        Client(store_url, plugins=plugins()) as reader,
+    ):
+        done = await reader.wait(job_id, timeout=60)
+    assert done.status is JobStatus.COMPLETED and done.result == "tick"
+    assert done.type == "echo" and done.args == {"text": "tick"}
+    assert done.priority is JobPriority.HIGH and done.schedule_id == schedule_id
+
+
+async def test_a_stored_job_that_cannot_be_submitted_is_409(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    async with Client(url, plugins=plugins()) as producer:
+        schedule_id = await producer.add_schedule(Echo("tick"), every=3600)
+    with sqlite3.connect(tmp_path / "jobs.db") as conn:  # a hand-changed row
+        conn.execute("UPDATE jobsched_shared_schedules SET options = ?", ['{"priority": "urgent"}'])
+    app = create_app(url, token=TOKEN)
+    async with serving(app) as http:
+        answer = await http.post(f"/api/schedules/{schedule_id}/trigger", headers=BEARER)
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"].startswith(f"job of schedule {schedule_id}: ")
+    assert "urgent" in answer.json()["error"]
+
+
+@pytest.mark.slow
+def test_schedules_trigger_of_a_task_schedule_needs_no_import(store_url: str) -> None:
+    import task_examples
+
+    with BlockingClient(store_url) as producer:
+        schedule_id = producer.add_schedule(task_examples.add.job(a=1), every=3600)
+        done = subprocess.run(
+            [SCRIPT, "schedules", "trigger", schedule_id, "--store", store_url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        job_id = json.loads(done.stdout)["job_id"]
+        job = producer.get(job_id)
+    assert job.type == "examples.add" and job.args == {"a": 1}
+    assert job.priority is JobPriority.HIGH and job.status is JobStatus.PENDING
+    assert job.schedule_id == schedule_id
 
 
 # ── 9. a store that does not exist ─────────────────────────────────────

@@ -17,7 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import InvalidTransitionError, JobStatus, UnknownJobError, UnknownScheduleError
+from jobsched import (
+    InvalidTransitionError,
+    JobSpecError,
+    JobStatus,
+    UnknownJobError,
+    UnknownScheduleError,
+)
 
 from . import _params
 from ._deps import dependents, upstream
@@ -73,7 +79,9 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
             return error_response(404, f"unknown job {_named(request, 'job_id')}")
         except UnknownScheduleError:
             return error_response(404, f"unknown schedule {_named(request, 'schedule_id')}")
-        except InvalidTransitionError as exc:
+        except (InvalidTransitionError, JobSpecError) as exc:
+            # A job that cannot be built or moved from what the store holds:
+            # the request is fine, the stored state does not allow it.
             return error_response(409, str(exc))
         return JSONResponse(data)
 
