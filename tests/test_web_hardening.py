@@ -9,6 +9,7 @@ web`` runs as the console script it is.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import sqlite3
 import subprocess
@@ -437,6 +438,31 @@ def test_schedules_trigger_of_a_task_schedule_needs_no_import(store_url: str) ->
     assert job.type == "examples.add" and job.args == {"a": 1}
     assert job.priority is JobPriority.HIGH and job.status is JobStatus.PENDING
     assert job.schedule_id == schedule_id
+
+
+# ── 7. a job with a big argument ───────────────────────────────────────
+async def test_pages_show_bounded_previews_of_a_big_value(env: Env) -> None:
+    """900 kB of argument (and of result: the job returns it) make pages of a
+    few kB; the job page links to the whole values."""
+    big = "x" * 900_000
+    job_id = await env.submit(Echo(big))
+    assert (await env.wait(job_id)).status is JobStatus.COMPLETED
+    for path in ("/", "/jobs", f"/jobs?q={big[:50]}"):
+        for headers in ({}, {"HX-Request": "true"}):
+            page = await env.http.get(path, headers=headers)
+            assert page.status_code == 200 and f'data-job="{job_id}"' in page.text, path
+            assert len(page.text) < 50_000, (path, len(page.text))
+            text = html.unescape(page.text)
+            assert '{"text": "' + "x" * 150 in text and "x" * 300 not in text
+    detail = await env.http.get(f"/jobs/{job_id}")
+    assert detail.status_code == 200 and len(detail.text) < 100_000, len(detail.text)
+    assert "x" * 19_000 in detail.text and "x" * 20_001 not in detail.text
+    for part in ("args", "result"):
+        assert f'href="/api/jobs/{job_id}/{part}"' in detail.text
+    assert detail.text.count("the whole value") == 2
+    assert (await env.http.get(f"/api/jobs/{job_id}/args")).json() == {"text": big}
+    assert (await env.http.get(f"/api/jobs/{job_id}/result")).json() == big
+    assert (await env.http.get("/api/jobs/nope/args")).status_code == 404
 
 
 # ── 9. a store that does not exist ─────────────────────────────────────

@@ -141,6 +141,16 @@ async def job(request: Request, board: Dashboard) -> Any:
     return detail
 
 
+async def job_args(request: Request, board: Dashboard) -> Any:
+    """A job's arguments alone (the job page shows their first characters)."""
+    return to_json((await board.client.get(request.path_params["job_id"])).args)
+
+
+async def job_result(request: Request, board: Dashboard) -> Any:
+    """A job's result alone (null until it completed, or once it expired)."""
+    return to_json((await board.client.get(request.path_params["job_id"])).result)
+
+
 def _brief(info: Any) -> dict[str, Any]:
     status = info.status.value
     return {"job_id": info.job_id, "type": info.type, "name": info.name, "status": status}
@@ -209,6 +219,8 @@ def api_routes() -> list[BaseRoute]:
         get("/api/stats", stats, "api_stats"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),
+        get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
+        get("/api/jobs/{job_id}/result", job_result, "api_job_result"),
         post("/api/jobs/{job_id}/retry", retry, "api_job_retry"),
         post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel"),
         get("/api/schedules", schedules, "api_schedules"),

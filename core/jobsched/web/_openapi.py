@@ -272,6 +272,24 @@ def _document() -> dict[str, Any]:
                 "responses": {"200": _json(_ref("JobDetail")), **_errors(404)},
             }
         },
+        "/api/jobs/{job_id}/args": {
+            "get": {
+                "summary": "a job's arguments alone (the job page previews them)",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json({"type": "object"}), **_errors(404)},
+            }
+        },
+        "/api/jobs/{job_id}/result": {
+            "get": {
+                "summary": "a job's result alone: null until it completed",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json({}), **_errors(404)},
+            }
+        },
         "/api/jobs/{job_id}/retry": _action(
             "run a failed, timed-out or cancelled job again", "job_id", _ref("Job")
         ),

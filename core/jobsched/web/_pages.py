@@ -122,7 +122,7 @@ async def job(request: Request) -> Response:
     except UnknownJobError:
         return _problem(request, "No such job", f"No job has the id {shown(job_id)}.", 404)
     context = {
-        "title": found.name or found.type,
+        "title": _views.clip(found.name or found.type),
         "job": found,
         "progress": _views.progress_view(found.progress),
         "graph": await _graph(client, found),
