@@ -336,7 +336,8 @@ async def test_without_a_token_the_app_is_read_only(read_only_env: Env) -> None:
     assert login.status_code == 403 and READ_ONLY in login.text
     assert "jobsched_session" not in login.cookies
     # Reading still works.
-    assert (await get_json(env, "/api/jobs"))["total"] == 1
+    listed = await get_json(env, "/api/jobs")
+    assert listed["total"] == 1, listed
 
 
 async def test_a_browser_session_needs_the_csrf_header(env: Env) -> None:

@@ -8,15 +8,17 @@ web`` runs as the console script it is.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -27,12 +29,23 @@ from starlette.routing import Mount
 from jobsched import BlockingClient, Client, JobPriority, JobScheduler, JobStatus
 from jobsched.web import create_app
 from pg_support import base_dsn, with_query
-from web_support import BEARER, STORES, TOKEN, Echo, Env, make_env, plugins, serving
+from web_support import (
+    BEARER,
+    STORES,
+    TOKEN,
+    Echo,
+    Env,
+    EventStream,
+    make_env,
+    plugins,
+    serving,
+)
 from worker_support import shared_store
 
 pytestmark = pytest.mark.timeout(120)
 
 SCRIPT = str(Path(sys.executable).parent / "jobsched")
+T = TypeVar("T")
 
 
 @contextlib.asynccontextmanager
@@ -279,13 +292,58 @@ async def test_wrong_tokens_at_login_are_limited_per_address() -> None:
         assert (await http.post("/login", data={"token": TOKEN})).status_code == 303
 
 
-# ── 5. bad query and path values ───────────────────────────────────────
+# ── 4. many event streams ──────────────────────────────────────────────
 @pytest.fixture(params=STORES)
 async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
     async with make_env(request.param, request, tmp_path, TOKEN) as made:
         yield made
 
 
+async def test_many_event_streams_read_the_stats_once_per_change(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 open streams: one stats read when they open, one per change after."""
+    board = env.app.state.dashboard
+    board.heartbeat, board.min_interval = 3600.0, 0.0
+    change = asyncio.Event()
+
+    async def woken_by_the_test(timeout: float) -> bool:
+        await change.wait()
+        change.clear()
+        return True
+
+    reads = {"n": 0}
+    real_stats = board.client.stats
+
+    async def counted_stats() -> Any:
+        reads["n"] += 1
+        return await real_stats()
+
+    monkeypatch.setattr(board.client, "wait_for_change", woken_by_the_test)
+    monkeypatch.setattr(board.client, "stats", counted_stats)
+    streams = [EventStream(env.app) for _ in range(20)]
+    tasks = [asyncio.create_task(stream.run()) for stream in streams]
+    try:
+        for stream in streams:
+            name, first = await stream.next_event()
+            assert name == "stats" and first["counts"]["completed"] == 0
+        assert reads["n"] == 1
+        for done in (1, 2):
+            await env.wait(await env.submit(Echo(f"change {done}")))
+            change.set()
+            for stream in streams:
+                name, stats = await stream.next_event()
+                assert name == "stats" and stats["counts"]["completed"] == done
+            assert reads["n"] == 1 + done
+        # /api/stats and the pages read for themselves, as before.
+        assert (await env.http.get("/api/stats")).json()["counts"]["completed"] == 2
+    finally:
+        for stream in streams:
+            stream.left.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+
+
+# ── 5. bad query and path values ───────────────────────────────────────
 BAD_REQUESTS = [
     ("/api/jobs?q=%00", "q must not contain a NUL character"),
     ("/api/jobs?type=%00", "type must not contain a NUL character"),
@@ -463,6 +521,129 @@ async def test_pages_show_bounded_previews_of_a_big_value(env: Env) -> None:
     assert (await env.http.get(f"/api/jobs/{job_id}/args")).json() == {"text": big}
     assert (await env.http.get(f"/api/jobs/{job_id}/result")).json() == big
     assert (await env.http.get("/api/jobs/nope/args")).status_code == 404
+
+
+# ── 8. the store unreachable ───────────────────────────────────────────
+class Proxy:
+    """A TCP proxy to PostgreSQL that the test can cut: cut, it takes connections
+    and answers nothing, as a server gone from the network does."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.forwarding = True
+        self.open: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open.add(writer)
+        try:
+            if not self.forwarding:
+                await reader.read()  # held, never answered, until the test closes it
+                return
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+            self.open.add(up_writer)
+
+            async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+                with contextlib.suppress(OSError):
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                dst.close()
+
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            writer.close()
+
+    def _drop_all(self) -> None:
+        for writer in list(self.open):
+            writer.close()
+        self.open.clear()
+
+    def cut(self) -> None:
+        self.forwarding = False
+        self._drop_all()
+
+    def mend(self) -> None:
+        self.forwarding = True
+        self._drop_all()
+
+    async def stop(self) -> None:
+        self._drop_all()
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def within(what: Awaitable[T]) -> T:
+    """`what`, which must end long before a lost connection's ~50 s of retries."""
+    return await asyncio.wait_for(what, 20)
+
+
+async def test_healthz_and_requests_fail_fast_while_postgresql_is_unreachable(
+    pg_schema: tuple[str, str],
+) -> None:
+    url, _ = pg_schema
+    parts = urlsplit(url)
+    proxy = Proxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await proxy.start()
+    proxied = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+    app = create_app(proxied, token=TOKEN)
+    board = app.state.dashboard
+    board.health.timeout, board.health.probe_timeout = 1.0, 0.5
+    board.health.retry_after = 3600.0  # no request tries the store again by itself here
+    try:
+        async with serving(app) as http:
+            assert (await http.get("/healthz")).json() == {"status": "ok", "read_only": False}
+            assert (await http.get("/api/stats")).status_code == 200
+
+            proxy.cut()
+            stats = await within(http.get("/api/stats"))
+            assert stats.status_code == 503, stats.text
+            assert stats.json() == {"error": "the store did not answer within 1 s"}
+            assert stats.headers["retry-after"].isdigit()
+            # While it is down, requests are answered at once, the store untouched.
+            reads = {"n": 0}
+            real_page = board.client.page
+
+            async def counted_page(*args: Any, **kwargs: Any) -> Any:
+                reads["n"] += 1
+                return await real_page(*args, **kwargs)
+
+            board.client.page = counted_page
+            jobs = await within(http.get("/api/jobs"))
+            assert jobs.status_code == 503 and "did not answer" in jobs.json()["error"]
+            page = await within(http.get("/jobs"))
+            assert page.status_code == 503 and "The store is unavailable" in page.text
+            events = await within(http.get("/api/events"))
+            assert events.status_code == 503
+            assert reads["n"] == 0
+            health = await within(http.get("/healthz"))
+            assert health.status_code == 503
+            assert health.json() == {
+                "status": "unavailable",
+                "read_only": False,
+                "error": "the store did not answer within 0.5 s",
+            }
+
+            proxy.mend()
+            # /healthz tries the store whatever the state: it answers, so all do again.
+            health = await within(http.get("/healthz"))
+            assert health.json() == {"status": "ok", "read_only": False}, health.text
+            assert (await within(http.get("/api/jobs"))).json()["total"] == 0
+            assert reads["n"] == 1
+            assert (await within(http.get("/jobs"))).status_code == 200
+    finally:
+        await proxy.stop()
+
+
+async def test_healthz_says_ok_for_a_store_that_answers(env: Env) -> None:
+    assert (await env.http.get("/healthz")).json() == {"status": "ok", "read_only": False}
+    assert env.app.state.dashboard.health.down is None
 
 
 # ── 9. a store that does not exist ─────────────────────────────────────

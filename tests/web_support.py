@@ -103,7 +103,7 @@ class Env:
             return self.scheduler.schedule_recurring(
                 functools.partial(Echo, text), 3600, start_in=3600
             )
-        schedule_id: str = await self.client.add_schedule(Echo(text), every=3600)
+        schedule_id: str = await self.client.add_schedule(Echo(text), every=3600, start_in=3600)
         return schedule_id
 
 

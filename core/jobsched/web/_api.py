@@ -27,6 +27,7 @@ from jobsched import (
 
 from . import _params
 from ._deps import dependents, upstream
+from ._health import StoreUnavailable
 from ._http import shown
 from ._json import to_json
 from ._params import MAX_OFFSET, BadRequest
@@ -47,8 +48,10 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 Handler = Callable[[Request, Dashboard], Awaitable[Any]]
@@ -70,7 +73,9 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
         try:
             for name in request.path_params:
                 _params.path_value(request.path_params, name)
-            data = await handler(request, board)
+            data = await board.health.call(handler(request, board))
+        except StoreUnavailable as exc:
+            return error_response(503, str(exc), exc.headers)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
         except BadRequest as exc:
@@ -201,8 +206,15 @@ async def resume_queue(request: Request, board: Dashboard) -> Any:
     return {"queue_paused": False, "changed": await board.client.resume_queue()}
 
 
-async def healthz(request: Request, board: Dashboard) -> Any:
-    return {"status": "ok", "read_only": board.auth.read_only}
+async def healthz(request: Request) -> Response:
+    """``{"status": "ok", "read_only": ...}`` when the store answers (within
+    `StoreHealth.probe_timeout`), else 503 with ``"status": "unavailable"`` and why."""
+    board = dashboard(request)
+    error = await board.health.probe(board.client.queue_paused())
+    if error is None:
+        return JSONResponse({"status": "ok", "read_only": board.auth.read_only})
+    body = {"status": "unavailable", "read_only": board.auth.read_only, "error": error}
+    return JSONResponse(body, status_code=503)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -215,7 +227,7 @@ def api_routes() -> list[BaseRoute]:
         return Route(path, _answer(handler, changes=True), methods=["POST"], name=name)
 
     return [
-        get("/healthz", healthz, "healthz"),
+        Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),

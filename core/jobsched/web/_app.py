@@ -39,6 +39,7 @@ from ._auth import (
     cookie_path,
 )
 from ._events import events
+from ._health import StoreUnavailable
 from ._http import BodyLimit, HostCheck, check_host_pattern, wants_json
 from ._openapi import openapi
 from ._pages import page_routes
@@ -238,7 +239,10 @@ async def metrics(request: Request) -> Response:
         return error_response(
             404, "/metrics needs the prometheus plugin: pip install 'jobsched[prometheus]'"
         )
-    stats = await board.client.stats()
+    try:
+        stats = await board.health.call(board.client.stats())
+    except StoreUnavailable as exc:
+        return error_response(503, str(exc), exc.headers)
     text: str = plugin.store_metrics_text(stats.counts)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

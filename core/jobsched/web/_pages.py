@@ -9,7 +9,9 @@ something changed, and which its filters replace.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,9 +23,12 @@ from jobsched import UnknownJobError
 
 from . import _params, _views
 from ._deps import dependents, upstream
+from ._health import StoreUnavailable
 from ._http import shown
 from ._params import MAX_OFFSET, BadRequest
 from ._state import dashboard
+
+Page = Callable[[Request], Awaitable[Response]]
 
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
@@ -34,12 +39,27 @@ FINISHED = ("completed", "failed", "timed_out", "cancelled")
 def page_routes() -> list[BaseRoute]:
     """The pages' routes (the login page is the app's own)."""
     return [
-        Route("/", overview, methods=["GET"], name="overview"),
-        Route("/jobs", jobs, methods=["GET"], name="jobs"),
-        Route("/jobs/{job_id:path}", job, methods=["GET"], name="job"),
-        Route("/schedules", schedules, methods=["GET"], name="schedules"),
-        Route("/limits", limits, methods=["GET"], name="limits"),
+        Route("/", _guarded(overview), methods=["GET"], name="overview"),
+        Route("/jobs", _guarded(jobs), methods=["GET"], name="jobs"),
+        Route("/jobs/{job_id:path}", _guarded(job), methods=["GET"], name="job"),
+        Route("/schedules", _guarded(schedules), methods=["GET"], name="schedules"),
+        Route("/limits", _guarded(limits), methods=["GET"], name="limits"),
     ]
+
+
+def _guarded(page: Page) -> Page:
+    """`page` within the store's deadline: a page saying so (503) while the store is down."""
+
+    @functools.wraps(page)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await dashboard(request).health.call(page(request))
+        except StoreUnavailable as exc:
+            problem = _problem(request, "The store is unavailable", f"{exc}.", 503)
+            problem.headers.update(exc.headers)
+            return problem
+
+    return endpoint
 
 
 def _render(

@@ -13,6 +13,8 @@ from starlette.templating import Jinja2Templates
 from jobsched import PluginManager, default_plugin_manager
 
 from ._auth import Auth
+from ._events import StatsFeed
+from ._health import StoreHealth
 from ._views import install_filters
 
 #: The app's templates and static files, inside the package.
@@ -36,6 +38,13 @@ class Dashboard:
     #: the least time between two ``stats`` events (a burst of changes is one event).
     heartbeat: float = 15.0
     min_interval: float = 0.5
+    #: Whether the store answers, and how long a request waits for it.
+    health: StoreHealth = attrs.Factory(StoreHealth)
+    #: The stats every ``/api/events`` stream sends, read once for all of them.
+    feed: StatsFeed = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.feed = StatsFeed(self)
 
     def plugin_manager(self) -> PluginManager:
         if self.plugins is None:
