@@ -26,7 +26,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from jobsched import BlockingClient, Client, JobPriority, JobScheduler, JobStatus
+from jobsched import BlockingClient, Client, JobPriority, JobScheduler, JobStatus, Submission
 from jobsched.web import create_app
 from pg_support import base_dsn, with_query
 from web_support import (
@@ -36,6 +36,7 @@ from web_support import (
     Echo,
     Env,
     EventStream,
+    Gate,
     make_env,
     plugins,
     serving,
@@ -53,6 +54,11 @@ async def memory_app(**options: Any) -> AsyncIterator[Starlette]:
     """The app over an in-process scheduler (memory store) with the token."""
     async with JobScheduler(num_workers=1) as scheduler:
         yield create_app(scheduler=scheduler, token=TOKEN, **options)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return shared_store(request, tmp_path)
 
 
 @pytest.fixture
@@ -343,6 +349,130 @@ async def test_many_event_streams_read_the_stats_once_per_change(
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
 
 
+async def true_counts(client: Client) -> dict[str, int]:
+    """The jobs per status counted row by row (what the kept counts must equal)."""
+    found: dict[str, int] = await client.store.counts()
+    return {status.value: found.get(status.value, 0) for status in JobStatus}
+
+
+async def test_the_kept_counts_follow_every_change(store_url: str, tmp_path: Path) -> None:
+    """Submits (one, a batch, one cancelled at once by its failed dependency),
+    claims, outcomes, retries, cancels, a schedule's fire and trigger, purges:
+    the stats' counts (kept by the store) equal the rows' after each."""
+    gate = tmp_path / "gate"
+    async with Client(store_url, plugins=plugins()) as client:
+
+        async def same() -> None:
+            assert (await client.stats()).counts == await true_counts(client)
+
+        await same()
+        async with JobScheduler(num_workers=2, plugins=plugins(), store=store_url, shared=True):
+            failed = await client.submit(Gate(str(gate)), retry="none")
+            batch = await client.submit_many([Echo(f"e{i}") for i in range(20)])
+            for job_id in (failed, *batch):
+                await client.wait(job_id, timeout=60)
+            orphan = await client.submit(Echo("after"), depends_on=[failed])
+            assert (await client.get(orphan)).status is JobStatus.CANCELLED
+            await same()
+            gate.touch()
+            await client.retry(failed)
+            await client.wait(failed, timeout=60)
+            await same()
+        later = await client.submit(Echo("later"), delay=3600)
+        waiting = await client.submit(Echo("waiting"), delay=3600)
+        await client.cancel(later)
+        schedule_id = await client.add_schedule(Echo("tick"), every=3600, start_in=3600)
+        await client.trigger_schedule(schedule_id)
+        await same()
+        assert set(await client.requeue(status="cancelled")) == {orphan, later}
+        await same()
+        assert await client.purge(older_than=0) > 0
+        await same()
+        assert (await client.get(waiting)).status is JobStatus.PENDING
+
+
+def as_written_before_the_kept_counts(url: str) -> None:
+    """Take the store back to the schema of the code before them (SQLite
+    version 6, PostgreSQL 7): their migration only adds, so dropping what it
+    added is that schema, with the jobs it holds."""
+    if url.startswith("sqlite:"):
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            conn.execute("DROP TRIGGER jobsched_shared_counted_update")
+            conn.execute("DROP TRIGGER jobsched_shared_counted_delete")
+            conn.execute("DROP TABLE jobsched_shared_counts")
+            conn.execute("UPDATE jobsched_meta SET value = '6' WHERE name = 'schema_version'")
+            conn.commit()
+        return
+    schema = url.split("schema=")[1].split("&")[0]
+    with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{schema}".job_counts')
+        for name in ("inserted", "updated", "deleted"):
+            conn.execute(f'DROP FUNCTION "{schema}".count_{name}_jobs() CASCADE')
+        conn.execute(f'DROP INDEX "{schema}".jobs_seq')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 8')
+
+
+async def test_a_store_from_before_the_kept_counts_is_counted_when_it_migrates(
+    store_url: str,
+) -> None:
+    async with Client(store_url, plugins=plugins()) as client:
+        jobs = await client.submit_many([Submission(Echo(f"e{i}"), delay=3600) for i in range(7)])
+        await client.cancel(jobs[0])
+        await client.cancel(jobs[1])
+    as_written_before_the_kept_counts(store_url)
+    async with Client(store_url, plugins=plugins()) as client:
+        counts = (await client.stats()).counts
+        assert counts == await true_counts(client)
+        assert (counts["pending"], counts["cancelled"]) == (5, 2)
+        await client.submit(Echo("one more"))
+        assert (await client.stats()).counts["pending"] == 6
+        page = await client.page(status="pending", limit=1)
+        assert page.total == 6
+
+
+async def test_the_stats_read_the_kept_counts_not_the_rows(store_url: str) -> None:
+    """What makes them cheap at 10^6 jobs: the counters are read, the jobs are
+    not counted (a counter changed by hand shows)."""
+    async with Client(store_url, plugins=plugins()) as client:
+        await client.submit(Echo("one"), delay=3600)
+        if store_url.startswith("sqlite:"):
+            await client.store.call(
+                lambda conn: conn.execute(
+                    "UPDATE jobsched_shared_counts SET n = n + 1000000 WHERE status = 'pending'"
+                )
+            )
+        else:
+            async with client.store.db.connection() as conn:
+                await conn.execute(
+                    client.store.db.q("INSERT INTO {s}.job_counts VALUES ('pending', -7, 1000000)")
+                )
+        assert (await client.stats()).counts["pending"] == 1_000_001
+        assert (await client.page(limit=1)).total == 1_000_001
+        assert (await client.page(type="echo", limit=1)).total == 1  # a type: counted
+
+
+async def test_postgresql_folds_the_counters_of_ended_connections(
+    pg_schema: tuple[str, str],
+) -> None:
+    url, _ = pg_schema
+    async with Client(url, plugins=plugins()) as client:
+        await client.submit_many([Submission(Echo(f"e{i}"), delay=3600) for i in range(3)])
+        db = client.store.db
+        async with db.connection() as conn:  # 300 connections came and went
+            await conn.execute(
+                db.q(
+                    "INSERT INTO {s}.job_counts SELECT 'pending', -g, 1 "
+                    "FROM generate_series(1, 300) AS g"
+                )
+            )
+        assert (await client.stats()).counts["pending"] == 303
+        async with db.connection() as conn:
+            cur = await conn.execute(db.q("SELECT count(*) AS r FROM {s}.job_counts"))
+            rows = (await cur.fetchone() or {})["r"]
+        assert rows < 10  # folded into shard 0 (and this connection's own rows)
+        assert (await client.stats()).counts == await true_counts(client) | {"pending": 303}
+
+
 # ── 5. bad query and path values ───────────────────────────────────────
 BAD_REQUESTS = [
     ("/api/jobs?q=%00", "q must not contain a NUL character"),
@@ -434,11 +564,6 @@ async def test_an_unexpected_error_logs_a_plain_traceback_without_local_values(
 
 
 # ── 6. "Run now" of a schedule whose job type this process lacks ───────
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return shared_store(request, tmp_path)
-
-
 async def test_run_now_copies_the_stored_job_without_its_job_type(store_url: str) -> None:
     """The dashboard's process has no ``echo`` job type (a ``@task`` defined in
     the workers' code is the usual case): "Run now" submits the stored job."""
