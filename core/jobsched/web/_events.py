@@ -20,17 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ._health import StoreUnavailable
+from ._health import StoreHealth, StoreUnavailable
 from ._json import to_json
-
-if TYPE_CHECKING:
-    from ._state import Dashboard
 
 logger = structlog.get_logger("jobsched.web")
 
@@ -42,6 +39,15 @@ def sse_event(event: str, data: object) -> str:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+class Source(Protocol):
+    """What the feed reads from (the app's `Dashboard`)."""
+
+    client: Any
+    health: StoreHealth
+    heartbeat: float
+    min_interval: float
+
+
 class StatsFeed:
     """The ``stats`` events of every open stream: one reader of the store for all.
 
@@ -49,7 +55,7 @@ class StatsFeed:
     requests, and keeps the latest event for the streams that open later.
     """
 
-    def __init__(self, board: Dashboard) -> None:
+    def __init__(self, board: Source) -> None:
         self.board = board
         #: How many times the feed read the stats (one per change, however many streams).
         self.reads = 0
@@ -131,7 +137,7 @@ class StatsFeed:
 
 
 async def events(request: Request) -> Response:
-    board: Dashboard = request.app.state.dashboard
+    board = request.app.state.dashboard
     if board.health.down is not None and not board.feed.has_stats:
         # Nothing to start the stream with: fail fast (the page tries again).
         return JSONResponse({"error": board.health.down}, status_code=503)
