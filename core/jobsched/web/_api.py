@@ -103,7 +103,6 @@ def _statuses(request: Request) -> list[str] | None:
     wanted = [
         s.strip() for given in request.query_params.getlist("status") for s in given.split(",")
     ]
-    wanted = [s for s in wanted if s]
     for status in wanted:
         if status not in STATUSES:
             raise ApiError(400, f"unknown status {shown(status)} (one of {', '.join(STATUSES)})")

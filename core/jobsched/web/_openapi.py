@@ -26,14 +26,15 @@ _STRING_OR_NULL = {"type": ["string", "null"]}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    return {str(code): _ERROR for code in codes}
+    """`codes`' error answers, and 503 (the store did not answer, docs/web.md)."""
+    return {str(code): _ERROR for code in (*codes, 503)}
 
 
 def _action(summary: str, param: str | None, result: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "security": [{"bearer": []}, {"session": []}],
-        "responses": {"200": _json(result), **_errors(401, 403, 404, 409)},
+        "responses": {"200": _json(result), **_errors(400, 401, 403, 404, 409)},
     }
     if param:
         op["parameters"] = [
@@ -223,7 +224,7 @@ def _document() -> dict[str, Any]:
     paths = {
         "/healthz": {
             "get": {
-                "summary": "liveness",
+                "summary": "whether the app and its store answer",
                 "responses": {
                     "200": _json(
                         {
@@ -232,15 +233,28 @@ def _document() -> dict[str, Any]:
                                 "status": {"const": "ok"},
                                 "read_only": {"type": "boolean"},
                             },
+                            "required": ["status", "read_only"],
                         }
-                    )
+                    ),
+                    "503": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "status": {"const": "unavailable"},
+                                "read_only": {"type": "boolean"},
+                                "error": {"type": "string"},
+                            },
+                            "required": ["status", "read_only", "error"],
+                        },
+                        "the store did not answer within 2 s",
+                    ),
                 },
             }
         },
         "/api/stats": {
             "get": {
                 "summary": "counts, throughput, workers, limits",
-                "responses": {"200": _json(_ref("Stats"))},
+                "responses": {"200": _json(_ref("Stats")), **_errors()},
             }
         },
         "/api/jobs": {
@@ -269,7 +283,7 @@ def _document() -> dict[str, Any]:
                 "parameters": [
                     {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": _json(_ref("JobDetail")), **_errors(404)},
+                "responses": {"200": _json(_ref("JobDetail")), **_errors(400, 404)},
             }
         },
         "/api/jobs/{job_id}/args": {
@@ -278,7 +292,7 @@ def _document() -> dict[str, Any]:
                 "parameters": [
                     {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": _json({"type": "object"}), **_errors(404)},
+                "responses": {"200": _json({"type": "object"}), **_errors(400, 404)},
             }
         },
         "/api/jobs/{job_id}/result": {
@@ -287,7 +301,7 @@ def _document() -> dict[str, Any]:
                 "parameters": [
                     {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": _json({}), **_errors(404)},
+                "responses": {"200": _json({}), **_errors(400, 404)},
             }
         },
         "/api/jobs/{job_id}/retry": _action(
@@ -305,7 +319,8 @@ def _document() -> dict[str, Any]:
                                 "schedules": {"type": "array", "items": _ref("Schedule")}
                             },
                         }
-                    )
+                    ),
+                    **_errors(),
                 },
             }
         },
@@ -322,7 +337,8 @@ def _document() -> dict[str, Any]:
             "get": {
                 "summary": "server-sent events: `stats` (a Stats) whenever something changed",
                 "responses": {
-                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}}
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                    **_errors(),
                 },
             }
         },

@@ -48,9 +48,10 @@ def path_value(path_params: Mapping[str, str], name: str) -> str:
 
 
 def integer(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    """The query value `name` as an integer from `low` to `high` (`default` when absent)."""
-    raw = query.get(name, "")
-    if raw == "":
+    """The query value `name` as an integer from `low` to `high` (`default`
+    when absent; given empty, it is no integer)."""
+    raw = query.get(name)
+    if raw is None:
         return default
     digits = raw.strip().removeprefix("-")
     if not digits.isdigit() or not digits.isascii():
