@@ -590,10 +590,15 @@ def test_jobsched_web_refuses_a_bad_store_and_a_bad_port(tmp_path: Path) -> None
 DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
 
 
-async def test_the_mount_example_of_docs_web_md_works_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("framework", ["starlette", "fastapi"])
+async def test_the_mount_examples_of_docs_web_md_work_as_written(
+    framework: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    starlette_example, fastapi_example = re.findall(
+        r"```python\n(.*?)```", DOC.read_text(), flags=re.S
+    )
+    example = starlette_example if framework == "starlette" else fastapi_example
+    assert f"from {framework}" in example
     assert 'Client("sqlite:///jobs.db")' in example
     monkeypatch.setenv("JOBSCHED_WEB_TOKEN", TOKEN)
     namespace: dict[str, Any] = {}
