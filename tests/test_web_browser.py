@@ -482,6 +482,43 @@ def test_actions_need_the_token(
     assert tab.dialogs == [] and tab.errors == []
 
 
+def test_log_out_ends_the_session(client: BlockingClient, tab: Browser) -> None:
+    tab.log_in()
+    tab.open("/")
+    kept = tab.tab.context.cookies()
+    tab.tab.get_by_role("button", name="Pause queue").click()
+    tab.flash_says("paused")
+    assert client.queue_paused()
+    with tab.tab.expect_navigation():
+        tab.tab.get_by_role("button", name="Log out").click()
+    assert tab.tab.get_by_role("link", name="Log in").is_visible()
+    # The session ended in the app: its cookies, put back, allow nothing.
+    tab.tab.context.add_cookies(kept)
+    tab.open("/")
+    tab.tab.get_by_role("button", name="Resume queue").click()
+    tab.flash_says("Not allowed")
+    assert client.queue_paused()
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def test_a_big_argument_is_previewed_with_a_link_to_all_of_it(
+    client: BlockingClient, plugins: PluginManager, tab: Browser, tmp_path: Path
+) -> None:
+    label = "x" * 60_000
+    job_id = client.submit(gated(plugins, tmp_path / "never", label), delay=3600)
+    tab.open("/jobs")
+    cell = tab.tab.locator(f'tr[data-job="{job_id}"] .args').first.inner_text()
+    assert len(cell) <= 201 and cell.endswith("…")
+    tab.open(f"/jobs/{job_id}")
+    shown = tab.tab.locator("[data-testid=job-args]").inner_text()
+    assert 20_000 <= len(shown) <= 20_001 and shown.endswith("…")
+    with tab.tab.expect_navigation():
+        tab.tab.get_by_role("link", name="the whole value").click()
+    assert tab.tab.url.endswith(f"/api/jobs/{job_id}/args")
+    assert label in tab.tab.content()
+    assert tab.dialogs == [] and tab.errors == []
+
+
 def test_a_script_in_a_job_is_shown_as_text(
     client: BlockingClient, worker: Process, tab: Browser
 ) -> None:

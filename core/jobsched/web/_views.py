@@ -175,9 +175,9 @@ def cell_json(value: Any) -> str:
     return json_preview(value, CELL_PREVIEW).text
 
 
-def page_json(value: Any) -> Preview:
-    """`value` as indented JSON for the job page, at most `PAGE_PREVIEW` characters."""
-    return json_preview(value, PAGE_PREVIEW, indent=2)
+def page_json(value: Any, limit: int = PAGE_PREVIEW) -> Preview:
+    """`value` as indented JSON for the job page, at most `limit` characters."""
+    return json_preview(value, limit, indent=2)
 
 
 def clip(text: Any, limit: int = CELL_PREVIEW) -> str:
