@@ -860,3 +860,30 @@ def test_jobsched_web_answers_its_own_address_and_allowed_hosts_only(tmp_path: P
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.slow
+def test_jobsched_web_checks_the_store_without_reading_its_jobs(tmp_path: Path) -> None:
+    """The check that the store exists reads no job: a big store starts as fast as
+    a small one, and a hand-changed row is a page's problem, not the server's."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with BlockingClient(url, plugins=plugins()) as client:
+        client.submit(Echo("one"), delay=3600)
+    with contextlib.closing(sqlite3.connect(tmp_path / "jobs.db")) as conn:
+        conn.execute("UPDATE jobsched_shared_jobs SET args = 'nope'")
+        conn.commit()
+    proc = subprocess.Popen(
+        [SCRIPT, "web", "--store", url, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("jobsched web: http://"), line
+        with httpx.Client(base_url=line.split()[2], timeout=30) as http:
+            assert http.get("healthz").json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0

@@ -144,7 +144,7 @@ async def _check_exists(url: str, plugins: Any) -> None:
     store = resolve_store(url, plugins)
     if store is None:
         raise SchedulerError(f"--store {url!r} is not a store URL")
-    await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
+    await store.open(StoreContext(worker_id=new_worker_id(), readonly=True, load=False))
     await store.close()
 
 
