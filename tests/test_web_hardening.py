@@ -26,7 +26,15 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from jobsched import BlockingClient, Client, JobPriority, JobScheduler, JobStatus, Submission
+from jobsched import (
+    BlockingClient,
+    Client,
+    JobPriority,
+    JobScheduler,
+    JobStatus,
+    StoreError,
+    Submission,
+)
 from jobsched.web import create_app
 from pg_support import base_dsn, with_query
 from web_support import (
@@ -767,6 +775,22 @@ async def test_healthz_and_requests_fail_fast_while_postgresql_is_unreachable(
             assert (await within(http.get("/jobs"))).status_code == 200
     finally:
         await proxy.stop()
+
+
+async def test_a_store_error_fails_its_own_request_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with memory_app() as app, serving(app) as http:
+
+        async def locked() -> Any:
+            raise StoreError("sqlite:////srv/jobs.db: database is locked")
+
+        monkeypatch.setattr(app.state.dashboard.client, "stats", locked)
+        answer = await http.get("/api/stats")
+        assert answer.status_code == 503
+        assert answer.json() == {
+            "error": "the store failed: sqlite:////srv/jobs.db: database is locked"
+        }
+        assert (await http.get("/api/jobs")).status_code == 200  # the others go on
+        assert app.state.dashboard.health.down is None
 
 
 async def test_healthz_says_ok_for_a_store_that_answers(env: Env) -> None:

@@ -1,13 +1,13 @@
 """Whether the store answers: ``/healthz``, and failing fast while it does not.
 
 Every request's store work gets `StoreHealth.timeout` seconds. A request
-that runs out of them, or meets a `StoreError` (PostgreSQL unreachable, a
-SQLite file locked), marks the store down: for the next
+that runs out of them (PostgreSQL unreachable: a lost connection is otherwise
+retried for about 50 s, per request) marks the store down: for the next
 `StoreHealth.retry_after` seconds every request is answered 503 at once,
-without waiting on the store (a lost PostgreSQL connection is otherwise
-retried for about 50 s, per request). After that one request tries the store
-again; ``/healthz`` always does, with the shorter `StoreHealth.probe_timeout`,
-and says whether it answered.
+without waiting on the store. After that one request tries the store again;
+``/healthz`` always does, with the shorter `StoreHealth.probe_timeout`, and
+says whether it answered. A `StoreError` (a SQLite file locked past its
+timeout) is a 503 for its own request only: the store did answer.
 """
 
 from __future__ import annotations
@@ -89,7 +89,9 @@ class StoreHealth:
         except (TimeoutError, asyncio.TimeoutError):
             self._failed(f"the store did not answer within {timeout:g} s")
         except StoreError as exc:
-            self._failed(f"the store failed: {_one_line(str(exc))}")
+            # An answer, if a failed one (a locked file, a row it cannot read):
+            # this request's, and no reason to fail the others.
+            raise StoreUnavailable(f"the store failed: {_one_line(str(exc))}", 0) from None
         if self.down is not None:
             logger.warning("store answers again")
             self.down = None
