@@ -35,7 +35,7 @@ from jobsched import (
     StoreError,
     Submission,
 )
-from jobsched.web import create_app
+from jobsched.web import bound_hosts, create_app
 from pg_support import base_dsn, with_query
 from web_support import (
     BEARER,
@@ -181,9 +181,15 @@ async def test_a_form_of_too_many_fields_or_a_bad_length_is_400(http: httpx.Asyn
 
 # ── 2. the Host header ─────────────────────────────────────────────────
 async def test_a_host_that_is_not_allowed_is_refused() -> None:
-    hosts = ["jobs.example.com", "*.corp.example"]
+    hosts = ["jobs.example.com", "*.corp.example", "127.0.0.1", "10.0.0.0/8", "::1", "localhost"]
     async with memory_app(allowed_hosts=hosts) as app, serving(app) as http:
-        for host in ("rebind.attacker.example", "jobs.example.com.attacker.example", ""):
+        for host in (
+            "rebind.attacker.example",
+            "jobs.example.com.attacker.example",
+            "192.168.1.5",
+            "[::2]:8000",
+            "",
+        ):
             answer = await http.get("/api/jobs", headers={"Host": host})
             assert answer.status_code == 400, host
             assert "not a name this dashboard answers to" in answer.json()["error"]
@@ -204,6 +210,14 @@ async def test_a_host_that_is_not_allowed_is_refused() -> None:
         long_host = "x" * 5000 + ".example"
         answer = await http.get("/api/jobs", headers={"Host": long_host})
         assert answer.status_code == 400 and len(answer.text) < 400
+
+
+def test_jobsched_web_answers_the_address_it_listens_on() -> None:
+    assert bound_hosts("127.0.0.1") == ["127.0.0.0/8", "::1", "localhost"]
+    assert bound_hosts("0.0.0.0") == ["0.0.0.0/0", "::/0", "localhost"]
+    assert bound_hosts("::") == ["0.0.0.0/0", "::/0", "localhost"]
+    assert bound_hosts("192.168.1.5") == ["192.168.1.5"]
+    assert bound_hosts("myhost.lan") == ["myhost.lan"]
 
 
 def test_a_bad_allowed_host_is_refused() -> None:
@@ -879,8 +893,10 @@ def test_jobsched_web_answers_its_own_address_and_allowed_hosts_only(tmp_path: P
             assert http.get("api/jobs").status_code == 200  # Host: 127.0.0.1:PORT
             rebound = http.get("api/jobs", headers={"Host": "rebind.attacker.example:8765"})
             assert rebound.status_code == 400 and "jobs" not in rebound.json()
-            for host in ("jobs.example.com", "localhost"):
-                assert http.get("api/jobs", headers={"Host": host}).status_code == 200
+            for host in ("jobs.example.com", "localhost", "127.0.0.2:80", "[::1]:8000"):
+                assert http.get("api/jobs", headers={"Host": host}).status_code == 200, host
+            # Another address of the machine is not the one it listens on.
+            assert http.get("api/jobs", headers={"Host": "192.168.1.5"}).status_code == 400
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0

@@ -53,9 +53,9 @@ def jobsched_register_commands(cli: Any) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="a host name the dashboard answers to besides IP addresses and localhost "
-        "(repeatable; *.example.com allows every name under it): a request naming "
-        "another host is refused, as a DNS-rebinding page's would be",
+        help="a host name (or IP address or network) the dashboard answers to besides "
+        "the address it listens on (repeatable; *.example.com allows every name under "
+        "it): a request naming another host is refused, as a DNS-rebinding page's would be",
     )
     parser.add_argument(
         "--token",
@@ -115,13 +115,13 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socket) -> int:
     import uvicorn
 
-    from jobsched.web import create_app
+    from jobsched.web import bound_hosts, create_app
 
     await _check_exists(args.store, args.plugins)
     client = Client(args.store, plugins=args.plugins)
-    app = create_app(
-        client=client, token=token, plugins=args.plugins, allowed_hosts=args.allowed_hosts
-    )
+    # Its own address (all of the machine's when bound to 0.0.0.0) and the names given.
+    hosts = [*bound_hosts(args.host), *args.allowed_hosts]
+    app = create_app(client=client, token=token, plugins=args.plugins, allowed_hosts=hosts)
     async with client:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host

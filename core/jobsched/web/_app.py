@@ -83,12 +83,12 @@ def create_app(
     ``/metrics`` and the triggers the schedules page previews (default: the
     installed plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
 
-    `allowed_hosts` are the names the app answers to (``Host`` header;
-    ``*.example.com`` for every name under one): with them, a request for
-    another name is refused with 400 (a DNS-rebinding page's), while IP
-    addresses and ``localhost`` are always allowed. None (the default)
-    checks no Host: the app is mounted in one that does. A session of
-    ``/login`` lasts `session_ttl` seconds (default 12 hours).
+    `allowed_hosts` are the hosts the app answers to (the ``Host`` header):
+    names (``jobs.example.com``; ``*.example.com`` for every name under
+    one), IP addresses and networks (``10.0.0.0/8``); with them, a request
+    for another host is refused with 400 (a DNS-rebinding page's). None (the
+    default) checks no Host: the app is mounted in one that does. A session
+    of ``/login`` lasts `session_ttl` seconds (default 12 hours).
     """
     given = [
         name

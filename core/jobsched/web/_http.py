@@ -90,26 +90,36 @@ class HostCheck:
     """Answer only requests whose ``Host`` header names this app (DNS rebinding).
 
     A page on another site whose name an attacker points at 127.0.0.1 makes
-    the browser send that name as the Host, so it is refused (400). Allowed:
-    an IP address (a rebinding page's requests carry its own name, never an
-    address), ``localhost``, and each name of `allowed` (``*.example.com``
-    allows every name under example.com). A request without a Host is refused.
+    the browser send that name as the Host, so it is refused (400). Allowed
+    are the entries of `allowed`: host names (``jobs.example.com``, or
+    ``*.example.com`` for every name under example.com), IP addresses
+    (``127.0.0.1``, ``::1``) and networks (``10.0.0.0/8``; ``0.0.0.0/0`` and
+    ``::/0`` for any address). A request without a Host is refused.
     """
 
     def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
         self.app = app
-        self.names = frozenset(check_host_pattern(name) for name in allowed) | {"localhost"}
+        self.names: set[str] = set()
+        self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for entry in allowed:
+            network = _network(entry)
+            if network is not None:
+                self.networks.append(network)
+            else:
+                self.names.add(check_host_pattern(entry))
 
     def allows(self, host: str) -> bool:
         """Whether the Host header value `host` (with or without a port) is allowed."""
         name = host_name(host)
         if name is None:
             return False
-        if name in self.names or _is_address(name):
-            return True
-        return any(
-            pattern.startswith("*.") and name.endswith(pattern[1:]) for pattern in self.names
-        )
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return name in self.names or any(
+                pattern.startswith("*.") and name.endswith(pattern[1:]) for pattern in self.names
+            )
+        return any(address in network for network in self.networks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -127,16 +137,33 @@ class HostCheck:
 
 
 def check_host_pattern(pattern: str) -> str:
-    """`pattern` (``jobs.example.com`` or ``*.example.com``) lower-cased; a
-    `ValueError` naming it if it is not a host name."""
+    """`pattern` lower-cased: a host name (``jobs.example.com``, ``*.example.com``),
+    an IP address or a network (``10.0.0.0/8``); a `ValueError` naming it otherwise."""
+    if _network(pattern) is not None:
+        return pattern.strip()
     name = pattern.strip().lower()
     bare = name[2:] if name.startswith("*.") else name
     if not bare or any(c in bare for c in "*/:@ []") or bare.startswith(".") or ".." in bare:
         raise ValueError(
-            f"allowed host {pattern!r} is not a host name (such as jobs.example.com, "
-            "or *.example.com for every name under it; no port)"
+            f"allowed host {pattern!r} is not a host name (such as jobs.example.com, or "
+            "*.example.com for every name under it; no port), an IP address or a network"
         )
     return name
+
+
+def bound_hosts(host: str) -> list[str]:
+    """What a server listening on `host` answers to besides the names it is given:
+    that address; all of this machine's for 0.0.0.0 or ::; every loopback
+    address and ``localhost`` for a loopback one (a name: itself)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return [host]
+    if address.is_unspecified:
+        return ["0.0.0.0/0", "::/0", "localhost"]
+    if address.is_loopback:
+        return ["127.0.0.0/8", "::1", "localhost"]
+    return [str(address)]
 
 
 def host_name(host: str) -> str | None:
@@ -152,6 +179,14 @@ def host_name(host: str) -> str | None:
     if not name or (port and not port.isdigit()):
         return None
     return name
+
+
+def _network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """`entry` as an IP network (an address is a network of one), else None."""
+    try:
+        return ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
+    except ValueError:
+        return None
 
 
 def _is_address(name: str) -> bool:
