@@ -113,6 +113,11 @@ class Browser:
         """Wait until the page's event stream is connected."""
         self.tab.wait_for_selector("#live[data-state=on]", timeout=WAIT_MS)
 
+    def settled(self) -> None:
+        """Wait until the page's live part was fetched again for the stream's
+        first event: a button clicked while it is swapped reports nothing."""
+        self.tab.wait_for_function("() => Number(document.body.dataset.refreshed || 0) >= 1")
+
     def shoot(self, name: str, folder: Path | None) -> None:
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
@@ -460,6 +465,7 @@ def test_actions_need_the_token(
 
     # Not logged in: the page reads, but its Retry is refused and it says so.
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     assert "Log in" in tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
@@ -469,6 +475,7 @@ def test_actions_need_the_token(
     assert "/login" in tab.tab.url
     assert tab.tab.locator("[role=alert]").is_visible()
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
@@ -476,6 +483,7 @@ def test_actions_need_the_token(
     # The right one lets the same button through.
     tab.log_in()
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     tab.flash_says("Retried")
     assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
@@ -485,6 +493,7 @@ def test_actions_need_the_token(
 def test_log_out_ends_the_session(client: BlockingClient, tab: Browser) -> None:
     tab.log_in()
     tab.open("/")
+    tab.settled()
     kept = tab.tab.context.cookies()
     tab.tab.get_by_role("button", name="Pause queue").click()
     tab.flash_says("paused")
@@ -495,6 +504,7 @@ def test_log_out_ends_the_session(client: BlockingClient, tab: Browser) -> None:
     # The session ended in the app: its cookies, put back, allow nothing.
     tab.tab.context.add_cookies(kept)
     tab.open("/")
+    tab.settled()
     tab.tab.get_by_role("button", name="Resume queue").click()
     tab.flash_says("Not allowed")
     assert client.queue_paused()
