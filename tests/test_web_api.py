@@ -12,9 +12,6 @@ console script it is.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import json
 import os
 import re
 import signal
@@ -25,7 +22,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,133 +29,32 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from jobsched import (
-    AsyncJob,
+    BlockingClient,
     Client,
-    Job,
-    JobScheduler,
     JobStatus,
     PluginManager,
     Submission,
-    hookimpl,
 )
-from jobsched.hookspecs import Register
 from jobsched.web import create_app, template_environment
+from web_support import (
+    BEARER,
+    STORES,
+    TOKEN,
+    Echo,
+    Env,
+    EventStream,
+    Gate,
+    WebJobs,
+    get_json,
+    make_env,
+    post_json,
+    serving,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
-TOKEN = "correct horse battery staple"
-BEARER = {"Authorization": f"Bearer {TOKEN}"}
 XSS = "<script>alert(1)</script>"
 READ_ONLY = "no token configured: start jobsched web with --token"
-
-
-# ── the jobs the tests run ─────────────────────────────────────────────
-@attrs.define(eq=False)
-class Gate(AsyncJob):
-    """Fails while the file `path` does not exist, then succeeds: a retried job can pass.
-
-    It is not retried by itself: a failure is final until someone retries it.
-    """
-
-    path: str
-
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "gate")
-
-    async def run(self) -> Any:
-        if not os.path.exists(self.path):
-            raise RuntimeError(f"gate closed: {self.path}")
-        return "opened"
-
-
-@attrs.define(eq=False)
-class Echo(AsyncJob):
-    """Returns its text."""
-
-    text: str
-
-    def __attrs_post_init__(self) -> None:
-        Job.__init__(self, "echo")
-
-    async def run(self) -> Any:
-        return self.text
-
-
-class WebJobs:
-    @hookimpl
-    def jobsched_register_job_types(self, register: Register) -> None:
-        register("gate", Gate)
-        register("echo", Echo)
-
-
-def plugins() -> PluginManager:
-    return PluginManager([WebJobs()], autoload=False)
-
-
-# ── the app under test, on each store ──────────────────────────────────
-@attrs.define
-class Env:
-    """One app under test: its HTTP client (no credentials) and its operator client."""
-
-    kind: str
-    app: Starlette
-    http: httpx.AsyncClient
-    client: Any
-    #: The in-process scheduler of ``create_app(scheduler=...)`` (memory), else None.
-    scheduler: JobScheduler | None = None
-
-    async def submit(self, job: Job, **options: Any) -> str:
-        if isinstance(job, Gate) and self.scheduler is None:
-            # A Client stores a job's type and arguments, not the policy of the instance.
-            options["retry"] = "none"
-        job_id: str = await self.client.submit(job, **options)
-        return job_id
-
-    async def wait(self, job_id: str) -> Any:
-        return await self.client.wait(job_id, timeout=60)
-
-    async def add_schedule(self, text: str) -> str:
-        """A schedule of ``Echo(text)`` every hour, first due in an hour."""
-        if self.scheduler is not None:
-            return self.scheduler.schedule_recurring(
-                functools.partial(Echo, text), 3600, start_in=3600
-            )
-        schedule_id: str = await self.client.add_schedule(Echo(text), every=3600)
-        return schedule_id
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    """`app` started (its lifespan) with an httpx client over it."""
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
-            yield http
-
-
-@contextlib.asynccontextmanager
-async def make_env(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path, token: str | None
-) -> AsyncIterator[Env]:
-    if kind == "memory":
-        async with JobScheduler(num_workers=2, plugins=plugins()) as scheduler:
-            app = create_app(scheduler=scheduler, token=token)
-            async with serving(app) as http:
-                yield Env(kind, app, http, app.state.dashboard.client, scheduler)
-        return
-    if kind == "sqlite":
-        url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    else:
-        url = request.getfixturevalue("pg_schema")[0]
-    app = create_app(url, token=token, plugins=plugins())
-    async with (
-        JobScheduler(num_workers=2, plugins=plugins(), store=url, shared=True),
-        serving(app) as http,
-    ):
-        yield Env(kind, app, http, app.state.dashboard.client)
-
-
-STORES = ["memory", "sqlite", "postgresql"]
 
 
 @pytest.fixture(params=STORES)
@@ -172,20 +67,6 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
 async def read_only_env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
     async with make_env(request.param, request, tmp_path, None) as made:
         yield made
-
-
-async def get_json(env: Env, path: str, expect: int = 200, **params: Any) -> Any:
-    answer = await env.http.get(path, params=params)
-    assert answer.status_code == expect, answer.text
-    assert answer.headers["content-type"] == "application/json"
-    return answer.json()
-
-
-async def post_json(env: Env, path: str, expect: int = 200, **kw: Any) -> Any:
-    kw.setdefault("headers", BEARER)
-    answer = await env.http.post(path, **kw)
-    assert answer.status_code == expect, answer.text
-    return answer.json()
 
 
 # ── reading ────────────────────────────────────────────────────────────
@@ -455,7 +336,8 @@ async def test_without_a_token_the_app_is_read_only(read_only_env: Env) -> None:
     assert login.status_code == 403 and READ_ONLY in login.text
     assert "jobsched_session" not in login.cookies
     # Reading still works.
-    assert (await get_json(env, "/api/jobs"))["total"] == 1
+    listed = await get_json(env, "/api/jobs")
+    assert listed["total"] == 1, listed
 
 
 async def test_a_browser_session_needs_the_csrf_header(env: Env) -> None:
@@ -482,7 +364,7 @@ async def test_a_browser_session_needs_the_csrf_header(env: Env) -> None:
     allowed = await env.http.post("/api/queue/pause", headers={"X-CSRF-Token": csrf.value})
     assert allowed.status_code == 200 and await env.client.queue_paused()
 
-    logout = await env.http.post("/logout")
+    logout = await env.http.post("/logout", headers={"X-CSRF-Token": csrf.value})
     assert logout.status_code == 303 and "jobsched_session" not in env.http.cookies
     after = await env.http.post("/api/queue/resume", headers={"X-CSRF-Token": csrf.value})
     assert after.status_code == 401
@@ -545,56 +427,6 @@ async def test_openapi_describes_every_route(env: Env) -> None:
 
 
 # ── live updates ───────────────────────────────────────────────────────
-class EventStream:
-    """``GET /api/events`` read by driving the ASGI app: its events as they are sent."""
-
-    def __init__(self, app: Starlette) -> None:
-        self.app = app
-        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.left = asyncio.Event()
-        self.buffer = ""
-
-    async def receive(self) -> dict[str, Any]:
-        await self.left.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self.messages.put(message)
-
-    async def run(self) -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/api/events",
-            "raw_path": b"/api/events",
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"testserver")],
-            "client": ("127.0.0.1", 1),
-            "server": ("testserver", 80),
-            "state": {},
-        }
-        await self.app(scope, self.receive, self.send)
-
-    async def next_event(self) -> tuple[str, Any]:
-        """The next event (name, data); heartbeat comments are skipped."""
-        while True:
-            while "\n\n" in self.buffer:
-                block, self.buffer = self.buffer.split("\n\n", 1)
-                fields = dict(line.split(": ", 1) for line in block.splitlines())
-                if "event" in fields:
-                    return fields["event"], json.loads(fields["data"])
-            message = await asyncio.wait_for(self.messages.get(), timeout=60)
-            if message["type"] == "http.response.start":
-                assert message["status"] == 200
-                assert dict(message["headers"])[b"content-type"].startswith(b"text/event-stream")
-                continue
-            self.buffer += message.get("body", b"").decode()
-
-
 async def test_events_send_stats_when_a_job_finishes(env: Env, tmp_path: Path) -> None:
     env.app.state.dashboard.min_interval = 0.0
     stream = EventStream(env.app)
@@ -702,8 +534,10 @@ async def test_the_app_mounts_under_a_prefix(tmp_path: Path) -> None:
 @pytest.fixture
 def web_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     script = Path(sys.executable).parent / "jobsched"
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    BlockingClient(url).open().close()  # the dashboard serves a store that exists
     proc = subprocess.Popen(
-        [str(script), "web", "--store", f"sqlite:///{tmp_path / 'jobs.db'}", "--port", "0"],
+        [str(script), "web", "--store", url, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -756,10 +590,15 @@ def test_jobsched_web_refuses_a_bad_store_and_a_bad_port(tmp_path: Path) -> None
 DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
 
 
-async def test_the_mount_example_of_docs_web_md_works_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("framework", ["starlette", "fastapi"])
+async def test_the_mount_examples_of_docs_web_md_work_as_written(
+    framework: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    starlette_example, fastapi_example = re.findall(
+        r"```python\n(.*?)```", DOC.read_text(), flags=re.S
+    )
+    example = starlette_example if framework == "starlette" else fastapi_example
+    assert f"from {framework}" in example
     assert 'Client("sqlite:///jobs.db")' in example
     monkeypatch.setenv("JOBSCHED_WEB_TOKEN", TOKEN)
     namespace: dict[str, Any] = {}

@@ -113,6 +113,11 @@ class Browser:
         """Wait until the page's event stream is connected."""
         self.tab.wait_for_selector("#live[data-state=on]", timeout=WAIT_MS)
 
+    def settled(self) -> None:
+        """Wait until the page's live part was fetched again for the stream's
+        first event: a button clicked while it is swapped reports nothing."""
+        self.tab.wait_for_function("() => Number(document.body.dataset.refreshed || 0) >= 1")
+
     def shoot(self, name: str, folder: Path | None) -> None:
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
@@ -213,8 +218,11 @@ def worker(store_url: str, plugin_env: dict[str, str]) -> Iterator[Process]:
 
 
 @pytest.fixture
-def dashboard(store_url: str, plugin_env: dict[str, str]) -> Iterator[str]:
-    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it)."""
+def dashboard(store_url: str, plugin_env: dict[str, str], client: BlockingClient) -> Iterator[str]:
+    """``jobsched web --store URL --port 0 --token TOKEN``; its base URL (it prints it).
+
+    The store exists first (`client` made it): the dashboard creates none.
+    """
     env = {**plugin_env}
     env.pop("JOBSCHED_WEB_TOKEN", None)
     args = ["web", "--store", store_url, "--port", "0", "--token", TOKEN]
@@ -457,6 +465,7 @@ def test_actions_need_the_token(
 
     # Not logged in: the page reads, but its Retry is refused and it says so.
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     assert "Log in" in tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
@@ -466,6 +475,7 @@ def test_actions_need_the_token(
     assert "/login" in tab.tab.url
     assert tab.tab.locator("[role=alert]").is_visible()
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     tab.flash_says("Not allowed")
     assert client.get(job_id).status is JobStatus.FAILED
@@ -473,9 +483,49 @@ def test_actions_need_the_token(
     # The right one lets the same button through.
     tab.log_in()
     tab.open(f"/jobs/{job_id}")
+    tab.settled()
     tab.tab.get_by_role("button", name="Retry").click()
     tab.flash_says("Retried")
     assert client.wait(job_id, timeout=60).status is JobStatus.COMPLETED
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def test_log_out_ends_the_session(client: BlockingClient, tab: Browser) -> None:
+    tab.log_in()
+    tab.open("/")
+    tab.settled()
+    kept = tab.tab.context.cookies()
+    tab.tab.get_by_role("button", name="Pause queue").click()
+    tab.flash_says("paused")
+    assert client.queue_paused()
+    with tab.tab.expect_navigation():
+        tab.tab.get_by_role("button", name="Log out").click()
+    assert tab.tab.get_by_role("link", name="Log in").is_visible()
+    # The session ended in the app: its cookies, put back, allow nothing.
+    tab.tab.context.add_cookies(kept)
+    tab.open("/")
+    tab.settled()
+    tab.tab.get_by_role("button", name="Resume queue").click()
+    tab.flash_says("Not allowed")
+    assert client.queue_paused()
+    assert tab.dialogs == [] and tab.errors == []
+
+
+def test_a_big_argument_is_previewed_with_a_link_to_all_of_it(
+    client: BlockingClient, plugins: PluginManager, tab: Browser, tmp_path: Path
+) -> None:
+    label = "x" * 60_000
+    job_id = client.submit(gated(plugins, tmp_path / "never", label), delay=3600)
+    tab.open("/jobs")
+    cell = tab.tab.locator(f'tr[data-job="{job_id}"] .args').first.inner_text()
+    assert len(cell) <= 201 and cell.endswith("…")
+    tab.open(f"/jobs/{job_id}")
+    shown = tab.tab.locator("[data-testid=job-args]").inner_text()
+    assert 20_000 <= len(shown) <= 20_001 and shown.endswith("…")
+    with tab.tab.expect_navigation():
+        tab.tab.get_by_role("link", name="the whole value").click()
+    assert tab.tab.url.endswith(f"/api/jobs/{job_id}/args")
+    assert label in tab.tab.content()
     assert tab.dialogs == [] and tab.errors == []
 
 

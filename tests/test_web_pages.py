@@ -93,7 +93,7 @@ async def test_bad_filters_are_answered_with_one_line(http: httpx.AsyncClient) -
     text = await page(http, "/jobs?status=done", status=400)
     assert "unknown status &#39;done&#39;" in text
     text = await page(http, "/jobs?offset=ten", status=400)
-    assert "offset must be a whole number, got &#39;ten&#39;" in text
+    assert "offset must be an integer, got &#39;ten&#39;" in text
     text = await page(http, "/jobs/nonsuch", status=404)
     assert "No job has the id &#39;nonsuch&#39;." in text
     assert "Traceback" not in text

@@ -56,11 +56,11 @@ from ._trigger_rules import ALL_SUCCESS, check_trigger_rule
 from ._workflow import Workflow, expand
 from .backends.schedules import (
     ended,
-    fired_job,
     next_fire,
     overdue,
     schedule_row,
     serve,
+    triggered_job,
 )
 from .store import (
     AttemptRow,
@@ -1310,17 +1310,19 @@ class Client:
 
     async def trigger_schedule(self, schedule_id: str) -> str:
         """Submit the schedule's job once, now, without moving its next fire;
-        returns the job's id (counted as fired). `UnknownScheduleError` if unknown."""
+        returns the job's id (counted as fired). `UnknownScheduleError` if unknown.
+
+        The stored job is submitted as stored: its job type (a ``@task``'s
+        code) need not be known here, only to the workers that run it."""
         self._check_open()
         row = await self._schedule(schedule_id)
-        job = fired_job(
-            self.codec,
+        # The stored job is copied, not built: no job type or task code needed here.
+        job = triggered_job(
             row,
             now=time.time(),
             strategy_key=self.strategy.key,
             submitted_by=self.identity,
             job_id_suffix=self._id_suffix,
-            scheduled_for=None,
         )
         if not await self.store.trigger_schedule(schedule_id, job):
             raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")

@@ -296,6 +296,9 @@ class StoreContext:
     worker_id: str
     #: Open for reading only (``jobsched status``): create, migrate and lock nothing.
     readonly: bool = False
+    #: With `readonly`: False to only check that the store exists and can be
+    #: read (``jobsched web``), without reading its jobs into the `Snapshot`.
+    load: bool = True
     #: Opened by the shared backend (several processes on one queue; the
     #: `SharedStore` calls follow). A store that implements both contracts
     #: (SQLite) opens its shared mode; a store that is only shared ignores it.
@@ -538,7 +541,7 @@ class StoreBase(Protocol):
         store another scheduler owns; change no data when refusing. With
         ``context.readonly`` create, migrate and lock nothing (a missing store
         is an error). Returns the rows to restore (`Snapshot`; empty for a
-        shared store).
+        shared store, and for a readonly open without ``context.load``).
         """
         ...
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jobsched import Client, SchedulerError, hookimpl
+from jobsched.store import StoreContext, new_worker_id, resolve_store
 
 #: The environment variable the token is read from when ``--token`` is not given.
 TOKEN_ENV = "JOBSCHED_WEB_TOKEN"
@@ -47,6 +48,16 @@ def jobsched_register_commands(cli: Any) -> None:
         "--port", type=int, default=8000, help="the port (default: 8000; 0 picks a free one)"
     )
     parser.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name (or IP address or network) the dashboard answers to besides "
+        "the address it listens on (repeatable; *.example.com allows every name under "
+        "it): a request naming another host is refused, as a DNS-rebinding page's would be",
+    )
+    parser.add_argument(
         "--token",
         help=f"the token that allows actions (default: ${TOKEN_ENV}; prefer the variable: "
         "a command line is visible to other users)",
@@ -69,6 +80,13 @@ def serve(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     if token is not None and not token.strip():
         return _fail("--token must not be empty (omit it for a read-only dashboard)")
+    try:
+        from jobsched.web import check_host_pattern
+
+        for name in args.allowed_hosts:
+            check_host_pattern(name)
+    except ValueError as exc:
+        return _fail(f"--allowed-host: {exc}")
     try:
         sock = _listen(args.host, args.port)
     except OSError as exc:
@@ -97,10 +115,14 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socket) -> int:
     import uvicorn
 
-    from jobsched.web import create_app
+    from jobsched.web import bound_hosts, create_app
 
-    async with Client(args.store, plugins=args.plugins) as client:
-        app = create_app(client=client, token=token, plugins=args.plugins)
+    await _check_exists(args.store, args.plugins)
+    client = Client(args.store, plugins=args.plugins)
+    # Its own address (all of the machine's when bound to 0.0.0.0) and the names given.
+    hosts = [*bound_hosts(args.host), *args.allowed_hosts]
+    app = create_app(client=client, token=token, plugins=args.plugins, allowed_hosts=hosts)
+    async with client:
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         mode = "actions need the token" if token else f"read-only: no --token or {TOKEN_ENV}"
@@ -111,6 +133,19 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
         )
         await _server_class()(config).serve(sockets=[sock])
     return 0
+
+
+async def _check_exists(url: str, plugins: Any) -> None:
+    """Refuse a store that does not exist yet (a typo in the URL), creating nothing.
+
+    Opened read-only first, as the operator commands do: a new SQLite file or
+    PostgreSQL schema is a `StoreError` naming it, never a new empty store.
+    """
+    store = resolve_store(url, plugins)
+    if store is None:
+        raise SchedulerError(f"--store {url!r} is not a store URL")
+    await store.open(StoreContext(worker_id=new_worker_id(), readonly=True, load=False))
+    await store.close()
 
 
 def _server_class() -> Any:

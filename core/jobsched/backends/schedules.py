@@ -39,17 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from .._codec import sort_key
+from .._job import Job
 from .._jobtypes import JobSpecError, retry_policy_data
-from .._options import check_delay
+from .._options import check_delay, to_priority
 from .._recurring import IntervalTrigger, Trigger, build_trigger
-from ..store import SharedScheduleRow, SharedStore
+from ..store import NewJob, SharedScheduleRow, SharedStore
 
 if TYPE_CHECKING:
     from .._codec import JobCodec
-    from .._job import Job
     from .._plugins import PluginManager
     from .._strategy import SortKey
-    from ..store import NewJob
 
 logger = structlog.get_logger("jobsched.schedules")
 
@@ -471,6 +471,49 @@ class ScheduleServer:
                     continue
                 self._start(schedule, stored=True)
             await asyncio.sleep(self._retry_pause)
+
+
+def triggered_job(
+    schedule: SharedScheduleRow,
+    *,
+    now: float,
+    strategy_key: Callable[[Job], SortKey],
+    submitted_by: str,
+    job_id_suffix: str,
+) -> NewJob:
+    """The job an operator's trigger of `schedule` submits: its stored
+    description copied as it is, so the process needs neither the job type
+    nor the task's code (a ``@task`` schedule triggered from ``jobsched web``).
+
+    The sort key is the strategy's for a job with the stored priority and
+    deadline. Options that are not what the codec stores are a `JobSpecError`.
+    """
+    label = f"job of schedule {schedule.schedule_id}"
+    options = schedule.options
+    if not isinstance(options, Mapping) or not isinstance(schedule.args, Mapping):
+        raise JobSpecError(f"{label}: its stored arguments and options must be tables")
+    stand_in = Job(str(options.get("name") or schedule.type))
+    try:
+        stand_in.priority = to_priority(options.get("priority", "medium"))
+    except ValueError as exc:
+        raise JobSpecError(f"{label}: {exc}") from None
+    deadline = options.get("deadline")
+    if deadline is not None:
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float):
+            raise JobSpecError(f"{label}: its stored deadline {deadline!r} is not a time")
+        stand_in.deadline = float(deadline)
+    return NewJob(
+        job_id=f"{stand_in.job_id}-{job_id_suffix}",
+        key=None,
+        type=schedule.type,
+        args=dict(schedule.args),
+        options=dict(options),
+        run_at=now,
+        submitted_at=now,
+        sort_key=sort_key(strategy_key, stand_in, submitted_at=now, offset=0.0),
+        schedule_id=schedule.schedule_id,
+        submitted_by=submitted_by,
+    )
 
 
 def _resolver(plugins: PluginManager) -> ResolveTrigger:

@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> None:
         (
             "trigger",
             "fire",
-            "submit its job once now (its job type must be installed here); its next "
-            "fire time does not move",
+            "submit its stored job once now (as stored: its job type or task need not be "
+            "installed here); its next fire time does not move",
         ),
     ):
         sub = commands.add_parser(

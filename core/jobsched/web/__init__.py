@@ -9,6 +9,14 @@ docs/web.md.
 from __future__ import annotations
 
 from ._app import create_app
+from ._http import bound_hosts, check_host_pattern
 from ._state import Dashboard, dashboard, template_environment
 
-__all__ = ["Dashboard", "create_app", "dashboard", "template_environment"]
+__all__ = [
+    "Dashboard",
+    "bound_hosts",
+    "check_host_pattern",
+    "create_app",
+    "dashboard",
+    "template_environment",
+]

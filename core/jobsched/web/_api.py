@@ -17,10 +17,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import InvalidTransitionError, JobStatus, UnknownJobError, UnknownScheduleError
+from jobsched import (
+    InvalidTransitionError,
+    JobSpecError,
+    JobStatus,
+    UnknownJobError,
+    UnknownScheduleError,
+)
 
+from . import _params
 from ._deps import dependents, upstream
+from ._health import StoreUnavailable
+from ._http import shown
 from ._json import to_json
+from ._params import MAX_OFFSET, BadRequest
 from ._state import Dashboard, dashboard
 
 #: The most jobs one ``GET /api/jobs`` returns.
@@ -38,8 +48,10 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def error_response(
+    status: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 Handler = Callable[[Request, Dashboard], Awaitable[Any]]
@@ -59,29 +71,31 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
             if refusal is not None:
                 return error_response(refusal.status, refusal.reason)
         try:
-            data = await handler(request, board)
+            for name in request.path_params:
+                _params.path_value(request.path_params, name)
+            data = await board.health.call(handler(request, board))
+        except StoreUnavailable as exc:
+            return error_response(503, str(exc), exc.headers)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
-        except (UnknownJobError, UnknownScheduleError) as exc:
-            return error_response(404, str(exc))
-        except InvalidTransitionError as exc:
+        except BadRequest as exc:
+            return error_response(400, str(exc))
+        except UnknownJobError:
+            return error_response(404, f"unknown job {_named(request, 'job_id')}")
+        except UnknownScheduleError:
+            return error_response(404, f"unknown schedule {_named(request, 'schedule_id')}")
+        except (InvalidTransitionError, JobSpecError) as exc:
+            # A job that cannot be built or moved from what the store holds:
+            # the request is fine, the stored state does not allow it.
             return error_response(409, str(exc))
         return JSONResponse(data)
 
     return endpoint
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name, "")
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ApiError(400, f"{name} must be {low} to {high}, got {value}")
-    return value
+def _named(request: Request, name: str) -> str:
+    """The path value `name` as an error message shows it (cut short)."""
+    return shown(request.path_params.get(name, ""))
 
 
 def _statuses(request: Request) -> list[str] | None:
@@ -89,10 +103,9 @@ def _statuses(request: Request) -> list[str] | None:
     wanted = [
         s.strip() for given in request.query_params.getlist("status") for s in given.split(",")
     ]
-    wanted = [s for s in wanted if s]
     for status in wanted:
         if status not in STATUSES:
-            raise ApiError(400, f"unknown status {status!r} (one of {', '.join(STATUSES)})")
+            raise ApiError(400, f"unknown status {shown(status)} (one of {', '.join(STATUSES)})")
     return wanted or None
 
 
@@ -101,12 +114,13 @@ async def stats(request: Request, board: Dashboard) -> Any:
 
 
 async def jobs(request: Request, board: Dashboard) -> Any:
-    limit = _int_param(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = _int_param(request, "offset", 0, 0, 2**62)
+    query = request.query_params
+    limit = _params.integer(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    offset = _params.integer(query, "offset", 0, 0, MAX_OFFSET)
     page = await board.client.page(
         status=_statuses(request),
-        type=request.query_params.get("type") or None,
-        q=request.query_params.get("q") or None,
+        type=_params.text(query, "type"),
+        q=_params.text(query, "q"),
         limit=limit,
         offset=offset,
     )
@@ -129,6 +143,16 @@ async def job(request: Request, board: Dashboard) -> Any:
     below, _ = await dependents(board.client, info)
     detail["downstream"] = [_brief(found) for found in below]
     return detail
+
+
+async def job_args(request: Request, board: Dashboard) -> Any:
+    """A job's arguments alone (the job page shows their first characters)."""
+    return to_json((await board.client.get(request.path_params["job_id"])).args)
+
+
+async def job_result(request: Request, board: Dashboard) -> Any:
+    """A job's result alone (null until it completed, or once it expired)."""
+    return to_json((await board.client.get(request.path_params["job_id"])).result)
 
 
 def _brief(info: Any) -> dict[str, Any]:
@@ -181,8 +205,15 @@ async def resume_queue(request: Request, board: Dashboard) -> Any:
     return {"queue_paused": False, "changed": await board.client.resume_queue()}
 
 
-async def healthz(request: Request, board: Dashboard) -> Any:
-    return {"status": "ok", "read_only": board.auth.read_only}
+async def healthz(request: Request) -> Response:
+    """``{"status": "ok", "read_only": ...}`` when the store answers (within
+    `StoreHealth.probe_timeout`), else 503 with ``"status": "unavailable"`` and why."""
+    board = dashboard(request)
+    error = await board.health.probe(board.client.queue_paused())
+    if error is None:
+        return JSONResponse({"status": "ok", "read_only": board.auth.read_only})
+    body = {"status": "unavailable", "read_only": board.auth.read_only, "error": error}
+    return JSONResponse(body, status_code=503)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -195,10 +226,12 @@ def api_routes() -> list[BaseRoute]:
         return Route(path, _answer(handler, changes=True), methods=["POST"], name=name)
 
     return [
-        get("/healthz", healthz, "healthz"),
+        Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),
+        get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
+        get("/api/jobs/{job_id}/result", job_result, "api_job_result"),
         post("/api/jobs/{job_id}/retry", retry, "api_job_retry"),
         post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel"),
         get("/api/schedules", schedules, "api_schedules"),

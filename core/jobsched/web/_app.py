@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import AsyncIterator
+import math
+import traceback
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,8 +28,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jobsched import Client, LocalClient, PluginManager
 
 from ._api import api_routes, error_response
-from ._auth import READ_ONLY, Auth, cookie_path
+from ._auth import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    NO_CSRF,
+    READ_ONLY,
+    SESSION_TTL,
+    Auth,
+    client_address,
+    cookie_path,
+)
 from ._events import events
+from ._health import StoreUnavailable
+from ._http import BodyLimit, HostCheck, check_host_pattern, wants_json
 from ._openapi import openapi
 from ._pages import page_routes
 from ._state import STATIC, Dashboard, dashboard, make_templates
@@ -36,6 +49,8 @@ logger = structlog.get_logger("jobsched.web")
 
 #: The one line a client gets for an unexpected error (the details go to the log).
 INTERNAL_ERROR = "internal error: the server logged the details"
+#: The most frames of an unexpected error's traceback the log shows (the innermost).
+TRACEBACK_FRAMES = 12
 INTERNAL_ERROR_PAGE = (
     "<!doctype html><title>Internal error · jobsched</title>"
     "<h1>Internal error</h1><p>The server logged the details.</p>"
@@ -49,6 +64,8 @@ def create_app(
     scheduler: Any = None,
     client: Any = None,
     plugins: PluginManager | None = None,
+    allowed_hosts: Iterable[str] | None = None,
+    session_ttl: float = SESSION_TTL,
 ) -> Starlette:
     """The dashboard and its JSON API as an ASGI application.
 
@@ -65,6 +82,13 @@ def create_app(
     the job types of the client `store_url` opens, the prometheus plugin of
     ``/metrics`` and the triggers the schedules page previews (default: the
     installed plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
+
+    `allowed_hosts` are the hosts the app answers to (the ``Host`` header):
+    names (``jobs.example.com``; ``*.example.com`` for every name under
+    one), IP addresses and networks (``10.0.0.0/8``); with them, a request
+    for another host is refused with 400 (a DNS-rebinding page's). None (the
+    default) checks no Host: the app is mounted in one that does. A session
+    of ``/login`` lasts `session_ttl` seconds (default 12 hours).
     """
     given = [
         name
@@ -76,9 +100,11 @@ def create_app(
             "create_app needs exactly one of store_url, scheduler or client, "
             f"got {', '.join(given) or 'none'}"
         )
+    hosts = None if allowed_hosts is None else [check_host_pattern(h) for h in allowed_hosts]
     if scheduler is not None:
         client = LocalClient(scheduler)
-    board = Dashboard(client=client, auth=Auth(token), templates=make_templates(), plugins=plugins)
+    auth = Auth(token, session_ttl=session_ttl)
+    board = Dashboard(client=client, auth=auth, templates=make_templates(), plugins=plugins)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -98,7 +124,11 @@ def create_app(
         exception_handlers={HTTPException: _http_error},
     )
     app.state.dashboard = board
+    # The last added runs first: the Host, then the body's size, then the app.
     app.add_middleware(_NoTracebacks)
+    app.add_middleware(BodyLimit)
+    if hosts is not None:
+        app.add_middleware(HostCheck, allowed=hosts)
     return app
 
 
@@ -122,26 +152,54 @@ def _home(request: Request) -> str:
     return cookie_path(request).rstrip("/") + "/"
 
 
-def _render_login(request: Request, *, error: str | None, status: int) -> Response:
+def _render_login(
+    request: Request, *, error: str | None, status: int, headers: dict[str, str] | None = None
+) -> Response:
     board = dashboard(request)
     context = {"title": "Log in", "page": "login", "live": False, "error": error}
-    return board.templates.TemplateResponse(request, "login.html", context, status_code=status)
+    return board.templates.TemplateResponse(
+        request, "login.html", context, status_code=status, headers=headers
+    )
 
 
 async def login_page(request: Request) -> Response:
     return _render_login(request, error=None, status=200)
 
 
+async def _form(request: Request) -> dict[str, str] | None:
+    """A urlencoded form's fields (the first value of each); None if it has too many.
+
+    Parsed here, so the app needs no multipart parser; the body is at most
+    `MAX_BODY` bytes (`BodyLimit`), so parsing it is quick.
+    """
+    try:
+        fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=20)
+    except ValueError:
+        return None
+    return {name: values[0] for name, values in fields.items()}
+
+
 async def login(request: Request) -> Response:
-    """``POST /login`` with the form field ``token``: on success, the session
+    """``POST /login`` with the form field ``token``: on success, a new session's
     cookies and a redirect to the overview."""
     board = dashboard(request)
     if board.auth.read_only:
         return _render_login(request, error=READ_ONLY, status=403)
-    # A urlencoded form: parsed here, so the app needs no multipart parser.
-    form = parse_qs((await request.body()).decode("utf-8", "replace"))
-    given = form.get("token", [""])[0]
-    if not board.auth.token_matches(given):
+    address = client_address(request)
+    wait = board.auth.throttle.wait(address)
+    if wait:
+        seconds = math.ceil(wait)
+        return _render_login(
+            request,
+            error=f"too many wrong tokens from your address: try again in {seconds} s",
+            status=429,
+            headers={"Retry-After": str(seconds)},
+        )
+    form = await _form(request)
+    if form is None:
+        return _render_login(request, error="the form has too many fields", status=400)
+    if not board.auth.token_matches(form.get("token", "")):
+        board.auth.throttle.failed(address)
         return _render_login(request, error="wrong token", status=401)
     response = RedirectResponse(_home(request), status_code=303)
     board.auth.log_in(request, response)
@@ -149,8 +207,23 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    """``POST /logout``: end the session. A session's logout carries its CSRF
+    token (the ``X-CSRF-Token`` header or the form field ``csrf_token``), so
+    another site cannot log a browser out."""
+    board = dashboard(request)
+    session_id = board.auth.session(request)
+    if session_id is not None:
+        sent = request.headers.get(CSRF_HEADER)
+        if sent is None:
+            form = await _form(request)
+            sent = (form or {}).get(CSRF_FIELD, "")
+        if not board.auth.csrf_ok(session_id, sent):
+            context = {"title": "Not logged out", "message": NO_CSRF, "page": "error"}
+            return board.templates.TemplateResponse(
+                request, "error.html", {"live": False, **context}, status_code=403
+            )
     response = RedirectResponse(_home(request), status_code=303)
-    Auth.log_out(request, response)
+    board.auth.log_out(request, response)
     return response
 
 
@@ -166,7 +239,10 @@ async def metrics(request: Request) -> Response:
         return error_response(
             404, "/metrics needs the prometheus plugin: pip install 'jobsched[prometheus]'"
         )
-    stats = await board.client.stats()
+    try:
+        stats = await board.health.call(board.client.stats())
+    except StoreUnavailable as exc:
+        return error_response(503, str(exc), exc.headers)
     text: str = plugin.store_metrics_text(stats.counts)
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
@@ -183,7 +259,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 class _NoTracebacks:
     """Log an unexpected exception and answer 500 with one line, never the traceback.
 
-    (Starlette's own handler would re-raise it to the server after answering.)
+    The log gets the plain traceback (`plain_traceback`), not the local
+    variables a rich traceback would print for every frame. (Starlette's
+    own handler would re-raise it to the server after answering.)
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -203,19 +281,25 @@ class _NoTracebacks:
 
         try:
             await self.app(scope, receive, tracked)
-        except Exception:
-            logger.exception("web request failed", method=scope["method"], path=scope["path"])
+        except Exception as exc:
+            logger.error(
+                "web request failed",
+                method=scope["method"],
+                path=scope["path"][:200],
+                exception=plain_traceback(exc),
+            )
             if started:
                 return  # the answer is under way: the client sees it cut short
             response: Response
-            if _wants_json(scope):
+            if wants_json(scope):
                 response = JSONResponse({"error": INTERNAL_ERROR}, status_code=500)
             else:  # a page: a page saying so, without templates (they may be what failed)
                 response = HTMLResponse(INTERNAL_ERROR_PAGE, status_code=500)
             await response(scope, receive, send)
 
 
-def _wants_json(scope: Scope) -> bool:
-    """Whether the request is one of the API's (JSON) rather than a page's."""
-    path = scope["path"].removeprefix(scope.get("root_path", ""))
-    return path.startswith("/api/") or path in ("/healthz", "/metrics")
+def plain_traceback(exc: BaseException) -> str:
+    """`exc`'s traceback as Python prints it: its last frames' lines, never
+    their local variables (which hold SQL parameters, job arguments...)."""
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-TRACEBACK_FRAMES)
+    return "".join(lines).rstrip()

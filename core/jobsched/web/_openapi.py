@@ -9,6 +9,8 @@ from starlette.responses import JSONResponse, Response
 
 from jobsched import TRIGGER_RULES, JobStatus, __version__
 
+from ._params import MAX_OFFSET, MAX_TEXT
+
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -24,14 +26,15 @@ _STRING_OR_NULL = {"type": ["string", "null"]}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    return {str(code): _ERROR for code in codes}
+    """`codes`' error answers, and 503 (the store did not answer, docs/web.md)."""
+    return {str(code): _ERROR for code in (*codes, 503)}
 
 
 def _action(summary: str, param: str | None, result: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "security": [{"bearer": []}, {"session": []}],
-        "responses": {"200": _json(result), **_errors(401, 403, 404, 409)},
+        "responses": {"200": _json(result), **_errors(400, 401, 403, 404, 409)},
     }
     if param:
         op["parameters"] = [
@@ -193,19 +196,22 @@ def _document() -> dict[str, Any]:
             },
         },
     }
+    text = {"type": "string", "maxLength": MAX_TEXT, "pattern": "^[^\\x00]*$"}
     query = [
         {
             "name": "status",
             "in": "query",
-            "description": "one or several, comma-separated or repeated",
-            "schema": {"type": "string"},
+            "description": "one or several, repeated (or comma-separated: failed,timed_out)",
+            "style": "form",
+            "explode": True,
+            "schema": {"type": "array", "items": {"enum": statuses}},
         },
-        {"name": "type", "in": "query", "schema": {"type": "string"}},
+        {"name": "type", "in": "query", "description": "a job type", "schema": text},
         {
             "name": "q",
             "in": "query",
             "description": "case-insensitive text in the id, name, type or arguments",
-            "schema": {"type": "string"},
+            "schema": text,
         },
         {
             "name": "limit",
@@ -215,14 +221,14 @@ def _document() -> dict[str, Any]:
         {
             "name": "offset",
             "in": "query",
-            "schema": {"type": "integer", "minimum": 0, "default": 0},
+            "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0},
         },
     ]
     changed = {"type": "object", "properties": {"changed": {"type": "boolean"}}}
     paths = {
         "/healthz": {
             "get": {
-                "summary": "liveness",
+                "summary": "whether the app and its store answer",
                 "responses": {
                     "200": _json(
                         {
@@ -231,15 +237,28 @@ def _document() -> dict[str, Any]:
                                 "status": {"const": "ok"},
                                 "read_only": {"type": "boolean"},
                             },
+                            "required": ["status", "read_only"],
                         }
-                    )
+                    ),
+                    "503": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "status": {"const": "unavailable"},
+                                "read_only": {"type": "boolean"},
+                                "error": {"type": "string"},
+                            },
+                            "required": ["status", "read_only", "error"],
+                        },
+                        "the store did not answer within 2 s",
+                    ),
                 },
             }
         },
         "/api/stats": {
             "get": {
                 "summary": "counts, throughput, workers, limits",
-                "responses": {"200": _json(_ref("Stats"))},
+                "responses": {"200": _json(_ref("Stats")), **_errors()},
             }
         },
         "/api/jobs": {
@@ -268,7 +287,25 @@ def _document() -> dict[str, Any]:
                 "parameters": [
                     {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
                 ],
-                "responses": {"200": _json(_ref("JobDetail")), **_errors(404)},
+                "responses": {"200": _json(_ref("JobDetail")), **_errors(400, 404)},
+            }
+        },
+        "/api/jobs/{job_id}/args": {
+            "get": {
+                "summary": "a job's arguments alone (the job page previews them)",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json({"type": "object"}), **_errors(400, 404)},
+            }
+        },
+        "/api/jobs/{job_id}/result": {
+            "get": {
+                "summary": "a job's result alone: null until it completed",
+                "parameters": [
+                    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": {"200": _json({}), **_errors(400, 404)},
             }
         },
         "/api/jobs/{job_id}/retry": _action(
@@ -286,7 +323,8 @@ def _document() -> dict[str, Any]:
                                 "schedules": {"type": "array", "items": _ref("Schedule")}
                             },
                         }
-                    )
+                    ),
+                    **_errors(),
                 },
             }
         },
@@ -303,7 +341,8 @@ def _document() -> dict[str, Any]:
             "get": {
                 "summary": "server-sent events: `stats` (a Stats) whenever something changed",
                 "responses": {
-                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}}
+                    "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+                    **_errors(),
                 },
             }
         },

@@ -9,7 +9,9 @@ something changed, and which its filters replace.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,9 +21,14 @@ from starlette.routing import BaseRoute, Route
 
 from jobsched import UnknownJobError
 
-from . import _views
+from . import _params, _views
 from ._deps import dependents, upstream
+from ._health import StoreUnavailable
+from ._http import shown
+from ._params import MAX_OFFSET, BadRequest
 from ._state import dashboard
+
+Page = Callable[[Request], Awaitable[Response]]
 
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
@@ -32,12 +39,27 @@ FINISHED = ("completed", "failed", "timed_out", "cancelled")
 def page_routes() -> list[BaseRoute]:
     """The pages' routes (the login page is the app's own)."""
     return [
-        Route("/", overview, methods=["GET"], name="overview"),
-        Route("/jobs", jobs, methods=["GET"], name="jobs"),
-        Route("/jobs/{job_id:path}", job, methods=["GET"], name="job"),
-        Route("/schedules", schedules, methods=["GET"], name="schedules"),
-        Route("/limits", limits, methods=["GET"], name="limits"),
+        Route("/", _guarded(overview), methods=["GET"], name="overview"),
+        Route("/jobs", _guarded(jobs), methods=["GET"], name="jobs"),
+        Route("/jobs/{job_id:path}", _guarded(job), methods=["GET"], name="job"),
+        Route("/schedules", _guarded(schedules), methods=["GET"], name="schedules"),
+        Route("/limits", _guarded(limits), methods=["GET"], name="limits"),
     ]
+
+
+def _guarded(page: Page) -> Page:
+    """`page` within the store's deadline: a page saying so (503) while the store is down."""
+
+    @functools.wraps(page)
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await dashboard(request).health.call(page(request))
+        except StoreUnavailable as exc:
+            problem = _problem(request, "The store is unavailable", f"{exc}.", 503)
+            problem.headers.update(exc.headers)
+            return problem
+
+    return endpoint
 
 
 def _render(
@@ -79,14 +101,15 @@ async def jobs(request: Request) -> Response:
     status = query.get("status") or None
     if status is not None and status not in _views.STATUSES:
         known = ", ".join(_views.STATUSES)
-        return _problem(request, "Bad filter", f"unknown status {status!r} (known: {known})", 400)
-    job_type = query.get("type") or None
-    text = query.get("q") or None
-    offset = _offset(query.get("offset"))
-    if offset is None:
         return _problem(
-            request, "Bad page", f"offset must be a whole number, got {query['offset']!r}", 400
+            request, "Bad filter", f"unknown status {shown(status)} (known: {known})", 400
         )
+    try:
+        job_type = _params.text(query, "type")
+        text = _params.text(query, "q")
+        offset = _params.integer(query, "offset", 0, 0, MAX_OFFSET)
+    except BadRequest as exc:
+        return _problem(request, "Bad request", str(exc), 400)
     page = await client.page(status=status, type=job_type, q=text, limit=PAGE_SIZE, offset=offset)
     filters = {"status": status, "type": job_type, "q": text}
 
@@ -110,13 +133,16 @@ async def jobs(request: Request) -> Response:
 
 async def job(request: Request) -> Response:
     client = dashboard(request).client
-    job_id = request.path_params["job_id"]
+    try:
+        job_id = _params.path_value(request.path_params, "job_id")
+    except BadRequest as exc:
+        return _problem(request, "Bad request", str(exc), 400)
     try:
         found = await client.get(job_id)
     except UnknownJobError:
-        return _problem(request, "No such job", f"No job has the id {job_id!r}.", 404)
+        return _problem(request, "No such job", f"No job has the id {shown(job_id)}.", 404)
     context = {
-        "title": found.name or found.type,
+        "title": _views.clip(found.name or found.type),
         "job": found,
         "progress": _views.progress_view(found.progress),
         "graph": await _graph(client, found),
@@ -147,16 +173,6 @@ async def schedules(request: Request) -> Response:
 async def limits(request: Request) -> Response:
     stats = await dashboard(request).client.stats()
     return _show(request, "limits", {"title": "Limits", "limits": stats.limits})
-
-
-def _offset(text: str | None) -> int | None:
-    """The ``offset`` query value (0 when absent; None when not a whole number)."""
-    if not text:
-        return 0
-    try:
-        return max(int(text), 0)
-    except ValueError:
-        return None
 
 
 async def _graph(client: Any, focus: Any) -> _views.Graph:

@@ -12,7 +12,9 @@ from starlette.templating import Jinja2Templates
 
 from jobsched import PluginManager, default_plugin_manager
 
-from ._auth import CSRF_COOKIE, Auth
+from ._auth import Auth
+from ._events import StatsFeed
+from ._health import StoreHealth
 from ._views import install_filters
 
 #: The app's templates and static files, inside the package.
@@ -36,6 +38,13 @@ class Dashboard:
     #: the least time between two ``stats`` events (a burst of changes is one event).
     heartbeat: float = 15.0
     min_interval: float = 0.5
+    #: Whether the store answers, and how long a request waits for it.
+    health: StoreHealth = attrs.Factory(StoreHealth)
+    #: The stats every ``/api/events`` stream sends, read once for all of them.
+    feed: StatsFeed = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.feed = StatsFeed(self)
 
     def plugin_manager(self) -> PluginManager:
         if self.plugins is None:
@@ -69,8 +78,8 @@ def _page_context(request: Request) -> dict[str, Any]:
     return {
         "read_only": board.auth.read_only,
         "logged_in": board.auth.logged_in(request),
-        # The double-submit CSRF value, for hx-headers='{"X-CSRF-Token": ...}'.
-        "csrf_token": request.cookies.get(CSRF_COOKIE, ""),
+        # The session's CSRF token, sent back by live.js in X-CSRF-Token.
+        "csrf_token": board.auth.page_csrf_token(request),
         "root": request.scope.get("root_path", "").rstrip("/"),
     }
 

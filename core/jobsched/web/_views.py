@@ -86,6 +86,106 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
+#: Characters of a value a list's cell shows, and the job page.
+CELL_PREVIEW = 200
+PAGE_PREVIEW = 20_000
+#: A table of up to this many keys is shown sorted; a larger one in its own
+#: order (sorting would read all of it).
+_SORTED_KEYS = 256
+
+
+class _Full(Exception):
+    """The preview has its characters."""
+
+
+@attrs.frozen(kw_only=True)
+class Preview:
+    """At most `limit` characters of a JSON value; `cut` when there is more."""
+
+    text: str
+    cut: bool
+
+
+def json_preview(value: Any, limit: int, *, indent: int | None = None) -> Preview:
+    """`value` as JSON (`indent`: pretty), cut after `limit` characters.
+
+    The work is bounded by `limit`, not by the value: a 50 MB argument costs
+    what its first `limit` characters cost (a long string is cut before it
+    is encoded, a long list or table is left after its first items).
+    """
+    out: list[str] = []
+    left = limit
+
+    def emit(text: str) -> None:
+        nonlocal left
+        if len(text) > left:
+            out.append(text[: max(left, 0)])
+            left = 0
+            raise _Full
+        out.append(text)
+        left -= len(text)
+
+    def separate(n: int, level: int) -> None:
+        """Before the `n`-th member of a container at depth `level`."""
+        if indent is not None:
+            emit(("," if n else "") + "\n" + " " * (indent * level))
+        elif n:
+            emit(", ")
+
+    def close(level: int) -> None:
+        if indent is not None:
+            emit("\n" + " " * (indent * level))
+
+    def walk(item: Any, level: int) -> None:
+        if isinstance(item, str):
+            emit(json.dumps(item[: left + 1], ensure_ascii=False))
+        elif isinstance(item, Mapping):
+            emit("{")
+            pairs: Iterable[tuple[Any, Any]] = item.items()
+            if len(item) <= _SORTED_KEYS:
+                pairs = sorted(pairs, key=lambda pair: str(pair[0]))
+            for n, (key, member) in enumerate(pairs):
+                separate(n, level + 1)
+                walk(str(key), level + 1)
+                emit(": ")
+                walk(member, level + 1)
+            if item:
+                close(level)
+            emit("}")
+        elif isinstance(item, list | tuple):
+            emit("[")
+            for n, member in enumerate(item):
+                separate(n, level + 1)
+                walk(member, level + 1)
+            if item:
+                close(level)
+            emit("]")
+        else:
+            emit(json.dumps(item, ensure_ascii=False, default=repr))
+
+    try:
+        walk(value, 0)
+    except _Full:
+        return Preview(text="".join(out) + "…", cut=True)
+    return Preview(text="".join(out), cut=False)
+
+
+def cell_json(value: Any) -> str:
+    """`value` as one line of JSON for a table cell, at most `CELL_PREVIEW` characters."""
+    return json_preview(value, CELL_PREVIEW).text
+
+
+def page_json(value: Any, limit: int = PAGE_PREVIEW) -> Preview:
+    """`value` as indented JSON for the job page, at most `limit` characters."""
+    return json_preview(value, limit, indent=2)
+
+
+def clip(text: Any, limit: int = CELL_PREVIEW) -> str:
+    """`text` cut after `limit` characters ("…" says so)."""
+    value = "" if text is None else str(text)
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
 # ── progress ───────────────────────────────────────────────────────────
 @attrs.frozen(kw_only=True)
 class ProgressView:
@@ -452,6 +552,9 @@ def install_filters(env: Any) -> None:
         duration=duration,
         pretty_json=pretty_json,
         compact_json=compact_json,
+        cell_json=cell_json,
+        page_json=page_json,
+        clip=clip,
         status_name=status_name,
         progress_view=progress_view,
         limit_percent=limit_percent,

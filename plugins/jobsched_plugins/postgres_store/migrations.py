@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -125,6 +125,62 @@ MIGRATIONS: list[list[str]] = [
     # cascade): the primary key (upstream, job_id) serves only the other way.
     [
         "CREATE INDEX dependencies_job ON {s}.dependencies (job_id)",
+    ],
+    # 8 (issue 21): the jobs per status, kept by triggers, so that the stats
+    # (the dashboard reads them at every change) read a few rows instead of
+    # counting the table. Each connection adds its changes to rows of its own
+    # (its backend's pid): concurrent writers never wait on one counter.
+    # Statement triggers: one claim or finish of a whole batch is one upsert.
+    # `queries.stats` folds the rows of ended connections into shard 0.
+    [
+        """CREATE TABLE {s}.job_counts (
+            status text NOT NULL,
+            shard integer NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (status, shard)
+        )""",
+        """CREATE FUNCTION {s}.count_inserted_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO {s}.job_counts AS c (status, shard, n)
+                SELECT status, pg_backend_pid(), count(*) FROM inserted
+                GROUP BY status ORDER BY status
+            ON CONFLICT (status, shard) DO UPDATE SET n = c.n + excluded.n;
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION {s}.count_updated_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO {s}.job_counts AS c (status, shard, n)
+                SELECT status, pg_backend_pid(), sum(d) FROM (
+                    SELECT status, 1 AS d FROM updated
+                    UNION ALL SELECT status, -1 FROM replaced
+                ) AS moved
+                GROUP BY status HAVING sum(d) <> 0 ORDER BY status
+            ON CONFLICT (status, shard) DO UPDATE SET n = c.n + excluded.n;
+            RETURN NULL;
+        END $$""",
+        """CREATE FUNCTION {s}.count_deleted_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO {s}.job_counts AS c (status, shard, n)
+                SELECT status, pg_backend_pid(), -count(*) FROM deleted
+                GROUP BY status ORDER BY status
+            ON CONFLICT (status, shard) DO UPDATE SET n = c.n + excluded.n;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER jobs_counted_insert AFTER INSERT ON {s}.jobs
+            REFERENCING NEW TABLE AS inserted
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_inserted_jobs()""",
+        """CREATE TRIGGER jobs_counted_update AFTER UPDATE ON {s}.jobs
+            REFERENCING OLD TABLE AS replaced NEW TABLE AS updated
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_updated_jobs()""",
+        """CREATE TRIGGER jobs_counted_delete AFTER DELETE ON {s}.jobs
+            REFERENCING OLD TABLE AS deleted
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.count_deleted_jobs()""",
+        # The job list, newest first (``ORDER BY seq DESC LIMIT``): a top-N
+        # sort of the whole table without it, 0.8 s at 10^6 jobs.
+        "CREATE INDEX jobs_seq ON {s}.jobs (seq)",
+        # The jobs already there (the triggers lock the table until this commits).
+        """INSERT INTO {s}.job_counts (status, shard, n)
+            SELECT status, 0, count(*) FROM {s}.jobs GROUP BY status""",
     ],
 ]
 

@@ -96,8 +96,14 @@ async def page(
     clause = (" WHERE " + " AND ".join(where)) if where else ""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[SharedJobRow], int]:
-        cur = await conn.execute(db.q("SELECT count(*)::int AS n FROM {s}.jobs" + clause), params)
-        total = (await cur.fetchone() or {"n": 0})["n"]
+        if type is None and not text:  # by status alone: the kept counts say how many
+            counts = await _kept_counts(db, conn)
+            total = sum(n for status, n in counts.items() if statuses is None or status in statuses)
+        else:
+            cur = await conn.execute(
+                db.q("SELECT count(*)::int AS n FROM {s}.jobs" + clause), params
+            )
+            total = (await cur.fetchone() or {"n": 0})["n"]
         cur = await conn.execute(
             db.q("SELECT * FROM {s}.jobs" + clause + " ORDER BY seq DESC LIMIT %s OFFSET %s"),
             [*params, limit, offset],
@@ -153,11 +159,8 @@ async def stats(db: Database, since: float) -> StoreStats:
                 count, expires = leases.get(r["lease_owner"], (0, None))
                 latest = r["expires"] if expires is None else max(expires, r["expires"] or 0.0)
                 leases[r["lease_owner"]] = (count + n, latest)
-        cur = await conn.execute(
-            db.q("SELECT status, count(*)::int AS n FROM {s}.jobs GROUP BY status")
-        )
         return StoreStats(
-            counts={r["status"]: r["n"] for r in await cur.fetchall()},
+            counts=await _kept_counts(db, conn),
             finished=finished,
             leases=[(owner, n, exp) for owner, (n, exp) in sorted(leases.items())],
             running_types=running_types,
@@ -169,6 +172,40 @@ async def stats(db: Database, since: float) -> StoreStats:
         )
 
     return await db.transaction(body)
+
+
+#: How many counter rows `_kept_counts` lets pile up before it folds those of
+#: ended connections into shard 0 (7 statuses of a few dozen connections).
+_FOLD_AT = 256
+
+
+async def _kept_counts(db: Database, conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+    """How many jobs are in each status, from the counters the triggers keep
+    (migration 8): a few rows, however many jobs. Once the rows of
+    connections that have ended pile up, they are folded into shard 0 (by one
+    process at a time; a counter moves whole, so no count is lost)."""
+    cur = await conn.execute(
+        db.q(
+            "SELECT status, sum(n)::bigint AS n, count(*)::int AS r FROM {s}.job_counts GROUP BY 1"
+        )
+    )
+    rows = await cur.fetchall()
+    if sum(r["r"] for r in rows) > _FOLD_AT:
+        await conn.execute(
+            db.q(
+                """WITH folded AS (
+                    DELETE FROM {s}.job_counts
+                    WHERE shard <> 0 AND shard NOT IN (SELECT pid FROM pg_stat_activity)
+                      AND pg_try_advisory_xact_lock(hashtext(%s))
+                    RETURNING status, n
+                )
+                INSERT INTO {s}.job_counts AS c (status, shard, n)
+                SELECT status, 0, sum(n) FROM folded GROUP BY status ORDER BY status
+                ON CONFLICT (status, shard) DO UPDATE SET n = c.n + excluded.n"""
+            ),
+            [db.channel + ":counts"],
+        )
+    return {r["status"]: int(r["n"]) for r in rows}
 
 
 async def queue_paused(db: Database) -> bool:

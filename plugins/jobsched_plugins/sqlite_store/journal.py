@@ -99,7 +99,7 @@ def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot,
             mode = found or mode
         else:
             migrations.refuse_other_mode(db.url, path, found, mode)
-        if found is None:
+        if found is None or (context.readonly and not context.load):
             snapshot = Snapshot()
         elif found == migrations.SHARED:
             snapshot = queries.snapshot(conn) if context.readonly else Snapshot()

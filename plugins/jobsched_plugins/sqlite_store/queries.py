@@ -184,6 +184,25 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
     return {status: n for status, n in cur}
 
 
+def kept_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many jobs are in each status, from the counters kept since schema
+    version 7: a few rows, however many jobs."""
+    return dict(conn.execute("SELECT status, n FROM jobsched_shared_counts"))
+
+
+def count_inserted(conn: sqlite3.Connection, inserted: dict[str, int]) -> None:
+    """Add jobs just inserted (so many per status) to the kept counts.
+
+    Every INSERT into the jobs table calls this in its transaction (status
+    changes and deletes are counted by triggers, migrations version 7).
+    """
+    conn.executemany(
+        "INSERT INTO jobsched_shared_counts (status, n) VALUES (?, ?) "
+        "ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
+        [(status, n) for status, n in inserted.items() if n],
+    )
+
+
 def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
     return sum(1 for r in jobs(conn, job_ids) if r.status not in TERMINAL)
 
@@ -253,7 +272,13 @@ def page(
         )
         params += [text.lower()] * 4
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    total = conn.execute(f"SELECT count(*) FROM jobsched_shared_jobs{clause}", params).fetchone()[0]
+    if type is None and not text:  # by status alone: the kept counts say how many
+        found = kept_counts(conn)
+        total = sum(n for status, n in found.items() if statuses is None or status in statuses)
+    else:
+        total = conn.execute(
+            f"SELECT count(*) FROM jobsched_shared_jobs{clause}", params
+        ).fetchone()[0]
     cur = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs{clause} ORDER BY seq DESC "
         "LIMIT ? OFFSET ?",
@@ -291,7 +316,7 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
             running_executors[executor] = running_executors.get(executor, 0) + n
     limits = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
     return StoreStats(
-        counts=counts(conn),
+        counts=kept_counts(conn),
         finished=finished,
         leases=leases,
         running_types=running_types,

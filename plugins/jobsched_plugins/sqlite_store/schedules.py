@@ -9,7 +9,7 @@ import sqlite3
 from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
 
 from .connection import TERMINAL, pack_sort_key, to_json
-from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, job_row, schedule_row
+from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, count_inserted, job_row, schedule_row
 
 
 def add_schedule(conn: sqlite3.Connection, schedule: SharedScheduleRow) -> SharedScheduleRow:
@@ -102,6 +102,7 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
             job.submitted_by,
         ),
     )
+    count_inserted(conn, {"pending": 1})
 
 
 def schedules(conn: sqlite3.Connection) -> list[SharedScheduleRow]:

@@ -9,6 +9,7 @@ from typing import Any
 from jobsched.store import NewJob, StoreError, settle_at_insert
 
 from .connection import now, pack_sort_key, to_json
+from .queries import count_inserted
 
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
@@ -47,6 +48,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
     ids: list[str] = []
     ready = False
     alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
+    added = {"pending": 0, "cancelled": 0}
     for job in jobs:
         depends_on = list(dict.fromkeys(alias.get(d, d) for d in job.depends_on))
         _, unmet, error = settle_at_insert(job.trigger_rule, depends_on, statuses)
@@ -89,6 +91,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
             continue
         ids.append(job.job_id)
         statuses[job.job_id] = status
+        added[status] += 1
         if status == "pending" and not unmet:
             ready = True
         if depends_on:
@@ -100,6 +103,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
                 "VALUES (?, ?)",
                 [(job.job_id, d) for d in sorted(depends_on)],
             )
+    count_inserted(conn, added)
     return ids, ready
 
 
@@ -147,7 +151,9 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
     conn.execute("SAVEPOINT jobsched_insert")
     # executemany sums the rows changed: a skipped row makes it short.
     complete = conn.executemany(_INSERT, rows).rowcount == len(rows)
-    if not complete:
+    if complete:
+        count_inserted(conn, {"pending": len(rows)})
+    else:
         conn.execute("ROLLBACK TO jobsched_insert")
     conn.execute("RELEASE jobsched_insert")
     return [job.job_id for job in jobs] if complete else None

@@ -24,6 +24,8 @@
               { target: region, swap: "outerHTML", select: "#region" })
       .finally(function () {
         refreshing = false;
+        // How many refreshes the page has had (a test waits for the first).
+        document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
         if (again) { again = false; refresh(); }
       });
   }
