@@ -48,7 +48,16 @@ from ._errors import (
 from ._job import FunctionJob, Job, new_job_id
 from ._jobtypes import build_retry_policy
 from ._limits import Limits
-from ._options import check_delay, to_keep_result, to_priority, to_result_ttl, to_timeout
+from ._options import (
+    check_delay,
+    check_job_id,
+    check_key,
+    id_list,
+    to_keep_result,
+    to_priority,
+    to_result_ttl,
+    to_timeout,
+)
 from ._plugins import PluginManager, default_plugin_manager
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
@@ -430,9 +439,11 @@ def check_submission(item: Submission) -> None:
     checked as `Client` and `LocalClient` both check them."""
     if item.delay != 0.0:
         check_delay(item.delay)
-    for what, value in (("key", item.key), ("unique_key", item.unique_key)):
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    id_list(item.depends_on, "depends_on")
+    if item.key is not None:
+        check_key(item.key, "key")
+    if item.unique_key is not None:
+        check_key(item.unique_key, "unique_key")
     check_trigger_rule(item.trigger_rule)
 
 
@@ -699,7 +710,10 @@ class Client:
             plan = job.plan(())
             self._check_open()
             planned = self._rows(
-                [Submission(j, depends_on=after or tuple(depends_on)) for j, after in plan]
+                [
+                    Submission(j, depends_on=after or tuple(id_list(depends_on, "depends_on")))
+                    for j, after in plan
+                ]
             )
             return (await self._store(*planned))[-1]
         self._check_open()
@@ -726,7 +740,7 @@ class Client:
             submission = Submission(
                 job,
                 delay=delay,
-                depends_on=tuple(depends_on),
+                depends_on=tuple(id_list(depends_on, "depends_on")),
                 key=key,
                 unique_key=unique_key,
                 priority=priority,
@@ -938,7 +952,7 @@ class Client:
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id as stored now; `UnknownJobError` if there is none."""
         self._check_open()
-        row = await self.store.get(job_id)
+        row = await self.store.get(check_job_id(job_id))
         if row is None:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
         return JobInfo.from_row(row)
@@ -952,7 +966,7 @@ class Client:
         (`JobInfo.depends_on` is the other direction).
         """
         self._check_open()
-        found: list[str] | None = await self.store.dependents(job_id)
+        found: list[str] | None = await self.store.dependents(check_job_id(job_id))
         if found is None:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
         return found
@@ -991,7 +1005,7 @@ class Client:
         running one is cancelled by the worker that holds it (soon after).
         """
         self._check_open()
-        if await self.store.request_cancel(job_id):
+        if await self.store.request_cancel(check_job_id(job_id)):
             return True
         await self.get(job_id)  # unknown -> UnknownJobError
         return False
@@ -1011,7 +1025,7 @@ class Client:
         Woken by the store's "a job finished" notification, not by polling.
         """
         self._check_open()
-        given = list(job_ids)
+        given = [check_job_id(job_id) for job_id in id_list(job_ids, "wait_many")]
         ids = list(dict.fromkeys(given))
         deadline = None if timeout is None else time.monotonic() + timeout
         done: dict[str, JobInfo] = {}
@@ -1210,7 +1224,7 @@ class Client:
         `InvalidTransitionError` naming it; an unknown id `UnknownJobError`.
         """
         self._check_open()
-        moved = await self.store.retry([job_id])
+        moved = await self.store.retry([check_job_id(job_id)])
         row = await self.store.get(job_id)
         if row is None:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
@@ -1666,7 +1680,7 @@ class BlockingClient:
 
     def wait_many(self, job_ids: Iterable[str], timeout: float | None = None) -> list[JobInfo]:
         """`Client.wait_many`."""
-        return self._call(Client.wait_many, list(job_ids), timeout=timeout)
+        return self._call(Client.wait_many, id_list(job_ids, "wait_many"), timeout=timeout)
 
     def add_schedule(self, job: Job, **options: Any) -> str:
         """`Client.add_schedule` (the workers serve the schedule, and this client while open)."""

@@ -58,9 +58,11 @@ from ._jobtypes import (
     retry_policy_data,
 )
 from ._options import (
+    MAX_NESTING,
     describe_value,
     is_retry_spec,
     priority_name,
+    text_problem,
     to_keep_result,
     to_priority,
     to_result_ttl,
@@ -135,6 +137,43 @@ def sort_key(
         ) from None
 
 
+# ── what every store can hold ──────────────────────────────────────────
+def check_storable(value: Any, text: str, what: str) -> None:
+    """Refuse JSON that some store could not keep: a string (or table key)
+    with a NUL or a lone surrogate (PostgreSQL refuses both, SQLite would keep
+    them), or lists and tables nested more than `MAX_NESTING` deep.
+
+    `text` is `value` encoded (ASCII-only: every such character is escaped),
+    so the common case is decided by a few substring searches; only a
+    suspect text walks `value`. A `JobSpecError` names `what` and where.
+    """
+    if (
+        "\\u0000" not in text
+        and "\\ud" not in text
+        and text.count("[") + text.count("{") <= MAX_NESTING
+    ):
+        return
+    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                raise JobSpecError(f"{where} {problem}: no store can hold it as text")
+        elif isinstance(item, Mapping | list | tuple):
+            if depth == MAX_NESTING:
+                raise JobSpecError(
+                    f"{where} nests lists and tables more than {MAX_NESTING} deep "
+                    "(MAX_NESTING), more than every store can hold"
+                )
+            if isinstance(item, Mapping):
+                for key, member in item.items():
+                    stack.append((key, depth + 1, f"{where}: the key {key!r}"))
+                    stack.append((member, depth + 1, f"{where}[{key!r}]"))
+            else:
+                stack.extend((m, depth + 1, f"{where}[{i}]") for i, m in enumerate(item))
+
+
 # ── jobs ───────────────────────────────────────────────────────────────
 class JobCodec:
     """Describes jobs as data and builds them back.
@@ -184,6 +223,19 @@ class JobCodec:
         return dict(self._described_options(job, offset)[0])
 
     def _arguments(self, job: Job, id_of: Callable[[Job], str]) -> tuple[str, dict[str, Any], str]:
+        try:
+            type_name, args, text = self._encode_arguments(job, id_of)
+        except RecursionError:
+            raise JobSpecError(
+                f"{job!r}: its arguments nest lists and tables more than {MAX_NESTING} deep "
+                "(MAX_NESTING), more than every store can hold"
+            ) from None
+        check_storable(args, text, f"{job!r}: argument")
+        return type_name, args, text
+
+    def _encode_arguments(
+        self, job: Job, id_of: Callable[[Job], str]
+    ) -> tuple[str, dict[str, Any], str]:
         # A registered attrs type: its arguments are its fields (a job built
         # by build_job has the same ones, maybe with defaults left out).
         cls = type(job)
@@ -276,6 +328,7 @@ class JobCodec:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
             raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
+        check_storable(options, options_json, f"{job!r}: option")
         if cache_key is not None:
             if len(self._options) >= 4096:
                 self._options.clear()  # names vary per job: keep the cache bounded

@@ -39,9 +39,12 @@ from ._limits import Limiter, Limits, job_type_of
 from ._options import (
     MAX_DELAY,
     check_delay,
+    check_job_id,
+    check_key,
     check_num_workers,
     check_retention,
     check_retry_policy,
+    id_list,
     is_retry_spec,
     to_keep_result,
     to_result_ttl,
@@ -765,6 +768,8 @@ class Kernel:
         """
         if delay != 0.0:
             delay = check_delay(delay)
+        if depends_on.__class__ is str:
+            id_list(depends_on, "depends_on")  # refused: its characters are not ids
         upstreams = None
         rule = ALL_SUCCESS
         if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
@@ -810,11 +815,11 @@ class Kernel:
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         if unique_key is not None:
-            existing = self._unique.get(unique_key)
+            existing = self._unique.get(check_key(unique_key, "unique_key"))
             if existing is not None:
                 return existing
         if key is not None:
-            known = self._keys.get(key)
+            known = self._keys.get(check_key(key, "key"))
             if known is not None:
                 return known
         if job.status is not PENDING or job.attempts:
@@ -1220,7 +1225,8 @@ class Kernel:
         """The job with this id (finished ones while they are in the history)."""
         try:
             return self._jobs[job_id]
-        except KeyError:
+        except (KeyError, TypeError):
+            check_job_id(job_id)
             raise UnknownJobError(job_id) from None
 
     def jobs(self) -> list[Job]:

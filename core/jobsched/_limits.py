@@ -97,6 +97,8 @@ class Rate:
                 )
             assert match is not None
             per = float(match.group(2) or 1) * unit
+            if not per > 0:
+                raise ValueError(f"rate {spec!r}: the period must be longer than 0")
             return cls(float(match.group(1)) / per)
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return cls(float(spec))

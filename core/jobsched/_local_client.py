@@ -46,6 +46,7 @@ from ._errors import (
 )
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
+from ._options import check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobStatus
 from ._trigger_rules import ALL_SUCCESS
@@ -212,7 +213,7 @@ class LocalClient:
         item = Submission(
             job,
             delay=delay,
-            depends_on=tuple(depends_on),
+            depends_on=tuple(id_list(depends_on, "depends_on")),
             key=key,
             unique_key=unique_key,
             result_ttl=result_ttl,
@@ -355,7 +356,7 @@ class LocalClient:
         order given (`Client.wait_many`). `UnknownJobError` names the ids the
         scheduler does not know; `TimeoutError` after `timeout` s names the
         unfinished ones."""
-        given = list(job_ids)
+        given = [check_job_id(job_id) for job_id in id_list(job_ids, "wait_many")]
         ids = list(dict.fromkeys(given))
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -594,7 +595,7 @@ class LocalClient:
 
     # ── records ─────────────────────────────────────────────────────
     def _job(self, job_id: str) -> Job:
-        job = self.scheduler.find(job_id)
+        job = self.scheduler.find(check_job_id(job_id))
         if job is None:
             raise UnknownJobError(f"unknown job {job_id!r}")
         return job

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from ._status import JobPriority
+
+T = TypeVar("T")
 
 #: The most retries a retry policy may ask for (``max_retries``).
 MAX_RETRIES = 1000
@@ -20,6 +22,13 @@ MAX_RETRIES = 1000
 MAX_DELAY = 31_536_000.0
 #: The most workers a scheduler may run (``num_workers``).
 MAX_WORKERS = 1024
+#: The longest ``key`` or ``unique_key``, in characters: every store indexes
+#: it, and a PostgreSQL index entry holds at most about 2,700 bytes (a
+#: character takes up to 4 in UTF-8).
+MAX_KEY_LENGTH = 512
+#: How deeply a stored job's arguments may nest lists and tables: every
+#: store (and `json.loads` when it is read back) can hold that.
+MAX_NESTING = 100
 
 
 def describe_value(value: Any) -> str:
@@ -129,6 +138,56 @@ def check_num_workers(value: Any) -> int:
             f"num_workers must be an integer from 1 to {MAX_WORKERS} (MAX_WORKERS), got {value!r}"
         )
     return value
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be kept as text by every store (PostgreSQL refuses
+    both), or None: a NUL character or a lone surrogate."""
+    if "\x00" in text:
+        return "holds a NUL character (\\x00)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"holds a lone surrogate ({text[exc.start]!r}), which is not Unicode text"
+    return None
+
+
+def check_key(value: Any, what: str = "key") -> str:
+    """A `key` or `unique_key`: a non-empty string of at most `MAX_KEY_LENGTH`
+    characters that every store can hold (`text_problem`)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"{what} must be at most {MAX_KEY_LENGTH} characters (MAX_KEY_LENGTH), "
+            f"got {len(value)}: {value[:40]!r}..."
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"{what} {value!r} {problem}")
+    return value
+
+
+def check_job_id(value: Any) -> str:
+    """A job id as given to a lookup: a string (`TypeError` naming it
+    otherwise) that every store can hold (`ValueError` otherwise)."""
+    if not isinstance(value, str):
+        raise TypeError(f"a job id is a string, got {describe_value(value)}")
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"job id {value!r} {problem}")
+    return value
+
+
+def id_list(values: Iterable[T], what: str) -> list[T]:
+    """Job ids given as a collection (`depends_on`, `wait_many`) as a list; a
+    single string is a `TypeError`, since iterating it gives its characters."""
+    if isinstance(values, str):
+        raise TypeError(
+            f"{what} takes a collection of job ids, got the string {values!r}: write [{values!r}]"
+        )
+    return list(values)
 
 
 def is_retry_spec(value: Any) -> bool:

@@ -21,6 +21,8 @@ Two wall times that map to one instant fire once.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import re
 from collections.abc import Iterator
@@ -41,6 +43,12 @@ GAP_RULES: tuple[str, ...] = ("shift", "transition", "skip")
 OVERLAP_RULES: tuple[str, ...] = ("first", "second", "both")
 
 _PROBE = 2 * 86400.0  # look this far either side for a nearby offset change
+#: The times a preview may start from: a probe either side stays in datetime's years 1-9999.
+EARLIEST = datetime(1, 1, 3, tzinfo=timezone.utc)
+LATEST = datetime(9999, 12, 29, tzinfo=timezone.utc)
+#: How many fires of one run of consecutive skipped ones a preview lists; the
+#: last listed says how many more followed (`Fire.more_skipped`).
+SKIPPED_LISTED = 5
 
 
 #: Vixie cron's shorthands, and what each stands for.
@@ -99,6 +107,9 @@ class Fire:
     #: Why a daylight-saving rule moved or skipped it; None for an ordinary fire.
     note: str | None = None
     skipped: bool = False
+    #: On the last listed fire of a run of skipped ones: how many more skipped
+    #: fires follow it unlisted (the run is listed up to `SKIPPED_LISTED`).
+    more_skipped: int = 0
 
 
 class CronTrigger:
@@ -167,25 +178,40 @@ class CronTrigger:
     def preview(self, after: float | datetime, count: int = 5) -> list[Fire]:
         """The next `count` fires after `after`, with the ones a DST rule moved or skipped.
 
-        Skipped fires are listed (``skipped=True``) but don't count toward `count`.
+        Skipped fires are listed (``skipped=True``) but don't count toward
+        `count`; of a run of consecutive skipped fires (every second of a
+        skipped hour) the first `SKIPPED_LISTED` are listed, the last of them
+        saying how many more followed (`Fire.more_skipped`). `after` must lie
+        between `EARLIEST` and `LATEST`; the fires end near the end of year 9999.
         """
+        given = after
         if isinstance(after, datetime):
             if after.tzinfo is None:
                 after = after.replace(tzinfo=self.tz)
             after = after.timestamp()
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count!r}")
+        if not EARLIEST.timestamp() <= after <= LATEST.timestamp():
+            raise ValueError(
+                f"a preview starts between {EARLIEST.date()} and {LATEST.date()} (UTC), "
+                f"not at {given}"
+            )
         out: list[Fire] = []
         fired = 0
-        t = after
-        while fired < count:
-            event = self._next_event(t, include_skipped=True)
-            if event is None:
-                break
+        run = 0  # skipped fires in a row
+        for event in self._events(after, include_skipped=True):
+            if event.skipped:
+                run += 1
+                if run > SKIPPED_LISTED:
+                    out[-1] = attrs.evolve(out[-1], more_skipped=run - SKIPPED_LISTED)
+                else:
+                    out.append(event)
+                continue
+            run = 0
             out.append(event)
-            if not event.skipped:
-                fired += 1
-            t = event.timestamp
+            fired += 1
+            if fired == count:
+                break
         return out
 
     # ── internals ─────────────────────────────────────────────────────
@@ -201,6 +227,39 @@ class CronTrigger:
     def _wall(self, ts: float) -> datetime:
         """The naive wall time at epoch seconds `ts`."""
         return datetime.fromtimestamp(ts, self.tz).replace(tzinfo=None)
+
+    def _events(self, after: float, *, include_skipped: bool) -> Iterator[Fire]:
+        """Every fire after `after` in time order, from one walk over the wall times.
+
+        A fire found is held until the walk passes its wall time plus the
+        nearby offset change (`_next_event`'s window): no later wall time can
+        fire before it then. Two wall times at one instant give the ordinary
+        fire. The walk ends with cronsim's 50 years or with year 9999.
+        """
+        held: list[tuple[float, bool, int, Fire, datetime]] = []  # a heap, earliest first
+        order = itertools.count()
+        last = after
+        try:
+            start = self._wall(after) - timedelta(seconds=self._swing(after) + 1)
+            for wall in CronSim(self._fields, start):
+                while held and held[0][4] < wall:
+                    fire = heapq.heappop(held)[3]
+                    if fire.timestamp > last:
+                        last = fire.timestamp
+                        yield fire
+                for fire in self._resolve(wall):
+                    if fire.timestamp <= after or (fire.skipped and not include_skipped):
+                        continue
+                    release = wall + timedelta(seconds=self._swing(fire.timestamp))
+                    entry = (fire.timestamp, fire.note is not None, next(order), fire, release)
+                    heapq.heappush(held, entry)
+        except (CronSimError, OverflowError, ValueError):
+            pass  # no match in 50 years, or past year 9999 ("year 10000 is out of range")
+        while held:
+            fire = heapq.heappop(held)[3]
+            if fire.timestamp > last:
+                last = fire.timestamp
+                yield fire
 
     def _next_event(self, after: float, *, include_skipped: bool) -> Fire | None:
         # Wall times are monotonic in real time except around a DST change,

@@ -97,7 +97,10 @@ def preview_schedule(args: argparse.Namespace, plugins: PluginManager) -> int:
             raise BadInput(
                 f"--after {args.after!r} is not an ISO 8601 time such as 2026-03-07T12:00"
             ) from None
-    fires = trigger.preview(after, args.next)
+    try:
+        fires = trigger.preview(after, args.next)
+    except ValueError as exc:  # a start the calendar cannot hold
+        raise BadInput(f"--after {args.after!r}: {exc}") from None
     rows = [
         {
             "local": fire.at.isoformat(),
@@ -106,6 +109,7 @@ def preview_schedule(args: argparse.Namespace, plugins: PluginManager) -> int:
             "wall": fire.wall.isoformat(),
             "skipped": fire.skipped,
             "dst": fire.note,
+            "more_skipped": getattr(fire, "more_skipped", 0),
         }
         for fire in fires
     ]
@@ -131,9 +135,12 @@ def preview_schedule(args: argparse.Namespace, plugins: PluginManager) -> int:
         local = f"{fire.at:%Y-%m-%d %H:%M:%S %Z (%z)}" if not fire.skipped else f"{fire.wall}"
         utc = f"{fire.at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%SZ}" if not fire.skipped else "-"
         table.add_row(Text(index), Text(local), Text(utc), Text(note))
+        more = getattr(fire, "more_skipped", 0)
+        if more:
+            table.add_row(Text("-"), Text(f"... and {more} more skipped"), Text("-"), Text(""))
     console.print(table)
     marked = sum(1 for f in fires if f.note and not f.skipped)
-    skipped = sum(1 for f in fires if f.skipped)
+    skipped = sum(1 + getattr(f, "more_skipped", 0) for f in fires if f.skipped)
     console.print(
         f"{args.expr!r} in {args.tz}: {number} fire times, {marked} on a daylight-saving "
         f"change, {skipped} skipped (gap={args.gap}, overlap={args.overlap})",

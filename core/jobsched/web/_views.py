@@ -498,6 +498,9 @@ def next_fires(
     fires: list[FireView] = []
     for fire in preview(next_run - 1e-3, count):
         note = fire.note
+        more = getattr(fire, "more_skipped", 0)
+        if more:
+            note = f"{note} (and {more} more skipped)"
         if fire.skipped:
             fires.append(FireView(local=str(fire.wall), utc="", note=note, skipped=True))
         else:

@@ -41,6 +41,25 @@ FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
 CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
+# SQLSTATE classes worth a retry on a fresh connection: connection exceptions,
+# a transaction rolled back by a deadlock or serialization failure, a server
+# short of resources (connections, disk, memory) and system (I/O) errors.
+_TRANSIENT_CLASSES = ("08", "40", "53", "58")
+# Operator intervention that ends the session: admin, crash and startup
+# shutdowns, an idle-session timeout. A cancelled statement (57014) is not.
+_TRANSIENT_STATES = ("57P01", "57P02", "57P03", "57P05")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether `exc` is a lost or refused connection (or a rolled-back
+    transaction) that the same call may get past on a new attempt; False for
+    an error of the statement itself, such as a value an index cannot hold."""
+    state = getattr(exc, "sqlstate", None)
+    if state is None:
+        # Raised by the client, not the server: the link itself failed.
+        return True
+    return state[:2] in _TRANSIENT_CLASSES or state in _TRANSIENT_STATES
+
 
 def to_json(value: Any) -> str:
     """Arguments, options or a trigger as JSON text (the scheduler's codec made
@@ -177,6 +196,9 @@ class Database:
                     async with conn.transaction():
                         return await body(conn)
                 except psycopg.OperationalError as exc:
+                    if not is_transient(exc):
+                        # The statement failed, not the link: a retry would fail again.
+                        raise StoreError(f"{self.url}: {exc}".strip()) from exc
                     # InterfaceError-like states leave the connection unusable: drop it.
                     if conn is not None:
                         with contextlib.suppress(Exception):

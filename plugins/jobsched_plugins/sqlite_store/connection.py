@@ -60,6 +60,13 @@ def parse_url(url: str) -> tuple[str, dict[str, str]]:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "sqlite":
         raise ValueError(f"not a sqlite URL: {url!r}")
+    if not url.partition(":")[2].startswith("//"):
+        # sqlite:jobs.db or sqlite:/jobs.db: the path would lose its first character.
+        raise ValueError(
+            f"sqlite URL {url!r} must start with sqlite:/// (three slashes): write "
+            "sqlite:///relative/jobs.db for a path relative to the working directory, "
+            "or sqlite:////absolute/jobs.db (four slashes) for an absolute one"
+        )
     if parts.netloc:
         raise ValueError(
             f"sqlite URL {url!r} has a host ({parts.netloc!r}); write sqlite:///relative.db "
