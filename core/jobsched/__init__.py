@@ -58,7 +58,7 @@ from ._jobtypes import (
 )
 from ._limits import Limits, Rate, job_type_of
 from ._local_client import LocalClient
-from ._options import MAX_DELAY, MAX_RETRIES, MAX_WORKERS
+from ._options import MAX_DELAY, MAX_KEY_LENGTH, MAX_NESTING, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
     PluginManager,
@@ -147,6 +147,8 @@ __all__ = [
     "DISABLE_PLUGINS_ENV",
     "MAX_DELAY",
     "MAX_INTERVAL",
+    "MAX_KEY_LENGTH",
+    "MAX_NESTING",
     "MAX_RETRIES",
     "MAX_WORKERS",
     "MIN_INTERVAL",

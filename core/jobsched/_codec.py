@@ -138,24 +138,27 @@ def sort_key(
 
 
 # ── what every store can hold ──────────────────────────────────────────
-def check_storable(value: Any, text: str, what: str) -> None:
+def check_storable(value: Any, text: str | None, what: str) -> None:
     """Refuse JSON that some store could not keep: a string (or table key)
     with a NUL or a lone surrogate (PostgreSQL refuses both, SQLite would keep
     them), or lists and tables nested more than `MAX_NESTING` deep.
 
     `text` is `value` encoded (ASCII-only: every such character is escaped),
     so the common case is decided by a few substring searches; only a
-    suspect text walks `value`. A `JobSpecError` names `what` and where.
+    suspect text (or None: too deep to encode) walks `value`. A
+    `JobSpecError` names `what` and where.
     """
     if (
-        "\\u0000" not in text
+        text is not None
+        and "\\u0000" not in text
         and "\\ud" not in text
         and text.count("[") + text.count("{") <= MAX_NESTING
     ):
         return
-    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
+    # (value, depth, where it is, the top-level member it is in)
+    stack: list[tuple[Any, int, str, str]] = [(value, 0, what, what)]
     while stack:
-        item, depth, where = stack.pop()
+        item, depth, where, top = stack.pop()
         if isinstance(item, str):
             problem = text_problem(item)
             if problem is not None:
@@ -163,15 +166,18 @@ def check_storable(value: Any, text: str, what: str) -> None:
         elif isinstance(item, Mapping | list | tuple):
             if depth == MAX_NESTING:
                 raise JobSpecError(
-                    f"{where} nests lists and tables more than {MAX_NESTING} deep "
+                    f"{top} nests lists and tables more than {MAX_NESTING} deep "
                     "(MAX_NESTING), more than every store can hold"
                 )
             if isinstance(item, Mapping):
                 for key, member in item.items():
-                    stack.append((key, depth + 1, f"{where}: the key {key!r}"))
-                    stack.append((member, depth + 1, f"{where}[{key!r}]"))
+                    inner = f"{where}[{key!r}]"
+                    stack.append((key, depth + 1, f"{where}: the key {key!r}", top))
+                    stack.append((member, depth + 1, inner, inner if depth == 0 else top))
             else:
-                stack.extend((m, depth + 1, f"{where}[{i}]") for i, m in enumerate(item))
+                for i, member in enumerate(item):
+                    inner = f"{where}[{i}]"
+                    stack.append((member, depth + 1, inner, inner if depth == 0 else top))
 
 
 # ── jobs ───────────────────────────────────────────────────────────────
@@ -226,6 +232,14 @@ class JobCodec:
         try:
             type_name, args, text = self._encode_arguments(job, id_of)
         except RecursionError:
+            # Deeper than the encoder goes: the walk over the fields says which argument.
+            fields = attrs.fields(type(job)) if attrs.has(type(job)) else ()
+            raw = {
+                getattr(f, "alias", None) or f.name.lstrip("_"): getattr(job, f.name)
+                for f in fields
+                if f.init
+            }
+            check_storable(raw, None, f"{job!r}: argument")
             raise JobSpecError(
                 f"{job!r}: its arguments nest lists and tables more than {MAX_NESTING} deep "
                 "(MAX_NESTING), more than every store can hold"

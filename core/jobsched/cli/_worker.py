@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from .. import PluginManager, SchedulerError
+from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
     SharedJobRow,
     SharedStore,
@@ -98,8 +98,8 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
 
 def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
-    if args.workers < 1:
-        raise BadInput(f"--workers must be at least 1, got {args.workers}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise BadInput(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
     ttl, retention = (
         None if text is None else parse_duration(text, option)
         for text, option in ((args.result_ttl, "--result-ttl"), (args.retention, "--retention"))

@@ -19,6 +19,7 @@ from .._wakeups import WakeupEvents
 
 try:
     import psycopg
+    import psycopg.conninfo
     from psycopg import sql
     from psycopg.rows import dict_row
 except ImportError:  # pragma: no cover - exercised only without the extra
@@ -113,6 +114,10 @@ class Database:
         #: The URL with its password masked, for messages.
         self.url = redact(url)
         self.dsn, self.schema, self.options = parse_url(url)
+        try:
+            psycopg.conninfo.conninfo_to_dict(self.dsn)  # libpq's own check of its parameters
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(f"{self.url}: {exc}".strip()) from None
         #: The LISTEN/NOTIFY channel of this schema's processes.
         self.channel = f"jobsched_{self.schema}"
         self._closed = False
