@@ -6,7 +6,6 @@ one string given where a collection of ids is taken."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path

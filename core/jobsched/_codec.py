@@ -233,7 +233,8 @@ class JobCodec:
             type_name, args, text = self._encode_arguments(job, id_of)
         except RecursionError:
             # Deeper than the encoder goes: the walk over the fields says which argument.
-            fields = attrs.fields(type(job)) if attrs.has(type(job)) else ()
+            cls: type = type(job)
+            fields = attrs.fields(cls) if attrs.has(cls) else ()
             raw = {
                 getattr(f, "alias", None) or f.name.lstrip("_"): getattr(job, f.name)
                 for f in fields

@@ -20,6 +20,7 @@ import attrs
 from .. import (
     COALESCE_POLICIES,
     MAX_DELAY,
+    MAX_KEY_LENGTH,
     MAX_RETRIES,
     MAX_WORKERS,
     MIN_INTERVAL,
@@ -93,6 +94,12 @@ def identifier(value: Any) -> str:
     if not _ID.match(text):
         raise ValueError(
             f"must use only letters, digits and _ . : - (it names the job), got {text!r}"
+        )
+    if len(text) > MAX_KEY_LENGTH:
+        # The id is the job's key in a store, which indexes it.
+        raise ValueError(
+            f"must be at most {MAX_KEY_LENGTH} characters (it is the job's key), "
+            f"got {len(text)}: {text[:40]!r}..."
         )
     return text
 
