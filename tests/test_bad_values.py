@@ -16,6 +16,7 @@ import pytest
 
 from jobsched import (
     MAX_KEY_LENGTH,
+    MAX_NESTING,
     AsyncJob,
     BlockingClient,
     Client,
@@ -151,7 +152,7 @@ BAD_ARGUMENTS = {
     "lone-surrogate": ("a\ud800b", "lone surrogate"),
     "nul-in-a-key": ({"k\x00": 1}, "NUL"),
     "nested-5000-deep": (_deep(5000), "MAX_NESTING"),
-    "nested-101-deep": (_deep(101), "MAX_NESTING"),
+    "nested-one-too-deep": (_deep(101), "MAX_NESTING"),
 }
 
 
@@ -185,7 +186,11 @@ async def test_a_name_no_store_can_hold_is_refused_at_submit(api: Api, name: str
 
 
 async def test_text_every_store_holds_is_kept_the_same_everywhere(api: Api) -> None:
-    value = {"emoji": "\U0001f600 ok", "deep": _deep(98), "backslash": "\\u0000 is text"}
+    value = {
+        "emoji": "\U0001f600 ok",
+        "deep": _deep(MAX_NESTING - 1),
+        "backslash": "\\u0000 is text",
+    }
     job_id = await api.submit(Hold(value))
     assert (await api.stored(job_id)).args["value"] == value
 

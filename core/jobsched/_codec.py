@@ -145,16 +145,56 @@ def check_storable(value: Any, text: str | None, what: str) -> None:
 
     `text` is `value` encoded (ASCII-only: every such character is escaped),
     so the common case is decided by a few substring searches; only a
-    suspect text (or None: too deep to encode) walks `value`. A
-    `JobSpecError` names `what` and where.
+    suspect text (or None: too deep to encode) walks `value`, and only a
+    value found wrong is walked again to say where. A `JobSpecError` names
+    `what` and where.
     """
-    if (
-        text is not None
-        and "\\u0000" not in text
-        and "\\ud" not in text
-        and text.count("[") + text.count("{") <= MAX_NESTING
-    ):
+    strings = True
+    if text is not None:
+        strings = "\\u0000" in text or "\\ud" in text
+        if not strings and text.count("[") + text.count("{") <= MAX_NESTING:
+            return
+    if _is_storable(value, strings):
         return
+    raise JobSpecError(_why_not_storable(value, what))
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _is_storable(value: Any, strings: bool) -> bool:
+    """`check_storable`'s walk, lean: it is on the submit path of big
+    arguments. Strings are looked at only when `strings` is true."""
+    stack = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        cls = item.__class__
+        if cls is str or isinstance(item, str):
+            if text_problem(item) is not None:
+                return False
+            continue
+        if cls is dict or isinstance(item, Mapping):
+            if strings:
+                for key in item:
+                    push((key, depth))
+            members = item.values()
+        elif cls is list or cls is tuple or isinstance(item, list | tuple):
+            members = item
+        else:
+            continue
+        if depth > MAX_NESTING:
+            return False
+        depth += 1
+        for member in members:
+            kind = member.__class__
+            if kind not in _SCALARS and (strings or kind is not str):
+                push((member, depth))
+    return True
+
+
+def _why_not_storable(value: Any, what: str) -> str:
+    """What `check_storable` refuses in `value`, and where."""
     # (value, depth, where it is, the top-level member it is in)
     stack: list[tuple[Any, int, str, str]] = [(value, 0, what, what)]
     while stack:
@@ -162,22 +202,23 @@ def check_storable(value: Any, text: str | None, what: str) -> None:
         if isinstance(item, str):
             problem = text_problem(item)
             if problem is not None:
-                raise JobSpecError(f"{where} {problem}: no store can hold it as text")
+                return f"{where} {problem}: no store can hold it as text"
         elif isinstance(item, Mapping | list | tuple):
-            if depth == MAX_NESTING:
-                raise JobSpecError(
+            if depth > MAX_NESTING:
+                return (
                     f"{top} nests lists and tables more than {MAX_NESTING} deep "
                     "(MAX_NESTING), more than every store can hold"
                 )
             if isinstance(item, Mapping):
                 for key, member in item.items():
                     inner = f"{where}[{key!r}]"
-                    stack.append((key, depth + 1, f"{where}: the key {key!r}", top))
+                    stack.append((key, depth, f"{where}: the key {key!r}", top))
                     stack.append((member, depth + 1, inner, inner if depth == 0 else top))
             else:
                 for i, member in enumerate(item):
                     inner = f"{where}[{i}]"
                     stack.append((member, depth + 1, inner, inner if depth == 0 else top))
+    return f"{what} cannot be stored"  # not reached: _is_storable found a problem
 
 
 # ── jobs ───────────────────────────────────────────────────────────────

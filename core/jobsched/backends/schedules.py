@@ -42,7 +42,7 @@ import structlog
 from .._codec import sort_key
 from .._job import Job
 from .._jobtypes import JobSpecError, retry_policy_data
-from .._options import check_delay, to_priority
+from .._options import check_delay, check_key, to_priority
 from .._recurring import IntervalTrigger, Trigger, build_trigger
 from ..store import NewJob, SharedScheduleRow, SharedStore
 
@@ -97,8 +97,8 @@ def schedule_row(
         raise TypeError("a schedule takes an interval (every=) or a trigger=: exactly one of them")
     if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
         raise ValueError(f"times must be an integer >= 1, got {times!r}")
-    if key is not None and (not isinstance(key, str) or not key):
-        raise ValueError(f"key must be a non-empty string, got {key!r}")
+    if key is not None:
+        check_key(key)
     start_in = check_delay(start_in, "start_in")
     if trigger is None:
         rule: dict[str, Any] = {"interval": every}
