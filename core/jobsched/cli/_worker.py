@@ -99,7 +99,10 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
 def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
     if not 1 <= args.workers <= MAX_WORKERS:
-        raise BadInput(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
+        raise BadInput(
+            f"--workers must be at least 1 and at most {MAX_WORKERS} (MAX_WORKERS), "
+            f"got {args.workers}"
+        )
     ttl, retention = (
         None if text is None else parse_duration(text, option)
         for text, option in ((args.result_ttl, "--result-ttl"), (args.retention, "--retention"))
