@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsched import Rate
+from jobsched import PluginManager, Rate
 from jobsched_plugins.cron_trigger import SKIPPED_LISTED, CronTrigger
 from test_cli import assert_bad_input, jobsched, write
 
@@ -113,6 +114,18 @@ def test_a_preview_across_a_skipped_hour_is_bounded_and_right() -> None:
     assert table.returncode == 0, table.stderr
     assert f"and {3600 - SKIPPED_LISTED} more skipped" in table.stdout
     assert "3 fire times, 0 on a daylight-saving change, 3600 skipped" in table.stdout
+
+
+def test_the_dashboards_schedule_fires_are_bounded_across_a_skipped_hour() -> None:
+    from jobsched.web import _views
+
+    trigger = {"cron": "* * 2 * * *", "tz": "America/New_York", "gap": "skip"}
+    start = datetime(2026, 3, 8, 2, tzinfo=ZoneInfo("America/New_York")).timestamp()
+    resolve = PluginManager().resolve
+    fires = _views.next_fires(trigger, start, lambda name: resolve("triggers", name), count=3)
+    assert [f.skipped for f in fires] == [True] * SKIPPED_LISTED + [False] * 3
+    assert fires[SKIPPED_LISTED - 1].note is not None
+    assert fires[SKIPPED_LISTED - 1].note.endswith(f"(and {3600 - SKIPPED_LISTED} more skipped)")
 
 
 def test_a_preview_of_both_occurrences_of_a_repeated_hour_is_one_walk() -> None:

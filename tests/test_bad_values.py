@@ -266,6 +266,7 @@ def test_transient_errors_are_the_connection_kind() -> None:
         psycopg.errors.AdminShutdown(),
         psycopg.errors.ConnectionFailure(),
         psycopg.errors.SerializationFailure(),
+        psycopg.errors.DeadlockDetected(),
         psycopg.errors.TooManyConnections(),
     ]
     lasting = [psycopg.errors.ProgramLimitExceeded(), psycopg.errors.QueryCanceled()]

@@ -43,12 +43,12 @@ _CANCEL = "c:"  # + job id: its owner should cancel it
 CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
 # SQLSTATE classes worth a retry on a fresh connection: connection exceptions,
-# a transaction rolled back by a deadlock or serialization failure, a server
-# short of resources (connections, disk, memory) and system (I/O) errors.
-_TRANSIENT_CLASSES = ("08", "40", "53", "58")
-# Operator intervention that ends the session: admin, crash and startup
+# a server short of resources (connections, disk, memory), system (I/O) errors.
+_TRANSIENT_CLASSES = ("08", "53", "58")
+# A transaction rolled back by a serialization failure or a deadlock, and an
+# operator intervention that ends the session: admin, crash and startup
 # shutdowns, an idle-session timeout. A cancelled statement (57014) is not.
-_TRANSIENT_STATES = ("57P01", "57P02", "57P03", "57P05")
+_TRANSIENT_STATES = ("40001", "40P01", "57P01", "57P02", "57P03", "57P05")
 
 
 def is_transient(exc: BaseException) -> bool:
