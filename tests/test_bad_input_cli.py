@@ -15,6 +15,8 @@ from jobsched import PluginManager, Rate
 from jobsched_plugins.cron_trigger import SKIPPED_LISTED, CronTrigger
 from test_cli import assert_bad_input, jobsched, write
 
+pytestmark = pytest.mark.slow
+
 
 # ── item 11: clean errors ─────────────────────────────────────────────
 def test_a_rate_over_a_zero_period_is_one_line(tmp_path: Path) -> None:

@@ -30,8 +30,6 @@ from jobsched import (
 )
 from jobsched.hookspecs import Register
 
-pytestmark = pytest.mark.slow
-
 
 @attrs.define(slots=True, eq=False, repr=False)
 class Hold(AsyncJob):
