@@ -157,7 +157,7 @@ def check_key(value: Any, what: str = "key") -> str:
     """A `key` or `unique_key`: a non-empty string of at most `MAX_KEY_LENGTH`
     characters that every store can hold (`text_problem`)."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+        raise ValueError(f"{what} must be a non-empty string, got {describe_value(value)}")
     if len(value) > MAX_KEY_LENGTH:
         raise ValueError(
             f"{what} must be at most {MAX_KEY_LENGTH} characters (MAX_KEY_LENGTH), "
