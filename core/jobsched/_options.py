@@ -7,10 +7,11 @@ written, and a number past a bound is refused with the bound named.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from ._status import JobPriority
 
@@ -20,6 +21,20 @@ MAX_RETRIES = 1000
 MAX_DELAY = 31_536_000.0
 #: The most workers a scheduler may run (``num_workers``).
 MAX_WORKERS = 1024
+
+
+class _NotGiven(enum.Enum):
+    NOT_GIVEN = "NOT_GIVEN"
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+#: The default of an option whose None and False are values of their own
+#: (``timeout=False``: no timeout): "not given, keep the job's own".
+NOT_GIVEN: Final = _NotGiven.NOT_GIVEN
+#: The type of `NOT_GIVEN`, for signatures.
+NotGiven = Literal[_NotGiven.NOT_GIVEN]
 
 
 def describe_value(value: Any) -> str:
