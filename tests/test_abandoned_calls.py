@@ -8,13 +8,18 @@ before its event is set on the shared stores.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from jobsched import (
     BlockingJob,
+    CpuBoundJob,
     JobScheduler,
     JobStatus,
     LocalClient,
@@ -23,6 +28,7 @@ from jobsched import (
     task,
 )
 from jobsched.testing import VirtualClock
+from jobsched.web import create_app
 from jobsched_plugins.thread_executor import ThreadExecutor
 from kernel_support import (
     NO_RETRY,
@@ -175,6 +181,53 @@ async def test_timed_out_without_retries_left_is_recorded_at_once() -> None:
     assert job.status is S.TIMED_OUT and job.result is None
 
 
+class FirstCallWaitsForAFile(CpuBoundJob):
+    """A process job whose first call waits until the file `release` exists;
+    every call writes ``start``/``end`` lines to `log` (files cross processes)."""
+
+    def __init__(self, name: str, log: str, release: str, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.log = log
+        self.release = release
+
+    def run_sync(self) -> str:
+        with open(self.log, "a+") as log:
+            log.seek(0)
+            first = not log.read()
+            log.write("start\n")
+        if first:
+            while not os.path.exists(self.release):  # the test creates it
+                time.sleep(0.005)
+        with open(self.log, "a") as log:
+            log.write("end\n")
+        return "the first call, late" if first else "a later call"
+
+
+async def test_a_timed_out_process_job_is_retried_only_once_its_call_ended(
+    tmp_path: Path,
+) -> None:
+    clock = VirtualClock()
+    scheduler, recorder = make_scheduler(clock=clock, num_workers=2)
+    log, release = tmp_path / "calls.log", tmp_path / "release"
+    job = FirstCallWaitsForAFile("waits", str(log), str(release), timeout=1.0, retry=RETRY_AT_ONCE)
+    try:
+        async with scheduler:
+            job_id = scheduler.submit(job)
+            await until(lambda: log.exists() and log.read_text() == "start\n", "the call", 30)
+            await clock.advance(1.0)
+            await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+            await settle()
+            assert job.status is S.RUNNING, "its call still runs: no retry yet"
+            assert scheduler.abandoned_calls() == [job_id]
+            release.touch()
+            await join(scheduler, 30)
+    finally:
+        release.touch()
+    assert log.read_text().split() == ["start", "end", "start", "end"], "one call at a time"
+    assert job.status is S.COMPLETED and job.result == "a later call"
+    assert recorder.path(job_id) == [S.PENDING, S.RUNNING, S.RETRY_WAIT, S.RUNNING, S.COMPLETED]
+
+
 # ── the pool ───────────────────────────────────────────────────────────
 class Quick(BlockingJob):
     def run_sync(self) -> str:
@@ -243,6 +296,25 @@ async def test_a_pool_full_of_abandoned_calls_fails_the_next_attempt_clearly() -
     finally:
         release.set()
     assert recorder.path(refused_id) == [S.PENDING, S.RUNNING, S.FAILED]
+
+
+async def test_the_dashboard_of_an_in_process_scheduler_shows_abandoned_calls() -> None:
+    release = threading.Event()
+    stuck = BlockedThreadJob("stuck", release, retry=NO_RETRY)
+    try:
+        async with JobScheduler(num_workers=1) as scheduler:
+            app = create_app(scheduler=scheduler, token="t0ken")
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://dash") as http:
+                job_id = scheduler.submit(stuck)
+                await until(stuck.entered.is_set, "the call to start")
+                scheduler.cancel(job_id)
+                stats = (await http.get("/api/stats")).json()
+                overview = (await http.get("/")).text
+    finally:
+        release.set()
+    assert stats["abandoned"] == 1
+    assert "1 timed-out or cancelled call still running on a thread" in overview
 
 
 def test_the_number_of_abandoned_calls_a_pool_holds_is_checked() -> None:
