@@ -91,6 +91,7 @@ async def test_a_timed_out_thread_job_is_retried_only_once_its_call_ended() -> N
             await until(lambda: scheduler.running == 0, "the timeout to free the worker")
             await settle()
             assert job.status is S.RUNNING, "its call still runs: no retry yet"
+            assert job.last_error == "timed out after 1.0s" and job.last_failure_timed_out
             assert job.calls == 1
             assert scheduler.abandoned_calls() == [job_id]
             release.set()

@@ -1201,7 +1201,8 @@ class Kernel:
         ``CancelledError`` at its next await. A running THREAD or PROCESS job is
         abandoned: its status becomes CANCELLED but the thread or process
         finishes the call anyway (neither can be interrupted safely; a thread
-        job's `jobsched.cancel_token()` is set so it can stop early). A
+        job's `jobsched.cancel_token()` is set so it can stop early), and no
+        new attempt of the job starts before that call returned. A
         SUBPROCESS job's child process is killed (docs/executors.md).
         With a shared store, a job this process does not hold is cancelled
         through the store.
@@ -1274,7 +1275,9 @@ class Kernel:
 
         Its attempts start again from 0 and its last error and result are
         cleared; the attempt that ended it is kept in `attempt_history`. It
-        is queued at once, whatever it depended on. A job in any other
+        is queued at once, whatever it depended on, unless the call of its
+        last attempt still runs (an abandoned thread or process call): then
+        it stays PENDING until that call has returned. A job in any other
         status raises `InvalidTransitionError` naming it; an id the
         scheduler does not know (or no longer remembers) `UnknownJobError`.
         """
@@ -2225,6 +2228,8 @@ class Kernel:
                     job_id=job.job_id,
                     attempt=job.attempts,
                 )
+                job.last_error = message
+                job.last_failure_timed_out = True
                 attempt = job.attempts
                 self._after_call[job.job_id] = lambda: self._timed_out_call_ended(
                     job, attempt, message, retry
