@@ -132,6 +132,27 @@ async def test_a_job_cancelled_while_it_waits_for_its_call_stays_cancelled() -> 
     assert recorder.path(job_id) == [S.PENDING, S.RUNNING, S.CANCELLED]
 
 
+async def test_a_stop_hands_back_a_job_waiting_for_its_abandoned_call() -> None:
+    clock = VirtualClock()
+    scheduler, recorder = make_scheduler(clock=clock, num_workers=1)
+    release = threading.Event()
+    job = FirstCallHangs("sleeps", release, timeout=1.0, retry=RETRY_AT_ONCE)
+    try:
+        await scheduler.start()
+        job_id = scheduler.submit(job)
+        await until(job.entered.is_set, "the first call to start")
+        await clock.advance(1.0)
+        await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+        await scheduler.stop()  # does not wait for the call
+        assert job.status is S.CANCELLED and job.last_error == "scheduler shut down"
+        release.set()
+        await until(lambda: not scheduler.abandoned_calls(), "the call to end")
+    finally:
+        release.set()
+    assert job.calls == 1 and job.result is None
+    assert recorder.path(job_id) == [S.PENDING, S.RUNNING, S.CANCELLED]
+
+
 async def test_an_operator_retry_waits_for_the_cancelled_call_to_end() -> None:
     scheduler, recorder = make_scheduler(num_workers=2)
     release = threading.Event()
