@@ -236,9 +236,12 @@ async def test_a_timed_out_process_job_is_retried_only_once_its_call_ended(
         async with scheduler:
             job_id = scheduler.submit(job)
             await until(lambda: log.exists() and log.read_text() == "start\n", "the call", 30)
-            await clock.advance(1.0)
-            await until(lambda: scheduler.running == 0, "the timeout to free the worker")
-            await settle()
+            with captured_logs() as logs:
+                await clock.advance(1.0)
+                await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+                await settle()
+            (warning,) = [e for e in logs if e["event"].startswith("process job abandoned")]
+            assert warning["job_id"] == job_id and warning["log_level"] == "warning"
             assert job.status is S.RUNNING, "its call still runs: no retry yet"
             assert scheduler.abandoned_calls() == [job_id]
             release.touch()

@@ -12,6 +12,8 @@ from collections.abc import Awaitable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+import structlog
+
 from jobsched import (
     Job,
     JobPriority,
@@ -23,6 +25,8 @@ from jobsched import (
     progress_sender,
 )
 from jobsched.hookspecs import Register
+
+logger = structlog.get_logger("jobsched.process")
 
 
 class ProcessExecutor:
@@ -92,6 +96,13 @@ class ProcessExecutor:
         ended: asyncio.Future[None] = loop.create_future()
         entry = (job, ended)
         self._abandoned.append(entry)
+        logger.warning(
+            "process job abandoned: its call still runs",
+            job_id=job.job_id,
+            job=job.name,
+            abandoned=len(self._abandoned),
+            hint="its pool process is busy until it returns; the subprocess executor kills",
+        )
 
         def call_ended(_: Future[Any]) -> None:  # on the pool's thread
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
@@ -102,6 +113,7 @@ class ProcessExecutor:
     def _ended(self, entry: tuple[Job, asyncio.Future[None]]) -> None:
         with contextlib.suppress(ValueError):
             self._abandoned.remove(entry)
+        logger.info("abandoned process job ended", job_id=entry[0].job_id, job=entry[0].name)
         _settle(entry[1])
 
     def still_running(self, job: Job) -> asyncio.Future[None] | None:
