@@ -215,9 +215,7 @@ def _workflow() -> Any:
 
 async def test_a_workflow_takes_depends_on_and_the_unset_options(api: Api) -> None:
     upstream = await api.submit(email("z@example.com"))
-    last = await api.submit(
-        _workflow(), depends_on=[upstream], timeout=False, trigger_rule="all_success"
-    )
+    last = await api.submit(_workflow(), depends_on=[upstream], trigger_rule="all_success")
     infos = [await api.get(info.job_id) for info in await api.jobs()]
     assert [info.job_id for info in infos][-1] == last
     assert [list(info.depends_on) for info in infos] == [[], [upstream], [infos[1].job_id]]

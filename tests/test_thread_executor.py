@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobsched import BlockingJob, JobStatus, cancel_token
-from jobsched_plugins.thread_executor import ThreadExecutor
+from jobsched_plugins.thread_executor import ThreadExecutor, ThreadPoolExhaustedError
 from kernel_support import BlockedThreadJob, join, make_scheduler, until
 
 pytestmark = pytest.mark.timeout(30)
@@ -55,21 +55,19 @@ async def test_results_and_every_kind_of_exception_come_back() -> None:
     assert scheduler.get(after).status is JobStatus.COMPLETED
 
 
-async def test_an_attempt_cancelled_before_a_thread_took_it_never_runs() -> None:
-    executor = ThreadExecutor(workers=1)
+async def test_an_attempt_with_no_free_thread_is_refused_not_queued() -> None:
+    executor = ThreadExecutor(workers=1, max_abandoned=0)
     release = threading.Event()
     blocker = BlockedThreadJob("blocker", release)
     waiting = Returns("waiting", "never")
     try:
         first = asyncio.ensure_future(executor.invoke(blocker))
         await until(blocker.entered.is_set, "the blocker to take the only thread")
-        second = asyncio.ensure_future(executor.invoke(waiting))
-        await asyncio.sleep(0)  # submitted to the pool, queued behind the blocker
-        second.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await second
+        with pytest.raises(ThreadPoolExhaustedError, match="all 1 threads of the pool are busy"):
+            await executor.invoke(waiting)
         release.set()
         assert await first == "finished late"
+        assert await executor.invoke(Returns("then", "ran")) == "ran", "the thread is free again"
     finally:
         release.set()
         executor.shutdown()

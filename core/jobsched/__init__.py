@@ -43,7 +43,7 @@ from ._errors import (
     UnknownJobError,
     UnknownScheduleError,
 )
-from ._executor import Executor
+from ._executor import AbandoningExecutor, Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
 from ._jobtypes import (
     ArgumentInfo,
@@ -154,6 +154,7 @@ __all__ = [
     "MIN_INTERVAL",
     "PROGRESS_INTERVAL",
     "TRIGGER_RULES",
+    "AbandoningExecutor",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",

@@ -49,6 +49,8 @@ from ._job import FunctionJob, Job, new_job_id
 from ._jobtypes import build_retry_policy
 from ._limits import Limits
 from ._options import (
+    NOT_GIVEN,
+    NotGiven,
     check_delay,
     check_job_id,
     check_key,
@@ -315,6 +317,10 @@ class Stats:
     queue_paused: bool
     #: When the store was read (its clock).
     at: float
+    #: Calls a timeout or cancel gave up on that still run on a thread or pool
+    #: process (`JobScheduler.abandoned_calls`): `LocalClient` counts its
+    #: scheduler's; None from a `Client`, which cannot see the workers' threads.
+    abandoned: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -376,8 +382,9 @@ class Submission:
     key: str | None = None
     unique_key: str | None = None
     priority: JobPriority | str | int | None = None
-    #: False (the default) keeps the job's own timeout; None means none.
-    timeout: float | bool | None = False
+    #: Seconds per attempt; None or False: no timeout; `NOT_GIVEN` (the
+    #: default) keeps the job's own.
+    timeout: float | bool | NotGiven | None = NOT_GIVEN
     retry: Any = None
     name: str | None = None
     #: None keeps the job's own (see `Client.submit`).
@@ -426,7 +433,7 @@ def overrides(item: Submission) -> bool:
     `LocalClient` then submit a copy of the job: see `with_options`)."""
     return (
         item.priority is not None
-        or item.timeout is not False
+        or item.timeout is not NOT_GIVEN
         or item.retry is not None
         or item.name is not None
         or item.result_ttl is not None
@@ -459,7 +466,7 @@ def with_options(
     job = copy.copy(job)
     if item.priority is not None:
         job.priority = to_priority(item.priority)
-    if item.timeout is not False:
+    if item.timeout is not NOT_GIVEN:
         job.timeout = to_timeout(item.timeout)
     if item.retry is not None:
         job.retry = build_retry_policy(item.retry, plugins)
@@ -491,7 +498,7 @@ def check_workflow_options(
     if (
         delay != 0.0
         or any(v is not None for v in given)
-        or timeout is not False
+        or timeout is not NOT_GIVEN
         or trigger_rule != ALL_SUCCESS
     ):
         raise TypeError(
@@ -657,7 +664,7 @@ class Client:
         key: str | None = None,
         unique_key: str | None = None,
         priority: JobPriority | str | int | None = None,
-        timeout: float | bool | None = False,
+        timeout: float | bool | NotGiven | None = NOT_GIVEN,
         retry: Any = None,
         name: str | None = None,
         result_ttl: float | None = None,
@@ -672,9 +679,10 @@ class Client:
         `depends_on` are ids of stored jobs. `key` is an external id: a key the
         store knows returns that job's id and stores nothing. `unique_key`
         deduplicates while the job with that key is unfinished. `priority`,
-        `timeout` (False: the job's own, None: none), `retry` and `name`
-        override the job's own, spelled as in `JobScheduler.submit` (``"low"``,
-        ``retry="none"`` or ``{"policy": "fixed", "seconds": 2}``).
+        `timeout` (seconds per attempt; None or False: no timeout; left out:
+        the job's own), `retry` and `name` override the job's own, spelled
+        as in `JobScheduler.submit` (``"low"``, ``retry="none"`` or
+        ``{"policy": "fixed", "seconds": 2}``).
         `result_ttl` (seconds the result is kept once completed; then a
         worker's reaper removes it) and `keep_result` (False: store no result)
         override the job's own; None keeps them (the workers' ``--result-ttl``
@@ -726,7 +734,7 @@ class Client:
             and key is None
             and unique_key is None
             and priority is None
-            and timeout is False
+            and timeout is NOT_GIVEN
             and retry is None
             and name is None
             and result_ttl is None

@@ -349,7 +349,7 @@ class FunctionJob(Job):
         model: ConcurrencyModel | str | None = None,
         name: str | None = None,
         priority: JobPriority | int | str = JobPriority.MEDIUM,
-        timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+        timeout: float | Literal[False] | None = None,
         retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
         deadline: float | None = None,
         retry_on: ExceptionNames = (),

@@ -639,6 +639,11 @@ class Kernel:
         self._delay_timer_at = math.inf
         self._watchdog: TimerHandle | None = None
         self._watchdog_at = math.inf
+        # Job id -> a future done once the call an executor abandoned (a
+        # timed-out or cancelled thread or pool-process call) has ended, and
+        # what waits for that end: no new attempt of a job starts before it.
+        self._abandoned_calls: dict[str, asyncio.Future[None]] = {}
+        self._after_call: dict[str, Callable[[], None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -1201,7 +1206,8 @@ class Kernel:
         ``CancelledError`` at its next await. A running THREAD or PROCESS job is
         abandoned: its status becomes CANCELLED but the thread or process
         finishes the call anyway (neither can be interrupted safely; a thread
-        job's `jobsched.cancel_token()` is set so it can stop early). A
+        job's `jobsched.cancel_token()` is set so it can stop early), and no
+        new attempt of the job starts before that call returned. A
         SUBPROCESS job's child process is killed (docs/executors.md).
         With a shared store, a job this process does not hold is cancelled
         through the store.
@@ -1275,7 +1281,9 @@ class Kernel:
 
         Its attempts start again from 0 and its last error and result are
         cleared; the attempt that ended it is kept in `attempt_history`. It
-        is queued at once, whatever it depended on. A job in any other
+        is queued at once, whatever it depended on, unless the call of its
+        last attempt still runs (an abandoned thread or process call): then
+        it stays PENDING until that call has returned. A job in any other
         status raises `InvalidTransitionError` naming it; an id the
         scheduler does not know (or no longer remembers) `UnknownJobError`.
         """
@@ -1312,8 +1320,16 @@ class Kernel:
         self._idle.clear()
         if self._listeners:
             self._notify(job, status, PENDING)
-        self._enqueue(job)
+        if job_id in self._abandoned_calls:
+            # Its last call still runs on a thread: the new attempt waits for its end.
+            self._after_call[job_id] = lambda: self._enqueue_if_pending(job)
+        else:
+            self._enqueue(job)
         return job
+
+    def _enqueue_if_pending(self, job: Job) -> None:
+        if job.status is PENDING and self._jobs.get(job.job_id) is job:
+            self._enqueue(job)
 
     def retry_jobs(
         self, statuses: Iterable[JobStatus | str] = (FAILED,), job_type: str | None = None
@@ -1630,6 +1646,7 @@ class Kernel:
             if timer is not None:
                 timer.cancel()
         self._delay_timer = self._watchdog = self._reaper = None
+        self._drop_waits_for_abandoned_calls()
         for executor in self._executors.values():
             executor.shutdown()
         store_error = await self._backend.close() if self._started else None
@@ -1641,6 +1658,17 @@ class Kernel:
             self._stop_done.set()
         if store_error is not None:
             raise store_error
+
+    def _drop_waits_for_abandoned_calls(self) -> None:
+        """At stop: a job whose timed-out call still runs ends as an attempt a
+        shutdown tears down (its backend keeps it to run again); a retried
+        job waiting for such a call stays PENDING, as queued jobs do."""
+        waiting, self._after_call = self._after_call, {}
+        for job_id in waiting:
+            job = self._jobs.get(job_id)
+            if job is not None and job.status is RUNNING:
+                self._backend.interrupted(job)
+                self._finish(job, CANCELLED, error="scheduler shut down")
 
     def interrupt_running(self) -> None:
         """Tear down the attempts in flight as a shutdown would (after `stop` began).
@@ -2191,18 +2219,72 @@ class Kernel:
         if (expired or cancelled) and task.cancelling():
             task.uncancel()  # our cancel request was handled here
         self._release(slot)
+        still_running = self._watch_abandoned(job) if (expired or cancelled) else None
         if cancelled:
             self._finish(job, CANCELLED, error="cancelled")
         elif expired:
             retry, _, note = retry_verdict(None, job.retry_on, job.no_retry_on)
-            self._after_failure(
-                job, f"timed out after {timeout}s{note}", retryable=retry, timed_out=True
-            )
+            message = f"timed out after {timeout}s{note}"
+            if still_running is not None and retry and self._retries_left(job):
+                # Its retry must not run beside the call still running: the
+                # job stays RUNNING (its call is) until that call ends, and
+                # its outcome then is this timeout, whatever the call returns.
+                logger.warning(
+                    "timed out; the retry waits for the abandoned call to end",
+                    job_id=job.job_id,
+                    attempt=job.attempts,
+                )
+                job.last_error = message
+                job.last_failure_timed_out = True
+                attempt = job.attempts
+                self._after_call[job.job_id] = lambda: self._timed_out_call_ended(
+                    job, attempt, message, retry
+                )
+                return
+            self._after_failure(job, message, retryable=retry, timed_out=True)
         elif error is not None:
             # Not CancelledError, SystemExit...: the job asked to stop, not to
             # be tried again; nor what the job's retry_on/no_retry_on rule out.
             retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
             self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
+
+    def _watch_abandoned(self, job: Job) -> asyncio.Future[None] | None:
+        """After an attempt of `job` was cancelled: the future of its call if the
+        executor abandoned it still running (see `AbandoningExecutor`), else None."""
+        still_running = getattr(self._executors[job.model], "still_running", None)
+        ended: asyncio.Future[None] | None = None if still_running is None else still_running(job)
+        if ended is None or ended.done():
+            return None
+        job_id = job.job_id
+        self._abandoned_calls[job_id] = ended
+        ended.add_done_callback(lambda _: self._abandoned_call_ended(job_id, ended))
+        return ended
+
+    def _abandoned_call_ended(self, job_id: str, ended: asyncio.Future[None]) -> None:
+        if self._abandoned_calls.get(job_id) is not ended:
+            return  # a later call of the job is the one watched now
+        del self._abandoned_calls[job_id]
+        then = self._after_call.pop(job_id, None)
+        if then is not None:
+            then()
+
+    def _timed_out_call_ended(self, job: Job, attempt: int, message: str, retry: bool) -> None:
+        """The call of `job`'s timed-out attempt ended: record the timeout now
+        (a retry may start), unless the job was cancelled meanwhile."""
+        if job.status is RUNNING and job.attempts == attempt and self._jobs.get(job.job_id) is job:
+            self._after_failure(job, message, retryable=retry, timed_out=True)
+
+    def _retries_left(self, job: Job) -> bool:
+        """Whether a failure of `job`'s latest attempt would be retried (`_retry_wait`'s count)."""
+        try:
+            return not self._stopping and job.attempts <= job.retry.max_retries
+        except Exception:  # a broken policy: `_retry_wait` says why
+            return False
+
+    def abandoned_calls(self) -> list[str]:
+        """The ids of the jobs whose cancelled or timed-out calls still run on a
+        thread or pool process (their executor could not stop them), oldest first."""
+        return list(self._abandoned_calls)
 
     def _release(self, slot: _Slot) -> None:
         if self._limiter is not None:

@@ -46,7 +46,7 @@ from ._errors import (
 )
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
-from ._options import check_job_id, id_list
+from ._options import NOT_GIVEN, check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobStatus
 from ._trigger_rules import ALL_SUCCESS
@@ -145,7 +145,7 @@ class LocalClient:
 
         For a `Job`, the options are `Client.submit`'s: `delay`, `depends_on`
         (ids), `key`, `unique_key`, `trigger_rule`, and `priority`, `timeout`
-        (False: the job's own, None: none), `retry`, `name`, `result_ttl` and
+        (None or False: no timeout; left out: the job's own), `retry`, `name`, `result_ttl` and
         `keep_result` overriding the job's own. With one of the last six the
         scheduler queues a copy of the job (under its id) and the caller's
         object is left as it was; without, the job object itself is queued.
@@ -166,7 +166,7 @@ class LocalClient:
                     keep_result,
                     *(v for k, v in options.items() if k != "timeout"),
                 ),
-                timeout=options.get("timeout", False),
+                timeout=options.get("timeout", NOT_GIVEN),
                 trigger_rule=trigger_rule,
             )
             return self.scheduler.submit(job, *args, depends_on=depends_on)
@@ -419,7 +419,8 @@ class LocalClient:
     async def stats(self) -> Stats:
         """Counts per status, throughput per minute over the last hour (from
         the finish times of the jobs the scheduler remembers), this process
-        as the one worker, the limits' use and whether the queue is paused."""
+        as the one worker, the limits' use, whether the queue is paused and
+        how many calls its executors abandoned still run."""
         scheduler = self.scheduler
         clock = scheduler.clock
         now = clock.time()
@@ -453,6 +454,7 @@ class LocalClient:
             limits=self._limit_uses(),
             queue_paused=scheduler.queue_paused,
             at=now,
+            abandoned=len(scheduler.abandoned_calls()),
         )
 
     def _limit_uses(self) -> list[LimitUse]:

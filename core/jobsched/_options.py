@@ -7,10 +7,11 @@ written, and a number past a bound is refused with the bound named.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from ._status import JobPriority
 
@@ -29,6 +30,20 @@ MAX_KEY_LENGTH = 512
 #: How deeply a stored job's arguments may nest lists and tables: every
 #: store (and `json.loads` when it is read back) can hold that.
 MAX_NESTING = 100
+
+
+class _NotGiven(enum.Enum):
+    NOT_GIVEN = "NOT_GIVEN"
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+#: The default of an option whose None and False are values of their own
+#: (``timeout=False``: no timeout): "not given, keep the job's own".
+NOT_GIVEN: Final = _NotGiven.NOT_GIVEN
+#: The type of `NOT_GIVEN`, for signatures.
+NotGiven = Literal[_NotGiven.NOT_GIVEN]
 
 
 def describe_value(value: Any) -> str:

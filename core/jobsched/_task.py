@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ._errors import ResultUnavailableError, SchedulerError
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, ExceptionNames, Job, record_spec
+from ._job import DEFAULT_RETRY, ExceptionNames, Job, record_spec
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
 from ._options import check_retry_policy, priority_name, to_priority, to_timeout
 from ._plugins import define_job_type, defined_job_type
@@ -62,7 +62,9 @@ class TaskJob(Job):
         # and the options, and by Task.job the same way.
         options = {o: kwargs.pop(o) for o in _OPTION_PARAMETERS if o in kwargs}
         task = type(self).task
-        super().__init__(task.name, **{**task.defaults, **options})
+        # No timeout unless the task or the call asks (as Celery, RQ and
+        # procrastinate do); the reference facade's `Job` keeps its 30 s.
+        super().__init__(task.name, **{"timeout": None, **task.defaults, **options})
         #: The function's keyword arguments (checked and converted).
         self.arguments: dict[str, Any] = kwargs
 
@@ -254,7 +256,7 @@ def task(
     name: str | None = None,
     model: ConcurrencyModel | str | None = None,
     priority: JobPriority | int | str = JobPriority.MEDIUM,
-    timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+    timeout: float | Literal[False] | None = None,
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
@@ -268,7 +270,7 @@ def task(
     name: str | None = None,
     model: ConcurrencyModel | str | None = None,
     priority: JobPriority | int | str = JobPriority.MEDIUM,
-    timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+    timeout: float | Literal[False] | None = None,
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
@@ -293,7 +295,7 @@ def task(
     defaults: dict[str, Any] = {}
     if priority is not JobPriority.MEDIUM:
         defaults["priority"] = priority
-    if timeout is not DEFAULT_TIMEOUT:
+    if timeout is not None:
         defaults["timeout"] = timeout
     if retry is not DEFAULT_RETRY:
         defaults["retry"] = retry

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import pickle
 import threading
 from collections.abc import Awaitable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
+
+import structlog
 
 from jobsched import (
     Job,
@@ -22,6 +25,8 @@ from jobsched import (
     progress_sender,
 )
 from jobsched.hookspecs import Register
+
+logger = structlog.get_logger("jobsched.process")
 
 
 class ProcessExecutor:
@@ -46,6 +51,9 @@ class ProcessExecutor:
         self._running: dict[str, tuple[Any, Job]] = {}
         # Job id -> the future its marker settles (see `_run`).
         self._markers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = {}
+        # Calls a timeout or cancel gave up on that still run in a pool
+        # process: (the job, a future settled when the call ends), oldest first.
+        self._abandoned: list[tuple[Job, asyncio.Future[None]]] = []
 
     def invoke(self, job: Job) -> Awaitable[Any]:
         # Pickled here, not in the pool's feeder thread: there a pickling
@@ -66,8 +74,14 @@ class ProcessExecutor:
         job_id = job.job_id
         loop = asyncio.get_running_loop()
         self._running[job_id] = (progress_reporter(), job)
+        call = pool.submit(run_pickled, payload, job_id)
         try:
-            result, reported = await loop.run_in_executor(pool, run_pickled, payload, job_id)
+            try:
+                result, reported = await asyncio.wrap_future(call)
+            except asyncio.CancelledError:
+                if not call.cancel() and not call.done():
+                    self._abandon(job, call, loop)
+                raise
             if reported:
                 # Its reports are in the queue ahead of a marker put now: once
                 # the reader reaches the marker, they are with the scheduler.
@@ -77,6 +91,41 @@ class ProcessExecutor:
             return result
         finally:
             self._running.pop(job_id, None)
+
+    def _abandon(self, job: Job, call: Future[Any], loop: asyncio.AbstractEventLoop) -> None:
+        ended: asyncio.Future[None] = loop.create_future()
+        entry = (job, ended)
+        self._abandoned.append(entry)
+        logger.warning(
+            "process job abandoned: its call still runs",
+            job_id=job.job_id,
+            job=job.name,
+            abandoned=len(self._abandoned),
+            hint="its pool process is busy until it returns; the subprocess executor kills",
+        )
+
+        def call_ended(_: Future[Any]) -> None:  # on the pool's thread
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(self._ended, entry)
+
+        call.add_done_callback(call_ended)
+
+    def _ended(self, entry: tuple[Job, asyncio.Future[None]]) -> None:
+        with contextlib.suppress(ValueError):
+            self._abandoned.remove(entry)
+        logger.info("abandoned process job ended", job_id=entry[0].job_id, job=entry[0].name)
+        _settle(entry[1])
+
+    def still_running(self, job: Job) -> asyncio.Future[None] | None:
+        """A future done once `job`'s abandoned call ends; None if none runs."""
+        for abandoned, ended in reversed(self._abandoned):
+            if abandoned is job:
+                return ended
+        return None
+
+    def abandoned(self) -> list[str]:
+        """The ids of the jobs whose abandoned calls still run, oldest first."""
+        return [job.job_id for job, _ in self._abandoned]
 
     def _start_pool(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context()

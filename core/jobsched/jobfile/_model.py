@@ -322,7 +322,7 @@ class JobTemplate:
     timeout: float | bool | None = key(
         parse_timeout,
         default=None,
-        doc="seconds one attempt may run (default 30), or false for no timeout",
+        doc="seconds one attempt may run (default: the job type's own), or false for none",
     )
     retry: dict[str, Any] | None = key(
         parse_retry,

@@ -173,6 +173,11 @@ def _document() -> dict[str, Any]:
                 },
                 "queue_paused": {"type": "boolean"},
                 "at": {"type": "number"},
+                "abandoned": {
+                    "type": ["integer", "null"],
+                    "description": "calls given up on that still run on a thread or pool "
+                    "process (an in-process scheduler; null from a store)",
+                },
             },
         },
         "Schedule": {
