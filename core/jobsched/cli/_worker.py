@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -153,11 +155,16 @@ THREAD_EXIT_WAIT = 1.0
 async def _serve(store: SharedStore, **options: Any) -> None:
     """`run_worker`, then an exit that no thread outlives.
 
-    A thread job that never returns (it was handed back, its thread cannot
-    be stopped) would keep the interpreter from exiting for good: once the
-    worker has stopped and written everything, the process ends without it.
+    A thread job that never returns (it was handed back: a thread cannot be
+    stopped) would keep the interpreter from exiting, for good. Once the
+    worker has stopped and written everything, the threads get
+    `THREAD_EXIT_WAIT` seconds (idle pool threads end at once); then the
+    process ends without them, and a signal ends it at once.
     """
     await run_worker(store, **options)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(sig, _exit_now)
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + THREAD_EXIT_WAIT
     executor_down = asyncio.ensure_future(loop.shutdown_default_executor())
@@ -169,12 +176,16 @@ async def _serve(store: SharedStore, **options: Any) -> None:
     stuck = [t.name for t in threading.enumerate() if t is not me and not t.daemon]
     if stuck:
         structlog.get_logger("jobsched.worker").warning(
-            "exiting without the threads still running (their jobs were handed back)",
-            threads=", ".join(stuck),
+            "exiting without the threads still running", threads=", ".join(stuck)
         )
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _exit_now()
+
+
+def _exit_now(*_signal: object) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a reader that left must not keep us here
+            stream.flush()
+    os._exit(0)
 
 
 def is_shared(url: str, plugins: PluginManager) -> bool:
