@@ -9,13 +9,17 @@ Real ``jobsched worker`` processes run `worker_fault_jobs`:
 - SIGTERM to a worker whose thread job never returns: after the grace the job
   is handed back and the process exits; a second SIGTERM does it at once;
 - a job that forks: the child never runs the worker on, the job's outcome
-  is recorded once, by the parent, and the worker goes on.
+  is recorded once, by the parent, and the worker goes on; the same for
+  ``jobsched run`` with the memory store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +29,7 @@ import pytest
 import worker_fault_jobs as jobs
 from jobsched import Client, JobInfo, JobStatus
 from jobsched.worker import EXIT_LOOP_BLOCKED
-from worker_support import Worker, shared_store
+from worker_support import TESTS, Worker, shared_store
 
 pytestmark = pytest.mark.slow
 
@@ -177,3 +181,31 @@ async def test_a_forked_child_never_runs_the_worker_on(
         expected = "raised RuntimeError" if child_does == "raise" else "returned"
         assert len(said) == (child_does != "exit"), (fork, child_does, said)
         assert all(expected in line for line in said)
+
+
+def test_a_forked_child_never_runs_jobsched_run_on(tmp_path: Path) -> None:
+    """The memory store: one scheduler in one process, which a child must not copy on."""
+    cases = {"async-exit": ("fork_async", "exit"), "async-return": ("fork_async", "return")}
+    cases["thread-return"] = ("fork_thread", "return")
+    path = tmp_path / "forks.toml"
+    path.write_text(
+        "".join(
+            f'[[job]]\nid = "{name}"\ntype = "worker_fault_jobs.{task}"\n'
+            f'args = {{ child_does = "{child_does}" }}\n'
+            for name, (task, child_does) in cases.items()
+        )
+    )
+    command = ["run", str(path), "--json", "--import", "worker_fault_jobs"]
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", *command],
+        cwd=TESTS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # One summary (a child that ran on would print its own), every job once, by the parent.
+    summary = json.loads(done.stdout)
+    outcomes = {o["id"]: (o["status"], o["attempts"], o["result"]) for o in summary["jobs"]}
+    ran = ("completed", 1, {"exit_status": 0, "killed": False})
+    assert outcomes == dict.fromkeys(cases, ran)
