@@ -209,3 +209,18 @@ def test_a_forked_child_never_runs_jobsched_run_on(tmp_path: Path) -> None:
     outcomes = {o["id"]: (o["status"], o["attempts"], o["result"]) for o in summary["jobs"]}
     ran = ("completed", 1, {"exit_status": 0, "killed": False})
     assert outcomes == dict.fromkeys(cases, ran)
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "nan"])
+def test_a_block_limit_that_is_not_positive_is_bad_input(tmp_path: Path, limit: str) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "jobsched", "worker", "--store", url, "--block-limit", limit],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"jobsched: error: --block-limit must be more than 0 seconds, got {limit}"
+    ]
