@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 
+from . import _fork
+from ._fork import leave_forked_child
+
 
 class JobCancelledError(Exception):
     """Raised by `CancelToken.raise_if_cancelled` once the scheduler gave up on the attempt."""
@@ -91,9 +94,21 @@ def cancel_token() -> CancelToken:
 
 
 def run_with_token(token: CancelToken, fn: object) -> object:
-    """Run ``fn()`` on this thread with `token` as its `cancel_token()`."""
+    """Run ``fn()`` on this thread with `token` as its `cancel_token()`.
+
+    A process forked by ``fn`` that returns here, or raises, ends at once
+    (`leave_forked_child`): a copy of the worker must not go on.
+    """
     _local.token = token
+    started_in = _fork.pid
     try:
-        return fn()  # type: ignore[operator]
+        result = fn()  # type: ignore[operator]
+    except BaseException as exc:
+        if _fork.pid != started_in:
+            leave_forked_child(started_in, token.job, exc)
+        raise
     finally:
         _local.token = None
+    if _fork.pid != started_in:
+        leave_forked_child(started_in, token.job, None)
+    return result

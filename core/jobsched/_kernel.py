@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
+from . import _fork
 from ._clock import Clock, SystemClock, TimerHandle
 from ._errors import (
     InvalidTransitionError,
@@ -33,6 +34,7 @@ from ._errors import (
     UnknownScheduleError,
 )
 from ._executor import Executor
+from ._fork import leave_forked_child
 from ._job import FunctionJob, Job, refuse_option_parameters
 from ._jobtypes import build_retry_policy
 from ._limits import Limiter, Limits, job_type_of
@@ -1540,6 +1542,17 @@ class Kernel:
         """Attempts in flight right now."""
         return self._running_count
 
+    def attempt_in(self, task: asyncio.Task[Any] | None) -> Job | None:
+        """The job whose attempt worker task `task` is running, or None.
+
+        It only reads, so a watchdog thread may ask it while the loop is
+        blocked (``asyncio.current_task(loop)`` names the task that blocks it).
+        """
+        for slot in self._slots:
+            if task is not None and slot.task is task:
+                return slot.job
+        return None
+
     async def join(self) -> None:
         """Wait until every submitted job has reached a terminal state.
 
@@ -2125,6 +2138,7 @@ class Kernel:
         now = self._clock.now
         inf = math.inf
         pop = self._ready.pop
+        started_in = _fork.pid  # a forked child's copy of this worker must not go on
         while not self._stopping:
             if self._plain_take:  # _take_next, inline
                 job = pop()
@@ -2175,8 +2189,12 @@ class Kernel:
                     self._attempt_failed(job, slot, timeout, exc, cancelled_error=True)
                     continue
                 except BaseException as exc:  # a job's SystemExit must not end the program
+                    if _fork.pid != started_in:
+                        leave_forked_child(started_in, job, exc)
                     self._attempt_failed(job, slot, timeout, exc)
                     continue
+                if _fork.pid != started_in:
+                    leave_forked_child(started_in, job, None)
                 if slot.expired or slot.cancel_requested:
                     # Cancelled or timed out as it returned: that decision stands.
                     self._attempt_failed(job, slot, timeout, None)

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
 import time
 from typing import Any
+
+import structlog
 
 from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
@@ -42,7 +49,8 @@ def add_parser(subparsers: Any) -> None:
         description="Serve a shared store's queue: claim due jobs in strategy order with a "
         "lease, run them, record the results. Start one per host (or several); a process "
         "that dies loses its leases and its jobs run again elsewhere (at-least-once). "
-        "SIGINT/SIGTERM stop it gracefully: running jobs finish, unstarted ones go back.",
+        "SIGINT/SIGTERM stop it gracefully: running jobs get --grace seconds to finish, "
+        "unstarted ones go back; a second signal hands the running ones back at once.",
     )
     worker.add_argument(
         "--store",
@@ -62,7 +70,16 @@ def add_parser(subparsers: Any) -> None:
         default=30.0,
         metavar="SECONDS",
         help="on SIGINT/SIGTERM, how long running jobs may finish before they are "
-        "interrupted and handed back to the queue (default: 30)",
+        "interrupted and handed back to the queue; a second signal does that at once "
+        "(default: 30)",
+    )
+    worker.add_argument(
+        "--block-limit",
+        type=float,
+        metavar="SECONDS",
+        help="end the worker (exit status 4) when a job blocks its event loop longer than "
+        "this, naming the job with the loop's stack; its leases expire and other workers "
+        "take its jobs (default: 10, or half the store's lease if that is shorter)",
     )
     worker.add_argument(
         "--result-ttl",
@@ -110,9 +127,14 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     if retention == 0:
         raise BadInput("--retention must be longer than 0 (leave it out to keep finished jobs)")
     store = _shared_store(args.store, plugins)
+    block_limit = args.block_limit
+    if block_limit is None:
+        block_limit = min(DEFAULT_BLOCK_LIMIT, store.lease_seconds / 2)
+    elif not block_limit > 0:  # NaN too
+        raise BadInput(f"--block-limit must be more than 0 seconds, got {args.block_limit:g}")
     start_metrics(args, plugins)
     asyncio.run(
-        run_worker(
+        _serve(
             store,
             workers=args.workers,
             plugins=plugins,
@@ -120,9 +142,53 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             grace=max(0.0, args.grace),
             result_ttl=ttl,
             retention=retention,
+            block_limit=block_limit,
         )
     )
     return 0
+
+
+#: ``--block-limit``'s default (or half the store's lease, if that is shorter).
+DEFAULT_BLOCK_LIMIT = 10.0
+
+#: Seconds the threads left after a worker stopped get to end (idle ones end at once).
+THREAD_EXIT_WAIT = 1.0
+
+
+async def _serve(store: SharedStore, **options: Any) -> None:
+    """`run_worker`, then an exit that no thread outlives.
+
+    A thread job that never returns (it was handed back: a thread cannot be
+    stopped) would keep the interpreter from exiting, for good. Once the
+    worker has stopped and written everything, the threads get
+    `THREAD_EXIT_WAIT` seconds (idle pool threads end at once); then the
+    process ends without them, and a signal ends it at once.
+    """
+    await run_worker(store, **options)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(sig, _exit_now)
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + THREAD_EXIT_WAIT
+    executor_down = asyncio.ensure_future(loop.shutdown_default_executor())
+    await asyncio.wait({executor_down}, timeout=THREAD_EXIT_WAIT)
+    me = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not me and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate() if t is not me and not t.daemon]
+    if stuck:
+        structlog.get_logger("jobsched.worker").warning(
+            "exiting without the threads still running", threads=", ".join(stuck)
+        )
+        _exit_now()
+
+
+def _exit_now(*_signal: object) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a reader that left must not keep us here
+            stream.flush()
+    os._exit(0)
 
 
 def is_shared(url: str, plugins: PluginManager) -> bool:
