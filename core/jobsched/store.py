@@ -78,10 +78,12 @@ __all__ = [
     "StoreBase",
     "StoreContext",
     "StoreError",
+    "StoreReader",
     "StoreStats",
     "Upstreams",
     "as_shared_store",
     "as_store",
+    "as_store_reader",
     "check_snapshot",
     "check_trigger_rule",
     "decode_result",
@@ -784,7 +786,11 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status (statuses with none are left out)."""
+        """How many jobs are in each status (statuses with none are left out).
+
+        Cheap however many jobs the store holds: a shared store keeps the
+        counts (``jobsched status`` and the stats read them).
+        """
         ...
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:
@@ -904,10 +910,42 @@ class SharedStore(StoreBase, Protocol):
         ...
 
 
+@runtime_checkable
+class StoreReader(StoreBase, Protocol):
+    """What ``jobsched status`` reads from a durable store, a page at a time.
+
+    Every shared store offers it (these are `SharedStore` methods); a
+    one-owner store may too (the SQLite file, in either mode), opened with
+    ``StoreContext(readonly=True, load=False)``. None of these reads more
+    than a page of jobs into memory, however many the store holds.
+    """
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of jobs, newest first, and how many match (`SharedStore.page`;
+        a one-owner store may refuse `text` with a `StoreError`)."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status (`SharedStore.counts`), cheaply."""
+        ...
+
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every recurring schedule, by id (`SharedStore.schedules`)."""
+        ...
+
+
 # The members each contract adds, for the checks below (tests keep them equal
 # to the protocols).
 BASE_MEMBERS = ("url", "durable", "shared", "open", "close")
 STORE_MEMBERS = (*BASE_MEMBERS, "write")
+READER_MEMBERS = (*BASE_MEMBERS, "page", "counts", "schedules")
 SHARED_STORE_MEMBERS = (
     *BASE_MEMBERS,
     "lease_seconds",
@@ -1204,6 +1242,14 @@ def as_shared_store(store: object) -> SharedStore:
     missing = _lacking(store, SHARED_STORE_MEMBERS)
     if missing:
         raise TypeError(f"{store!r} is not a shared store: it lacks {', '.join(missing)}")
+    return store  # type: ignore[return-value]
+
+
+def as_store_reader(store: object) -> StoreReader:
+    """`store` as a `StoreReader`; `TypeError` naming what it lacks."""
+    missing = _lacking(store, READER_MEMBERS)
+    if missing:
+        raise TypeError(f"{store!r} cannot be read a page at a time: it lacks {', '.join(missing)}")
     return store  # type: ignore[return-value]
 
 
