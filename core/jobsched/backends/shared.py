@@ -49,6 +49,7 @@ import structlog
 from .._codec import JobCodec, wall_offset
 from .._errors import ResultUnavailableError, SchedulerError
 from .._job import Job
+from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from ..store import (
@@ -411,7 +412,10 @@ class SharedBackend(LocalBackend):
             job = self._codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
         except Exception as exc:
             # Never run what cannot be rebuilt; say so in the store.
-            self._outcome(row.job_id, "failed", error=f"cannot build job: {exc}")
+            # "Type: message", as any failure reads (`JobFailedError.error_type`).
+            self._outcome(
+                row.job_id, "failed", error=f"{JobSpecError.__name__}: cannot build job: {exc}"
+            )
             self._log.error("cannot build claimed job", job_id=row.job_id, error=str(exc))
             return
         job.job_id = row.job_id
