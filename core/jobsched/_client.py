@@ -137,8 +137,10 @@ class Attempt:
     #: 1 for the first attempt (a retried job counts from 1 again).
     number: int
     #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: ``retry_wait`` (it failed and another attempt followed) or
-    #: ``lease_expired`` (its worker died; the job was queued again).
+    #: ``handed_back`` (its worker shut down and gave the job back to run
+    #: again) or ``lease_expired`` (its worker died; the job was queued
+    #: again). A store's older rows may read ``retry_wait``: it failed and
+    #: another attempt followed.
     status: str
     error: str | None
     started_at: float | None
@@ -175,7 +177,8 @@ class JobInfo:
     priority: JobPriority
     #: Attempts started so far (a retried job has more than one).
     attempts: int
-    #: The last attempt's error ("ConnectionError: ..."), None if it had none.
+    #: The last attempt's error ("ConnectionError: ..."), None if it had none
+    #: (a completed job has none: an earlier attempt's error is in `history`).
     last_error: str | None
     #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
     #: a mapping with its repr). None once expired (`result_expires`).

@@ -427,9 +427,12 @@ class AttemptRow:
 
     #: The job's attempt count when it ended (1 for the first).
     number: int
-    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: ``retry_wait`` (failed, another attempt follows) or ``lease_expired``
-    #: (its worker died; `SharedStore.reap_expired` queued the job again).
+    #: How it ended (the attempt, not the job): ``completed``, ``failed``,
+    #: ``timed_out``, ``cancelled``, ``handed_back`` (its worker shut down and
+    #: gave the job back to run again) or ``lease_expired`` (its worker died;
+    #: `SharedStore.reap_expired` queued the job again). Rows written before
+    #: attempts said so may read ``retry_wait``: it failed and another
+    #: attempt followed.
     status: str
     #: The attempt's error (``"ValueError: ..."``), None if it had none.
     error: str | None
@@ -477,13 +480,18 @@ class Outcome:
     #: JSON text of a completed job's result (encoded by the scheduler; a
     #: result JSON cannot hold is ``{"$repr": ..., "$note": ...}``), else None.
     result: str | None = None
-    #: The attempt's error; None keeps the job's previous one.
+    #: The attempt's error; None keeps the job's previous one (a completed
+    #: job has none: its earlier attempts' errors stay in its history).
     error: str | None = None
     run_at: float | None = None
     #: Seconds a completed job's result is kept: the store sets
     #: ``result_expires = now + result_ttl`` (its own clock), and
     #: `SharedStore.expire_results` removes the result after that. None: kept.
     result_ttl: float | None = None
+    #: How the attempt ended, for the job's history (`AttemptRow.status`), when
+    #: `status` does not say it: a ``retry_wait`` job's attempt ``failed``,
+    #: ``timed_out`` or was ``handed_back`` (a shutdown). None: `status`.
+    attempt: str | None = None
 
 
 @attrs.frozen(kw_only=True)
