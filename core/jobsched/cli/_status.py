@@ -48,8 +48,9 @@ def add_parser(subparsers: Any) -> None:
         description="Show the newest jobs a durable store holds (an SQLite file, whichever "
         "process wrote it, or PostgreSQL): their id in the job file, job id, type, status, "
         "attempts, when they run next, the worker holding them and their result or error; "
-        f"at most --limit jobs (default {DEFAULT_LIMIT}), newest first, then how many more "
-        "match; then the jobs per status and the recurring schedules. Reads only: it works "
+        f"at most --limit jobs (default {DEFAULT_LIMIT}), newest first; then the jobs per "
+        "status, how many jobs match (and how many more than shown) and the recurring "
+        "schedules. Reads only: it works "
         "while workers or a run use the store. A job shown as running whose process died "
         "runs again (when its lease expires, or when the run is started again).",
         epilog="Exit codes: 0 shown; 2 bad input: an unknown status, a bad --type or "
@@ -94,9 +95,14 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=status_command)
 
 
+def _shown(text: str) -> str:
+    """`text` as an error message repeats it: at most 40 characters."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
+
+
 def _job_type(text: str) -> str:
     if not text.strip() or "\x00" in text:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job type name")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a job type name")
     return text
 
 
@@ -106,7 +112,9 @@ def _limit(text: str) -> int:
     except ValueError:
         value = 0
     if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of jobs from 1 to {MAX_LIMIT}")
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is not a number of jobs from 1 to {MAX_LIMIT}"
+        )
     return value
 
 
