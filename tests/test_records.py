@@ -136,6 +136,11 @@ async def test_a_completed_job_has_no_error_and_its_history_says_how_attempts_en
         (1, "failed", "ValueError: first run fails"),
         (2, "timed_out", "timed out after 0.5s"),
     ]
+    if store.shared:  # the stored row says so too
+        assert store.url is not None
+        async with Client(store.url) as client:
+            row = await client.store.get(job_id)
+        assert row is not None and (row.status, row.last_error) == ("completed", None)
     if store.kind == "single-owner":  # the file says so too
         await running.stop()
         assert store.url is not None

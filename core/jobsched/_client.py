@@ -231,7 +231,8 @@ class JobInfo:
             name=row.options.get("name"),
             priority=JobPriority.MEDIUM if priority is None else to_priority(priority),
             attempts=row.attempts,
-            last_error=row.last_error,
+            # A row stored before completions cleared it may still hold one.
+            last_error=None if row.status == "completed" else row.last_error,
             result=row.result,
             lease_owner=row.lease_owner,
             lease_expires=row.lease_expires,
