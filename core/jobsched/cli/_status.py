@@ -316,10 +316,10 @@ def print_status(view: StoreView, *, limit: int, filtered: bool) -> None:
     matching = "matching jobs" if filtered else "jobs"
     more = view.matching - len(view.jobs)
     if more > 0:
-        how = f"--limit N shows up to {MAX_LIMIT}" if limit < MAX_LIMIT else "the dashboard"
+        how = f"--limit N shows up to {MAX_LIMIT}, " if limit < MAX_LIMIT else ""
         console.print(
             f"showing the newest {len(view.jobs)} of {view.matching} {matching}; {more} more: "
-            f"{how}, --status and --type narrow the list",
+            f"{how}--status and --type narrow the list",
             markup=False,
             soft_wrap=True,
         )
