@@ -106,7 +106,13 @@ SHARED_STORE = """
         async def open(self, context):
             return None
 
-        async def jobs(self, job_ids=None):
+        async def page(self, statuses, type, text, limit, offset):
+            return [], 0
+
+        async def counts(self):
+            return {}
+
+        async def schedules(self):
             return []
 
         async def close(self):

@@ -55,15 +55,19 @@ def test_run_with_a_store_then_status(tmp_path: Path, jobfile: Path) -> None:
     doc = json.loads(status.stdout)
     assert doc["store"] == url
     assert doc["counts"]["completed"] == 4
-    assert [j["id"] for j in doc["jobs"]] == ["first", "second", "beat#1", "beat#2"]
-    second = doc["jobs"][1]
-    assert second["depends_on"] == [doc["jobs"][0]["job_id"]]
+    # Newest first.
+    assert [j["id"] for j in doc["jobs"]] == ["beat#2", "beat#1", "second", "first"]
+    second = doc["jobs"][2]
     assert second["result"] == "sent to x@corp" and second["error"] is None
     assert second["args"] == {"to": "x@corp", "subject": "hi", "latency": 0.001}
     [beat] = doc["schedules"]
-    assert (beat["id"], beat["fired"], beat["active"], beat["paused"]) == ("beat", 2, False, False)
-    assert beat["trigger"]["trigger"] == {"interval": 0.02}
-    assert beat["trigger"]["timebase"] == "monotonic"
+    assert (beat["name"], beat["fired"], beat["active"], beat["paused"]) == (
+        "beat",
+        2,
+        False,
+        False,
+    )
+    assert beat["trigger"] == {"interval": 0.02}
 
     table = jobsched("status", "--store", url)
     assert table.returncode == 0, table.stderr

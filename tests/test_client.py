@@ -394,7 +394,7 @@ async def test_result_raises_the_recorded_failure(client: Client, worker: Worker
     assert "ConnectionError: attempt 2: connection reset" in str(error)
     assert isinstance(error, SchedulerError)
     history = (await client.get(failed_id)).history
-    assert [(a.number, a.status) for a in history] == [(1, "retry_wait"), (2, "failed")]
+    assert [(a.number, a.status) for a in history] == [(1, "failed"), (2, "failed")]
     assert all(isinstance(a, Attempt) and a.worker == worker.identity for a in history)
     cancelled_id = await client.submit(email("c@example.com"), delay=3600)
     await client.cancel(cancelled_id)

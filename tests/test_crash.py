@@ -338,7 +338,7 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path) -> None:
     # The recurring entry fired 3 times in all (each run is in the store once,
     # under its key), and a run executed again only if a kill interrupted it.
     jobs = {job["id"]: job for job in run.status_json()["jobs"]}  # type: ignore[union-attr]
-    assert [k for k in jobs if k.startswith("tick#")] == ["tick#1", "tick#2", "tick#3"]
+    assert sorted(k for k in jobs if k.startswith("tick#")) == ["tick#1", "tick#2", "tick#3"]
     assert {jobs[f"tick#{n}"]["status"] for n in (1, 2, 3)} == {"completed"}
     assert run.starts()["tick"] == 3 + run.interrupted_runs("tick#", "tick")
 

@@ -87,7 +87,7 @@ def test_run_a_job_file_on_workers_and_resume_it(
         # The same file again resumes: same job ids, nothing runs twice.
         again = json.loads(jobsched("run", str(path), "--store", url, "--json").stdout)
         assert [j["job_id"] for j in again["jobs"]] == [j["job_id"] for j in report["jobs"]]
-        status = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        status = json.loads(jobsched("status", "--store", url, "--json").stdout)["jobs"]
         assert len(status) == 3 and {r["status"] for r in status} == {"completed"}
         assert all(r["attempts"] == 1 for r in status)
     finally:
@@ -140,7 +140,7 @@ def test_status_shows_which_process_holds_a_running_job(
         )
         give_up = time.monotonic() + 60
         while True:
-            rows = json.loads(jobsched("status", "--store", url, "--json").stdout)
+            rows = json.loads(jobsched("status", "--store", url, "--json").stdout)["jobs"]
             if rows and rows[0]["status"] == "running":
                 break
             assert time.monotonic() < give_up, rows
@@ -153,7 +153,7 @@ def test_status_shows_which_process_holds_a_running_job(
         assert runner.wait(timeout=60) == 130
         worker.send_signal(signal.SIGTERM)  # --grace 0: interrupted and handed back
         assert worker.wait(timeout=60) == 0
-        rows = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        rows = json.loads(jobsched("status", "--store", url, "--json").stdout)["jobs"]
         assert (rows[0]["status"], rows[0]["held_by"], rows[0]["attempts"]) == (
             "retry_wait",
             None,
@@ -229,7 +229,7 @@ def test_run_a_job_file_with_recurring_entries_on_workers(
         # However many periods fit before `until`, each ran once and finished.
         assert [j["id"] for j in window] == [f"window#{n}" for n in range(1, len(window) + 1)]
         assert {j["status"] for j in window} <= {"completed"}
-        status = json.loads(jobsched("status", "--store", url, "--json").stdout)
+        status = json.loads(jobsched("status", "--store", url, "--json").stdout)["jobs"]
         assert len(status) == 1 + 3 + len(window)
         assert {r["status"] for r in status} == {"completed"}
         # The same file again resumes: `times` counts across runs (tick fires no

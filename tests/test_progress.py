@@ -351,23 +351,21 @@ async def test_progress_is_written_to_a_shared_store_and_read_by_a_client(store_
             await asyncio.sleep(0.01)
         first = await reported()
         assert first is not None and (first.done, first.total, first.message) == (1, 4, "started")
-        if store_url.startswith("postgresql"):
-            # `status --json` of a shared store shows it too (a SQLite file is
-            # read as a one-owner file's jobs, which keep no progress).
-            status = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "jobsched", "status", "--store", store_url, "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert status.returncode == 0, status.stderr
-            (row,) = [r for r in json.loads(status.stdout) if r["id"] == job_id]
-            assert {k: row["progress"][k] for k in ("done", "total", "message")} == {
-                "done": 1,
-                "total": 4,
-                "message": "started",
-            }
+        # `status --json` of a shared store shows it too.
+        status = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "jobsched", "status", "--store", store_url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert status.returncode == 0, status.stderr
+        (row,) = [r for r in json.loads(status.stdout)["jobs"] if r["job_id"] == job_id]
+        assert {k: row["progress"][k] for k in ("done", "total", "message")} == {
+            "done": 1,
+            "total": 4,
+            "message": "started",
+        }
         RELEASE["one"].set()
         info = await client.wait(job_id, timeout=30)
     assert info.status is JobStatus.COMPLETED

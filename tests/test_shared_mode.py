@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 import pg_jobs
-from jobsched import Client, JobScheduler, JobStatus, PluginManager, RetryPolicy, SchedulerError
+from jobsched import (
+    Client,
+    JobFailedError,
+    JobScheduler,
+    JobStatus,
+    PluginManager,
+    RetryPolicy,
+    SchedulerError,
+)
 from shared_support import Target
 
 
@@ -147,7 +155,10 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(target: 
                 await store.wait_finished(5)
 
         rows = await asyncio.wait_for(both_failed(), 60)
-    assert all(r.last_error.startswith("cannot build job:") for r in rows)  # type: ignore[attr-defined]
+    assert all(r.last_error.startswith("JobSpecError: cannot build job:") for r in rows)  # type: ignore[attr-defined]
+    # Its type is a real one, as for any other failure (not "Error").
+    failures = [JobFailedError.from_job(r.job_id, r.status, r.last_error, r.attempts) for r in rows]  # type: ignore[attr-defined]
+    assert {f.error_type for f in failures} == {"JobSpecError"}
     assert "no-such-type" in rows[0].last_error  # type: ignore[attr-defined]
     assert target.executions() == []
 

@@ -13,12 +13,14 @@ import jobsched.store as store_module
 from jobsched import PluginManager
 from jobsched.store import (
     BASE_MEMBERS,
+    READER_MEMBERS,
     SHARED_STORE_MEMBERS,
     STORE_MEMBERS,
     SharedStore,
     Store,
     StoreBase,
     StoreError,
+    StoreReader,
     resolve_store,
 )
 from jobsched_plugins.memory_store import MemoryStore
@@ -41,9 +43,11 @@ def test_the_member_lists_are_the_protocols() -> None:
     assert members(StoreBase) == set(BASE_MEMBERS)
     assert members(Store) == set(STORE_MEMBERS)
     assert members(SharedStore) == set(SHARED_STORE_MEMBERS)
+    assert members(StoreReader) == set(READER_MEMBERS)
+    assert set(READER_MEMBERS) <= set(SHARED_STORE_MEMBERS)  # every shared store is one
 
 
-@pytest.mark.parametrize("protocol", [StoreBase, Store, SharedStore])
+@pytest.mark.parametrize("protocol", [StoreBase, Store, SharedStore, StoreReader])
 def test_every_method_of_the_contracts_is_documented(protocol: type) -> None:
     for name, value in vars(protocol).items():
         if callable(value) and not name.startswith("_"):

@@ -449,7 +449,7 @@ async def test_a_worker_that_does_not_know_the_task_fails_its_jobs(store_url: st
     assert (info.status, info.attempts) == (JobStatus.FAILED, 1)  # the claim counts
     assert info.last_error is not None
     assert info.last_error.startswith(
-        f"cannot build job: job {info.job_id}: unknown job type 'examples.add'"
+        f"JobSpecError: cannot build job: job {info.job_id}: unknown job type 'examples.add'"
     )
 
 

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -373,7 +374,7 @@ async def test_many_event_streams_read_the_stats_once_per_change(
 
 async def true_counts(client: Client) -> dict[str, int]:
     """The jobs per status counted row by row (what the kept counts must equal)."""
-    found: dict[str, int] = await client.store.counts()
+    found = Counter(row.status for row in await client.store.jobs())
     return {status.value: found.get(status.value, 0) for status in JobStatus}
 
 
@@ -586,6 +587,41 @@ async def test_an_unexpected_error_logs_a_plain_traceback_without_local_values(
     assert "web request failed" in text and "RuntimeError: the store failed" in text
     assert "s3cret-parameter" not in text
     assert len(text.splitlines()) < 60, text
+
+
+async def test_an_unexpected_error_is_one_bounded_log_entry_however_long_its_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain of exceptions printed 12 frames each, and a message holding a
+    whole argument printed in full: still one entry, of bounded size."""
+    import jobsched.web._app as web_app
+
+    entries: list[tuple[str, dict[str, Any]]] = []
+
+    class Recorder:
+        def error(self, event: str, **fields: Any) -> None:
+            entries.append((event, fields))
+
+    monkeypatch.setattr(web_app, "logger", Recorder())
+    async with memory_app() as app, serving(app) as http:
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            error: BaseException | None = None
+            for n in range(50):
+                try:
+                    raise RuntimeError(f"failure {n} on {'x' * 100_000}") from error
+                except RuntimeError as exc:
+                    error = exc
+            assert error is not None
+            raise error
+
+        monkeypatch.setattr(app.state.dashboard.client, "stats", failing)
+        answer = await http.get("/api/stats")
+    assert answer.status_code == 500
+    [(event, fields)] = entries
+    trace = fields["exception"]
+    assert event == "web request failed" and "RuntimeError: failure 49 on xxx" in trace
+    assert len(trace.splitlines()) <= 60 and len(trace) < 70_000
 
 
 # ── 6. "Run now" of a schedule whose job type this process lacks ───────

@@ -148,8 +148,10 @@ class Attempt:
     #: 1 for the first attempt (a retried job counts from 1 again).
     number: int
     #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: ``retry_wait`` (it failed and another attempt followed) or
-    #: ``lease_expired`` (its worker died; the job was queued again).
+    #: ``handed_back`` (its worker shut down and gave the job back to run
+    #: again) or ``lease_expired`` (its worker died; the job was queued
+    #: again). A store's older rows may read ``retry_wait``: it failed and
+    #: another attempt followed.
     status: str
     error: str | None
     started_at: float | None
@@ -186,7 +188,8 @@ class JobInfo:
     priority: JobPriority
     #: Attempts started so far (a retried job has more than one).
     attempts: int
-    #: The last attempt's error ("ConnectionError: ..."), None if it had none.
+    #: The last attempt's error ("ConnectionError: ..."), None if it had none
+    #: (a completed job has none: an earlier attempt's error is in `history`).
     last_error: str | None
     #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
     #: a mapping with its repr). None once expired (`result_expires`).
@@ -239,7 +242,8 @@ class JobInfo:
             name=row.options.get("name"),
             priority=JobPriority.MEDIUM if priority is None else to_priority(priority),
             attempts=row.attempts,
-            last_error=row.last_error,
+            # A row stored before completions cleared it may still hold one.
+            last_error=None if row.status == "completed" else row.last_error,
             result=row.result,
             lease_owner=row.lease_owner,
             lease_expires=row.lease_expires,

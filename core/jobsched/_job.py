@@ -60,12 +60,13 @@ class JobExtras:
     no_retry_on: tuple[str, ...] = ()
     traceparent: str | None = None
     previous_run_at: float | None = None
+    handed_back: bool = False
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
 EXTRA_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent")
 #: Execution state kept in `JobExtras` (set by the kernel on retries only).
-EXTRA_STATE = ("previous_run_at",)
+EXTRA_STATE = ("previous_run_at", "handed_back")
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -247,6 +248,18 @@ class Job(ABC):
     @previous_run_at.setter
     def previous_run_at(self, value: float | None) -> None:
         self._with_extras(previous_run_at=value)
+
+    @property
+    def handed_back(self) -> bool:
+        """Whether a shutdown tore down the job's attempt and its store keeps the
+        job to run again (another worker, or the next start): it ends CANCELLED
+        in this scheduler only, so a listener can tell it from a cancel."""
+        extras = self._extras
+        return False if extras is None else extras.handed_back
+
+    @handed_back.setter
+    def handed_back(self, value: bool) -> None:
+        self._with_extras(handed_back=value)
 
     # ── results of upstream jobs (`jobsched.result_of`) ────────────────
     def result_upstreams(self, id_of: Callable[[Any], str]) -> list[str]:

@@ -93,6 +93,8 @@ COMPLETED = JobStatus.COMPLETED
 FAILED = JobStatus.FAILED
 TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
+#: The error of an attempt a shutdown tore down.
+SHUTDOWN = "scheduler shut down"
 
 #: The keywords `JobScheduler.submit` takes beside a `FunctionJob`'s options.
 SUBMIT_OPTIONS = (
@@ -286,9 +288,10 @@ class Backend(Protocol):
         """`job` waits for its retry (RETRY_WAIT, `run_at` set). True: the backend
         keeps it from now on and the kernel forgets it; False: the kernel queues it."""
 
-    def interrupted(self, job: Job) -> None:
+    def interrupted(self, job: Job) -> bool:
         """A shutdown tears down `job`'s attempt: it ends CANCELLED in the kernel,
-        but is not a cancel (it should run again, as after a crash)."""
+        but is not a cancel (it should run again, as after a crash). True when
+        the backend keeps the job to run again (it is handed back)."""
 
     def retried(self, job: Job) -> None:
         """An operator is making the terminal `job` PENDING again
@@ -1639,7 +1642,8 @@ class Kernel:
                 if slot.job is not None and not slot.cancel_requested:
                     # A shutdown is not a cancel: the backend keeps these to run
                     # again (at-least-once, as after a crash).
-                    self._backend.interrupted(slot.job)
+                    if self._backend.interrupted(slot.job):
+                        slot.job.handed_back = True  # listeners log a hand-back
                     self._cancel_attempt(slot)
         if self._stopping:
             # Another stop() is under way (a signal handler's beside the context
@@ -2231,15 +2235,16 @@ class Kernel:
             # The worker itself is being cancelled (a shutdown, from outside
             # the kernel or `interrupt_running`): not a cancel of the job.
             self._release(slot)
-            self._backend.interrupted(job)
-            self._finish(job, CANCELLED, error="scheduler shut down")
+            if self._backend.interrupted(job):
+                job.handed_back = True  # listeners log a hand-back, not a cancel
+            self._finish(job, CANCELLED, error=SHUTDOWN)
             raise error  # type: ignore[misc]
         if (expired or cancelled) and task.cancelling():
             task.uncancel()  # our cancel request was handled here
         self._release(slot)
         still_running = self._watch_abandoned(job) if (expired or cancelled) else None
         if cancelled:
-            self._finish(job, CANCELLED, error="cancelled")
+            self._finish(job, CANCELLED, error=SHUTDOWN if job.handed_back else "cancelled")
         elif expired:
             retry, _, note = retry_verdict(None, job.retry_on, job.no_retry_on)
             message = f"timed out after {timeout}s{note}"

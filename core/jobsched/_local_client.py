@@ -631,7 +631,9 @@ class LocalClient:
             name=job.name,
             priority=job.priority,
             attempts=job.attempts,
-            last_error=job.last_error,
+            # A completed job's record has no error: an earlier attempt's is in
+            # its history (the Job keeps its last failure, as the reference's).
+            last_error=None if status is JobStatus.COMPLETED else job.last_error,
             result=result_as_json(job.result) if status is JobStatus.COMPLETED else None,
             lease_owner=None,
             lease_expires=None,

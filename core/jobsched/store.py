@@ -78,10 +78,12 @@ __all__ = [
     "StoreBase",
     "StoreContext",
     "StoreError",
+    "StoreReader",
     "StoreStats",
     "Upstreams",
     "as_shared_store",
     "as_store",
+    "as_store_reader",
     "check_snapshot",
     "check_trigger_rule",
     "decode_result",
@@ -425,9 +427,12 @@ class AttemptRow:
 
     #: The job's attempt count when it ended (1 for the first).
     number: int
-    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: ``retry_wait`` (failed, another attempt follows) or ``lease_expired``
-    #: (its worker died; `SharedStore.reap_expired` queued the job again).
+    #: How it ended (the attempt, not the job): ``completed``, ``failed``,
+    #: ``timed_out``, ``cancelled``, ``handed_back`` (its worker shut down and
+    #: gave the job back to run again) or ``lease_expired`` (its worker died;
+    #: `SharedStore.reap_expired` queued the job again). Rows written before
+    #: attempts said so may read ``retry_wait``: it failed and another
+    #: attempt followed.
     status: str
     #: The attempt's error (``"ValueError: ..."``), None if it had none.
     error: str | None
@@ -475,13 +480,18 @@ class Outcome:
     #: JSON text of a completed job's result (encoded by the scheduler; a
     #: result JSON cannot hold is ``{"$repr": ..., "$note": ...}``), else None.
     result: str | None = None
-    #: The attempt's error; None keeps the job's previous one.
+    #: The attempt's error; None keeps the job's previous one (a completed
+    #: job has none: its earlier attempts' errors stay in its history).
     error: str | None = None
     run_at: float | None = None
     #: Seconds a completed job's result is kept: the store sets
     #: ``result_expires = now + result_ttl`` (its own clock), and
     #: `SharedStore.expire_results` removes the result after that. None: kept.
     result_ttl: float | None = None
+    #: How the attempt ended, for the job's history (`AttemptRow.status`), when
+    #: `status` does not say it: a ``retry_wait`` job's attempt ``failed``,
+    #: ``timed_out`` or was ``handed_back`` (a shutdown). None: `status`.
+    attempt: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -784,7 +794,11 @@ class SharedStore(StoreBase, Protocol):
         ...
 
     async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status (statuses with none are left out)."""
+        """How many jobs are in each status (statuses with none are left out).
+
+        Cheap however many jobs the store holds: a shared store keeps the
+        counts (``jobsched status`` and the stats read them).
+        """
         ...
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:
@@ -904,10 +918,42 @@ class SharedStore(StoreBase, Protocol):
         ...
 
 
+@runtime_checkable
+class StoreReader(StoreBase, Protocol):
+    """What ``jobsched status`` reads from a durable store, a page at a time.
+
+    Every shared store offers it (these are `SharedStore` methods); a
+    one-owner store may too (the SQLite file, in either mode), opened with
+    ``StoreContext(readonly=True, load=False)``. None of these reads more
+    than a page of jobs into memory, however many the store holds.
+    """
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of jobs, newest first, and how many match (`SharedStore.page`;
+        a one-owner store may refuse `text` with a `StoreError`)."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status (`SharedStore.counts`), cheaply."""
+        ...
+
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every recurring schedule, by id (`SharedStore.schedules`)."""
+        ...
+
+
 # The members each contract adds, for the checks below (tests keep them equal
 # to the protocols).
 BASE_MEMBERS = ("url", "durable", "shared", "open", "close")
 STORE_MEMBERS = (*BASE_MEMBERS, "write")
+READER_MEMBERS = (*BASE_MEMBERS, "page", "counts", "schedules")
 SHARED_STORE_MEMBERS = (
     *BASE_MEMBERS,
     "lease_seconds",
@@ -1204,6 +1250,14 @@ def as_shared_store(store: object) -> SharedStore:
     missing = _lacking(store, SHARED_STORE_MEMBERS)
     if missing:
         raise TypeError(f"{store!r} is not a shared store: it lacks {', '.join(missing)}")
+    return store  # type: ignore[return-value]
+
+
+def as_store_reader(store: object) -> StoreReader:
+    """`store` as a `StoreReader`; `TypeError` naming what it lacks."""
+    missing = _lacking(store, READER_MEMBERS)
+    if missing:
+        raise TypeError(f"{store!r} cannot be read a page at a time: it lacks {', '.join(missing)}")
     return store  # type: ignore[return-value]
 
 

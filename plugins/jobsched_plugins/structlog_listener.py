@@ -1,7 +1,9 @@
 """The ``structlog`` listener: logs every job transition through structlog.
 
 Each transition is one event, ``job.transition``, at INFO level, with the job
-id, name, old and new status, attempt and error. The listener is added when a
+id, name, old and new status, attempt and error; a job a shutdown hands back
+to its store (to run again) is ``job.handed_back`` instead of a transition to
+``cancelled``. The listener is added when a
 scheduler starts, and only if structlog is configured (jobsched is a library:
 it never configures structlog, and an unconfigured structlog would print
 everything) and INFO is enabled. Otherwise it is not installed at all and
@@ -31,6 +33,18 @@ def enabled() -> bool:
 
 
 def log_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
+    if job.handed_back:
+        # A shutdown ended the attempt and the store keeps the job to run
+        # again: not a cancel, whatever this scheduler's own record says.
+        logger.info(
+            "job.handed_back",
+            job_id=job.job_id,
+            job_name=job.name,
+            old=old.value,
+            attempt=job.attempts,
+            reason=job.last_error,
+        )
+        return
     logger.info(
         "job.transition",
         job_id=job.job_id,

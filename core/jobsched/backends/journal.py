@@ -403,7 +403,9 @@ class Journal:
                     job.attempts,
                     None if finished_at is None else finished_at + offset,
                     encode_result(job.result) if status is COMPLETED else None,
-                    last_error,
+                    # A completed job's record has no error (a retried one's
+                    # Job keeps its last failure, as the reference design's).
+                    None if status is COMPLETED else last_error,
                     s.schedule_id,
                     s.trigger_rule,
                 )
@@ -614,8 +616,9 @@ class JournalBackend(LocalBackend):
     def refused(self, job: Job) -> None:
         self.journal.forget(job)
 
-    def interrupted(self, job: Job) -> None:
+    def interrupted(self, job: Job) -> bool:
         self.journal.interrupt(job)
+        return True  # the file keeps it running: the next start runs it again
 
     def retried(self, job: Job) -> None:
         self.journal.retried(job)

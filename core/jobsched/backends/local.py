@@ -55,8 +55,8 @@ class LocalBackend:
     def retry(self, job: Job) -> bool:
         return False  # the kernel's delayed heap keeps it
 
-    def interrupted(self, job: Job) -> None:
-        pass
+    def interrupted(self, job: Job) -> bool:
+        return False  # nothing keeps it: a shutdown cancels it
 
     def cancel(self, job_id: str) -> bool:
         return False  # not the kernel's: unknown

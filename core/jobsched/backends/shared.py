@@ -49,6 +49,7 @@ import structlog
 from .._codec import JobCodec, wall_offset
 from .._errors import ResultUnavailableError, SchedulerError
 from .._job import Job
+from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from ..store import (
@@ -411,7 +412,10 @@ class SharedBackend(LocalBackend):
             job = self._codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
         except Exception as exc:
             # Never run what cannot be rebuilt; say so in the store.
-            self._outcome(row.job_id, "failed", error=f"cannot build job: {exc}")
+            # "Type: message", as any failure reads (`JobFailedError.error_type`).
+            self._outcome(
+                row.job_id, "failed", error=f"{JobSpecError.__name__}: cannot build job: {exc}"
+            )
             self._log.error("cannot build claimed job", job_id=row.job_id, error=str(exc))
             return
         job.job_id = row.job_id
@@ -556,6 +560,7 @@ class SharedBackend(LocalBackend):
                 "retry_wait",
                 error=job.last_error,
                 run_at=job.run_at + wall_offset(self.kernel.clock),
+                attempt="timed_out" if job.last_failure_timed_out else "failed",
             )
         elif new is COMPLETED:
             # keep_result=False stores nothing; a result_ttl makes the store
@@ -609,15 +614,23 @@ class SharedBackend(LocalBackend):
         except Exception as exc:  # progress is advisory: the job runs on
             self._log.warning("could not record progress", count=len(batch), error=str(exc))
 
-    def interrupted(self, job: Job) -> None:
+    def interrupted(self, job: Job) -> bool:
         """Torn down by our own shutdown: handed back, so another process runs it again.
 
         Its outcome is written now; the CANCELLED the kernel records next is
         then no longer ours to write (the job is not held any more).
         """
-        if job.job_id in self._held:
-            self._outcome(job.job_id, "retry_wait", error=SHUTDOWN_ERROR, run_at=time.time())
-            self._wake.set()
+        if job.job_id not in self._held:
+            return False
+        self._outcome(
+            job.job_id,
+            "retry_wait",
+            error=SHUTDOWN_ERROR,
+            run_at=time.time(),
+            attempt="handed_back",
+        )
+        self._wake.set()
+        return True
 
     def retry(self, job: Job) -> bool:
         """A job waiting for its retry goes back to the store, not the local heap."""
@@ -639,6 +652,7 @@ class SharedBackend(LocalBackend):
         error: str | None = None,
         run_at: float | None = None,
         result_ttl: float | None = None,
+        attempt: str | None = None,
     ) -> None:
         self._held.pop(job_id, None)
         self._writing.add(job_id)
@@ -650,6 +664,7 @@ class SharedBackend(LocalBackend):
                 error=error,
                 run_at=run_at,
                 result_ttl=result_ttl,
+                attempt=attempt,
             )
         )
         if self._outcome_task is None and len(self._outcomes) == 1:

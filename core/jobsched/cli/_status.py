@@ -1,36 +1,91 @@
-"""``jobsched status --store URL``: every job a durable store holds, and its state."""
+"""``jobsched status --store URL``: a durable store's newest jobs, its totals, its schedules.
+
+The same columns and the same JSON on every durable store (an SQLite file in
+either mode, PostgreSQL): one page of jobs read through the store's
+`jobsched.store.StoreReader` role, the totals from the counts the store keeps,
+so a store of a million jobs is shown as fast as one of ten.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import sys
-from collections import Counter
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import JobStatus, PluginManager
-from ..store import JobRow, ScheduleRow, Snapshot, StoreError, decode_result, read_store
-from ._common import BadInput, make_console, print_json
+import attrs
+
+from .. import JobInfo, JobStatus, PluginManager, ScheduleInfo, SchedulerError, StoreError
+from ..store import (
+    SharedJobRow,
+    StoreContext,
+    StoreReader,
+    as_store_reader,
+    new_worker_id,
+    resolve_store,
+)
+from ._common import BadInput, configure_logging, make_console, print_json
+from ._operate import describe_trigger, status_list
+from ._schedules import schedule_json
+
+#: Jobs shown when no ``--limit`` is given, and the most ``--limit`` takes.
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+#: Characters of a result or error shown in the table (``--json`` has all of it).
+DETAIL_CHARS = 200
+_STATUSES = tuple(s.value for s in JobStatus)
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="show every job a store holds and its state",
-        description="Show every job a durable store holds (e.g. what `jobsched run FILE "
-        "--store URL` left there): its id in the job file, job id, type, status, attempts, "
-        "when it runs next and its result or error; then the recurring schedules. Reads "
-        "only: it works while a run is using the store. A job shown as running whose "
-        "process died runs again when the run is started again.",
-        epilog="Exit codes: 0 shown; 2 the store cannot be read (the message says why).",
+        help="show a store's newest jobs, its totals and its schedules",
+        description="Show the newest jobs a durable store holds (an SQLite file, whichever "
+        "process wrote it, or PostgreSQL): their id in the job file, job id, type, status, "
+        "attempts, when they run next, the worker holding them and their result or error; "
+        f"at most --limit jobs (default {DEFAULT_LIMIT}), newest first; then the jobs per "
+        "status, how many jobs match (and how many more than shown) and the recurring "
+        "schedules. Reads only: it works "
+        "while workers or a run use the store. A job shown as running whose process died "
+        "runs again (when its lease expires, or when the run is started again).",
+        epilog="Exit codes: 0 shown; 2 bad input: an unknown status, a bad --type or "
+        "--limit, or a store that cannot be read (the message says why).",
     )
     parser.add_argument(
         "--store", metavar="URL", required=True, help="the store, e.g. sqlite:///jobs.db"
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    parser.add_argument(
+        "--status",
+        dest="statuses",
+        action="append",
+        metavar="STATUS[,STATUS]",
+        type=status_list(_STATUSES, "a job can be in"),
+        help=f"only jobs in these statuses (repeatable): {', '.join(_STATUSES)}",
+    )
+    parser.add_argument(
+        "--type",
+        dest="job_type",
+        metavar="TYPE",
+        type=_job_type,
+        help=("only jobs of this job type"),
+    )
+    parser.add_argument(
+        "--limit",
+        type=_limit,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"show the newest N matching jobs (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the counts, the jobs shown and the schedules (docs/cli.md)",
+    )
     parser.add_argument(
         "--metrics",
         action="store_true",
@@ -40,106 +95,165 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(handler=status_command)
 
 
+def _shown(text: str) -> str:
+    """`text` as an error message repeats it: at most 40 characters."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
+
+
+def _job_type(text: str) -> str:
+    if not text.strip() or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a job type name")
+    return text
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is not a number of jobs from 1 to {MAX_LIMIT}"
+        )
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class StoreView:
+    """What ``jobsched status`` shows: one page of jobs and the store's totals."""
+
+    url: str
+    #: Jobs per status, every status present.
+    counts: dict[str, int]
+    #: The newest matching jobs, newest first.
+    jobs: list[JobInfo]
+    #: How many jobs match the filters in all.
+    matching: int
+    schedules: list[ScheduleInfo]
+    #: When the store was read (wall clock).
+    at: float
+
+
 def status_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    from ._worker import is_shared, shared_status
-
+    configure_logging("console", "warning")
     if args.metrics:
-        return _print_metrics(args.store, plugins, shared=is_shared(args.store, plugins))
-    if is_shared(args.store, plugins):  # postgresql://: several processes
-        return shared_status(args.store, plugins, as_json=args.json)
-    snapshot = asyncio.run(read_store(args.store, plugins))
-    if snapshot is None:
-        raise BadInput(f"store {args.store!r} is not durable: it holds no jobs to show")
-    if args.json:
-        print_json(status_json(args.store, snapshot))
+        from ._metrics import prometheus_plugin
+
+        plugin = prometheus_plugin(plugins, "--metrics")
+        counts = asyncio.run(read_counts(args.store, plugins))
+        sys.stdout.write(plugin.store_metrics_text(counts))
         return 0
-    print_status(args.store, snapshot)
-    return 0
-
-
-def _print_metrics(url: str, plugins: PluginManager, *, shared: bool) -> int:
-    from ._metrics import prometheus_plugin
-
-    plugin = prometheus_plugin(plugins, "--metrics")
-    if shared:
-        from ._worker import store_counts
-
-        counts = store_counts(url, plugins)
+    statuses = None
+    if args.statuses is not None:
+        statuses = list(dict.fromkeys(s for group in args.statuses for s in group))
+    view = asyncio.run(read_view(args.store, plugins, statuses, args.job_type, args.limit))
+    if args.json:
+        print_json(status_json(view, statuses, args.job_type, args.limit))
     else:
-        snapshot = asyncio.run(read_store(url, plugins))
-        if snapshot is None:
-            raise BadInput(f"store {url!r} is not durable: it holds no jobs to count")
-        counts = _counts(snapshot)
-    sys.stdout.write(plugin.store_metrics_text(counts))
+        filtered = statuses is not None or args.job_type is not None
+        print_status(view, limit=args.limit, filtered=filtered)
     return 0
 
 
-def _decoded(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+@contextlib.asynccontextmanager
+async def _reading(url: str, plugins: PluginManager) -> AsyncIterator[StoreReader]:
+    """The store at `url` open for reading: it creates, migrates and locks nothing."""
+    try:
+        store = resolve_store(url, plugins)
+    except SchedulerError as exc:
+        raise BadInput(str(exc)) from None
+    if store is None or not store.durable:
+        raise BadInput(f"store {url!r} is not durable: it holds no jobs to show")
+    try:
+        reader = as_store_reader(store)
+    except TypeError as exc:
+        raise BadInput(f"--store {url!r}: {exc}") from None
+    await reader.open(StoreContext(worker_id=new_worker_id(), readonly=True, load=False))
+    try:
+        yield reader
+    finally:
+        await reader.close()
 
 
-def job_json(row: JobRow) -> dict[str, Any]:
+def _every_status(kept: dict[str, int]) -> dict[str, int]:
+    counts = dict.fromkeys(_STATUSES, 0)
+    counts.update(kept)
+    return counts
+
+
+async def read_counts(url: str, plugins: PluginManager) -> dict[str, int]:
+    """The jobs per status of the store at `url`, every status present."""
+    async with _reading(url, plugins) as reader:
+        return _every_status(await reader.counts())
+
+
+async def read_view(
+    url: str, plugins: PluginManager, statuses: list[str] | None, job_type: str | None, limit: int
+) -> StoreView:
+    """One page of the store at `url` (the newest `limit` matching jobs) and its totals."""
+    async with _reading(url, plugins) as reader:
+        rows, matching = await reader.page(statuses, job_type, None, limit, 0)
+        counts = _every_status(await reader.counts())
+        schedules = await reader.schedules()
+    now = time.time()
+    return StoreView(
+        url=url,
+        counts=counts,
+        jobs=[_info(url, row) for row in rows],
+        matching=matching,
+        schedules=[ScheduleInfo.from_row(row, now) for row in schedules],
+        at=now,
+    )
+
+
+def _info(url: str, row: SharedJobRow) -> JobInfo:
+    try:
+        return JobInfo.from_row(row)
+    except (TypeError, ValueError) as exc:  # a row changed by hand
+        raise StoreError(f"{url}: job {row.job_id} cannot be read: {exc}") from None
+
+
+def job_json(info: JobInfo, now: float) -> dict[str, Any]:
     """One job of ``status --json``."""
+    progress = info.progress
     return {
-        "id": row.key,
-        "job_id": row.job_id,
-        "type": row.type,
-        "status": row.status,
-        "attempts": row.attempts,
-        "run_at": row.run_at,
-        "submitted_at": row.submitted_at,
-        "finished_at": row.finished_at,
-        "depends_on": list(row.depends_on),
-        "trigger_rule": row.trigger_rule,
-        "result": decode_result(row.result),
-        "error": row.last_error,
-        "schedule_id": row.schedule_id,
-        "args": _decoded(row.args),
-        "options": _decoded(row.options),
+        "id": info.key,
+        "job_id": info.job_id,
+        "type": info.type,
+        "status": info.status.value,
+        "attempts": info.attempts,
+        "run_at": info.run_at,
+        "submitted_at": info.submitted_at,
+        "started_at": info.started_at,
+        "finished_at": info.finished_at,
+        "trigger_rule": info.trigger_rule,
+        "result": info.result,
+        "error": info.last_error,
+        "schedule_id": info.schedule_id,
+        "held_by": info.lease_owner,
+        "lease_expires_in": None
+        if info.lease_expires is None
+        else round(info.lease_expires - now, 3),
+        "submitted_by": info.submitted_by,
+        "progress": None if progress is None else attrs.asdict(progress),
+        "args": dict(info.args),
+        "options": dict(info.options),
     }
 
 
-def schedule_json(row: ScheduleRow) -> dict[str, Any]:
-    """One recurring schedule of ``status --json``."""
-    return {
-        "id": row.key,
-        "schedule_id": row.schedule_id,
-        "trigger": _decoded(row.trigger),
-        "next_run": row.next_run,
-        "active": row.active,
-        "allow_overlap": row.allow_overlap,
-        "fired": row.fired,
-        "skipped": row.skipped,
-        "last_job_id": row.last_job_id,
-        "paused": row.paused,
-    }
-
-
-def _counts(snapshot: Snapshot) -> dict[str, int]:
-    found = Counter(row.status for row in snapshot.jobs)
-    return {s.value: found.get(s.value, 0) for s in JobStatus}
-
-
-def status_json(url: str, snapshot: Snapshot) -> dict[str, Any]:
+def status_json(
+    view: StoreView, statuses: list[str] | None, job_type: str | None, limit: int
+) -> dict[str, Any]:
     """The stable ``status --json`` document (docs/cli.md)."""
     return {
-        "store": url,
-        "counts": _counts(snapshot),
-        "jobs": [_checked(url, f"job {row.job_id}", job_json, row) for row in snapshot.jobs],
-        "schedules": [
-            _checked(url, f"recurring schedule {row.schedule_id}", schedule_json, row)
-            for row in snapshot.schedules
-        ],
+        "store": view.url,
+        "counts": view.counts,
+        "filters": {"status": statuses, "type": job_type},
+        "limit": limit,
+        "matching": view.matching,
+        "jobs": [job_json(info, view.at) for info in view.jobs],
+        "schedules": [schedule_json(info) for info in view.schedules],
     }
-
-
-def _checked(url: str, what: str, to_json: Callable[[Any], dict[str, Any]], row: Any) -> Any:
-    # Rows were checked when the store was read; their arguments and options
-    # are decoded only here, so a row changed by hand is still named, not a crash.
-    try:
-        return to_json(row)
-    except ValueError as exc:
-        raise StoreError(f"{url}: {what} has a column that is not JSON: {exc}") from None
 
 
 def _when(wall: float | None) -> str:
@@ -148,49 +262,92 @@ def _when(wall: float | None) -> str:
     return datetime.datetime.fromtimestamp(wall).isoformat(sep=" ", timespec="seconds")
 
 
-def print_status(url: str, snapshot: Snapshot) -> None:
+def _detail(info: JobInfo) -> str:
+    if info.status is JobStatus.COMPLETED:
+        value = info.result
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    else:
+        text = info.last_error or "-"
+    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
+
+
+def _held_by(info: JobInfo, now: float) -> str:
+    if info.lease_owner is None:
+        return "-"
+    if info.lease_expires is None:
+        return info.lease_owner
+    return f"{info.lease_owner} ({info.lease_expires - now:.1f}s)"
+
+
+def print_status(view: StoreView, *, limit: int, filtered: bool) -> None:
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
     console = make_console()
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("ID", "JOB ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT RUN", "RESULT / ERROR"):
-        table.add_column(column, justify="right" if column == "ATTEMPTS" else "left")
-    for row in snapshot.jobs:
-        waiting = row.status in (JobStatus.PENDING.value, JobStatus.RETRY_WAIT.value)
-        detail = row.result if row.status == JobStatus.COMPLETED.value else row.last_error
-        table.add_row(
-            row.key or "-",
-            row.job_id,
-            row.type,
-            row.status,
-            str(row.attempts),
-            _when(row.run_at) if waiting else "-",
-            Text("-" if detail is None else detail),
-        )
-    if snapshot.jobs:
+    waiting = (JobStatus.PENDING, JobStatus.RETRY_WAIT)
+    if view.jobs:
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+        for column in COLUMNS:
+            table.add_column(column, justify="right" if column == "ATTEMPTS" else "left")
+        for info in view.jobs:
+            table.add_row(
+                *(
+                    Text(cell)
+                    for cell in (
+                        info.key or "-",
+                        info.job_id,
+                        info.type,
+                        info.status.value,
+                        str(info.attempts),
+                        _when(info.run_at) if info.status in waiting else "-",
+                        _held_by(info, view.at),
+                        _detail(info),
+                    )
+                )
+            )
         console.print(table)
-    counts = _counts(snapshot)
-    parts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items() if n)
-    total = len(snapshot.jobs)
+    total = sum(view.counts.values())
+    parts = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in view.counts.items() if n)
     console.print(
-        f"{total} job{'s' if total != 1 else ''} in {url}{': ' + parts if parts else ''}",
+        f"{total} job{'s' if total != 1 else ''} in {view.url}{': ' + parts if parts else ''}",
         markup=False,
     )
-    if snapshot.schedules:
+    matching = "matching jobs" if filtered else "jobs"
+    more = view.matching - len(view.jobs)
+    if more > 0:
+        how = f"--limit N shows up to {MAX_LIMIT}, " if limit < MAX_LIMIT else ""
+        console.print(
+            f"showing the newest {len(view.jobs)} of {view.matching} {matching}; {more} more: "
+            f"{how}--status and --type narrow the list",
+            markup=False,
+            soft_wrap=True,
+        )
+    elif filtered:
+        console.print(f"{view.matching} {matching}", markup=False)
+    if view.schedules:
         schedules = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-        for column in ("ID", "SCHEDULE", "TRIGGER", "NEXT RUN", "FIRED", "STATE"):
-            schedules.add_column(column)
-        for srow in snapshot.schedules:
-            trigger = (_decoded(srow.trigger) or {}).get("trigger", {})
-            every = trigger.get("interval") if isinstance(trigger, dict) else None
+        for column in SCHEDULE_COLUMNS:
+            schedules.add_column(column, justify="right" if column == "FIRED" else "left")
+        for s in view.schedules:
+            state = "ended" if not s.active else "paused" if s.paused else "active"
             schedules.add_row(
-                srow.key or "-",
-                srow.schedule_id,
-                f"every {every:g}s" if isinstance(every, int | float) else json.dumps(trigger),
-                _when(srow.next_run) if srow.active else "-",
-                str(srow.fired),
-                "active" if srow.active else "ended",
+                *(
+                    Text(cell)
+                    for cell in (
+                        s.schedule_id,
+                        s.name or "-",
+                        s.type or "-",
+                        describe_trigger(dict(s.trigger)),
+                        "-" if s.next_run is None or not s.active else _when(s.next_run),
+                        str(s.fired),
+                        state,
+                    )
+                )
             )
         console.print(schedules)
+
+
+#: The table's columns, the same on every store.
+COLUMNS = ("ID", "JOB ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT RUN", "HELD BY", "RESULT / ERROR")
+SCHEDULE_COLUMNS = ("SCHEDULE", "NAME", "TYPE", "TRIGGER", "NEXT RUN", "FIRED", "STATE")

@@ -1,4 +1,4 @@
-"""``jobsched worker --store URL``, and ``status``/``run`` on shared stores.
+"""``jobsched worker --store URL``, and ``run`` on shared stores.
 
 Several worker processes, on any number of hosts, serve one shared store
 (PostgreSQL). Each process is known by its identity, ``host:pid``, in the
@@ -21,11 +21,8 @@ import structlog
 
 from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
-    SharedJobRow,
     SharedStore,
-    StoreContext,
     as_shared_store,
-    new_worker_id,
     offers_shared,
     resolve_store,
 )
@@ -198,84 +195,6 @@ def is_shared(url: str, plugins: PluginManager) -> bool:
     except SchedulerError:
         return False  # the durable-store path reports the problem
     return bool(getattr(store, "shared", False))
-
-
-def shared_status(url: str, plugins: PluginManager, *, as_json: bool) -> int:
-    """``jobsched status --store postgresql://...``: every job and who holds it."""
-    configure_logging("console", "warning")
-    store = _shared_store(url, plugins)
-    rows = asyncio.run(_read(store))
-    now = time.time()
-    if as_json:
-        print_json(
-            [
-                {
-                    "id": r.job_id,
-                    "key": r.key,
-                    "type": r.type,
-                    "status": r.status,
-                    "attempts": r.attempts,
-                    "held_by": r.lease_owner,
-                    "lease_expires_in": None
-                    if r.lease_expires is None
-                    else round(r.lease_expires - now, 3),
-                    "submitted_by": r.submitted_by,
-                    "error": r.last_error,
-                    "result": r.result,
-                    "progress": r.progress,
-                }
-                for r in rows
-            ]
-        )
-        return 0
-    from rich import box
-    from rich.table import Table
-
-    console = make_console()
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
-    for column in ("ID", "TYPE", "STATUS", "ATTEMPTS", "HELD BY", "LEASE", "ERROR"):
-        table.add_column(column, overflow="fold")
-    for r in rows:
-        lease = "-" if r.lease_expires is None else f"{r.lease_expires - now:.1f}s"
-        table.add_row(
-            r.job_id,
-            r.type,
-            r.status,
-            str(r.attempts),
-            r.lease_owner or "-",
-            lease,
-            r.last_error or "-",
-        )
-    console.print(table)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs"
-    console.print(f"{len(rows)} jobs in {store.url}: {summary}", markup=False)
-    return 0
-
-
-def store_counts(url: str, plugins: PluginManager) -> dict[str, int]:
-    """A shared store's jobs per status, read from the store itself."""
-    configure_logging("console", "warning")
-    store = _shared_store(url, plugins)
-
-    async def count() -> dict[str, int]:
-        await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
-        try:
-            return await store.counts()
-        finally:
-            await store.close()
-
-    return asyncio.run(count())
-
-
-async def _read(store: SharedStore) -> list[SharedJobRow]:
-    await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
-    try:
-        return list(await store.jobs())
-    finally:
-        await store.close()
 
 
 # ── jobsched run FILE --store URL ─────────────────────────────────────

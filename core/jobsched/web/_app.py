@@ -51,6 +51,11 @@ logger = structlog.get_logger("jobsched.web")
 INTERNAL_ERROR = "internal error: the server logged the details"
 #: The most frames of an unexpected error's traceback the log shows (the innermost).
 TRACEBACK_FRAMES = 12
+#: The most lines (the last ones) and characters per line of that traceback:
+#: a chain of exceptions, or a message holding a job's 50 MB argument, is
+#: still one bounded log entry.
+TRACEBACK_LINES = 60
+TRACEBACK_LINE_CHARS = 1000
 INTERNAL_ERROR_PAGE = (
     "<!doctype html><title>Internal error · jobsched</title>"
     "<h1>Internal error</h1><p>The server logged the details.</p>"
@@ -300,6 +305,17 @@ class _NoTracebacks:
 
 def plain_traceback(exc: BaseException) -> str:
     """`exc`'s traceback as Python prints it: its last frames' lines, never
-    their local variables (which hold SQL parameters, job arguments...)."""
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-TRACEBACK_FRAMES)
-    return "".join(lines).rstrip()
+    their local variables (which hold SQL parameters, job arguments...); at
+    most `TRACEBACK_LINES` lines (the last: the error itself) of at most
+    `TRACEBACK_LINE_CHARS` characters."""
+    text = "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-TRACEBACK_FRAMES)
+    )
+    lines = [
+        line if len(line) <= TRACEBACK_LINE_CHARS else line[:TRACEBACK_LINE_CHARS] + "..."
+        for line in text.rstrip().splitlines()
+    ]
+    if len(lines) > TRACEBACK_LINES:
+        kept = TRACEBACK_LINES - 1
+        lines = [f"... ({len(lines) - kept} earlier lines left out)", *lines[-kept:]]
+    return "\n".join(lines)

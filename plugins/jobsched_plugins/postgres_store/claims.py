@@ -408,6 +408,7 @@ async def finish(
         [o.error for o in outcomes],
         [o.run_at for o in outcomes],
         [o.result_ttl for o in outcomes],
+        [o.attempt or o.status for o in outcomes],
         owner,
         owner,
     ]
@@ -441,7 +442,8 @@ async def finish(
 _FINISH = (
     """WITH done AS (
     UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
-        last_error = coalesce(u.error, j.last_error),
+        last_error = CASE WHEN u.status = 'completed' THEN NULL
+            ELSE coalesce(u.error, j.last_error) END,
         run_at = coalesce(u.run_at, j.run_at),
         finished_at = CASE WHEN u.status = 'retry_wait' THEN NULL ELSE """
     + NOW
@@ -452,13 +454,13 @@ _FINISH = (
     + """ + u.ttl END,
         lease_owner = NULL, lease_expires = NULL, cancel_requested = false
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
-        %s::float8[]) AS u(job_id, status, result, error, run_at, ttl)
+        %s::float8[], %s::text[]) AS u(job_id, status, result, error, run_at, ttl, attempt)
     WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
-    RETURNING j.job_id, j.status, j.attempts, u.error, j.started_at, j.finished_at
+    RETURNING j.job_id, j.status, j.attempts, u.error, u.attempt, j.started_at, j.finished_at
 ), history AS (
     INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
         finished_at, worker)
-    SELECT job_id, attempts, status, error, started_at, coalesce(finished_at, """
+    SELECT job_id, attempts, attempt, error, started_at, coalesce(finished_at, """
     + NOW
     + """), %s FROM done
 )

@@ -212,7 +212,7 @@ class PostgresStore(DelegatedWakeups):
         return await queries.dependents(self.db, job_id)
 
     async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status."""
+        """How many jobs are in each status (the kept counts: a few rows)."""
         return await queries.counts(self.db)
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:

@@ -310,11 +310,12 @@ def finish(
             continue
         attempts, started_at = found
         written.append((o.job_id, o.status))
-        history.append((o.job_id, attempts, o.status, o.error, started_at, t, owner))
+        history.append((o.job_id, attempts, o.attempt or o.status, o.error, started_at, t, owner))
         updates.append(
             (
                 o.status,
                 o.result,  # JSON text already (Outcome.result)
+                o.status == "completed",
                 o.error,
                 o.run_at,
                 None if o.status == "retry_wait" else t,
@@ -325,7 +326,8 @@ def finish(
     if updates:
         conn.executemany(
             """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
-                last_error = coalesce(?, last_error), run_at = coalesce(?, run_at),
+                last_error = CASE WHEN ? THEN NULL ELSE coalesce(?, last_error) END,
+                run_at = coalesce(?, run_at),
                 finished_at = ?, result_expires = ?, lease_owner = NULL,
                 lease_expires = NULL, cancel_requested = 0
             WHERE job_id = ?""",

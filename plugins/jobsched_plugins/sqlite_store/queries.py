@@ -179,11 +179,6 @@ def jobs(
     return rows
 
 
-def counts(conn: sqlite3.Connection) -> dict[str, int]:
-    cur = conn.execute("SELECT status, count(*) FROM jobsched_shared_jobs GROUP BY status")
-    return {status: n for status, n in cur}
-
-
 def kept_counts(conn: sqlite3.Connection) -> dict[str, int]:
     """How many jobs are in each status, from the counters kept since schema
     version 7: a few rows, however many jobs."""

@@ -23,7 +23,7 @@ from jobsched.store import (
 )
 
 from .._wakeups import DelegatedWakeups
-from . import claims, journal, migrations, operations, queries, schedules, submit
+from . import claims, journal, journal_reads, migrations, operations, queries, schedules, submit
 from .connection import Database, Wakeups, now, seconds_option
 
 T = TypeVar("T")
@@ -302,8 +302,11 @@ class SQLiteStore(DelegatedWakeups):
         return await self._read(lambda conn: queries.dependents(conn, job_id))
 
     async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status."""
-        return await self._read(queries.counts)
+        """How many jobs are in each status (the kept counts: a few rows)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(journal_reads.counts)
+        kept = await self._read(queries.kept_counts)
+        return {status: n for status, n in kept.items() if n}
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` are not terminal yet."""
@@ -317,7 +320,15 @@ class SQLiteStore(DelegatedWakeups):
         limit: int,
         offset: int,
     ) -> tuple[list[SharedJobRow], int]:
-        """One page of matching jobs, newest first, and how many match."""
+        """One page of matching jobs, newest first, and how many match.
+
+        Also on a single-owner file (without `text`): ``jobsched status``
+        pages through a file of either mode.
+        """
+        if self.mode == migrations.SINGLE_OWNER and not text:
+            return await self._read_journal(
+                lambda conn: journal_reads.page(conn, self.url, statuses, type, limit, offset)
+            )
         return await self._read(
             lambda conn: queries.page(conn, statuses, type, text, limit, offset)
         )
@@ -388,7 +399,9 @@ class SQLiteStore(DelegatedWakeups):
         return await self._read(queries.queue_paused)
 
     async def schedules(self) -> list[SharedScheduleRow]:
-        """Every schedule, by id."""
+        """Every schedule, by id (also a single-owner file's)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.schedules(conn, self.url))
         return await self._read(schedules.schedules)
 
     async def set_schedule_paused(
@@ -414,6 +427,9 @@ class SQLiteStore(DelegatedWakeups):
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         self._need(migrations.SHARED, "read jobs")
+        return await self.db.transaction(body, "read jobs in", write=False)
+
+    async def _read_journal(self, body: Callable[[sqlite3.Connection], T]) -> T:
         return await self.db.transaction(body, "read jobs in", write=False)
 
     def _need(self, mode: str, call: str) -> None:
