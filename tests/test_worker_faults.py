@@ -75,7 +75,7 @@ def assert_handed_back(info: JobInfo) -> None:
     assert info.status in (JobStatus.PENDING, JobStatus.RETRY_WAIT), info
     assert info.lease_owner is None
     assert info.last_error == "scheduler shut down"
-    assert [(a.status, a.error) for a in info.history] == [("retry_wait", "scheduler shut down")]
+    assert [(a.status, a.error) for a in info.history] == [("handed_back", "scheduler shut down")]
 
 
 # ── item 6: a job that blocks the event loop ─────────────────────────
