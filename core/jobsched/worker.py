@@ -29,6 +29,7 @@ async def run_worker(
     on_started: Callable[[JobScheduler], None] | None = None,
     result_ttl: float | None = None,
     retention: float | None = None,
+    max_lease_expiries: int | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -39,7 +40,8 @@ async def run_worker(
     their attempt counted).
 
     `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
-    ``--retention`` (seconds; see `JobScheduler`).
+    ``--retention`` (seconds; see `JobScheduler`), `max_lease_expiries`
+    ``--max-lease-expiries`` (None: the default, 3).
     """
     scheduler = JobScheduler(
         strategy,
@@ -49,6 +51,7 @@ async def run_worker(
         shared=True,
         result_ttl=result_ttl,
         retention=retention,
+        max_lease_expiries=max_lease_expiries,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

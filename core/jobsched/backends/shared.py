@@ -52,12 +52,15 @@ from .._job import Job
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from ..store import (
+    MAX_LEASE_EXPIRIES,
     Outcome,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
     StoreContext,
+    check_max_lease_expiries,
     encode_result,
+    storable_text,
 )
 from .local import LocalBackend
 from .schedules import ScheduleServer, schedule_row
@@ -76,6 +79,9 @@ TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 REAP_INTERVAL = 60.0
 CANCELLED = JobStatus.CANCELLED
 SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
+#: The longest pause, in seconds, between two tries to write outcomes the
+#: store did not take (it is down or its disk is full): they are kept meanwhile.
+OUTCOME_RETRY_MAX = 1.0
 
 
 _instances = itertools.count(1)
@@ -105,10 +111,14 @@ class SharedBackend(LocalBackend):
         *,
         identity: str | None = None,
         poll_interval: float = 5.0,
+        max_lease_expiries: int = MAX_LEASE_EXPIRIES,
     ) -> None:
         super().__init__(store)
         self.store: SharedStore = store
         self.identity = identity or process_identity()
+        #: A job whose lease expired this many times fails instead of running
+        #: again (this process's reaper applies it: `SharedStore.reap_expired`).
+        self.max_lease_expiries = check_max_lease_expiries(max_lease_expiries)
         # Jobs go to the store as data, and come back from it, through one codec
         # (built in bind(), with the kernel's plugins).
         self._bound_codec: JobCodec | None = None
@@ -121,6 +131,7 @@ class SharedBackend(LocalBackend):
         self._outcomes: list[Any] = []
         self._writing: set[str] = set()  # ids whose outcome is not written yet
         self._outcome_task: asyncio.Task[None] | None = None
+        self._closing = False  # close() began: outcomes the store refuses are given up
         self._inserts: list[Any] = []
         self._insert_task: asyncio.Task[None] | None = None
         self._submitted: set[str] = set()  # this process's submissions, for join()
@@ -219,6 +230,7 @@ class SharedBackend(LocalBackend):
             for job_id in self._held
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
+        self._closing = True
         await self.flush()
         if self._schedule_server is not None:
             await self._schedule_server.close()
@@ -484,7 +496,9 @@ class SharedBackend(LocalBackend):
         while True:
             await asyncio.sleep(interval)
             try:
-                asked, asked_at = list(self._held), clock.now()
+                # Leases whose outcome is still being written are kept too:
+                # the store may be slow or down, and the outcome waits for it.
+                asked, asked_at = [*self._held, *self._writing], clock.now()
                 lost = await self.store.renew(asked, self.identity)
                 for job_id in asked:
                     if job_id in lost:
@@ -493,7 +507,7 @@ class SharedBackend(LocalBackend):
                         self._held[job_id] = max(self._held[job_id], asked_at)
                 for job_id in await self.store.cancel_requests(self.identity):
                     self._on_cancel(job_id)
-                await self.store.reap_expired()
+                await self.store.reap_expired(self.max_lease_expiries)
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
 
@@ -647,7 +661,8 @@ class SharedBackend(LocalBackend):
                 job_id=job_id,
                 status=status,
                 result=result,
-                error=error,
+                # Every shared store keeps the same text (PostgreSQL refuses a NUL).
+                error=storable_text(error),
                 run_at=run_at,
                 result_ttl=result_ttl,
             )
@@ -661,16 +676,16 @@ class SharedBackend(LocalBackend):
         batch, self._outcomes = self._outcomes, []
         self._outcome_task = asyncio.create_task(self._write_outcomes(batch))
 
-    async def _write_outcomes(self, batch: list[Any]) -> None:
+    async def _write_outcomes(self, batch: list[Outcome]) -> None:
         try:
             # A job's last progress is written while this process still holds it.
             progress = self._progress_task
             if progress is not None:
                 await asyncio.shield(progress)
             await self._write_progress()
-            written = set(await self.store.finish(batch, self.identity))
+            written, unanswered = await self._finish(batch)
             for outcome in batch:
-                if outcome.job_id not in written:
+                if outcome.job_id not in written and outcome not in unanswered:
                     # Its lease ran out before the attempt ended (the renewer
                     # had not noticed yet): the job is another process's now.
                     self._log.warning(
@@ -679,14 +694,91 @@ class SharedBackend(LocalBackend):
                         reason="the store refused the attempt's end",
                         action="result not recorded",
                     )
-        except Exception as exc:
-            # The leases expire and another process runs these again.
-            self._log.error("could not record results", count=len(batch), error=str(exc))
         finally:
             self._writing.difference_update(o.job_id for o in batch)
             self._outcome_task = None
             if self._outcomes:
                 self._flush_outcomes()
+
+    async def _finish(self, batch: list[Outcome]) -> tuple[set[str], list[Outcome]]:
+        """Write `batch`: ``(the ids the store wrote, the outcomes given up)``.
+        The store writes the outcomes of the jobs whose lease is still ours.
+
+        Outcomes the store does not take stay here and are tried again, with a
+        pause, until it takes them: nothing finished is dropped while its lease
+        may still be ours. Only once `close` began are they given up (their
+        leases expire and the jobs run again elsewhere).
+        """
+        written: set[str] = set()
+        pause = 0.05
+        failed_since: float | None = None
+        while batch:
+            try:
+                await self._finish_rows(batch, written)
+                batch = []
+            except _StoreDown as down:
+                batch = down.unwritten
+                if self._closing:
+                    self._log.error(
+                        "results not recorded: the store did not answer; these jobs run again",
+                        job_ids=[o.job_id for o in batch],
+                        error=str(down.__cause__),
+                    )
+                    break
+                if failed_since is None:
+                    failed_since = time.monotonic()
+                    self._log.error(
+                        "could not record results; kept, trying again",
+                        count=len(batch),
+                        error=str(down.__cause__),
+                    )
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, OUTCOME_RETRY_MAX)
+        if failed_since is not None and not batch:
+            self._log.info(
+                "results recorded after the store answered again",
+                waited=round(time.monotonic() - failed_since, 3),
+            )
+        return written, batch
+
+    async def _finish_rows(self, batch: list[Outcome], written: set[str]) -> None:
+        """One try at `batch`: in one transaction, else row by row; adds the ids
+        the store wrote to `written`.
+
+        A row the store refuses twice on its own (a value it cannot hold)
+        fails its job with the store's reason, so that the others' outcomes
+        land. Raises `_StoreDown` with the outcomes not written when the store
+        refuses even that: it is not answering at all.
+        """
+        if len(batch) > 1:
+            with contextlib.suppress(Exception):  # then row by row, below
+                written.update(await self.store.finish(batch, self.identity))
+                return
+        for i, outcome in enumerate(batch):
+            refusal = await self._try_finish(outcome, written)
+            if refusal is not None:  # again: the first may have met a passing fault (a lock)
+                refusal = await self._try_finish(outcome, written)
+            if refusal is None:
+                continue
+            refused = _refused(outcome, refusal)
+            down = await self._try_finish(refused, written)
+            if down is not None:
+                raise _StoreDown(batch[i:]) from down
+            self._log.error(
+                "result refused by the store; job failed",
+                job_id=outcome.job_id,
+                status=outcome.status,
+                error=refused.error,
+            )
+
+    async def _try_finish(self, outcome: Outcome, written: set[str]) -> Exception | None:
+        """Write one outcome (adding its id to `written` if the store did); the
+        store's error, or None."""
+        try:
+            written.update(await self.store.finish([outcome], self.identity))
+        except Exception as exc:
+            return exc
+        return None
 
     # ── Schedules ───────────────────────────────────────────────────
     def schedule_recurring(
@@ -741,6 +833,30 @@ class SharedBackend(LocalBackend):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         return known
+
+
+class _StoreDown(Exception):
+    """The store took no outcome, not even a job's failure: it is not answering."""
+
+    def __init__(self, unwritten: list[Outcome]) -> None:
+        super().__init__(f"{len(unwritten)} outcomes not written")
+        self.unwritten = unwritten
+
+
+#: The longest store error kept in a job's error when its outcome was refused.
+_REFUSAL_TEXT = 500
+
+
+def _refused(outcome: Outcome, exc: Exception) -> Outcome:
+    """The failure that takes the place of an outcome the store refused."""
+    why = f"{type(exc).__name__}: {exc}"
+    if len(why) > _REFUSAL_TEXT:
+        why = why[: _REFUSAL_TEXT - 3] + "..."
+    return Outcome(
+        job_id=outcome.job_id,
+        status="failed",
+        error=storable_text(f"the store refused this attempt's outcome ({outcome.status}): {why}"),
+    )
 
 
 #: The most jobs a process keeps claimed ahead of its workers, per worker.
