@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,7 +29,9 @@ from jobsched import (
     NewJob,
     Outcome,
     PluginManager,
+    ResultUnavailableError,
     RetryPolicy,
+    SharedJobRow,
     StoreError,
     hookimpl,
 )
@@ -260,14 +263,43 @@ def test_results_every_store_can_keep_are_encoded_as_they_are() -> None:
     ],
 )
 def test_results_no_store_can_keep_are_described(value: Any, holds: str) -> None:
-    import json
-
     stored = json.loads(encode_result(value) or "")
     assert stored == {
         "$repr": storable_text(repr(value)),
         "$note": f"not storable: its text holds {holds}",
     }
     assert "\x00" not in stored["$repr"]
+
+
+def test_a_dependent_hears_why_a_described_result_is_unavailable() -> None:
+    from jobsched.backends.shared import stored_result
+
+    now = time.time()
+    row = SharedJobRow(
+        job_id="up",
+        key=None,
+        type="ends",
+        args={},
+        options={},
+        status="completed",
+        attempts=1,
+        run_at=now,
+        submitted_at=now,
+        seq=1,
+        sort_key=(0.0,),
+        unmet=0,
+        lease_owner=None,
+        lease_expires=None,
+        cancel_requested=False,
+        result=json.loads(encode_result("a\x00b") or ""),
+        last_error=None,
+        schedule_id=None,
+        submitted_by=None,
+        started_at=now,
+        finished_at=now,
+    )
+    with pytest.raises(ResultUnavailableError, match=r"stored as its repr \(not storable: its"):
+        stored_result(row, "up")
 
 
 def test_storable_text_escapes_what_postgresql_refuses() -> None:

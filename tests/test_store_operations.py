@@ -555,6 +555,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
         )
         assert await store.queue_paused() is False
         assert row.trigger_rule == "all_success"  # version 4 gave old jobs the default
+        assert row.lease_expiries == 0  # version 8 counts from 0
     finally:
         await store.close()
     # Opening again migrates nothing more.

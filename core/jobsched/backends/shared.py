@@ -906,6 +906,9 @@ def stored_result(row: SharedJobRow | None, upstream_id: str) -> Any:
     if result is None:
         return None
     if isinstance(result, dict) and "$repr" in result:
-        found = re.search(r"Object of type (\w+)", str(result.get("$note", "")))
+        note = str(result.get("$note", ""))
+        if note.startswith("not storable"):  # text no store can keep (`encode_result`)
+            raise unavailable(upstream_id, f"its result was stored as its repr ({note})")
+        found = re.search(r"Object of type (\w+)", note)
         raise unavailable(upstream_id, not_json(found.group(1) if found else "value"))
     return result
