@@ -37,7 +37,7 @@ from jobsched import (
 )
 from jobsched.store import encode_result, storable_text
 from shared_support import Target
-from store_support import FakeSharedStore
+from store_support import FakeClaim, FakeSharedStore
 
 # ── jobs that end as a test says, all at once ─────────────────────────
 #: Opened by the test once every job runs: the attempts then end in one
@@ -415,3 +415,42 @@ def test_max_lease_expiries_is_checked_and_needs_a_shared_store() -> None:
         JobScheduler(store=FakeSharedStore(), shared=True, max_lease_expiries=0)
     with pytest.raises(ValueError, match="bounds the leases of a shared store; this scheduler"):
         JobScheduler(max_lease_expiries=3)
+
+
+async def test_the_lease_of_an_outcome_waiting_for_the_store_is_renewed() -> None:
+    # A store that answers renewals but holds a finish (slow, or taking the
+    # outcome only after a while): the job's lease must not run out meanwhile,
+    # or another worker would run it again before its outcome lands.
+    class SlowFinish(FakeSharedStore):
+        lease_seconds = 0.03  # renewals every 10 ms
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.renewed: set[str] = set()
+            self.renewal = asyncio.Event()
+            self.answer = asyncio.Event()
+
+        async def renew(self, job_ids: Any, owner: str) -> set[str]:
+            self.renewed.update(job_ids)
+            self.renewal.set()
+            return set()
+
+        async def finish(self, outcomes: list[Any], owner: str) -> list[str]:
+            await self.answer.wait()
+            return await super().finish(outcomes, owner)
+
+    store = SlowFinish()
+    store.queue = [FakeClaim("job-x", "ends", {"tag": "x"})]
+    GATE["open"].set()
+    s = JobScheduler(store=store, plugins=[ends_plugin], num_workers=1)
+    ended = asyncio.Event()
+    s.add_listener(lambda job, old, new: new.is_terminal and ended.set())
+    async with s:
+        await asyncio.wait_for(ended.wait(), 10)
+        store.renewed.clear()
+        while "job-x" not in store.renewed:  # renewed while its outcome waits
+            store.renewal.clear()
+            await asyncio.wait_for(store.renewal.wait(), 10)
+        store.answer.set()
+        await s.flush()
+    assert [(o.job_id, o.status) for o in store.outcomes] == [("job-x", "completed")]
