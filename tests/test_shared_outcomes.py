@@ -448,9 +448,15 @@ async def test_the_lease_of_an_outcome_waiting_for_the_store_is_renewed() -> Non
     async with s:
         await asyncio.wait_for(ended.wait(), 10)
         store.renewed.clear()
-        while "job-x" not in store.renewed:  # renewed while its outcome waits
-            store.renewal.clear()
-            await asyncio.wait_for(store.renewal.wait(), 10)
-        store.answer.set()
+
+        async def renewed() -> None:  # while its outcome waits
+            while "job-x" not in store.renewed:
+                store.renewal.clear()
+                await store.renewal.wait()
+
+        try:
+            await asyncio.wait_for(renewed(), 10)
+        finally:
+            store.answer.set()
         await s.flush()
     assert [(o.job_id, o.status) for o in store.outcomes] == [("job-x", "completed")]
