@@ -18,7 +18,9 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   `SharedBackend.starting`);
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
-  releases or cancels dependents in the database;
+  releases or cancels dependents in the database. A batch the store refuses
+  is written row by row (an outcome refused on its own fails its job), and
+  outcomes wait, their leases renewed, for a store that does not answer;
 * recurring schedules fire through a compare-and-set on the schedule row, so
   each period fires exactly once however many processes run it (`schedules`,
   which `jobsched.Client` uses too); every worker serves every stored
