@@ -65,6 +65,7 @@ from ..store import (
     storable_text,
 )
 from .local import LocalBackend
+from .outcomes import write_outcomes
 from .schedules import ScheduleServer, schedule_row
 
 if TYPE_CHECKING:
@@ -81,9 +82,6 @@ TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 REAP_INTERVAL = 60.0
 CANCELLED = JobStatus.CANCELLED
 SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
-#: The longest pause, in seconds, between two tries to write outcomes the
-#: store did not take (it is down or its disk is full): they are kept meanwhile.
-OUTCOME_RETRY_MAX = 1.0
 
 
 _instances = itertools.count(1)
@@ -685,7 +683,9 @@ class SharedBackend(LocalBackend):
             if progress is not None:
                 await asyncio.shield(progress)
             await self._write_progress()
-            written, unanswered = await self._finish(batch)
+            written, unanswered = await write_outcomes(
+                self.store, self.identity, batch, log=self._log, closing=lambda: self._closing
+            )
             for outcome in batch:
                 if outcome.job_id not in written and outcome not in unanswered:
                     # Its lease ran out before the attempt ended (the renewer
@@ -701,86 +701,6 @@ class SharedBackend(LocalBackend):
             self._outcome_task = None
             if self._outcomes:
                 self._flush_outcomes()
-
-    async def _finish(self, batch: list[Outcome]) -> tuple[set[str], list[Outcome]]:
-        """Write `batch`: ``(the ids the store wrote, the outcomes given up)``.
-        The store writes the outcomes of the jobs whose lease is still ours.
-
-        Outcomes the store does not take stay here and are tried again, with a
-        pause, until it takes them: nothing finished is dropped while its lease
-        may still be ours. Only once `close` began are they given up (their
-        leases expire and the jobs run again elsewhere).
-        """
-        written: set[str] = set()
-        pause = 0.05
-        failed_since: float | None = None
-        while batch:
-            try:
-                await self._finish_rows(batch, written)
-                batch = []
-            except _StoreDown as down:
-                batch = down.unwritten
-                if self._closing:
-                    self._log.error(
-                        "results not recorded: the store did not answer; these jobs run again",
-                        job_ids=[o.job_id for o in batch],
-                        error=str(down.__cause__),
-                    )
-                    break
-                if failed_since is None:
-                    failed_since = time.monotonic()
-                    self._log.error(
-                        "could not record results; kept, trying again",
-                        count=len(batch),
-                        error=str(down.__cause__),
-                    )
-                await asyncio.sleep(pause)
-                pause = min(2 * pause, OUTCOME_RETRY_MAX)
-        if failed_since is not None and not batch:
-            self._log.info(
-                "results recorded after the store answered again",
-                waited=round(time.monotonic() - failed_since, 3),
-            )
-        return written, batch
-
-    async def _finish_rows(self, batch: list[Outcome], written: set[str]) -> None:
-        """One try at `batch`: in one transaction, else row by row; adds the ids
-        the store wrote to `written`.
-
-        A row the store refuses twice on its own (a value it cannot hold)
-        fails its job with the store's reason, so that the others' outcomes
-        land. Raises `_StoreDown` with the outcomes not written when the store
-        refuses even that: it is not answering at all.
-        """
-        if len(batch) > 1:
-            with contextlib.suppress(Exception):  # then row by row, below
-                written.update(await self.store.finish(batch, self.identity))
-                return
-        for i, outcome in enumerate(batch):
-            refusal = await self._try_finish(outcome, written)
-            if refusal is not None:  # again: the first may have met a passing fault (a lock)
-                refusal = await self._try_finish(outcome, written)
-            if refusal is None:
-                continue
-            refused = _refused(outcome, refusal)
-            down = await self._try_finish(refused, written)
-            if down is not None:
-                raise _StoreDown(batch[i:]) from down
-            self._log.error(
-                "result refused by the store; job failed",
-                job_id=outcome.job_id,
-                status=outcome.status,
-                error=refused.error,
-            )
-
-    async def _try_finish(self, outcome: Outcome, written: set[str]) -> Exception | None:
-        """Write one outcome (adding its id to `written` if the store did); the
-        store's error, or None."""
-        try:
-            written.update(await self.store.finish([outcome], self.identity))
-        except Exception as exc:
-            return exc
-        return None
 
     # ── Schedules ───────────────────────────────────────────────────
     def schedule_recurring(
@@ -835,30 +755,6 @@ class SharedBackend(LocalBackend):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         return known
-
-
-class _StoreDown(Exception):
-    """The store took no outcome, not even a job's failure: it is not answering."""
-
-    def __init__(self, unwritten: list[Outcome]) -> None:
-        super().__init__(f"{len(unwritten)} outcomes not written")
-        self.unwritten = unwritten
-
-
-#: The longest store error kept in a job's error when its outcome was refused.
-_REFUSAL_TEXT = 500
-
-
-def _refused(outcome: Outcome, exc: Exception) -> Outcome:
-    """The failure that takes the place of an outcome the store refused."""
-    why = f"{type(exc).__name__}: {exc}"
-    if len(why) > _REFUSAL_TEXT:
-        why = why[: _REFUSAL_TEXT - 3] + "..."
-    return Outcome(
-        job_id=outcome.job_id,
-        status="failed",
-        error=storable_text(f"the store refused this attempt's outcome ({outcome.status}): {why}"),
-    )
 
 
 #: The most jobs a process keeps claimed ahead of its workers, per worker.
