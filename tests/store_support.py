@@ -323,8 +323,8 @@ class FakeSharedStore:
     async def cancel_requests(self, owner: str) -> list[str]:
         return []
 
-    async def reap_expired(self) -> None:
-        return None
+    async def reap_expired(self, max_expiries: int = 3) -> int:
+        return 0
 
     async def release(self, job_ids: Any, owner: str) -> None:
         return None

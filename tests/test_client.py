@@ -474,7 +474,13 @@ async def test_a_workers_default_result_ttl_and_retention(store_url: str, client
 
 
 @pytest.mark.parametrize(
-    ("option", "value"), [("--result-ttl", "soon"), ("--retention", "-1d"), ("--retention", "0")]
+    ("option", "value"),
+    [
+        ("--result-ttl", "soon"),
+        ("--retention", "-1d"),
+        ("--retention", "0"),
+        ("--max-lease-expiries", "0"),
+    ],
 )
 def test_a_bad_retention_duration_exits_2(store_url: str, option: str, value: str) -> None:
     done = subprocess.run(

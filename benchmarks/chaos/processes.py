@@ -110,6 +110,9 @@ class Processes:
                 "json",
                 "--grace",
                 f"{GRACE:g}",
+                # The bound the soak checks poison jobs against is the workers' own.
+                "--max-lease-expiries",
+                str(self.args.lease_expiry_bound),
             ],
             old=old,
         )

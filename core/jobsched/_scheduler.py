@@ -54,6 +54,12 @@ class JobScheduler(Kernel):
     reaper (see docs/client.md); in-process, a SQLite file the scheduler
     owns deletes what it purges.
 
+    `max_lease_expiries` (shared stores only; default 3) is how many times a
+    job's lease may expire, its worker dying or stalling while it ran,
+    before this process's reaper fails it ("lease expired N times") instead
+    of queueing it again: a job that kills or blocks its worker cannot walk
+    the cluster (docs/durability.md).
+
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
     naming the plugin and the ``JOBSCHED_DISABLE_PLUGINS`` fix), nothing else.
@@ -73,6 +79,7 @@ class JobScheduler(Kernel):
         shared: bool | None = None,
         result_ttl: float | None = None,
         retention: float | None = None,
+        max_lease_expiries: int | None = None,
     ) -> None:
         if plugins is None:
             plugins = default_plugin_manager()
@@ -82,7 +89,7 @@ class JobScheduler(Kernel):
         super().__init__(
             strategy,
             plugins=plugins,
-            backend=choose_backend(resolved, shared=shared),
+            backend=choose_backend(resolved, shared=shared, max_lease_expiries=max_lease_expiries),
             num_workers=num_workers,
             rng=rng,
             history_limit=history_limit,
@@ -98,7 +105,9 @@ class JobScheduler(Kernel):
         return self
 
 
-def choose_backend(store: StoreBase | None, *, shared: bool | None) -> Backend:
+def choose_backend(
+    store: StoreBase | None, *, shared: bool | None, max_lease_expiries: int | None = None
+) -> Backend:
     """The backend for `store` (see `JobScheduler`): picked once, never branched on later."""
     if shared is not None and not isinstance(shared, bool):
         raise TypeError(f"shared must be True, False or None, got {shared!r}")
@@ -123,7 +132,12 @@ def choose_backend(store: StoreBase | None, *, shared: bool | None) -> Backend:
                 f"shared=True: {exc}; this store is for one process at a time "
                 "(leave shared unset), or use a store that implements SharedStore"
             ) from None
-        return SharedBackend(shared_store)
+        if max_lease_expiries is None:
+            return SharedBackend(shared_store)
+        return SharedBackend(shared_store, max_lease_expiries=max_lease_expiries)
+    if max_lease_expiries is not None:
+        where = f"{store!r} is not shared" if durable else "this scheduler keeps its jobs in memory"
+        raise ValueError(f"max_lease_expiries bounds the leases of a shared store; {where}")
     if durable:
         assert store is not None
         if asked is False and store.shared:

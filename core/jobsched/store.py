@@ -62,6 +62,7 @@ from ._status import JobStatus
 from ._trigger_rules import ALL_SUCCESS, TRIGGER_RULES, Upstreams, check_trigger_rule
 
 __all__ = [
+    "MAX_LEASE_EXPIRIES",
     "TRIGGER_RULES",
     "AttemptRow",
     "JobRow",
@@ -84,17 +85,20 @@ __all__ = [
     "as_shared_store",
     "as_store",
     "as_store_reader",
+    "check_max_lease_expiries",
     "check_snapshot",
     "check_trigger_rule",
     "decode_result",
     "encode_json",
     "encode_result",
+    "lease_expired_error",
     "new_worker_id",
     "read_store",
     "resolve_store",
     "result_as_json",
     "settle_at_insert",
     "settle_dependent",
+    "storable_text",
 ]
 
 
@@ -109,14 +113,66 @@ def encode_result(result: Any) -> str | None:
 
     A result JSON cannot hold (a set, an object, NaN) is stored as
     ``{"$repr": repr(result), "$note": "not JSON-encodable: <why>"}``: the
-    job still completed, and its result can still be read.
+    job still completed, and its result can still be read. So is a result
+    whose text not every store can keep: a NUL character (``\\x00``) or a
+    lone surrogate, which PostgreSQL refuses (``$note`` ``"not storable:
+    ..."``); every store keeps the same thing.
     """
     if result is None:
         return None
     try:
-        return encode_json(result)
+        text = encode_json(result)
     except (TypeError, ValueError) as exc:
-        return encode_json({"$repr": repr(result), "$note": f"not JSON-encodable: {exc}"})
+        return _described(result, f"not JSON-encodable: {exc}")
+    # \u0000 and \udXXX escapes are rare: only then is the value walked.
+    if "\\u0000" in text or "\\ud" in text:
+        found = _unstorable_char(result)
+        if found is not None:
+            return _described(result, f"not storable: its text holds {found}")
+    return text
+
+
+def _described(result: Any, note: str) -> str:
+    return encode_json({"$repr": storable_text(repr(result)), "$note": note})
+
+
+def _unstorable_char(value: Any) -> str | None:
+    """What in a JSON value's strings no store can be trusted to keep, or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (\\x00)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate (not Unicode text)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unstorable_char(key) or _unstorable_char(item)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _unstorable_char(item)
+            if found is not None:
+                return found
+    return None
+
+
+def storable_text(text: str | None) -> str | None:
+    """Text every store keeps as it is: a NUL character becomes the four
+    characters ``\\x00`` and a lone surrogate its ``\\udXXX`` escape (no
+    PostgreSQL text can hold either). Other text is returned unchanged.
+    """
+    if text is None:
+        return None
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def decode_result(text: str | None) -> Any:
@@ -408,6 +464,8 @@ class SharedJobRow:
     depends_on: tuple[str, ...] = ()
     #: Its trigger rule, as inserted (`NewJob.trigger_rule`).
     trigger_rule: str = ALL_SUCCESS
+    #: How many of its attempts ended by lease expiry (`SharedStore.reap_expired`).
+    lease_expiries: int = 0
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -527,6 +585,27 @@ class SharedScheduleRow:
 #: {name: max running}, "job_types": {type: max running}, "rates": {type:
 #: {"per_second": float, "burst": int}}}``. See docs/limits.md.
 LimitsData = dict[str, Any]
+
+
+#: How many times a job's lease may expire before `SharedStore.reap_expired`
+#: fails it instead of queueing it again (``jobsched worker --max-lease-expiries``).
+MAX_LEASE_EXPIRIES = 3
+
+
+def lease_expired_error(count: int | str, bound: int) -> str:
+    """The error of a job failed by `SharedStore.reap_expired` (every store says
+    the same); a store that builds it in SQL passes a placeholder as `count`."""
+    return (
+        f"lease expired {count} times: its worker stopped renewing it each time "
+        f"(died, stalled or blocked); not run again (max_lease_expiries={bound})"
+    )
+
+
+def check_max_lease_expiries(value: Any) -> int:
+    """`value` as a bound on lease expiries: an int of at least 1."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"max_lease_expiries must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 # ── the contracts ──────────────────────────────────────────────────────
@@ -659,11 +738,17 @@ class SharedStore(StoreBase, Protocol):
         """
         ...
 
-    async def reap_expired(self) -> int:
+    async def reap_expired(self, max_expiries: int = MAX_LEASE_EXPIRIES) -> int:
         """Queue again (``pending``, lease cleared, attempts kept) every running
         job whose lease expired: its process died. Each such attempt goes to
         the job's history with status ``lease_expired`` (worker: the old
-        owner). Returns how many."""
+        owner), and counts in the job's ``lease_expiries``. A job whose
+        count reaches `max_expiries` is not queued again: it ends ``failed``
+        (``last_error`` ``"lease expired N times: ..."``, the same text in its
+        history entry) and settles its dependents as `finish` does, so that
+        a job that kills or blocks every worker that runs it cannot walk the
+        cluster. `retry` sets the count back to 0. Returns how many were
+        reaped."""
         ...
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:

@@ -59,6 +59,7 @@ async def run_worker(
     result_ttl: float | None = None,
     retention: float | None = None,
     block_limit: float | None = None,
+    max_lease_expiries: int | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -77,7 +78,8 @@ async def run_worker(
     take its jobs. None (the default here): no watchdog.
 
     `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
-    ``--retention`` (seconds; see `JobScheduler`).
+    ``--retention`` (seconds; see `JobScheduler`), `max_lease_expiries`
+    ``--max-lease-expiries`` (None: the default, 3).
     """
     scheduler = JobScheduler(
         strategy,
@@ -87,6 +89,7 @@ async def run_worker(
         shared=True,
         result_ttl=result_ttl,
         retention=retention,
+        max_lease_expiries=max_lease_expiries,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

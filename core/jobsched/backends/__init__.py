@@ -5,7 +5,9 @@
   every state change is journaled in batches, and ``start()`` restores.
 - `SharedBackend` (`shared.py`): a store several processes share (PostgreSQL):
   jobs are submitted to the store and claimed back with a lease. Its
-  recurring schedules are `schedules.py`'s, which `jobsched.Client` uses too.
+  recurring schedules are `schedules.py`'s, which `jobsched.Client` uses too;
+  its outcomes are written by `outcomes.py` (row by row if the store refuses
+  a batch, kept while it does not answer).
 
 `JobScheduler` picks one, once, when it is composed (docs/architecture.md).
 """

@@ -18,7 +18,9 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   `SharedBackend.starting`);
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
-  releases or cancels dependents in the database;
+  releases or cancels dependents in the database. A batch the store refuses
+  is written row by row (an outcome refused on its own fails its job), and
+  outcomes wait, their leases renewed, for a store that does not answer;
 * recurring schedules fire through a compare-and-set on the schedule row, so
   each period fires exactly once however many processes run it (`schedules`,
   which `jobsched.Client` uses too); every worker serves every stored
@@ -53,14 +55,18 @@ from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from ..store import (
+    MAX_LEASE_EXPIRIES,
     Outcome,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
     StoreContext,
+    check_max_lease_expiries,
     encode_result,
+    storable_text,
 )
 from .local import LocalBackend
+from .outcomes import write_outcomes
 from .schedules import ScheduleServer, schedule_row
 
 if TYPE_CHECKING:
@@ -106,10 +112,14 @@ class SharedBackend(LocalBackend):
         *,
         identity: str | None = None,
         poll_interval: float = 5.0,
+        max_lease_expiries: int = MAX_LEASE_EXPIRIES,
     ) -> None:
         super().__init__(store)
         self.store: SharedStore = store
         self.identity = identity or process_identity()
+        #: A job whose lease expired this many times fails instead of running
+        #: again (this process's reaper applies it: `SharedStore.reap_expired`).
+        self.max_lease_expiries = check_max_lease_expiries(max_lease_expiries)
         # Jobs go to the store as data, and come back from it, through one codec
         # (built in bind(), with the kernel's plugins).
         self._bound_codec: JobCodec | None = None
@@ -122,6 +132,7 @@ class SharedBackend(LocalBackend):
         self._outcomes: list[Any] = []
         self._writing: set[str] = set()  # ids whose outcome is not written yet
         self._outcome_task: asyncio.Task[None] | None = None
+        self._closing = False  # close() began: outcomes the store refuses are given up
         self._inserts: list[Any] = []
         self._insert_task: asyncio.Task[None] | None = None
         self._submitted: set[str] = set()  # this process's submissions, for join()
@@ -220,6 +231,7 @@ class SharedBackend(LocalBackend):
             for job_id in self._held
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
+        self._closing = True
         await self.flush()
         if self._schedule_server is not None:
             await self._schedule_server.close()
@@ -488,7 +500,9 @@ class SharedBackend(LocalBackend):
         while True:
             await asyncio.sleep(interval)
             try:
-                asked, asked_at = list(self._held), clock.now()
+                # Leases whose outcome is still being written are kept too:
+                # the store may be slow or down, and the outcome waits for it.
+                asked, asked_at = [*self._held, *self._writing], clock.now()
                 lost = await self.store.renew(asked, self.identity)
                 for job_id in asked:
                     if job_id in lost:
@@ -497,7 +511,7 @@ class SharedBackend(LocalBackend):
                         self._held[job_id] = max(self._held[job_id], asked_at)
                 for job_id in await self.store.cancel_requests(self.identity):
                     self._on_cancel(job_id)
-                await self.store.reap_expired()
+                await self.store.reap_expired(self.max_lease_expiries)
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
 
@@ -661,7 +675,8 @@ class SharedBackend(LocalBackend):
                 job_id=job_id,
                 status=status,
                 result=result,
-                error=error,
+                # Every shared store keeps the same text (PostgreSQL refuses a NUL).
+                error=storable_text(error),
                 run_at=run_at,
                 result_ttl=result_ttl,
                 attempt=attempt,
@@ -676,16 +691,18 @@ class SharedBackend(LocalBackend):
         batch, self._outcomes = self._outcomes, []
         self._outcome_task = asyncio.create_task(self._write_outcomes(batch))
 
-    async def _write_outcomes(self, batch: list[Any]) -> None:
+    async def _write_outcomes(self, batch: list[Outcome]) -> None:
         try:
             # A job's last progress is written while this process still holds it.
             progress = self._progress_task
             if progress is not None:
                 await asyncio.shield(progress)
             await self._write_progress()
-            written = set(await self.store.finish(batch, self.identity))
+            written, unanswered = await write_outcomes(
+                self.store, self.identity, batch, log=self._log, closing=lambda: self._closing
+            )
             for outcome in batch:
-                if outcome.job_id not in written:
+                if outcome.job_id not in written and outcome not in unanswered:
                     # Its lease ran out before the attempt ended (the renewer
                     # had not noticed yet): the job is another process's now.
                     self._log.warning(
@@ -694,9 +711,6 @@ class SharedBackend(LocalBackend):
                         reason="the store refused the attempt's end",
                         action="result not recorded",
                     )
-        except Exception as exc:
-            # The leases expire and another process runs these again.
-            self._log.error("could not record results", count=len(batch), error=str(exc))
         finally:
             self._writing.difference_update(o.job_id for o in batch)
             self._outcome_task = None
@@ -805,6 +819,9 @@ def stored_result(row: SharedJobRow | None, upstream_id: str) -> Any:
     if result is None:
         return None
     if isinstance(result, dict) and "$repr" in result:
-        found = re.search(r"Object of type (\w+)", str(result.get("$note", "")))
+        note = str(result.get("$note", ""))
+        if note.startswith("not storable"):  # text no store can keep (`encode_result`)
+            raise unavailable(upstream_id, f"its result was stored as its repr ({note})")
+        found = re.search(r"Object of type (\w+)", note)
         raise unavailable(upstream_id, not_json(found.group(1) if found else "value"))
     return result

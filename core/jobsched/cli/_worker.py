@@ -21,6 +21,7 @@ import structlog
 
 from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
+    MAX_LEASE_EXPIRIES,
     SharedStore,
     as_shared_store,
     offers_shared,
@@ -91,6 +92,14 @@ def add_parser(subparsers: Any) -> None:
         help="delete finished jobs (and their history) this long after they finished; "
         "the reaper runs at start and about once a minute (default: keep them)",
     )
+    worker.add_argument(
+        "--max-lease-expiries",
+        type=int,
+        default=MAX_LEASE_EXPIRIES,
+        metavar="N",
+        help="fail a job whose lease expired N times (each worker that ran it died or "
+        "stalled) instead of running it again (default: %(default)s)",
+    )
     add_import_option(worker)
     add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
@@ -123,6 +132,8 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     )
     if retention == 0:
         raise BadInput("--retention must be longer than 0 (leave it out to keep finished jobs)")
+    if args.max_lease_expiries < 1:
+        raise BadInput(f"--max-lease-expiries must be at least 1, got {args.max_lease_expiries}")
     store = _shared_store(args.store, plugins)
     block_limit = args.block_limit
     if block_limit is None:
@@ -140,6 +151,7 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             result_ttl=ttl,
             retention=retention,
             block_limit=block_limit,
+            max_lease_expiries=args.max_lease_expiries,
         )
     )
     return 0

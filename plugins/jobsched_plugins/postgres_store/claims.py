@@ -13,7 +13,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
+from jobsched.store import (
+    Outcome,
+    SharedJobRow,
+    StoreError,
+    check_max_lease_expiries,
+    lease_expired_error,
+    settle_dependent,
+)
 
 from .connection import CHANGED, FINISHED, NOW, TERMINAL, WORK, Database, logger
 
@@ -329,37 +336,64 @@ async def renew(db: Database, lease_seconds: float, job_ids: Iterable[str], owne
     return await db.transaction(body)
 
 
-async def reap_expired(db: Database) -> int:
-    """Put jobs whose lease expired (their process died) back in the queue."""
+async def reap_expired(db: Database, max_expiries: int) -> int:
+    """Put jobs whose lease expired (their process died) back in the queue; a
+    job whose lease expired `max_expiries` times fails instead, and settles
+    its dependents."""
+    check_max_lease_expiries(max_expiries)
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> int:
         # The attempts that ended with their process go to the history too.
         cur = await conn.execute(
             db.q(
                 """WITH reaped AS (
-                    UPDATE {s}.jobs j SET status = 'pending', lease_owner = NULL,
-                        lease_expires = NULL
+                    UPDATE {s}.jobs j SET lease_owner = NULL, lease_expires = NULL,
+                        lease_expiries = j.lease_expiries + 1,
+                        status = CASE WHEN j.lease_expiries + 1 >= %(bound)s
+                            THEN 'failed' ELSE 'pending' END,
+                        finished_at = CASE WHEN j.lease_expiries + 1 >= %(bound)s
+                            THEN """
+                + NOW
+                + """ END,
+                        last_error = CASE WHEN j.lease_expiries + 1 >= %(bound)s
+                            THEN format(%(failed)s, j.lease_expiries + 1)
+                            ELSE j.last_error END
                     FROM (SELECT job_id, lease_owner FROM {s}.jobs
                         WHERE status = 'running' AND lease_expires < """
                 + NOW
                 + """ FOR UPDATE SKIP LOCKED) old
                     WHERE j.job_id = old.job_id
-                    RETURNING j.job_id, j.attempts, j.started_at, old.lease_owner
+                    RETURNING j.job_id, j.attempts, j.started_at, j.status, j.last_error,
+                        old.lease_owner
                 ), history AS (
                     INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
                         finished_at, worker)
                     SELECT job_id, attempts, 'lease_expired',
-                        'lease expired: its worker stopped renewing it', started_at, """
+                        CASE WHEN status = 'failed' THEN last_error
+                            ELSE 'lease expired: its worker stopped renewing it' END,
+                        started_at, """
                 + NOW
                 + """, lease_owner FROM reaped
                 )
-                SELECT job_id, lease_owner FROM reaped"""
-            )
+                SELECT job_id, status FROM reaped"""
+            ),
+            # PostgreSQL's format() puts the count where the text has %s.
+            {"bound": max_expiries, "failed": lease_expired_error("%s", max_expiries)},
         )
         reaped = await cur.fetchall()
+        failed = [(r["job_id"], "failed") for r in reaped if r["status"] == "failed"]
+        if failed:
+            await settle(db, conn, failed)
+            await db.notify_finished(conn)
+            logger.warning(
+                "leases expired too often; jobs failed",
+                job_ids=[job_id for job_id, _ in failed],
+                max_lease_expiries=max_expiries,
+            )
+        if len(reaped) > len(failed):
+            logger.warning("leases expired; jobs queued again", count=len(reaped) - len(failed))
         if reaped:
             await db.notify_work(conn)
-            logger.warning("leases expired; jobs queued again", count=len(reaped))
         return len(reaped)
 
     return await db.transaction(body)

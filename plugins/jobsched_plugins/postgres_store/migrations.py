@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -181,6 +181,11 @@ MIGRATIONS: list[list[str]] = [
         # The jobs already there (the triggers lock the table until this commits).
         """INSERT INTO {s}.job_counts (status, shard, n)
             SELECT status, 0, count(*) FROM {s}.jobs GROUP BY status""",
+    ],
+    # 9 (issue 20): how many of a job's attempts ended by lease expiry; the
+    # reaper fails a job at the bound instead of queueing it again.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN lease_expiries integer NOT NULL DEFAULT 0",
     ],
 ]
 

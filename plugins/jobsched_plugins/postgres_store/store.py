@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from jobsched.store import (
+    MAX_LEASE_EXPIRIES,
     NewJob,
     Outcome,
     SharedJobRow,
@@ -144,9 +145,10 @@ class PostgresStore(DelegatedWakeups):
         """Extend `owner`'s leases on `job_ids`; returns the ids whose lease was lost."""
         return await claims.renew(self.db, self.lease_seconds, job_ids, owner)
 
-    async def reap_expired(self) -> int:
-        """Put jobs whose lease expired (their process died) back in the queue."""
-        return await claims.reap_expired(self.db)
+    async def reap_expired(self, max_expiries: int = MAX_LEASE_EXPIRIES) -> int:
+        """Put jobs whose lease expired (their process died) back in the queue;
+        a job whose lease expired `max_expiries` times fails instead."""
+        return await claims.reap_expired(self.db, max_expiries)
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
         """Give back claimed jobs that never started (their attempt is not counted)."""

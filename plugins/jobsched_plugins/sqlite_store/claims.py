@@ -16,7 +16,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from jobsched.store import Outcome, SharedJobRow, StoreError, settle_dependent
+from jobsched.store import (
+    Outcome,
+    SharedJobRow,
+    StoreError,
+    lease_expired_error,
+    settle_dependent,
+)
 
 from .connection import TERMINAL, now
 from .queries import JOB_COLUMNS, job_row, queue_paused
@@ -238,29 +244,54 @@ def renew(
     return set(job_ids) - kept
 
 
-def reap_expired(conn: sqlite3.Connection) -> int:
+def reap_expired(conn: sqlite3.Connection, max_expiries: int) -> tuple[int, int]:
     """Put jobs whose lease expired (their process died) back in the queue; the
-    attempts that ended so go to the history."""
+    attempts that ended so go to the history. A job whose lease expired
+    `max_expiries` times fails instead, and settles its dependents.
+    Returns ``(reaped, failed)``."""
     t = now()
     expired = conn.execute(
-        "SELECT job_id, attempts, started_at, lease_owner FROM jobsched_shared_jobs "
-        "WHERE status = 'running' AND lease_expires < ?",
+        "SELECT job_id, attempts, started_at, lease_owner, lease_expiries + 1 "
+        "FROM jobsched_shared_jobs WHERE status = 'running' AND lease_expires < ?",
         (t,),
     ).fetchall()
     if not expired:
-        return 0
+        return 0, 0
+    requeued = [(count, job_id) for job_id, _, _, _, count in expired if count < max_expiries]
+    failed = {
+        job_id: lease_expired_error(count, max_expiries)
+        for job_id, _, _, _, count in expired
+        if count >= max_expiries
+    }
     conn.executemany(
         "UPDATE jobsched_shared_jobs SET status = 'pending', lease_owner = NULL, "
-        "lease_expires = NULL WHERE job_id = ?",
-        [(job_id,) for job_id, *_ in expired],
+        "lease_expires = NULL, lease_expiries = ? WHERE job_id = ?",
+        requeued,
+    )
+    conn.executemany(
+        "UPDATE jobsched_shared_jobs SET status = 'failed', lease_owner = NULL, "
+        "lease_expires = NULL, lease_expiries = lease_expiries + 1, finished_at = ?, "
+        "last_error = ? WHERE job_id = ?",
+        [(t, error, job_id) for job_id, error in failed.items()],
     )
     conn.executemany(
         "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
-        "finished_at, worker) VALUES (?, ?, 'lease_expired', "
-        "'lease expired: its worker stopped renewing it', ?, ?, ?)",
-        [(job_id, attempts, started, t, owner) for job_id, attempts, started, owner in expired],
+        "finished_at, worker) VALUES (?, ?, 'lease_expired', ?, ?, ?, ?)",
+        [
+            (
+                job_id,
+                attempts,
+                failed.get(job_id, "lease expired: its worker stopped renewing it"),
+                started,
+                t,
+                owner,
+            )
+            for job_id, attempts, started, owner, _ in expired
+        ],
     )
-    return len(expired)
+    if failed:
+        settle(conn, [(job_id, "failed") for job_id in failed], t)
+    return len(expired), len(failed)
 
 
 def release(conn: sqlite3.Connection, job_ids: list[str], owner: str) -> int:

@@ -23,7 +23,7 @@ import sqlite3
 from jobsched.store import StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -208,10 +208,15 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
             UPDATE jobsched_shared_counts SET n = n - 1 WHERE status = OLD.status;
         END""",
     ],
+    # 8 (issue 20): how many of a job's attempts ended by lease expiry; the
+    # reaper fails a job at the bound instead of queueing it again.
+    8: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN lease_expiries INTEGER NOT NULL DEFAULT 0",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5 and 7).
+# listed here (none for 2, 3, 5, 7 and 8).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [

@@ -30,7 +30,7 @@ BASE_JOB_COLUMNS = (
     "sort_key, unmet, lease_owner, lease_expires, cancel_requested, result, last_error, "
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
-JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule"
+JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries"
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
     "last_job_id, fired, skipped, paused"
@@ -87,6 +87,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
         progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
         result_expires=r[23] if len(r) > 23 else None,
         trigger_rule=r[24] if len(r) > 24 else "all_success",
+        lease_expiries=r[25] if len(r) > 25 else 0,
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from jobsched.store import (
+    MAX_LEASE_EXPIRIES,
     JobRow,
     NewJob,
     Outcome,
@@ -20,6 +21,7 @@ from jobsched.store import (
     StoreContext,
     StoreError,
     StoreStats,
+    check_max_lease_expiries,
 )
 
 from .._wakeups import DelegatedWakeups
@@ -178,12 +180,18 @@ class SQLiteStore(DelegatedWakeups):
             lambda conn: claims.renew(conn, self.lease_seconds, ids, owner), "renew leases in"
         )
 
-    async def reap_expired(self) -> int:
-        """Put jobs whose lease expired (their process died) back in the queue."""
+    async def reap_expired(self, max_expiries: int = MAX_LEASE_EXPIRIES) -> int:
+        """Put jobs whose lease expired (their process died) back in the queue;
+        a job whose lease expired `max_expiries` times fails instead."""
         self._need(migrations.SHARED, "reap_expired")
-        reaped = await self.db.transaction(claims.reap_expired, "requeue expired leases in")
+        check_max_lease_expiries(max_expiries)
+        reaped, failed = await self.db.transaction(
+            lambda conn: claims.reap_expired(conn, max_expiries), "requeue expired leases in"
+        )
         if reaped:
             self.wakeups.work()
+        if failed:
+            self.wakeups.finished()
         return reaped
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
