@@ -56,15 +56,20 @@ async def run_worker(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await scheduler.start()
+    # A worker that cannot go on (a store a newer jobsched migrated) stops as
+    # on a signal, and `stop()` then raises why.
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(scheduler.wait_failed())]
     try:
         if on_started is not None:
             on_started(scheduler)
-        await stop.wait()
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for wait in waits:
+            wait.cancel()
         stopping = asyncio.ensure_future(scheduler.stop())
         done, _ = await asyncio.wait({stopping}, timeout=grace)
         if not done:
             # Interrupt the attempts (not cancel the jobs): the backend hands
             # them back, and another process runs them again.
             scheduler.interrupt_running()
-            await stopping
+        await stopping
