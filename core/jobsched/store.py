@@ -1094,8 +1094,9 @@ def _schedule_row_problem(row: ScheduleRow) -> str | None:
             return f"{column} {_short(getattr(row, column))} is not text"
     if not _is_time(row.next_run):
         return f"next_run {_short(row.next_run)} is not a time"
-    if not _is_flag(row.paused):
-        return f"paused {_short(row.paused)} is not a flag"
+    for column in ("allow_overlap", "active", "paused"):
+        if not _is_flag(getattr(row, column)):
+            return f"{column} {_short(getattr(row, column))} is not a flag"
     for column in ("fired", "skipped"):
         if not _is_count(getattr(row, column)):
             return f"{column} {_short(getattr(row, column))} is not a count"
@@ -1223,11 +1224,13 @@ def json_column(what: str, row_id: object, column: str, text: object) -> Any:
         raise bad_column(what, row_id, column, text, "JSON") from None
 
 
-def _check(what: str, row_id: object, row: object, checks: tuple[_Check, ...]) -> None:
+def _check(
+    what: str, row_id: object, row: object, checks: tuple[_Check, ...], within: str = ""
+) -> None:
     for column, test, expected in checks:
         value = getattr(row, column)
         if not test(value):
-            raise bad_column(what, row_id, column, value, expected)
+            raise bad_column(what, row_id, within + column, value, expected)
 
 
 def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
@@ -1240,7 +1243,7 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
     """
     _check("job", row.job_id, row, _SHARED_JOB_CHECKS)
     for attempt in row.history:
-        _check("job", row.job_id, attempt, _ATTEMPT_CHECKS)
+        _check("job", row.job_id, attempt, _ATTEMPT_CHECKS, "attempt history's ")
     return row
 
 

@@ -74,6 +74,9 @@ COMPLETED = JobStatus.COMPLETED
 TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 #: Seconds between two reaper passes (on average: each wait is jittered ±50 %).
 REAP_INTERVAL = 60.0
+#: Seconds before a background task that died is started again (one that
+#: dies at once must not spin).
+RESTART_PAUSE = 1.0
 CANCELLED = JobStatus.CANCELLED
 SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
 
@@ -208,7 +211,7 @@ class SharedBackend(LocalBackend):
                 return
             except Exception:
                 self._log.exception("background task died; restarting it", task=name)
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(RESTART_PAUSE)
 
     async def _check_schema(self) -> None:
         """Raise `SchemaTooNewError` if a newer jobsched migrated the store
@@ -390,7 +393,14 @@ class SharedBackend(LocalBackend):
                     rows, next_due = [], None
                 claimed = len(rows)
                 target = _claim_target(target, base, claimed == room, s)
-                self._take(await self._with_results(rows), asked_at)
+                try:
+                    ready = await self._with_results(rows)
+                except Exception:
+                    # The feeder dies (and is started again): the rows it
+                    # claimed go back rather than wait for their leases to expire.
+                    self._hand_back([row.job_id for row in rows if row.job_id not in self._writing])
+                    raise
+                self._take(ready, asked_at)
                 if claimed == room:
                     continue
                 if next_due is not None:
