@@ -198,7 +198,11 @@ _STATUS_COLUMNS = {c.strip() for c in BASE_JOB_COLUMNS.split(",")} | {"trigger_r
 def _cli_reads(target: SharedTarget, table: str, column: str) -> list[list[str]]:
     url = target.url
     if table == "jobs" and (target.kind == "postgresql" or column in _STATUS_COLUMNS):
-        return [["status", "--store", url], ["status", "--store", url, "--json"]]
+        return [
+            ["status", "--store", url],
+            ["status", "--store", url, "--json"],
+            ["jobs", "requeue", "--store", url],
+        ]
     if table == "schedules":
         return [
             ["schedules", "list", "--store", url],
@@ -216,7 +220,7 @@ async def _check_readers(
         names = [f"job {target.ids[row]}", "depends_on"]
     for argv in _cli_reads(target, table, column):
         code, err = await asyncio.to_thread(cli, capsys, *argv)
-        assert_named(code, err, *names)
+        assert_named(code, err, target.url.split("?")[0], *names)
     async with Client(target.url) as client:
         for read in await _client_reads(target, table, column, row):
             with pytest.raises(BadRowError) as raised:

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from jobsched.store import (
+    BadRowError,
     JobRow,
     PurgeRow,
     ScheduleRow,
@@ -116,6 +117,8 @@ def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot,
             db.remove_new_file()
         if isinstance(exc, sqlite3.Error):
             raise db.open_error(exc, context.readonly) from exc
+        if isinstance(exc, BadRowError):
+            raise exc.in_store(db.url) from None
         raise
     db.conn = conn
     return snapshot, mode
