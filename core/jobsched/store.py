@@ -1241,6 +1241,47 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
     by hand must be named, never crash a reader or stall a worker). Only a
     completed job's `result` may be any JSON value.
     """
+    # The common case first, in one expression: every claim reads its rows here.
+    if (
+        type(row.job_id) is str
+        and row.job_id
+        and type(row.type) is str
+        and row.type
+        and type(row.args) is dict
+        and type(row.options) is dict
+        and type(row.status) is str
+        and row.status in _STATUSES
+        and type(row.attempts) is int
+        and row.attempts >= 0
+        and type(row.run_at) in _TIME_TYPES
+        and _isfinite(row.run_at)
+        and type(row.submitted_at) in _TIME_TYPES
+        and _isfinite(row.submitted_at)
+        and type(row.seq) is int
+        and row.seq >= 0
+        and type(row.unmet) is int
+        and row.unmet >= 0
+        and type(row.sort_key) is tuple
+        and all(type(x) in _TIME_TYPES and _isfinite(x) for x in row.sort_key)
+        and type(row.key) in _TEXT_OR_NONE
+        and type(row.lease_owner) in _TEXT_OR_NONE
+        and type(row.last_error) in _TEXT_OR_NONE
+        and type(row.schedule_id) in _TEXT_OR_NONE
+        and type(row.submitted_by) in _TEXT_OR_NONE
+        and type(row.unique_key) in _TEXT_OR_NONE
+        and (row.lease_expires is None or _is_time(row.lease_expires))
+        and (row.started_at is None or _is_time(row.started_at))
+        and (row.finished_at is None or _is_time(row.finished_at))
+        and (row.result_expires is None or _is_time(row.result_expires))
+        and type(row.cancel_requested) is bool
+        and (row.progress is None or type(row.progress) is dict)
+        and type(row.trigger_rule) is str
+        and row.trigger_rule in TRIGGER_RULES
+        and type(row.depends_on) is tuple
+        and not row.depends_on
+        and not row.history
+    ):
+        return row
     _check("job", row.job_id, row, _SHARED_JOB_CHECKS)
     for attempt in row.history:
         _check("job", row.job_id, attempt, _ATTEMPT_CHECKS, "attempt history's ")
