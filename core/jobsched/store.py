@@ -38,7 +38,10 @@ Conventions every method follows:
 - Every call is made on the scheduler's event loop. A store built on a
   blocking driver runs it off the loop (a thread).
 - Every failure is a `StoreError` whose message names the store (`url`) and
-  the problem; the call changed nothing (each call is one transaction).
+  the problem; the call changed nothing (each call is one transaction). A
+  stored row that cannot be read (changed by hand) is a `BadRowError` naming
+  the row and the column; a store a newer jobsched migrated is a
+  `SchemaTooNewError` naming both versions.
 
 The SQLite store (``jobsched_plugins.sqlite_store``) implements `Store`; the
 PostgreSQL store (``jobsched_plugins.postgres_store``) implements
@@ -643,7 +646,10 @@ class SharedStore(StoreBase, Protocol):
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
-        none), so the caller can sleep until then.
+        none), so the caller can sleep until then. A claimed row that cannot
+        be read (changed by hand: `checked_shared_job` raises `BadRowError`)
+        is not returned: its job is failed with that error, as `finish`
+        would write it, and the other rows are returned.
         """
         ...
 
