@@ -403,29 +403,38 @@ async def worker(url: str) -> AsyncIterator[JobScheduler]:
         await s.stop()
 
 
+#: Per store kind: the columns of three claimable jobs tampered with before a
+#: worker starts. The issue's rows first: arguments that are no mapping
+#: (PostgreSQL), or no JSON at all (SQLite, where every claim used to fail,
+#: naming nothing).
+WORKER_TAMPERING = {
+    "postgresql": [("args", "'[1,2]'"), ("options", "'\"str\"'"), ("sort_key", "'{1,NULL}'")],
+    "sqlite": [("args", "'nope'"), ("options", "'null'"), ("sort_key", "1.5")],
+}
+
+
 async def test_a_worker_fails_a_tampered_job_and_runs_the_others(fresh: SharedTarget) -> None:
     async with Client(fresh.url) as client:
-        ids = [await client.submit(sleep_job(f"j{i}")) for i in range(5)]
-        bad = ids[2]
-        # The row: arguments that are no mapping (PostgreSQL), or no
-        # JSON at all (SQLite, where every claim used to fail, naming nothing).
-        junk = "'[1,2]'" if fresh.kind == "postgresql" else "'nope'"
-        fresh.sql(f"UPDATE {fresh.table('jobs')} SET args = {junk} WHERE job_id = %s", (bad,))
-        good = [i for i in ids if i != bad]
+        ids = [await client.submit(sleep_job(f"j{i}")) for i in range(6)]
+        tampered = dict(zip(ids[1::2], WORKER_TAMPERING[fresh.kind], strict=True))
+        for job_id, (column, value) in tampered.items():
+            fresh.sql(
+                f"UPDATE {fresh.table('jobs')} SET {column} = {value} WHERE job_id = %s", (job_id,)
+            )
+        good = [i for i in ids if i not in tampered]
         async with worker(fresh.url):
             done = await client.wait_many(good, timeout=TIMEOUT)
-            assert [j.status.value for j in done] == ["completed"] * 4
+            assert [j.status.value for j in done] == ["completed"] * 3
 
-            def ended() -> list[tuple[Any, ...]]:
-                return fresh.sql(
-                    f"SELECT status, last_error FROM {fresh.table('jobs')} WHERE job_id = %s",
-                    (bad,),
-                )
+            def ended() -> dict[str, tuple[str, str]]:
+                rows = fresh.sql(f"SELECT job_id, status, last_error FROM {fresh.table('jobs')}")
+                return {r[0]: (r[1], r[2]) for r in rows if r[0] in tampered}
 
-            await _until(lambda: ended()[0][0] == "failed")
-            [(_, error)] = ended()
-            assert error.startswith("BadRowError: ") and f"job {bad}" in error, error
-            assert "its args" in error, error
+            await _until(lambda: all(s == "failed" for s, _ in ended().values()))
+            for job_id, (_, error) in ended().items():
+                column = tampered[job_id][0]
+                assert error.startswith("BadRowError: ") and f"job {job_id}" in error, error
+                assert f"its {column}" in error, error
             # The worker claims on: a job submitted now runs.
             later = await client.submit(sleep_job("later"))
             [info] = await client.wait_many([later], timeout=TIMEOUT)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from jobsched.store import BadRowError, Outcome, SharedJobRow, StoreError, settle_dependent
 
@@ -64,9 +64,13 @@ def fail_unreadable(conn: sqlite3.Connection, errors: Sequence[BadRowError], own
     at what it was meant to do, and handing it back would claim it forever."""
     for exc in errors:
         logger.error("claimed job cannot be read; failed", job_id=exc.row_id, error=str(exc))
+    # Each by its id as stored: an id tampered into a BLOB is matched as it is.
     finish(
         conn,
-        [Outcome(job_id=str(e.row_id), status="failed", error=f"BadRowError: {e}") for e in errors],
+        [
+            Outcome(job_id=cast(str, e.row_id), status="failed", error=f"BadRowError: {e}")
+            for e in errors
+        ],
         owner,
     )
 
