@@ -1127,8 +1127,9 @@ def _is_time_or_none(value: object) -> bool:
     return value is None or _is_time(value)
 
 
-def _is_end_time(value: object) -> bool:
-    # A schedule's next run: a time, or infinity once it has ended.
+def _is_number(value: object) -> bool:
+    # Infinity included (a schedule's next run once it has ended, EDF's "no
+    # deadline" in a sort key); NaN orders nothing.
     return type(value) in (int, float) and not math.isnan(value)  # type: ignore[arg-type]
 
 
@@ -1153,7 +1154,7 @@ def _is_rule(value: object) -> bool:
 
 
 def _is_sort_key(value: object) -> bool:
-    return type(value) is tuple and all(_is_time(x) for x in value)
+    return type(value) is tuple and all(_is_number(x) for x in value)
 
 
 def _are_ids(value: object) -> bool:
@@ -1202,7 +1203,7 @@ _SHARED_SCHEDULE_CHECKS: tuple[_Check, ...] = (
     ("args", _is_object, "a JSON object"),
     ("options", _is_object, "a JSON object"),
     ("trigger", _is_object, "a JSON object"),
-    ("next_run", _is_end_time, "a time"),
+    ("next_run", _is_number, "a time"),
     ("allow_overlap", _is_flag, "a flag"),
     ("active", _is_flag, "a flag"),
     ("last_job_id", _is_text, "text"),
@@ -1268,7 +1269,7 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and type(row.unmet) is int
         and row.unmet >= 0
         and type(row.sort_key) is tuple
-        and all(type(x) in _TIME_TYPES and _isfinite(x) for x in row.sort_key)
+        and all(type(x) in _TIME_TYPES and x == x for x in row.sort_key)  # x == x: not NaN
         and type(row.key) in _TEXT_OR_NONE
         and type(row.lease_owner) in _TEXT_OR_NONE
         and type(row.last_error) in _TEXT_OR_NONE
