@@ -59,6 +59,10 @@ def _take(
     return rows
 
 
+def _strategy_order(row: SharedJobRow) -> tuple[tuple[float, ...], int]:
+    return row.sort_key, row.seq
+
+
 def fail_unreadable(conn: sqlite3.Connection, errors: Sequence[BadRowError], owner: str) -> None:
     """Fail claimed jobs whose rows cannot be read: running one would guess
     at what it was meant to do, and handing it back would claim it forever."""
@@ -73,10 +77,6 @@ def fail_unreadable(conn: sqlite3.Connection, errors: Sequence[BadRowError], own
         ],
         owner,
     )
-
-
-def _strategy_order(row: SharedJobRow) -> tuple[tuple[float, ...], int]:
-    return row.sort_key, row.seq
 
 
 def claim(
