@@ -3,7 +3,8 @@ and 12, issue 21 item 10).
 
 Every column a reader decodes, of every table of each store format (the
 single-owner SQLite journal, the shared SQLite file, PostgreSQL), is
-corrupted in turn, in a copy (SQLite) or and then put back (PostgreSQL): the
+corrupted in turn, in a copy (SQLite) or in place and then put back
+(PostgreSQL): the
 CLI readers exit 2 with one line naming the row and the column, the
 `Client` raises `BadRowError` saying the same, never a traceback. A worker
 fails a tampered job and runs the others; a background task of a worker that
@@ -170,12 +171,14 @@ def _expected(target: SharedTarget, table: str, column: str, row: str) -> list[s
         return ["limits row 1", column]
     if column in ("job_id", "schedule_id"):
         return [column]
+    if table == "dependencies":
+        return [f"job {target.ids[row]}", "depends_on"]
     if table == "schedules":
         return [f"recurring schedule {target.ids['sched']}", column]
     return [f"job {target.ids[row]}", column] + (["history"] if table == "attempts" else [])
 
 
-async def _client_reads(
+def _client_reads(
     target: SharedTarget, table: str, column: str, row: str
 ) -> list[Callable[..., Any]]:
     """The Client calls that read the tampered table."""
@@ -216,13 +219,11 @@ async def _check_readers(
 ) -> None:
     table, column, _, _, row = case
     names = _expected(target, table, column, row)
-    if table == "dependencies":
-        names = [f"job {target.ids[row]}", "depends_on"]
     for argv in _cli_reads(target, table, column):
         code, err = await asyncio.to_thread(cli, capsys, *argv)
         assert_named(code, err, target.url.split("?")[0], *names)
     async with Client(target.url) as client:
-        for read in await _client_reads(target, table, column, row):
+        for read in _client_reads(target, table, column, row):
             with pytest.raises(BadRowError) as raised:
                 await read(client)
             for name in names:
