@@ -520,7 +520,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
         conn.execute("INSERT INTO jobsched_meta VALUES ('mode', 'shared')")
         conn.execute(
             "INSERT INTO jobsched_shared_jobs (job_id, type, args, options, status, run_at, "
-            "submitted_at, sort_key) VALUES ('old', 'noop', '{}', '{}', 'completed', 0, 0, x'00')"
+            "submitted_at, sort_key) VALUES ('old', 'noop', '{}', '{}', 'completed', 0, 0, x'')"
         )
         conn.commit()
     url = f"sqlite:///{path}"

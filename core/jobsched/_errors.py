@@ -90,6 +90,45 @@ class StoreError(SchedulerError):
     """
 
 
+class BadRowError(StoreError):
+    """A stored row holds what jobsched cannot read (changed by hand, or by a
+    broken store): `what` (``"job"``, ``"schedule"``) `row_id`'s `column`,
+    and the `problem` with its value. `url` names the store once the store
+    has added it (`in_store`)."""
+
+    def __init__(self, what: str, row_id: object, column: str, problem: str, url: str = "") -> None:
+        self.what = what
+        self.row_id = row_id
+        self.column = column
+        self.problem = problem
+        self.url = url
+        where = f"{url}: " if url else ""
+        super().__init__(f"{where}{what} {row_id} cannot be read: its {column} {problem}")
+
+    def in_store(self, url: str) -> BadRowError:
+        """The same error, naming the store."""
+        if self.url:
+            return self
+        return BadRowError(self.what, self.row_id, self.column, self.problem, url)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.row_id, self.column, self.problem, self.url))
+
+
+class SchemaTooNewError(StoreError):
+    """The store was migrated by a newer jobsched than this one: its schema is
+    version `found`, this code knows up to `known`. Running on would misread
+    it, so a worker stops (the message names both versions)."""
+
+    def __init__(self, message: str, found: int, known: int) -> None:
+        self.found = found
+        self.known = known
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.found, self.known))
+
+
 class NonRetryableError(Exception):
     """Raise from a job to fail it immediately, skipping any remaining retries."""
 

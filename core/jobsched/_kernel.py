@@ -655,6 +655,8 @@ class Kernel:
         self._stopping = False
         self._stopped = False
         self._stop_done = asyncio.Event()
+        self._failure: BaseException | None = None
+        self._failed = asyncio.Event()
 
     # ── Public API (call on the loop thread unless noted) ─────────────
     def add_listener(
@@ -1667,6 +1669,8 @@ class Kernel:
         for executor in self._executors.values():
             executor.shutdown()
         store_error = await self._backend.close() if self._started else None
+        if store_error is None:
+            store_error = self._failure
         self._stopped = True
         try:
             if self._started:
@@ -1686,6 +1690,21 @@ class Kernel:
             if job is not None and job.status is RUNNING:
                 self._backend.interrupted(job)
                 self._finish(job, CANCELLED, error="scheduler shut down")
+
+    def fail(self, error: BaseException) -> None:
+        """The backend cannot go on (its store was migrated by a newer
+        jobsched, say): `wait_failed` returns `error` and `stop` raises it.
+        The first error is kept."""
+        if self._failure is None:
+            self._failure = error
+            self._failed.set()
+
+    async def wait_failed(self) -> BaseException:
+        """Wait until the backend failed for good (`fail`); its error. A process
+        that runs until told to stop (``jobsched worker``) waits for this too."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
 
     def interrupt_running(self) -> None:
         """Tear down the attempts in flight as a shutdown would (after `stop` began).

@@ -104,11 +104,16 @@ async def run_worker(
             )
             signals.watchdog = watchdog
             watchdog.start()
+        # A worker that cannot go on (a store a newer jobsched migrated) stops
+        # as on a signal, and `stop()` then raises why.
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(scheduler.wait_failed())]
         try:
             if on_started is not None:
                 on_started(scheduler)
-            await stop.wait()
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for wait in waits:
+                wait.cancel()
             await _shut_down(scheduler, grace, signals, watchdog)
     finally:
         signals.restore()

@@ -42,14 +42,14 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
 
 from .._codec import JobCodec, wall_offset
-from .._errors import ResultUnavailableError, SchedulerError
+from .._errors import ResultUnavailableError, SchedulerError, SchemaTooNewError
 from .._job import Job
 from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
@@ -81,6 +81,9 @@ COMPLETED = JobStatus.COMPLETED
 TERMINAL = ("completed", "failed", "timed_out", "cancelled")
 #: Seconds between two reaper passes (on average: each wait is jittered ±50 %).
 REAP_INTERVAL = 60.0
+#: Seconds before a background task that died is started again (one that
+#: dies at once must not spin).
+RESTART_PAUSE = 1.0
 CANCELLED = JobStatus.CANCELLED
 SHUTDOWN_ERROR = "scheduler shut down"  # the error a job handed back by a shutdown carries
 
@@ -184,9 +187,9 @@ class SharedBackend(LocalBackend):
         self._wake.set()
         self._flush_inserts()  # jobs submitted before start()
         self._tasks = [
-            asyncio.create_task(self._feed(), name="jobsched-feeder"),
-            asyncio.create_task(self._renew(), name="jobsched-renewer"),
-            asyncio.create_task(self._reap(), name="jobsched-reaper"),
+            asyncio.create_task(self._supervised("feeder", self._feed), name="jobsched-feeder"),
+            asyncio.create_task(self._supervised("renewer", self._renew), name="jobsched-renewer"),
+            asyncio.create_task(self._supervised("reaper", self._reap), name="jobsched-reaper"),
         ]
         self._schedule_server = ScheduleServer(
             self.store,
@@ -200,6 +203,41 @@ class SharedBackend(LocalBackend):
             self._schedule_server.add(row)
         self._schedule_server.watch()
         self._log.info("shared scheduler started", store=repr(self.store))
+
+    async def _supervised(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run a background task for the life of the process.
+
+        One that dies is logged with its traceback and started again after a
+        pause (a silent dead feeder would claim nothing more while its jobs
+        stay running). A store migrated by a newer jobsched stops the
+        scheduler instead (`Kernel.fail`): nothing this code does with it
+        can be trusted.
+        """
+        while True:
+            try:
+                await run()
+                return
+            except SchemaTooNewError as exc:
+                self._log.error("store schema newer than this jobsched; stopping", error=str(exc))
+                self.kernel.fail(exc)
+                return
+            except Exception:
+                self._log.exception("background task died; restarting it", task=name)
+                await asyncio.sleep(RESTART_PAUSE)
+
+    async def _check_schema(self) -> None:
+        """Raise `SchemaTooNewError` if a newer jobsched migrated the store
+        (asked after a claim failed: the rows may hold what this code does
+        not know). A store that cannot say, or cannot be reached, passes."""
+        check = getattr(self.store, "check_schema", None)
+        if check is None:
+            return
+        try:
+            await check()
+        except SchemaTooNewError:
+            raise
+        except Exception as exc:
+            self._log.warning("could not check the store's schema version", error=str(exc))
 
     async def _sync_limits(self) -> None:
         """Make this process's limits the cluster's, or refuse a mismatch (docs/limits.md)."""
@@ -364,12 +402,18 @@ class SharedBackend(LocalBackend):
                     rows, next_due = await self.store.claim(room, self.identity)
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
+                    await self._check_schema()
                     rows, next_due = [], None
                 claimed = len(rows)
                 target = _claim_target(target, base, claimed == room, s)
-                rows = await self._with_results(rows)
-                for row in rows:
-                    self._adopt(row, asked_at)
+                try:
+                    ready = await self._with_results(rows)
+                except Exception:
+                    # The feeder dies (and is started again): the rows it
+                    # claimed go back rather than wait for their leases to expire.
+                    self._hand_back([row.job_id for row in rows if row.job_id not in self._writing])
+                    raise
+                self._take(ready, asked_at)
                 if claimed == room:
                     continue
                 if next_due is not None:
@@ -377,6 +421,15 @@ class SharedBackend(LocalBackend):
             if not self._wake.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _take(self, rows: list[SharedJobRow], asked_at: float) -> None:
+        """Adopt claimed rows; one that cannot be made a job fails alone, saying why."""
+        for row in rows:
+            try:
+                self._adopt(row, asked_at)
+            except Exception as exc:
+                self._log.exception("cannot take claimed job", job_id=row.job_id)
+                self._outcome(row.job_id, "failed", error=f"cannot take job: {exc!r}")
 
     async def _with_results(self, rows: list[SharedJobRow]) -> list[SharedJobRow]:
         """Claimed rows with their `result_of` markers replaced by the upstreams'

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobsched.store import (
+    BadRowError,
     Outcome,
     SharedJobRow,
     StoreError,
@@ -23,6 +24,7 @@ from jobsched.store import (
 )
 
 from .connection import CHANGED, FINISHED, NOW, TERMINAL, WORK, Database, logger
+from .rows import checked_limits, job_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -54,22 +56,21 @@ async def claim(
     if n <= 0:
         return [], None
 
-    async def plain(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
+    async def plain(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
         cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
-        return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
+        return await cur.fetchall()
 
     # One statement on the autocommit connection (one round trip for a busy
     # queue); it claims nothing while limits are stored or the queue is
     # paused, which is asked only when it got fewer than `n`.
-    rows = await db.statement(plain)
-    rows.sort(key=lambda r: (r.sort_key, r.seq))
+    taken = await db.statement(plain)
     limits.found = False
-    if len(rows) == n:
-        return rows, None
+    if len(taken) == n:
+        return await _readable(db, limits, taken, owner), None
 
     async def rest(
         conn: psycopg.AsyncConnection[Any],
-    ) -> tuple[list[SharedJobRow], float | None]:
+    ) -> tuple[list[dict[str, Any]], float | None]:
         cur = await conn.execute(
             db.q(
                 "SELECT min(run_at) AS t, "
@@ -84,12 +85,40 @@ async def claim(
         if rec is not None and rec["limits"]:
             limits.found = True
             return await _claim_limited(
-                db, conn, lease_seconds, n - len(rows), owner, rec["limits"]
+                db, conn, lease_seconds, n - len(taken), owner, checked_limits(rec["limits"])
             )
         return [], rec["t"] if rec else None
 
     more, next_due = await db.transaction(rest)
-    return rows + more, next_due
+    return await _readable(db, limits, taken + more, owner), next_due
+
+
+async def _readable(
+    db: Database, limits: LimitsSeen, records: list[dict[str, Any]], owner: str
+) -> list[SharedJobRow]:
+    """The claimed records as rows, in strategy order.
+
+    A record that cannot be read (changed by hand) is not returned: its job
+    fails, its error naming the column. Running it would guess at what it
+    was meant to do, and handing it back would claim it forever.
+    """
+    rows: list[SharedJobRow] = []
+    unreadable: list[BadRowError] = []
+    for rec in records:
+        try:
+            rows.append(job_row(rec))
+        except BadRowError as exc:
+            unreadable.append(exc.in_store(db.url))
+    if unreadable:
+        for bad in unreadable:
+            logger.error("claimed job cannot be read; failed", job_id=bad.row_id, error=str(bad))
+        failed = [
+            Outcome(job_id=str(e.row_id), status="failed", error=f"BadRowError: {e}")
+            for e in unreadable
+        ]
+        await finish(db, limits, failed, owner)
+    rows.sort(key=lambda r: (r.sort_key, r.seq))
+    return rows
 
 
 # The plain claim: the first `n` due jobs in strategy order, locked without
@@ -125,7 +154,7 @@ async def _claim_limited(
     n: int,
     owner: str,
     limits: dict[str, Any],
-) -> tuple[list[SharedJobRow], float | None]:
+) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, inside the claim transaction.
 
     One transaction-level advisory lock per schema serializes the claims
@@ -218,7 +247,7 @@ async def _claim_limited(
             taken.append(r["job_id"])
             if len(taken) == n:
                 break
-    rows: list[SharedJobRow] = []
+    rows: list[dict[str, Any]] = []
     if taken:
         cur = await conn.execute(
             db.q(
@@ -231,8 +260,7 @@ async def _claim_limited(
             ),
             [owner, now + lease_seconds, now, taken, db.channel, CHANGED],
         )
-        rows = [SharedJobRow.from_record(r) for r in await cur.fetchall()]
-        rows.sort(key=lambda r: (r.sort_key, r.seq))
+        rows = await cur.fetchall()
     if tats:
         await conn.execute(
             db.q(

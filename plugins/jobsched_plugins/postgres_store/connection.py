@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
 
-from jobsched.store import StoreError
+from jobsched.store import BadRowError, StoreError
 
 from .._wakeups import WakeupEvents
 
@@ -200,6 +200,8 @@ class Database:
                         return await body(conn)
                     async with conn.transaction():
                         return await body(conn)
+                except BadRowError as exc:
+                    raise exc.in_store(self.url) from None
                 except psycopg.OperationalError as exc:
                     if not is_transient(exc):
                         # The statement failed, not the link: a retry would fail again.

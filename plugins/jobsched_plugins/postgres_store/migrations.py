@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import StoreError
+from jobsched.store import SchemaTooNewError, StoreError
 
 from .connection import Database, logger
 
@@ -223,7 +223,7 @@ async def check_readable(db: Database) -> None:
             f"{db.url}: schema {db.schema!r} holds tables "
             f"({', '.join(sorted(tables))}) but is not a jobsched store"
         )
-    _refuse_newer(db, await schema_version(db))
+    refuse_newer(db, await schema_version(db))
 
 
 async def schema_version(db: Database) -> int:
@@ -246,7 +246,7 @@ async def _migrate(db: Database, conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute(db.q("CREATE SCHEMA IF NOT EXISTS {s}"))
     await conn.execute(db.q("CREATE TABLE IF NOT EXISTS {s}.schema_version (version int)"))
     version = await _version(db, conn)
-    _refuse_newer(db, version)
+    refuse_newer(db, version)
     for target in range(version + 1, SCHEMA_VERSION + 1):
         for statement in MIGRATIONS[target - 1]:
             await conn.execute(db.q(statement))
@@ -268,9 +268,12 @@ async def _version(db: Database, conn: psycopg.AsyncConnection[Any]) -> int:
     return int((row or {}).get("v") or 0)
 
 
-def _refuse_newer(db: Database, version: int) -> None:
+def refuse_newer(db: Database, version: int) -> None:
+    """`SchemaTooNewError` if `version` is newer than this code."""
     if version > SCHEMA_VERSION:
-        raise StoreError(
+        raise SchemaTooNewError(
             f"{db.url}: schema {db.schema!r} is at version {version}, newer "
-            f"than this jobsched understands ({SCHEMA_VERSION}); upgrade jobsched"
+            f"than this jobsched understands ({SCHEMA_VERSION}); upgrade jobsched",
+            version,
+            SCHEMA_VERSION,
         )

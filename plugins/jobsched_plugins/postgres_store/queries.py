@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import AttemptRow, SharedJobRow, StoreStats
+from jobsched.store import SharedJobRow, StoreStats
 
 from .connection import NOW, Database
+from .rows import checked_limits, job_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -32,14 +33,7 @@ async def get(db: Database, job_id: str) -> SharedJobRow | None:
         rec = await cur.fetchone()
         if rec is None:
             return None
-        rec["depends_on"] = tuple(rec["depends_on"])
-        rec["history"] = tuple(
-            AttemptRow(
-                number=a[0], status=a[1], error=a[2], started_at=a[3], finished_at=a[4], worker=a[5]
-            )
-            for a in rec["history"]
-        )
-        return SharedJobRow.from_record(rec)
+        return job_row(rec)
 
     return await db.transaction(body)
 
@@ -108,7 +102,7 @@ async def page(
             db.q("SELECT * FROM {s}.jobs" + clause + " ORDER BY seq DESC LIMIT %s OFFSET %s"),
             [*params, limit, offset],
         )
-        return [SharedJobRow.from_record(r) for r in await cur.fetchall()], int(total)
+        return [job_row(r) for r in await cur.fetchall()], int(total)
 
     return await db.transaction(body)
 
@@ -165,7 +159,7 @@ async def stats(db: Database, since: float) -> StoreStats:
             leases=[(owner, n, exp) for owner, (n, exp) in sorted(leases.items())],
             running_types=running_types,
             running_executors=running_executors,
-            limits=head["limits"],
+            limits=None if head["limits"] is None else checked_limits(head["limits"]),
             rate_tats={k: float(v) for k, v in head["tats"].items()},
             queue_paused=bool(head["paused"]),
             at=float(head["at"]),
@@ -230,7 +224,7 @@ async def jobs(db: Database, job_ids: Sequence[str] | None = None) -> list[Share
                 db.q("SELECT * FROM {s}.jobs WHERE job_id = ANY(%s) ORDER BY seq"),
                 [list(job_ids)],
             )
-        return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
+        return [job_row(r) for r in await cur.fetchall()]
 
     return await db.transaction(body)
 

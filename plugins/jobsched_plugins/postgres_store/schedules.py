@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
 
 from .connection import TERMINAL, Database, to_json
+from .rows import job_row, schedule_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -50,7 +51,7 @@ async def _get_schedule(
     rec = await cur.fetchone()
     if rec is None:
         raise StoreError(f"unknown schedule {schedule_id!r}")
-    return SharedScheduleRow(**rec)
+    return schedule_row(rec)
 
 
 async def get_schedule(db: Database, schedule_id: str) -> SharedScheduleRow:
@@ -140,7 +141,7 @@ async def schedules(db: Database) -> list[SharedScheduleRow]:
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedScheduleRow]:
         cur = await conn.execute(db.q("SELECT * FROM {s}.schedules ORDER BY schedule_id"))
-        return [SharedScheduleRow(**r) for r in await cur.fetchall()]
+        return [schedule_row(r) for r in await cur.fetchall()]
 
     return await db.transaction(body)
 
@@ -169,6 +170,6 @@ async def schedule_jobs(db: Database, schedule_id: str) -> list[SharedJobRow]:
             db.q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
             [schedule_id],
         )
-        return [SharedJobRow.from_record(r) for r in await cur.fetchall()]
+        return [job_row(r) for r in await cur.fetchall()]
 
     return await db.transaction(body)

@@ -93,6 +93,11 @@ class PostgresStore(DelegatedWakeups):
         """The version the database is at."""
         return await migrations.schema_version(self.db)
 
+    async def check_schema(self) -> None:
+        """`SchemaTooNewError` naming both versions if a newer jobsched migrated
+        the schema since this store was opened (a worker asks on a claim error)."""
+        migrations.refuse_newer(self.db, await self.schema_version())
+
     async def close(self) -> None:
         """Stop listening and close the connections."""
         # The listener first: it reconnects on any error until it is stopped.

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from jobsched.store import (
+    BadRowError,
     Outcome,
     SharedJobRow,
     StoreError,
@@ -24,8 +25,8 @@ from jobsched.store import (
     settle_dependent,
 )
 
-from .connection import TERMINAL, now
-from .queries import JOB_COLUMNS, job_row, queue_paused
+from .connection import TERMINAL, logger, now
+from .queries import JOB_COLUMNS, job_row, queue_paused, stored_limits
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
 
@@ -37,7 +38,12 @@ def _in(values: Sequence[Any]) -> str:
 def _take(
     conn: sqlite3.Connection, job_ids: list[str], owner: str, lease_seconds: float, t: float
 ) -> list[SharedJobRow]:
-    """Mark `job_ids` running under `owner`'s lease; their rows, in strategy order."""
+    """Mark `job_ids` running under `owner`'s lease; their rows, in strategy order.
+
+    A row that cannot be read (changed by hand) is not returned: its job
+    fails here, in the claim's transaction, its error naming the column
+    (`fail_unreadable`), and the others are claimed as usual.
+    """
     if not job_ids:
         return []
     # One statement: the rows come back as updated, in no particular order.
@@ -47,7 +53,15 @@ def _take(
         WHERE job_id IN ({_in(job_ids)}) RETURNING {JOB_COLUMNS}""",
         [owner, t + lease_seconds, t, *job_ids],
     )
-    rows = [job_row(r) for r in cur]
+    rows: list[SharedJobRow] = []
+    unreadable: list[BadRowError] = []
+    for r in cur.fetchall():
+        try:
+            rows.append(job_row(r))
+        except BadRowError as exc:
+            unreadable.append(exc)
+    if unreadable:
+        fail_unreadable(conn, unreadable, owner)
     rows.sort(key=_strategy_order)
     return rows
 
@@ -56,9 +70,20 @@ def _strategy_order(row: SharedJobRow) -> tuple[tuple[float, ...], int]:
     return row.sort_key, row.seq
 
 
-def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
-    r = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
-    return None if r is None else dict(json.loads(r[0]))
+def fail_unreadable(conn: sqlite3.Connection, errors: Sequence[BadRowError], owner: str) -> None:
+    """Fail claimed jobs whose rows cannot be read: running one would guess
+    at what it was meant to do, and handing it back would claim it forever."""
+    for exc in errors:
+        logger.error("claimed job cannot be read; failed", job_id=exc.row_id, error=str(exc))
+    # Each by its id as stored: an id tampered into a BLOB is matched as it is.
+    finish(
+        conn,
+        [
+            Outcome(job_id=cast(str, e.row_id), status="failed", error=f"BadRowError: {e}")
+            for e in errors
+        ],
+        owner,
+    )
 
 
 def claim(

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from jobsched.store import StoreError
+from jobsched.store import BadRowError, StoreError
 
 from .._wakeups import WakeupEvents
 
@@ -164,6 +164,8 @@ def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
 
 
 def _unpack_sort_key(blob: bytes) -> tuple[float, ...]:
+    if type(blob) is not bytes or len(blob) % 8:
+        raise ValueError(f"{blob!r} is not a packed strategy key")
     key = []
     for i in range(0, len(blob), 8):
         bits = int.from_bytes(blob[i : i + 8], "big")
@@ -255,6 +257,8 @@ class Database:
                 f"{self.url}: could not {what} {self.path}: {self.problem(exc)}; "
                 "the file keeps its last committed state"
             ) from exc
+        except BadRowError as exc:
+            raise exc.in_store(self.url) from None
         return result
 
     async def transaction(
@@ -355,6 +359,8 @@ class Database:
 
     def _failed(self, exc: BaseException, what: str) -> BaseException:
         """`in_transaction`'s error for a body that raised `exc`."""
+        if isinstance(exc, BadRowError):
+            return exc.in_store(self.url)
         if not isinstance(exc, sqlite3.Error):
             return exc
         error = StoreError(

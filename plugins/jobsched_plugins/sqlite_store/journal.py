@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from jobsched.store import (
+    BadRowError,
     JobRow,
     PurgeRow,
     ScheduleRow,
@@ -116,6 +117,8 @@ def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot,
             db.remove_new_file()
         if isinstance(exc, sqlite3.Error):
             raise db.open_error(exc, context.readonly) from exc
+        if isinstance(exc, BadRowError):
+            raise exc.in_store(db.url) from None
         raise
     db.conn = conn
     return snapshot, mode
@@ -200,8 +203,8 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
             template=r[2],
             trigger=r[3],
             next_run=r[4],
-            allow_overlap=bool(r[5]),
-            active=bool(r[6]),
+            allow_overlap=_FLAGS.get(r[5], r[5]),
+            active=_FLAGS.get(r[6], r[6]),
             last_job_id=r[7],
             fired=r[8],
             skipped=r[9],

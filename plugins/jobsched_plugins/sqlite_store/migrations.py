@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from jobsched.store import StoreError
+from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
 SCHEMA_VERSION = 8
@@ -292,10 +292,12 @@ def file_mode(
             f"{url}: {path} has no valid jobsched schema version; jobsched left it unchanged"
         )
     if version > SCHEMA_VERSION:
-        raise StoreError(
+        raise SchemaTooNewError(
             f"{url}: {path} was written by a newer jobsched (schema "
             f"version {version}; this one understands up to {SCHEMA_VERSION}); "
-            "upgrade jobsched. jobsched left it unchanged"
+            "upgrade jobsched. jobsched left it unchanged",
+            version,
+            SCHEMA_VERSION,
         )
     return (SHARED if meta.get("mode") == SHARED else SINGLE_OWNER), tables
 

@@ -14,11 +14,16 @@ import attrs
 
 from jobsched.store import (
     AttemptRow,
+    BadRowError,
     JobRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
     StoreStats,
+    bad_column,
+    checked_shared_job,
+    checked_shared_schedule,
+    json_column,
 )
 
 from .connection import TERMINAL, unpack_sort_key
@@ -59,53 +64,80 @@ def _object(text: str) -> Any:
     return value
 
 
+#: SQLite keeps flags as integers; anything else is left as found, for the
+#: row's check to name.
+_FLAGS: dict[Any, bool] = {0: False, 1: True}
+
+
 def job_row(r: Sequence[Any]) -> SharedJobRow:
-    """A row selected with `JOB_COLUMNS` as a `SharedJobRow`."""
-    return SharedJobRow(
-        job_id=r[0],
-        key=r[1],
-        type=r[2],
-        args=_object(r[3]),
-        options=_object(r[4]),
-        status=r[5],
-        attempts=r[6],
-        run_at=r[7],
-        submitted_at=r[8],
-        seq=r[9],
-        sort_key=unpack_sort_key(r[10]),
-        unmet=r[11],
-        lease_owner=r[12],
-        lease_expires=r[13],
-        cancel_requested=bool(r[14]),
-        result=None if r[15] is None else json.loads(r[15]),
-        last_error=r[16],
-        schedule_id=r[17],
-        submitted_by=r[18],
-        started_at=r[19],
-        finished_at=r[20],
-        unique_key=r[21],
-        progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
-        result_expires=r[23] if len(r) > 23 else None,
-        trigger_rule=r[24] if len(r) > 24 else "all_success",
-        lease_expiries=r[25] if len(r) > 25 else 0,
-    )
+    """A row selected with `JOB_COLUMNS` as a `SharedJobRow`: every column
+    decoded and checked here (a `BadRowError` names the job and the column)."""
+    try:
+        row = SharedJobRow(
+            job_id=r[0],
+            key=r[1],
+            type=r[2],
+            args=_object(r[3]),
+            options=_object(r[4]),
+            status=r[5],
+            attempts=r[6],
+            run_at=r[7],
+            submitted_at=r[8],
+            seq=r[9],
+            sort_key=unpack_sort_key(r[10]),
+            unmet=r[11],
+            lease_owner=r[12],
+            lease_expires=r[13],
+            cancel_requested=_FLAGS.get(r[14], r[14]),
+            result=None if r[15] is None else json.loads(r[15]),
+            last_error=r[16],
+            schedule_id=r[17],
+            submitted_by=r[18],
+            started_at=r[19],
+            finished_at=r[20],
+            unique_key=r[21],
+            progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
+            result_expires=r[23] if len(r) > 23 else None,
+            trigger_rule=r[24] if len(r) > 24 else "all_success",
+            lease_expiries=r[25] if len(r) > 25 else 0,
+        )
+    except (TypeError, ValueError, OverflowError):
+        raise _undecodable(r) from None
+    return checked_shared_job(row)
+
+
+_JSON_JOB_COLUMNS = ((3, "args"), (4, "options"), (15, "result"), (22, "progress"))
+
+
+def _undecodable(r: Sequence[Any]) -> BadRowError:
+    """Which column of a job row `job_row` could not decode."""
+    for i, column in _JSON_JOB_COLUMNS:
+        if i < len(r):
+            try:
+                json_column("job", r[0], column, r[i])
+            except BadRowError as exc:
+                return exc
+    return bad_column("job", r[0], "sort_key", r[10], "a packed strategy key")
 
 
 def schedule_row(r: Sequence[Any]) -> SharedScheduleRow:
-    """A row selected with `SCHEDULE_COLUMNS` as a `SharedScheduleRow`."""
-    return SharedScheduleRow(
-        schedule_id=r[0],
-        type=r[1],
-        args=json.loads(r[2]),
-        options=json.loads(r[3]),
-        trigger=json.loads(r[4]),
-        next_run=r[5],
-        allow_overlap=bool(r[6]),
-        active=bool(r[7]),
-        last_job_id=r[8],
-        fired=r[9],
-        skipped=r[10],
-        paused=bool(r[11]),
+    """A row selected with `SCHEDULE_COLUMNS` as a `SharedScheduleRow`, checked
+    as `job_row` checks jobs."""
+    return checked_shared_schedule(
+        SharedScheduleRow(
+            schedule_id=r[0],
+            type=r[1],
+            args=json_column("recurring schedule", r[0], "args", r[2]),
+            options=json_column("recurring schedule", r[0], "options", r[3]),
+            trigger=json_column("recurring schedule", r[0], "trigger", r[4]),
+            next_run=r[5],
+            allow_overlap=_FLAGS.get(r[6], r[6]),
+            active=_FLAGS.get(r[7], r[7]),
+            last_job_id=r[8],
+            fired=r[9],
+            skipped=r[10],
+            paused=_FLAGS.get(r[11], r[11]),
+        )
     )
 
 
@@ -136,7 +168,7 @@ def get(conn: sqlite3.Connection, job_id: str) -> SharedJobRow | None:
             (job_id,),
         )
     )
-    return attrs.evolve(job_row(r), history=history, depends_on=depends_on)
+    return checked_shared_job(attrs.evolve(job_row(r), history=history, depends_on=depends_on))
 
 
 def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
@@ -230,7 +262,8 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
             key=r.key,
             args=json.dumps(r.args),
             options=json.dumps(r.options),
-            depends_on=tuple(sorted(deps.get(r.job_id, ()))),
+            # key=str: a tampered id is named by the row's check, not a crash here.
+            depends_on=tuple(sorted(deps.get(r.job_id, ()), key=str)),
             attempts=r.attempts,
             finished_at=r.finished_at,
             result=None if r.result is None else json.dumps(r.result),
@@ -310,18 +343,28 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
         running_types[kind] = running_types.get(kind, 0) + n
         if executor is not None:
             running_executors[executor] = running_executors.get(executor, 0) + n
-    limits = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
     return StoreStats(
         counts=kept_counts(conn),
         finished=finished,
         leases=leases,
         running_types=running_types,
         running_executors=running_executors,
-        limits=None if limits is None else json.loads(limits[0]),
+        limits=stored_limits(conn),
         rate_tats=dict(conn.execute("SELECT job_type, tat FROM jobsched_shared_rate_buckets")),
         queue_paused=queue_paused(conn),
         at=at,
     )
+
+
+def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The cluster's limits (`SharedStore.sync_limits`), None without any."""
+    r = conn.execute("SELECT data FROM jobsched_shared_limits WHERE id = 1").fetchone()
+    if r is None:
+        return None
+    data = json_column("limits row", 1, "data", r[0])
+    if type(data) is not dict:
+        raise bad_column("limits row", 1, "data", r[0], "a JSON object")
+    return data
 
 
 def queue_paused(conn: sqlite3.Connection) -> bool:

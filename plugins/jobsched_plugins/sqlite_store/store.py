@@ -84,6 +84,15 @@ class SQLiteStore(DelegatedWakeups):
             self.wakeups.start(context.worker_id)
         return snapshot
 
+    async def check_schema(self) -> None:
+        """`SchemaTooNewError` naming both versions if a newer jobsched migrated
+        the file since this store was opened (a worker asks on a claim error)."""
+        await self.db.transaction(
+            lambda conn: migrations.file_mode(conn, self.url, self.db.path, readonly=True),
+            "read the schema version of",
+            write=False,
+        )
+
     async def close(self) -> None:
         if not self.db.started:
             return
