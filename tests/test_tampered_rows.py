@@ -36,6 +36,7 @@ from jobsched.worker import run_worker
 from jobsched_plugins.postgres_store.migrations import SCHEMA_VERSION as PG_VERSION
 from jobsched_plugins.sqlite_store.migrations import SCHEMA_VERSION as SQLITE_VERSION
 from jobsched_plugins.sqlite_store.queries import BASE_JOB_COLUMNS
+from kernel_support import captured_logs
 from pg_support import base_dsn, with_query
 
 TIMEOUT = 30.0
@@ -456,7 +457,11 @@ async def test_a_background_task_that_dies_is_logged_and_started_again(
         return await real(self, rows)
 
     monkeypatch.setattr(shared_backend.SharedBackend, "_with_results", once_broken)
-    with structlog.testing.capture_logs() as logs:
+    # A fresh logger: a command run earlier in this process may have
+    # configured structlog to cache the module's logger, which capturing
+    # would then not see.
+    monkeypatch.setattr(shared_backend, "logger", structlog.get_logger("jobsched.shared"))
+    with captured_logs() as logs:
         async with Client(url) as client, worker(url):
             await _until(lambda: not failures)  # the feeder died
             job = await client.submit(sleep_job("after"))
