@@ -26,7 +26,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import structlog
 
 from jobsched import Client, JobScheduler, StoreError, build_job
 from jobsched.backends import shared as shared_backend
@@ -457,10 +456,6 @@ async def test_a_background_task_that_dies_is_logged_and_started_again(
         return await real(self, rows)
 
     monkeypatch.setattr(shared_backend.SharedBackend, "_with_results", once_broken)
-    # A fresh logger: a command run earlier in this process may have
-    # configured structlog to cache the module's logger, which capturing
-    # would then not see.
-    monkeypatch.setattr(shared_backend, "logger", structlog.get_logger("jobsched.shared"))
     with captured_logs() as logs:
         async with Client(url) as client, worker(url):
             await _until(lambda: not failures)  # the feeder died

@@ -416,10 +416,11 @@ async def test_the_kept_counts_follow_every_change(store_url: str, tmp_path: Pat
 
 def as_written_before_the_kept_counts(url: str) -> None:
     """Take the store back to the schema of the code before them (SQLite
-    version 6, PostgreSQL 7): their migration only adds, so dropping what it
-    added is that schema, with the jobs it holds."""
+    version 6, PostgreSQL 7): their migration and the later ones only add, so
+    dropping what they added is that schema, with the jobs it holds."""
     if url.startswith("sqlite:"):
         with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN lease_expiries")
             conn.execute("DROP TRIGGER jobsched_shared_counted_update")
             conn.execute("DROP TRIGGER jobsched_shared_counted_delete")
             conn.execute("DROP TABLE jobsched_shared_counts")
@@ -428,11 +429,12 @@ def as_written_before_the_kept_counts(url: str) -> None:
         return
     schema = url.split("schema=")[1].split("&")[0]
     with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN lease_expiries')
         conn.execute(f'DROP TABLE "{schema}".job_counts')
         for name in ("inserted", "updated", "deleted"):
             conn.execute(f'DROP FUNCTION "{schema}".count_{name}_jobs() CASCADE')
         conn.execute(f'DROP INDEX "{schema}".jobs_seq')
-        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 8')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 8')
 
 
 async def test_a_store_from_before_the_kept_counts_is_counted_when_it_migrates(
