@@ -371,3 +371,30 @@ async def test_progress_is_written_to_a_shared_store_and_read_by_a_client(store_
     assert info.status is JobStatus.COMPLETED
     assert info.progress is not None
     assert (info.progress.done, info.progress.total, info.progress.message) == (4, 4, "finished")
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class NulProgress(AsyncJob):
+    """Reports a message no PostgreSQL text can hold."""
+
+    async def run(self) -> None:
+        progress(1, 1, "half\x00way")
+
+
+class nul_progress_plugin:
+    @staticmethod
+    @hookimpl
+    def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+        register("nul-progress", NulProgress)
+
+
+async def test_a_progress_message_holding_a_nul_is_stored_escaped_on_every_store(
+    store_url: str,
+) -> None:
+    worker = JobScheduler(store=store_url, shared=True, plugins=[nul_progress_plugin])
+    async with worker, Client(store_url) as client:
+        job_id = worker.submit(NulProgress())
+        await worker.flush()
+        info = await client.wait(worker.resolve(job_id), timeout=30)
+    assert info.status is JobStatus.COMPLETED
+    assert info.progress is not None and info.progress.message == "half\\x00way"

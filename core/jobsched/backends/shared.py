@@ -652,7 +652,7 @@ class SharedBackend(LocalBackend):
         self._progress[job.job_id] = {
             "done": done,
             "total": total,
-            "message": message,
+            "message": storable_text(message),
             "updated_at": time.time(),
         }
         if self._progress_task is None and len(self._progress) == 1:
