@@ -1,6 +1,9 @@
 """The layering of DESIGN.md §8, checked by `pytest` alone.
 
-- the import-linter contracts in pyproject.toml (layers, no cycles) hold;
+- the import-linter contracts in pyproject.toml (layers, no cycles, core never
+  imports the plugins) hold;
+- no import circle among the modules of core/, plugins/ and contrib_jobs/, counting
+  every import: lazy ones in functions and ``if TYPE_CHECKING:`` ones included;
 - applications (cli, jobfile, testing, worker, web, integrations) and plugins import only public
   modules of jobsched;
 - no module reads or writes another module's private attributes.
@@ -14,10 +17,15 @@ import ast
 import functools
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import grimp
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,6 +72,130 @@ def test_the_import_contracts_in_pyproject_hold() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_contracts_ignore_nothing_and_keep_the_plugins_out_of_core() -> None:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    assert [c["id"] for c in contracts if c.get("ignore_imports")] == []
+    forbidden = [
+        (c["source_modules"], c["forbidden_modules"]) for c in contracts if c["type"] == "forbidden"
+    ]
+    assert (["jobsched"], ["jobsched_plugins"]) in forbidden
+
+
+# ── no import circles, lazy and TYPE_CHECKING imports included ─────────
+#: The source roots (DESIGN.md section 2), each holding one top-level package.
+SOURCE_ROOTS = ("core", "plugins", "contrib_jobs")
+
+
+def source_modules(roots: list[Path]) -> dict[str, Path]:
+    """Every module under `roots` by dotted name (a package by its ``__init__.py``)."""
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def imported_modules(module: str, path: Path, known: Collection[str]) -> set[str]:
+    """The modules among `known` that `module` imports anywhere in its file.
+
+    Every ``import`` and ``from ... import`` counts, at any depth (in a function,
+    under ``if TYPE_CHECKING:``); relative imports are resolved. ``from p import
+    name`` is an import of ``p.name`` when that is a module, else of ``p``.
+    """
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                origin = node.module or ""
+            for alias in node.names:
+                submodule = f"{origin}.{alias.name}"
+                named.add(submodule if submodule in known else origin)
+    imported = set()
+    for name in named:
+        while name and name not in known:  # an object's module: `import a.b.c` of a.b
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            imported.add(name)
+    return imported
+
+
+def import_circles(roots: list[Path]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    modules = source_modules(roots)
+    graph = {m: sorted(imported_modules(m, p, modules)) for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(graph[nxt])))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    return sorted(circles)
+
+
+def test_the_circle_scan_sees_what_it_should(tmp_path: Path) -> None:
+    # Lazy, TYPE_CHECKING and relative imports all count; a name imported from
+    # a module is an import of that module.
+    files = {
+        "pkg/__init__.py": "from .a import A\n",
+        "pkg/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n",
+        "pkg/b.py": "def f():\n    from pkg import a\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/c.py": "def g():\n    import pkg.sub.d\n",
+        "pkg/sub/d.py": "from ..sub.c import g\nfrom . import e\n",
+        "pkg/sub/e.py": "import os\nfrom pkg.b import f\n",
+        "other/__init__.py": "from pkg.sub import e\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert import_circles([tmp_path]) == [["pkg.a", "pkg.b"], ["pkg.sub.c", "pkg.sub.d"]]
+
+
+def test_no_import_circles_counting_lazy_and_type_checking_imports() -> None:
+    assert import_circles([ROOT / top for top in SOURCE_ROOTS]) == []
 
 
 # ── applications and plugins use public modules only ───────────────────

@@ -187,7 +187,7 @@ def test_wheel_installs_into_a_fresh_venv_and_finds_the_builtins(
 def test_the_kernel_imports_only_pluggy_attrs_structlog() -> None:
     """The distribution may depend on more (the CLI's rich, the cron plugin's cronsim);
     the kernel may not (DESIGN section 5)."""
-    allowed = set(sys.stdlib_module_names) | {"jobsched", "jobsched_plugins", "pluggy", "attrs"}
+    allowed = set(sys.stdlib_module_names) | {"jobsched", "pluggy", "attrs"}
     allowed.add("structlog")
     # Not cli/ and jobfile/ (the application), nor _pytest_plugin.py (the
     # fixtures, which only pytest loads); jobsched.testing itself is pytest-free.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import math
 
 import pytest
@@ -141,6 +142,28 @@ async def test_edf_runs_earliest_deadline_first_and_deadline_free_jobs_last() ->
 def test_strategies_by_name(name: str, cls: type) -> None:
     scheduler = JobScheduler(name, plugins=builtin_plugins())
     assert type(scheduler.strategy) is cls
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("fifo", FIFOStrategy),
+        ("priority", PriorityStrategy),
+        ("aging", AgingPriorityStrategy),
+        ("edf", EarliestDeadlineFirstStrategy),
+    ],
+)
+def test_the_classes_are_cores_and_each_plugin_module_only_registers_one(
+    name: str, cls: type
+) -> None:
+    # jobsched offers them without importing a plugin (DESIGN.md section 8);
+    # each is still its own entry-point plugin, listed and disabled by name.
+    assert cls.__module__ == "jobsched._strategy"
+    plugin = importlib.import_module(f"jobsched_plugins.{name}")
+    assert plugin.__dict__[cls.__name__] is cls
+    record = next(r for r in builtin_plugins().records() if r.name == name)
+    assert (record.status, record.entry_point) == ("loaded", f"jobsched_plugins.{name}")
+    assert record.provides == {"strategies": (name,)}
 
 
 def test_unknown_strategy_name_lists_the_registered_ones() -> None:

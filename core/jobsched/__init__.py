@@ -9,8 +9,6 @@ durable stores and the ``hookimpl`` marker for plugins.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import pluggy
 
 from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
@@ -86,8 +84,12 @@ from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import (
+    AgingPriorityStrategy,
+    EarliestDeadlineFirstStrategy,
     FifoReadyQueue,
+    FIFOStrategy,
     PriorityReadyQueue,
+    PriorityStrategy,
     ReadyQueue,
     SchedulingStrategy,
     SortKey,
@@ -112,33 +114,6 @@ from .store import (
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
 hookimpl = pluggy.HookimplMarker("jobsched")
-
-if TYPE_CHECKING:
-    from jobsched_plugins.aging import AgingPriorityStrategy
-    from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
-    from jobsched_plugins.fifo import FIFOStrategy
-    from jobsched_plugins.priority import PriorityStrategy
-
-# The built-in strategies live in their plugin modules; the facade re-exports
-# them lazily so importing jobsched does not import every plugin.
-_LAZY = {
-    "FIFOStrategy": "jobsched_plugins.fifo",
-    "PriorityStrategy": "jobsched_plugins.priority",
-    "AgingPriorityStrategy": "jobsched_plugins.aging",
-    "EarliestDeadlineFirstStrategy": "jobsched_plugins.edf",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jobsched' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
 
 __version__ = "0.1.0"
 

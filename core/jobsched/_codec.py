@@ -47,12 +47,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, FunctionJob, Job
+from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, FunctionJob, Job, is_adapted_attrs
 from ._jobtypes import (
     JobSpecError,
     build_job,
     build_retry_policy,
-    is_adapted_attrs,
     job_spec,
     jsonable,
     retry_policy_data,

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._errors import PluginError, SchedulerError
-from ._job import EXTRA_OPTIONS, EXTRA_STATE, Job, record_spec, recorded_spec
+from ._job import (
+    JOB_OPTIONS,
+    Job,
+    adapt_attrs_job,
+    is_adapted_attrs,
+    record_spec,
+    recorded_spec,
+)
 from ._options import (
     describe_value,
     priority_name,
@@ -45,17 +52,11 @@ from ._status import JobPriority
 if TYPE_CHECKING:
     from ._plugins import PluginManager
 
-#: The options every job accepts beside its arguments (see `Job`).
-JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline", "retry_on", "no_retry_on")
 #: Options about a job's result, set on the job once it is built (a job type
 #: sets its defaults as class attributes, not in its constructor).
 RESULT_OPTIONS = ("result_ttl", "keep_result")
 #: The retry policy a ``retry = {...}`` table without ``policy`` uses.
 DEFAULT_RETRY_POLICY = "exponential"
-# Slots the kernel writes (and the options): an attrs field must not shadow them.
-_RESERVED = (frozenset(Job.__slots__) | frozenset(EXTRA_OPTIONS + EXTRA_STATE)) - {"name"}
-_ATTRS_METHODS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__repr__")
-_ATTRS_STATE = ("__getstate__", "__setstate__")
 
 
 class JobSpecError(SchedulerError, ValueError):
@@ -173,92 +174,6 @@ class JobSpec:
         return cls(type=data["type"], args=dict(args), options=dict(options))
 
 
-# ── attrs-defined job types ───────────────────────────────────────────
-def _is_attrs_generated(fn: object) -> bool:
-    # Generated methods are compiled from source strings; helpers such as the
-    # slotted __getstate__ are closures in attrs' own module.
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return False
-    return code.co_filename.startswith("<attrs generated") or getattr(
-        fn, "__module__", ""
-    ).startswith("attr.")
-
-
-def adapt_attrs_job(cls: type[Job]) -> None:
-    """Give an ``@attrs.define`` job type a constructor that is a real `Job`'s.
-
-    attrs writes an ``__init__`` that only sets the fields. It is wrapped so
-    the job also takes the job options (``name``, ``priority``, ``timeout``,
-    ``retry``, ``deadline``) and gets its execution state from `Job.__init__`
-    before the fields are set (so ``__attrs_post_init__`` sees a whole job).
-    attrs' value equality, repr and field-only pickling are dropped: two jobs
-    with equal arguments are still two jobs, and pickling must keep the
-    kernel's slots for PROCESS jobs. Called by ``Job.__init_subclass__`` for
-    slotted attrs classes (attrs' default); `build_job` calls it for the rest.
-    """
-    own = cls.__dict__
-    if own.get("_jobsched_adapted") or "__attrs_attrs__" not in own:
-        return
-    if getattr(own.get("__setattr__"), "__name__", "") == "_frozen_setattrs":
-        raise TypeError(
-            f"job type {cls.__qualname__} cannot be frozen: the scheduler writes the "
-            "job's execution state on it (use @attrs.define)"
-        )
-    fields = attrs.fields(cls)  # type: ignore[arg-type]
-    clash = sorted(f.name for f in fields if f.name in _RESERVED)
-    if clash:
-        raise TypeError(
-            f"job type {cls.__qualname__}: fields {clash} shadow Job attributes the scheduler "
-            f"owns; rename them "
-            f"({', '.join(sorted(n for n in _RESERVED if not n.startswith('_')))} are taken)"
-        )
-    type.__setattr__(cls, "_jobsched_adapted", True)
-    attrs_init = own.get("__init__")
-    if not _is_attrs_generated(attrs_init):
-        return  # a hand-written __init__: it calls Job.__init__ itself
-    aliases = {getattr(f, "alias", None) or f.name.lstrip("_") for f in fields if f.init}
-    option_names = tuple(o for o in JOB_OPTIONS if o not in aliases)
-    job_init = Job.__init__
-
-    def __init__(self: Job, *args: Any, **kwargs: Any) -> None:
-        options = {o: kwargs.pop(o) for o in option_names if o in kwargs}
-        name = options.pop("name", None)
-        job_init(self, name if name is not None else type(self).__name__, **options)
-        attrs_init(self, *args, **kwargs)  # type: ignore[misc]
-
-    __init__._jobsched_attrs_init = attrs_init  # type: ignore[attr-defined]
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__doc__ = attrs_init.__doc__
-    try:
-        sig = inspect.signature(attrs_init)  # type: ignore[arg-type]
-        extra = [
-            inspect.Parameter(o, inspect.Parameter.KEYWORD_ONLY, default=_option_default(o))
-            for o in option_names
-        ]
-        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        positional = [p for p in params if p.kind is not p.KEYWORD_ONLY]
-        keyword = [p for p in params if p.kind is p.KEYWORD_ONLY]
-        __init__.__signature__ = sig.replace(  # type: ignore[attr-defined]
-            parameters=[*positional, *keyword, *extra]
-        )
-    except (TypeError, ValueError):  # pragma: no cover - introspection is best effort
-        pass
-    type.__setattr__(cls, "__init__", __init__)
-    for method in (*_ATTRS_METHODS, *_ATTRS_STATE):
-        if _is_attrs_generated(own.get(method)):
-            type.__delattr__(cls, method)
-    if "__hash__" in own and own["__hash__"] is None:
-        type.__delattr__(cls, "__hash__")
-
-
-def _option_default(option: str) -> Any:
-    if option == "name":
-        return None  # the class name
-    params = inspect.signature(Job.__init__).parameters
-    return params[option].default if option in params else None
-
-
 # ── describing job types ──────────────────────────────────────────────
 def describe_job_type(
     factory: Any, name: str | None = None, plugin: str | None = None
@@ -288,11 +203,6 @@ def _describe_cached(factory: Any, name: str | None, plugin: str | None) -> JobT
         arguments=tuple(arguments),
         accepts_options=accepts,
     )
-
-
-def is_adapted_attrs(cls: type) -> bool:
-    """Whether ``cls()`` is the wrapped attrs constructor (its arguments are the fields)."""
-    return getattr(cls.__init__, "_jobsched_attrs_init", None) is not None  # type: ignore[misc]
 
 
 def _attrs_arguments(cls: type) -> list[ArgumentInfo]:

@@ -553,14 +553,19 @@ class PluginManager:
             return None
         return self._pm.get_plugin(name)
 
-    def scheduler_started(self, scheduler: object) -> None:
+    def scheduler_started(self, scheduler: hookspecs.SchedulerView) -> None:
         self._pm.hook.jobsched_scheduler_started(scheduler=scheduler)
 
-    def scheduler_stopped(self, scheduler: object) -> None:
+    def scheduler_stopped(self, scheduler: hookspecs.SchedulerView) -> None:
         self._pm.hook.jobsched_scheduler_stopped(scheduler=scheduler)
 
     def schedule_misfired(
-        self, scheduler: object, schedule: object, fire_time: float, lateness: float, fires: int
+        self,
+        scheduler: hookspecs.SchedulerView,
+        schedule: hookspecs.ScheduleView,
+        fire_time: float,
+        lateness: float,
+        fires: int,
     ) -> None:
         """Report a misfire; a plugin that raises is logged, never fatal (misfires are rare)."""
         try:

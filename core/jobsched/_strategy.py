@@ -1,7 +1,13 @@
-"""The strategy interface: how runnable jobs are ordered, and what holds them."""
+"""The strategy interface: how runnable jobs are ordered, and what holds them.
+
+The four built-in strategies live here too, so the facade offers them without
+importing a plugin; their plugin modules (``jobsched_plugins.fifo``, ...) only
+register them by name.
+"""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections import deque
 from heapq import heapify, heappop, heappush
@@ -173,3 +179,57 @@ def _remove_from_heap(heap: list[tuple[int, Job]], job: Job) -> None:
     if any(entry[1] is job for entry in heap):
         heap[:] = [entry for entry in heap if entry[1] is not job]
         heapify(heap)
+
+
+# ── the built-in strategies ───────────────────────────────────────────
+class FIFOStrategy(SchedulingStrategy):
+    """Submit order. No starvation, no prioritisation."""
+
+    def key(self, job: Job) -> SortKey:
+        return (job.seq,)
+
+    def ready_queue(self) -> ReadyQueue | None:
+        # Keeps the order of `key` above: a subclass with its own key gets the heap.
+        if type(self).key is not FIFOStrategy.key:
+            return None
+        return FifoReadyQueue()
+
+
+class PriorityStrategy(SchedulingStrategy):
+    """Highest priority first, FIFO within a priority. Low priority can starve."""
+
+    def key(self, job: Job) -> SortKey:
+        return (-job.priority, job.seq)
+
+    def ready_queue(self) -> ReadyQueue | None:
+        # Keeps the order of `key` above: a subclass with its own key gets the heap.
+        if type(self).key is not PriorityStrategy.key:
+            return None
+        return PriorityReadyQueue()
+
+
+class AgingPriorityStrategy(SchedulingStrategy):
+    """Priority with aging, which bounds starvation.
+
+    ``effective(now) = priority + age_rate * (now - submitted_at)``. Every
+    waiting job ages at the same rate, so comparing two jobs at any `now` gives
+    the same answer as comparing ``priority - age_rate * submitted_at``: a
+    time-invariant heap key. With ``age_rate=0.1`` a LOW job outranks a newly
+    submitted HIGH one after waiting 20 s (2 levels at 0.1 per second).
+    """
+
+    def __init__(self, age_rate: float = 0.1) -> None:
+        if not age_rate > 0:
+            raise ValueError(f"age_rate must be positive, got {age_rate!r}")
+        self.age_rate = age_rate
+
+    def key(self, job: Job) -> SortKey:
+        return (-(job.priority - self.age_rate * job.submitted_at), job.seq)
+
+
+class EarliestDeadlineFirstStrategy(SchedulingStrategy):
+    """Earliest deadline first; jobs without a deadline go last, by priority."""
+
+    def key(self, job: Job) -> SortKey:
+        deadline = job.deadline if job.deadline is not None else math.inf
+        return (deadline, -job.priority, job.seq)

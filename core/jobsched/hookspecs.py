@@ -19,15 +19,13 @@ adds subcommands to the ``jobsched`` command line.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
     from ._job import Job
-    from ._recurring import RecurringSchedule
-    from ._scheduler import JobScheduler
     from ._status import JobStatus
 
 hookspec = pluggy.HookspecMarker("jobsched")
@@ -38,6 +36,38 @@ Register = Callable[[str, Any], None]
 #: A command's handler: ``handler(args)`` with the parsed `argparse.Namespace`,
 #: returning the exit code (None means 0).
 CommandHandler = Callable[[argparse.Namespace], "int | None"]
+
+
+class SchedulerView(Protocol):
+    """The scheduler a lifecycle or misfire hook receives: a `jobsched.JobScheduler`.
+
+    The whole scheduler is passed; typed by what hooks use of it, so the hook
+    specifications import nothing above the contracts.
+    """
+
+    @property
+    def num_workers(self) -> int:
+        """How many jobs it runs at once."""
+
+    def add_listener(
+        self,
+        listener: Callable[[Job, JobStatus, JobStatus], None],
+        *,
+        statuses: Iterable[JobStatus] | None = None,
+    ) -> None:
+        """Call ``listener(job, old, new)`` after each transition (into `statuses` only)."""
+
+
+class ScheduleView(Protocol):
+    """The schedule `jobsched_schedule_misfired` receives: a `jobsched.RecurringSchedule`."""
+
+    @property
+    def schedule_id(self) -> str:
+        """Its id, unique in its scheduler."""
+
+    @property
+    def name(self) -> str | None:
+        """The name it was given, if any."""
 
 
 class CommandLine(Protocol):
@@ -196,8 +226,8 @@ def jobsched_register_triggers(register: Register) -> None:
 
 @hookspec
 def jobsched_schedule_misfired(
-    scheduler: JobScheduler,
-    schedule: RecurringSchedule,
+    scheduler: SchedulerView,
+    schedule: ScheduleView,
     fire_time: float,
     lateness: float,
     fires: int,
@@ -354,7 +384,7 @@ def jobsched_submit_hook() -> Callable[[Job], None] | None:
 
 
 @hookspec
-def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
+def jobsched_scheduler_started(scheduler: SchedulerView) -> None:
     """Called once when `scheduler` starts, before any job runs.
 
     A plugin may call ``scheduler.add_listener(fn)`` here, which is how a
@@ -369,7 +399,7 @@ def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
 
 
 @hookspec
-def jobsched_scheduler_stopped(scheduler: JobScheduler) -> None:
+def jobsched_scheduler_stopped(scheduler: SchedulerView) -> None:
     """Called once when `scheduler` has stopped and its workers have exited.
 
     Example::

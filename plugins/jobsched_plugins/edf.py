@@ -1,19 +1,16 @@
-"""The ``edf`` strategy: earliest deadline first."""
+"""The ``edf`` strategy: earliest deadline first.
+
+The class is core's (`jobsched.EarliestDeadlineFirstStrategy`), so the facade offers it without
+importing a plugin; this module registers it by name, and re-exports it for
+code that imports it from here.
+"""
 
 from __future__ import annotations
 
-import math
-
-from jobsched import Job, SchedulingStrategy, SortKey, hookimpl
+from jobsched import EarliestDeadlineFirstStrategy, hookimpl
 from jobsched.hookspecs import Register
 
-
-class EarliestDeadlineFirstStrategy(SchedulingStrategy):
-    """Earliest deadline first; jobs without a deadline go last, by priority."""
-
-    def key(self, job: Job) -> SortKey:
-        deadline = job.deadline if job.deadline is not None else math.inf
-        return (deadline, -job.priority, job.seq)
+__all__ = ["EarliestDeadlineFirstStrategy", "jobsched_register_strategies"]
 
 
 @hookimpl

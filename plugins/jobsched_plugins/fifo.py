@@ -1,22 +1,16 @@
-"""The ``fifo`` strategy: submit order, no starvation, no prioritisation."""
+"""The ``fifo`` strategy: submit order, no starvation, no prioritisation.
+
+The class is core's (`jobsched.FIFOStrategy`), so the facade offers it without
+importing a plugin; this module registers it by name, and re-exports it for
+code that imports it from here.
+"""
 
 from __future__ import annotations
 
-from jobsched import FifoReadyQueue, Job, ReadyQueue, SchedulingStrategy, SortKey, hookimpl
+from jobsched import FIFOStrategy, hookimpl
 from jobsched.hookspecs import Register
 
-
-class FIFOStrategy(SchedulingStrategy):
-    """Submit order. No starvation, no prioritisation."""
-
-    def key(self, job: Job) -> SortKey:
-        return (job.seq,)
-
-    def ready_queue(self) -> ReadyQueue | None:
-        # Keeps the order of `key` above: a subclass with its own key gets the heap.
-        if type(self).key is not FIFOStrategy.key:
-            return None
-        return FifoReadyQueue()
+__all__ = ["FIFOStrategy", "jobsched_register_strategies"]
 
 
 @hookimpl

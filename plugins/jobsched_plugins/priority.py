@@ -1,22 +1,16 @@
-"""The ``priority`` strategy: highest priority first, FIFO within a priority."""
+"""The ``priority`` strategy: highest priority first, FIFO within a priority.
+
+The class is core's (`jobsched.PriorityStrategy`), so the facade offers it without
+importing a plugin; this module registers it by name, and re-exports it for
+code that imports it from here.
+"""
 
 from __future__ import annotations
 
-from jobsched import Job, PriorityReadyQueue, ReadyQueue, SchedulingStrategy, SortKey, hookimpl
+from jobsched import PriorityStrategy, hookimpl
 from jobsched.hookspecs import Register
 
-
-class PriorityStrategy(SchedulingStrategy):
-    """Highest priority first, FIFO within a priority. Low priority can starve."""
-
-    def key(self, job: Job) -> SortKey:
-        return (-job.priority, job.seq)
-
-    def ready_queue(self) -> ReadyQueue | None:
-        # Keeps the order of `key` above: a subclass with its own key gets the heap.
-        if type(self).key is not PriorityStrategy.key:
-            return None
-        return PriorityReadyQueue()
+__all__ = ["PriorityStrategy", "jobsched_register_strategies"]
 
 
 @hookimpl

@@ -38,6 +38,7 @@ from ._common import (
     print_json,
 )
 from ._metrics import add_metrics_options, start_metrics
+from ._summary import print_summary
 
 
 def add_parser(subparsers: Any) -> None:
@@ -221,7 +222,6 @@ def run_shared(
     jobs instead of duplicating them.
     """
     from .. import Client
-    from ._run import print_summary
 
     for rec in jobfile.recurring:
         # Shared schedules coalesce missed periods into one fire and have no jitter.
