@@ -511,6 +511,28 @@ def test_log_out_ends_the_session(client: BlockingClient, tab: Browser) -> None:
     assert tab.dialogs == [] and tab.errors == []
 
 
+def test_an_action_whose_button_is_swapped_out_while_it_runs_still_reports(
+    client: BlockingClient, tab: Browser
+) -> None:
+    """A live refresh may replace the page's live part (and the button in it)
+    while an action's request is under way: its answer is shown all the same."""
+    tab.log_in()
+    tab.open("/")
+    tab.settled()
+    # Swap the live part out the moment the action's request starts.
+    tab.tab.evaluate(
+        """() => document.addEventListener("htmx:beforeRequest", (event) => {
+            if (!event.detail.elt.hasAttribute("data-done")) { return; }
+            const region = document.getElementById("region");
+            region.outerHTML = region.outerHTML;
+        })"""
+    )
+    tab.tab.get_by_role("button", name="Pause queue").click()
+    tab.flash_says("paused")
+    assert client.queue_paused()
+    assert tab.dialogs == [] and tab.errors == []
+
+
 def test_a_big_argument_is_previewed_with_a_link_to_all_of_it(
     client: BlockingClient, plugins: PluginManager, tab: Browser, tmp_path: Path
 ) -> None:

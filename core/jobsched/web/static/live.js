@@ -63,12 +63,20 @@
     if (meta && meta.content) { event.detail.headers["X-CSRF-Token"] = meta.content; }
   });
 
-  document.addEventListener("htmx:afterRequest", function (event) {
+  // The answer is read from the request itself, not from an event on the
+  // button: a live refresh may swap the button out while its request is under
+  // way, and an event on a detached button reaches no listener.
+  document.addEventListener("htmx:beforeRequest", function (event) {
     var button = event.detail.elt;
     if (!button.hasAttribute("data-done")) { return; }
+    var done = button.getAttribute("data-done");
     var xhr = event.detail.xhr;
+    xhr.addEventListener("loadend", function () { report(xhr, done); });
+  });
+
+  function report(xhr, done) {
     if (xhr.status >= 200 && xhr.status < 300) {
-      flash("ok", button.getAttribute("data-done"));
+      flash("ok", done);
       changed();
     } else if (xhr.status === 401) {
       var login = document.body.dataset.login;
@@ -79,7 +87,7 @@
     } else {
       flash("error", "Not done: " + reason(xhr));
     }
-  });
+  }
 
   var url = document.body.dataset.events;
   if (!url || !window.EventSource) { return; }
