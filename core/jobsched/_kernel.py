@@ -730,6 +730,10 @@ class Kernel:
         `job` is a `Job`, or a plain function or coroutine function followed by
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
         timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
+        A `Job` takes `Client.submit`'s options, with the same checks and
+        errors: `priority`, `timeout`, `retry`, `name`, `result_ttl` and
+        `keep_result` are set on a copy of it, queued under its id (the
+        caller's object is left as it was); it takes no arguments.
         Options are spelled as in a job file too: ``priority="low"``,
         ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
         ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
