@@ -1,6 +1,8 @@
-"""`Client` and `LocalClient` take the same `submit`/`submit_many` calls and give
-the same observable jobs: a `Client` on a shared SQLite file, a `LocalClient`
-on an in-memory scheduler, both with their queue paused so nothing runs."""
+"""`JobScheduler`, `LocalClient`, `Client` and `BlockingClient` take the same
+`submit`/`submit_many` calls, options on `Job` objects included, and give the
+same observable jobs and the same errors: a `JobScheduler` and a `LocalClient`
+in memory, a `Client` and a `BlockingClient` on a shared SQLite file, a
+`Client` on PostgreSQL, each with its queue paused so nothing runs."""
 
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ def observed(infos: list[JobInfo], ids: list[str]) -> list[dict[str, Any]]:
             "trigger_rule": info.trigger_rule,
             "delayed": info.run_at > info.submitted_at,
             "options": {k: v for k, v in info.options.items() if k != "deadline"},
+            # A deadline is monotonic seconds of the process that submitted it.
+            "has_deadline": "deadline" in info.options,
         }
         for info in infos
     ]
@@ -112,7 +116,65 @@ async def _singles(api: Api) -> list[str]:
     ]
 
 
-SCENARIOS: dict[str, Callable[[Api], Any]] = {"batch": _batch, "singles": _singles}
+async def _job_options(api: Api) -> list[str]:
+    """Every option of submit on Job objects, one call each."""
+    first = await api.submit(
+        email("a@example.com"), priority="low", timeout=False, retry="none", name="first"
+    )
+    return [
+        first,
+        await api.submit(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
+        await api.submit(email("c@example.com"), timeout=30, retry="exponential"),
+        await api.submit(
+            email("d@example.com"),
+            retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
+            unique_key="d-once",
+        ),
+        await api.submit(email("e@example.com", deadline=50.0), priority="critical", delay=60),
+        await api.submit(
+            email("f@example.com"),
+            depends_on=[first],
+            trigger_rule="all_done",
+            result_ttl=30,
+            keep_result=False,
+        ),
+        await api.submit(email("g@example.com"), key="ext-b", priority="high"),  # b's id
+        await api.submit(email("h@example.com"), unique_key="d-once", timeout=5),  # d's id
+    ]
+
+
+async def _job_options_in_a_batch(api: Api) -> list[str]:
+    """The same options as `Submission`s of one `submit_many`."""
+    first = email("a@example.com")
+    return list(
+        await api.submit_many(
+            [
+                Submission(first, priority="low", timeout=False, retry="none", name="first"),
+                Submission(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
+                Submission(
+                    email("c@example.com", deadline=50.0),
+                    retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
+                    unique_key="c-once",
+                    delay=60,
+                ),
+                Submission(
+                    email("d@example.com"),
+                    depends_on=[first],
+                    trigger_rule="one_failed",
+                    result_ttl=30,
+                    keep_result=True,
+                ),
+            ]
+        )
+    )
+
+
+SCENARIOS: dict[str, Callable[[Api], Any]] = {
+    "batch": _batch,
+    "singles": _singles,
+    "job options": _job_options,
+    "job options in a batch": _job_options_in_a_batch,
+}
 
 
 async def _run(api: Api, scenario: str) -> list[dict[str, Any]]:
@@ -122,17 +184,38 @@ async def _run(api: Api, scenario: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-async def test_client_and_local_client_show_the_same_jobs(scenario: str, tmp_path: Path) -> None:
-    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
-        await client.pause_queue()
-        shared = await _run(client, scenario)
-    async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
-        await local.pause_queue()
-        here = await _run(local, scenario)
-    assert here == shared
+async def test_every_api_shows_the_same_jobs(
+    scenario: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for kind in ("client", "scheduler", "local", "blocking"):
+        async with _opened(kind, _url(kind, request, tmp_path)) as api:
+            seen[kind] = await _run(api, scenario)
+    shared = seen.pop("client")
+    for kind, here in seen.items():
+        assert here == shared, kind
     # The scenarios set every option, and dedup returned the first job's id.
     assert any(job["unique_key"] for job in shared)
     assert any(job["trigger_rule"] != "all_success" for job in shared)
+    if scenario.startswith("job options"):
+        first = shared[0]
+        assert (first["name"], first["priority"].name, first["options"]["timeout"]) == (
+            "first",
+            "LOW",
+            None,
+        )
+        assert any(job["has_deadline"] for job in shared)
+
+
+async def test_client_on_postgres_shows_the_same_jobs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    for scenario in sorted(SCENARIOS):
+        seen = []
+        for kind in ("postgres", "scheduler"):
+            async with _opened(kind, _url(kind, request, tmp_path)) as api:
+                seen.append(await _run(api, scenario))
+        assert seen[0] == seen[1], scenario
 
 
 async def test_options_leave_the_callers_job_as_it_was(api: Api) -> None:
@@ -301,106 +384,6 @@ def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if kind == "postgres":
         return str(request.getfixturevalue("pg_schema")[0])
     return f"sqlite:///{tmp_path / f'{kind}.db'}"
-
-
-def observed_fully(infos: list[JobInfo], ids: list[str]) -> list[dict[str, Any]]:
-    """`observed`, with a deadline's presence instead of its (monotonic) value."""
-    return [
-        {**seen, "has_deadline": "deadline" in info.options}
-        for seen, info in zip(observed(infos, ids), infos, strict=True)
-    ]
-
-
-async def _job_options(api: Api) -> list[str]:
-    """Every option of submit on Job objects, one call each."""
-    first = await api.submit(
-        email("a@example.com"), priority="low", timeout=False, retry="none", name="first"
-    )
-    return [
-        first,
-        await api.submit(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
-        await api.submit(email("c@example.com"), timeout=30, retry="exponential"),
-        await api.submit(
-            email("d@example.com"),
-            retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
-            unique_key="d-once",
-        ),
-        await api.submit(email("e@example.com", deadline=50.0), priority="critical", delay=60),
-        await api.submit(
-            email("f@example.com"),
-            depends_on=[first],
-            trigger_rule="all_done",
-            result_ttl=30,
-            keep_result=False,
-        ),
-        await api.submit(email("g@example.com"), key="ext-b", priority="high"),  # b's id
-        await api.submit(email("h@example.com"), unique_key="d-once", timeout=5),  # d's id
-    ]
-
-
-async def _job_options_in_a_batch(api: Api) -> list[str]:
-    """The same options as `Submission`s of one `submit_many`."""
-    first = email("a@example.com")
-    return list(
-        await api.submit_many(
-            [
-                Submission(first, priority="low", timeout=False, retry="none", name="first"),
-                Submission(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
-                Submission(
-                    email("c@example.com", deadline=50.0),
-                    retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
-                    unique_key="c-once",
-                    delay=60,
-                ),
-                Submission(
-                    email("d@example.com"),
-                    depends_on=[first],
-                    trigger_rule="one_failed",
-                    result_ttl=30,
-                    keep_result=True,
-                ),
-            ]
-        )
-    )
-
-
-OPTION_SCENARIOS: dict[str, Callable[[Api], Any]] = {
-    "job options": _job_options,
-    "job options in a batch": _job_options_in_a_batch,
-}
-
-
-@pytest.mark.parametrize("scenario", sorted(OPTION_SCENARIOS))
-async def test_every_api_takes_the_same_options_on_jobs(
-    scenario: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for kind in ("client", "scheduler", "local", "blocking"):
-        async with _opened(kind, _url(kind, request, tmp_path)) as api:
-            ids = await OPTION_SCENARIOS[scenario](api)
-            seen[kind] = observed_fully([await api.get(job_id) for job_id in ids], ids)
-    for kind in ("scheduler", "local", "blocking"):
-        assert seen[kind] == seen["client"], kind
-    # The options took: they are no job's defaults.
-    first = seen["client"][0]
-    assert (first["name"], first["priority"].name, first["options"]["timeout"]) == (
-        "first",
-        "LOW",
-        None,
-    )
-    assert any(job["has_deadline"] for job in seen["client"])
-
-
-async def test_postgres_client_takes_the_same_options_on_jobs(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    for scenario in sorted(OPTION_SCENARIOS):
-        seen = []
-        for kind in ("postgres", "scheduler"):
-            async with _opened(kind, _url(kind, request, tmp_path)) as api:
-                ids = await OPTION_SCENARIOS[scenario](api)
-                seen.append(observed_fully([await api.get(job_id) for job_id in ids], ids))
-        assert seen[0] == seen[1], scenario
 
 
 BAD_JOB_OPTIONS: dict[str, tuple[dict[str, Any], type[Exception], str]] = {
