@@ -24,6 +24,7 @@ from jobsched import (
     UnknownJobError,
     build_job,
 )
+from task_examples import add, send_email
 
 Api = Any  # a Client, a LocalClient, or a JobScheduler or BlockingClient made alike
 #: Every API that submits: the same calls, the same jobs, the same errors.
@@ -169,11 +170,31 @@ async def _job_options_in_a_batch(api: Api) -> list[str]:
     )
 
 
+async def _task_jobs(api: Api) -> list[str]:
+    """A task's jobs take the same options, over the task's own."""
+    upstream = await api.submit(
+        add.job(1, 2), priority="low", timeout=False, retry="none", name="sum", key="sum-1"
+    )
+    return [
+        upstream,
+        await api.submit(
+            send_email.job("a@example.com"),
+            depends_on=[upstream],
+            trigger_rule="none_failed",
+            retry={"policy": "fixed", "seconds": 1, "max_retries": 2},
+            result_ttl=60,
+            unique_key="mail-a",
+        ),
+        *await api.submit_many([Submission(add.job(3), timeout=9, keep_result=False, delay=30)]),
+    ]
+
+
 SCENARIOS: dict[str, Callable[[Api], Any]] = {
     "batch": _batch,
     "singles": _singles,
     "job options": _job_options,
     "job options in a batch": _job_options_in_a_batch,
+    "task jobs": _task_jobs,
 }
 
 
