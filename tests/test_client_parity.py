@@ -1,9 +1,12 @@
-"""`Client` and `LocalClient` take the same `submit`/`submit_many` calls and give
-the same observable jobs: a `Client` on a shared SQLite file, a `LocalClient`
-on an in-memory scheduler, both with their queue paused so nothing runs."""
+"""`JobScheduler`, `LocalClient`, `Client` and `BlockingClient` take the same
+`submit`/`submit_many` calls, options on `Job` objects included, and give the
+same observable jobs and the same errors: a `JobScheduler` and a `LocalClient`
+in memory, a `Client` and a `BlockingClient` on a shared SQLite file, a
+`Client` on PostgreSQL, each with its queue paused so nothing runs."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobsched import (
+    BlockingClient,
     Client,
     Job,
     JobInfo,
@@ -20,20 +24,20 @@ from jobsched import (
     UnknownJobError,
     build_job,
 )
+from task_examples import add, send_email
 
-Api = Any  # a Client or a LocalClient: the same coroutines
+Api = Any  # a Client, a LocalClient, or a JobScheduler or BlockingClient made alike
+#: Every API that submits: the same calls, the same jobs, the same errors.
+APIS = ("scheduler", "local", "client", "blocking", "postgres")
 
 
-@pytest.fixture(params=["client", "local"])
+@pytest.fixture(params=APIS)
 async def api(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Api]:
-    if request.param == "client":
-        async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
-            await client.pause_queue()
-            yield client
-    else:
-        async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
-            await local.pause_queue()
-            yield local
+    """Each API on its store: `JobScheduler` and `LocalClient` in memory,
+    `Client` and `BlockingClient` on a shared SQLite file, `Client` on
+    PostgreSQL."""
+    async with _opened(request.param, _url(request.param, request, tmp_path)) as opened:
+        yield opened
 
 
 def email(to: str, **options: Any) -> Job:
@@ -57,6 +61,8 @@ def observed(infos: list[JobInfo], ids: list[str]) -> list[dict[str, Any]]:
             "trigger_rule": info.trigger_rule,
             "delayed": info.run_at > info.submitted_at,
             "options": {k: v for k, v in info.options.items() if k != "deadline"},
+            # A deadline is monotonic seconds of the process that submitted it.
+            "has_deadline": "deadline" in info.options,
         }
         for info in infos
     ]
@@ -111,7 +117,85 @@ async def _singles(api: Api) -> list[str]:
     ]
 
 
-SCENARIOS: dict[str, Callable[[Api], Any]] = {"batch": _batch, "singles": _singles}
+async def _job_options(api: Api) -> list[str]:
+    """Every option of submit on Job objects, one call each."""
+    first = await api.submit(
+        email("a@example.com"), priority="low", timeout=False, retry="none", name="first"
+    )
+    return [
+        first,
+        await api.submit(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
+        await api.submit(email("c@example.com"), timeout=30, retry="exponential"),
+        await api.submit(
+            email("d@example.com"),
+            retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
+            unique_key="d-once",
+        ),
+        await api.submit(email("e@example.com", deadline=50.0), priority="critical", delay=60),
+        await api.submit(
+            email("f@example.com"),
+            depends_on=[first],
+            trigger_rule="all_done",
+            result_ttl=30,
+            keep_result=False,
+        ),
+        await api.submit(email("g@example.com"), key="ext-b", priority="high"),  # b's id
+        await api.submit(email("h@example.com"), unique_key="d-once", timeout=5),  # d's id
+    ]
+
+
+async def _job_options_in_a_batch(api: Api) -> list[str]:
+    """The same options as `Submission`s of one `submit_many`."""
+    first = email("a@example.com")
+    return list(
+        await api.submit_many(
+            [
+                Submission(first, priority="low", timeout=False, retry="none", name="first"),
+                Submission(email("b@example.com"), priority=3, timeout=None, key="ext-b"),
+                Submission(
+                    email("c@example.com", deadline=50.0),
+                    retry={"policy": "fixed", "seconds": 2, "max_retries": 4},
+                    unique_key="c-once",
+                    delay=60,
+                ),
+                Submission(
+                    email("d@example.com"),
+                    depends_on=[first],
+                    trigger_rule="one_failed",
+                    result_ttl=30,
+                    keep_result=True,
+                ),
+            ]
+        )
+    )
+
+
+async def _task_jobs(api: Api) -> list[str]:
+    """A task's jobs take the same options, over the task's own."""
+    upstream = await api.submit(
+        add.job(1, 2), priority="low", timeout=False, retry="none", name="sum", key="sum-1"
+    )
+    return [
+        upstream,
+        await api.submit(
+            send_email.job("a@example.com"),
+            depends_on=[upstream],
+            trigger_rule="none_failed",
+            retry={"policy": "fixed", "seconds": 1, "max_retries": 2},
+            result_ttl=60,
+            unique_key="mail-a",
+        ),
+        *await api.submit_many([Submission(add.job(3), timeout=9, keep_result=False, delay=30)]),
+    ]
+
+
+SCENARIOS: dict[str, Callable[[Api], Any]] = {
+    "batch": _batch,
+    "singles": _singles,
+    "job options": _job_options,
+    "job options in a batch": _job_options_in_a_batch,
+    "task jobs": _task_jobs,
+}
 
 
 async def _run(api: Api, scenario: str) -> list[dict[str, Any]]:
@@ -121,26 +205,57 @@ async def _run(api: Api, scenario: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-async def test_client_and_local_client_show_the_same_jobs(scenario: str, tmp_path: Path) -> None:
-    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
-        await client.pause_queue()
-        shared = await _run(client, scenario)
-    async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
-        await local.pause_queue()
-        here = await _run(local, scenario)
-    assert here == shared
+async def test_every_api_shows_the_same_jobs(
+    scenario: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for kind in ("client", "scheduler", "local", "blocking"):
+        async with _opened(kind, _url(kind, request, tmp_path)) as api:
+            seen[kind] = await _run(api, scenario)
+    shared = seen.pop("client")
+    for kind, here in seen.items():
+        assert here == shared, kind
     # The scenarios set every option, and dedup returned the first job's id.
     assert any(job["unique_key"] for job in shared)
     assert any(job["trigger_rule"] != "all_success" for job in shared)
+    if scenario.startswith("job options"):
+        first = shared[0]
+        assert (first["name"], first["priority"].name, first["options"]["timeout"]) == (
+            "first",
+            "LOW",
+            None,
+        )
+        assert any(job["has_deadline"] for job in shared)
+
+
+async def test_client_on_postgres_shows_the_same_jobs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    for scenario in sorted(SCENARIOS):
+        seen = []
+        for kind in ("postgres", "scheduler"):
+            async with _opened(kind, _url(kind, request, tmp_path)) as api:
+                seen.append(await _run(api, scenario))
+        assert seen[0] == seen[1], scenario
 
 
 async def test_options_leave_the_callers_job_as_it_was(api: Api) -> None:
-    job = email("a@example.com")
-    name = job.name
-    job_id = await api.submit(job, priority="critical", name="other", result_ttl=9)
+    job = email("a@example.com", timeout=7)
+    before = (job.name, job.priority, job.timeout, job.retry, job.result_ttl, job.keep_result)
+    job_id = await api.submit(
+        job,
+        priority="critical",
+        timeout=False,
+        retry="none",
+        name="other",
+        result_ttl=9,
+        keep_result=False,
+    )
     info = await api.get(job_id)
-    assert (info.name, info.priority.name, info.options["result_ttl"]) == ("other", "CRITICAL", 9)
-    assert (job.name, job.priority.name, job.result_ttl) == (name, "MEDIUM", None)
+    assert (info.name, info.priority.name, info.options["timeout"]) == ("other", "CRITICAL", None)
+    assert (info.options["result_ttl"], info.options["keep_result"]) == (9, False)
+    after = (job.name, job.priority, job.timeout, job.retry, job.result_ttl, job.keep_result)
+    assert after == before
     assert job.status.value == "pending" and job.seq == 0
 
 
@@ -226,4 +341,96 @@ async def test_bad_submits_fail_alike_and_submit_nothing(api: Api, case: str) ->
     call, error, text = BAD[case]
     with pytest.raises(error, match=text):
         await call(api)
+    assert await api.jobs() == []
+
+
+# ── every API: JobScheduler, LocalClient, Client, BlockingClient ──────────
+class _OnScheduler:
+    """`JobScheduler`'s own submit calls; the jobs read back as `JobInfo`s."""
+
+    def __init__(self, scheduler: JobScheduler) -> None:
+        self.scheduler = scheduler
+        self.reader = LocalClient(scheduler)
+
+    async def submit(self, job: Any, **options: Any) -> str:
+        return self.scheduler.submit(job, **options)
+
+    async def submit_many(self, jobs: Any) -> list[str]:
+        return self.scheduler.submit_many(jobs)
+
+    async def get(self, job_id: str) -> JobInfo:
+        return await self.reader.get(job_id)
+
+    async def jobs(self) -> list[JobInfo]:
+        return await self.reader.jobs()
+
+
+class _OnBlocking:
+    """`BlockingClient`'s plain calls, awaited like the others'."""
+
+    def __init__(self, client: BlockingClient) -> None:
+        self.client = client
+
+    async def submit(self, job: Any, **options: Any) -> str:
+        return self.client.submit(job, **options)
+
+    async def submit_many(self, jobs: Any) -> list[str]:
+        return self.client.submit_many(jobs)
+
+    async def get(self, job_id: str) -> JobInfo:
+        return self.client.get(job_id)
+
+    async def jobs(self) -> list[JobInfo]:
+        return self.client.jobs()
+
+
+@contextlib.asynccontextmanager
+async def _opened(kind: str, url: str) -> AsyncIterator[Api]:
+    """One API with its queue paused, so nothing runs."""
+    if kind in ("client", "postgres"):
+        async with Client(url) as client:
+            await client.pause_queue()
+            yield client
+    elif kind == "blocking":
+        with BlockingClient(url) as blocking:
+            blocking.pause_queue()
+            yield _OnBlocking(blocking)
+    else:
+        async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
+            await local.pause_queue()
+            yield local if kind == "local" else _OnScheduler(scheduler)
+
+
+def _url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if kind == "postgres":
+        return str(request.getfixturevalue("pg_schema")[0])
+    return f"sqlite:///{tmp_path / f'{kind}.db'}"
+
+
+BAD_JOB_OPTIONS: dict[str, tuple[dict[str, Any], type[Exception], str]] = {
+    "priority": ({"priority": "urgent"}, ValueError, "priority must be one of"),
+    "timeout": ({"timeout": 0}, ValueError, "timeout must be a positive number"),
+    "timeout True": ({"timeout": True}, ValueError, "timeout"),
+    "retry by an unknown name": ({"retry": "sometimes"}, ValueError, "sometimes"),
+    "max_retries": (
+        {"retry": {"policy": "fixed", "seconds": 1, "max_retries": -1}},
+        ValueError,
+        "max_retries",
+    ),
+    "name": ({"name": ""}, ValueError, "name must be a non-empty string"),
+    "result_ttl": ({"result_ttl": -1}, ValueError, "result_ttl"),
+    "keep_result": ({"keep_result": "yes"}, ValueError, "keep_result"),
+    "unique_key": ({"unique_key": ""}, ValueError, "unique_key must be a non-empty string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JOB_OPTIONS))
+async def test_bad_options_on_a_job_fail_alike_on_every_api(api: Api, case: str) -> None:
+    options, error, text = BAD_JOB_OPTIONS[case]
+    with pytest.raises(error, match=text):
+        await api.submit(email("a@example.com"), **options)
+    with pytest.raises(error, match=text):
+        await api.submit_many(
+            [email("b@example.com"), Submission(email("c@example.com"), **options)]
+        )
     assert await api.jobs() == []

@@ -183,8 +183,9 @@ def test_non_callables_and_arguments_for_a_job_are_refused() -> None:
         scheduler.submit(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="already a job"):
         scheduler.submit(FunctionJob(whoami, "x"), "extra")
-    with pytest.raises(TypeError, match="already a job"):
-        scheduler.submit(FunctionJob(whoami, "x"), name="extra")
+    # A job takes Client.submit's options (priority, timeout, retry, name), no others.
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['model'\]"):
+        scheduler.submit(FunctionJob(whoami, "x"), model="thread")
     with pytest.raises(ValueError, match="timeout"):
         scheduler.submit(whoami, "x", timeout=0)
 

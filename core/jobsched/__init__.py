@@ -22,7 +22,6 @@ from ._client import (
     Progress,
     ScheduleInfo,
     Stats,
-    Submission,
     ThroughputBucket,
     WorkerInfo,
 )
@@ -94,6 +93,7 @@ from ._strategy import (
     SchedulingStrategy,
     SortKey,
 )
+from ._submission import Submission
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
 from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of

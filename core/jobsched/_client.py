@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import gc
 import math
 import os
@@ -46,24 +45,25 @@ from ._errors import (
     UnknownScheduleError,
 )
 from ._job import FunctionJob, Job, new_job_id
-from ._jobtypes import build_retry_policy
 from ._limits import Limits
 from ._options import (
     NOT_GIVEN,
     NotGiven,
-    check_delay,
     check_job_id,
-    check_key,
     id_list,
-    to_keep_result,
     to_priority,
-    to_result_ttl,
-    to_timeout,
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
-from ._trigger_rules import ALL_SUCCESS, check_trigger_rule
+from ._submission import (
+    Submission,
+    check_submission,
+    check_workflow_options,
+    overrides,
+    with_options,
+)
+from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow, expand
 from .backends.schedules import (
     ended,
@@ -372,32 +372,6 @@ class ScheduleInfo:
         )
 
 
-@attrs.frozen
-class Submission:
-    """One job of `Client.submit_many`, with `submit`'s options.
-
-    `depends_on` names jobs by the id `submit` returned or, for a job of the
-    same batch, by the `Job` object itself.
-    """
-
-    job: Job
-    delay: float = 0.0
-    depends_on: Sequence[str | Job] = ()
-    key: str | None = None
-    unique_key: str | None = None
-    priority: JobPriority | str | int | None = None
-    #: Seconds per attempt; None or False: no timeout; `NOT_GIVEN` (the
-    #: default) keeps the job's own.
-    timeout: float | bool | NotGiven | None = NOT_GIVEN
-    retry: Any = None
-    name: str | None = None
-    #: None keeps the job's own (see `Client.submit`).
-    result_ttl: float | None = None
-    keep_result: bool | None = None
-    #: When it runs given how `depends_on` end (see `Client.submit`).
-    trigger_rule: str = "all_success"
-
-
 # ── jobs as data ───────────────────────────────────────────────────────
 def _refuse_functions(job: Any) -> None:
     if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
@@ -430,85 +404,6 @@ def _takes_results(job: object) -> bool:
     """Whether `job` may hold `result_of` markers; True for what is not a job
     (the checked path refuses it with the reason)."""
     return bool(getattr(job, "takes_results", True))
-
-
-def overrides(item: Submission) -> bool:
-    """Whether `item` sets one of the job's own options (`Client` and
-    `LocalClient` then submit a copy of the job: see `with_options`)."""
-    return (
-        item.priority is not None
-        or item.timeout is not NOT_GIVEN
-        or item.retry is not None
-        or item.name is not None
-        or item.result_ttl is not None
-        or item.keep_result is not None
-    )
-
-
-def check_submission(item: Submission) -> None:
-    """`submit`'s scheduling options of `item` (delay, keys, trigger rule),
-    checked as `Client` and `LocalClient` both check them."""
-    if item.delay != 0.0:
-        check_delay(item.delay)
-    id_list(item.depends_on, "depends_on")
-    if item.key is not None:
-        check_key(item.key, "key")
-    if item.unique_key is not None:
-        check_key(item.unique_key, "unique_key")
-    check_trigger_rule(item.trigger_rule)
-
-
-def with_options(
-    job: Job,
-    item: Submission,
-    plugins: PluginManager,
-    hooks: Iterable[Callable[[Any], None]] = (),
-) -> Job:
-    """A copy of `job` (`item`'s) with the submission's options set (each
-    checked, spelled as in `JobScheduler.submit`) and the submit `hooks`
-    applied: the caller's job is never changed."""
-    job = copy.copy(job)
-    if item.priority is not None:
-        job.priority = to_priority(item.priority)
-    if item.timeout is not NOT_GIVEN:
-        job.timeout = to_timeout(item.timeout)
-    if item.retry is not None:
-        job.retry = build_retry_policy(item.retry, plugins)
-    if item.name is not None:
-        if not isinstance(item.name, str) or not item.name:
-            raise ValueError(f"name must be a non-empty string, got {item.name!r}")
-        job.name = item.name
-    if item.result_ttl is not None:
-        job.result_ttl = to_result_ttl(item.result_ttl)
-    if item.keep_result is not None:
-        job.keep_result = to_keep_result(item.keep_result)
-    for hook in hooks:
-        hook(job)
-    return job
-
-
-def check_workflow_options(
-    workflow: Workflow,
-    *,
-    delay: float,
-    given: Iterable[Any],
-    timeout: Any,
-    trigger_rule: str,
-) -> None:
-    """Refuse `submit`'s options (but `depends_on`) for a workflow: each of its
-    jobs carries its own. `given` are the options whose unset value is None."""
-    # Each against its own default: priority=0 or keep_result=False would
-    # pass for an unset 0.0.
-    if (
-        delay != 0.0
-        or any(v is not None for v in given)
-        or timeout is not NOT_GIVEN
-        or trigger_rule != ALL_SUCCESS
-    ):
-        raise TypeError(
-            f"submit({workflow!r}) takes depends_on only: set each job's options "
-            "on the job itself (task.options(...))"
-        )
 
 
 @attrs.frozen

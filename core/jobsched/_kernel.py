@@ -40,6 +40,7 @@ from ._jobtypes import build_retry_policy
 from ._limits import Limiter, Limits, job_type_of
 from ._options import (
     MAX_DELAY,
+    NOT_GIVEN,
     check_delay,
     check_job_id,
     check_key,
@@ -71,6 +72,7 @@ from ._retry import RetryPolicy
 from ._retry_filter import retry_verdict
 from ._status import JobStatus, listener_statuses
 from ._strategy import ReadyQueue, SchedulingStrategy, SortKey
+from ._submission import check_workflow_options, job_with_options
 from ._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 from ._workflow import Workflow
 from .store import result_as_json
@@ -728,6 +730,10 @@ class Kernel:
         `job` is a `Job`, or a plain function or coroutine function followed by
         its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
         timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
+        A `Job` takes `Client.submit`'s options, with the same checks and
+        errors: `priority`, `timeout`, `retry`, `name`, `result_ttl` and
+        `keep_result` are set on a copy of it, queued under its id (the
+        caller's object is left as it was); it takes no arguments.
         Options are spelled as in a job file too: ``priority="low"``,
         ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
         ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
@@ -795,6 +801,8 @@ class Kernel:
             # isinstance costs a Python-level call on every submit.
             or Job not in job.__class__.__mro__
             or job.retry.__class__ is not RetryPolicy  # type: ignore[union-attr]
+            or result_ttl is not None
+            or keep_result is not None
         ):
             job = self._as_job(
                 job,
@@ -952,32 +960,25 @@ class Kernel:
                 ]
                 refuse_option_parameters(job, given)
             job = FunctionJob(job, *args, kwargs=kwargs, **options)
-        elif args or options or kwargs is not None:
+        elif args or kwargs is not None:
             raise TypeError(
                 f"{caller}() got arguments for {job!r}, which is already a job: "
                 "arguments are only for plain functions"
             )
+        else:
+            named = dict(zip(SUBMIT_OPTIONS, scheduling, strict=True))
+            result_ttl, keep_result = named["result_ttl"], named["keep_result"]
+            if options or result_ttl is not None or keep_result is not None:
+                # Client's options, on a copy: the caller's job stays as it was.
+                job = job_with_options(
+                    job, options, self.plugins, result_ttl=result_ttl, keep_result=keep_result
+                )
         retry = job.retry
         if retry.__class__ is not RetryPolicy and is_retry_spec(retry):
             # A policy name or table, as a job file writes it: this
             # scheduler's plugins say what the names mean.
             job.retry = check_retry_policy(build_retry_policy(retry, self.plugins))
         return job
-
-    def submit_many(self, jobs: Iterable[Job | Workflow]) -> list[str]:
-        """Submit jobs and workflows in order; returns every job's id, a
-        workflow's jobs in its submit order (see `submit`).
-
-        One `submit` after the other: an item refused raises, and the items
-        before it stay submitted (`Client.submit_many`, one transaction,
-        stores all or none)."""
-        ids: list[str] = []
-        for item in jobs:
-            if isinstance(item, Workflow):
-                ids.extend(self._submit_workflow(item, (), {}, 0.0, (), ()))
-            else:
-                ids.append(self.submit(item))
-        return ids
 
     def _submit_workflow(
         self,
@@ -989,11 +990,22 @@ class Kernel:
         refused: tuple[Any, ...],
     ) -> list[str]:
         """Submit a workflow's jobs, upstreams first; their ids in that order."""
-        if args or options or delay or any(v is not None for v in refused):
-            raise TypeError(
-                f"submit({workflow!r}) takes depends_on only: set each job's options "
-                "on the job itself (task.options(...))"
-            )
+        unique_key, key, result_ttl, keep_result, trigger_rule, kwargs = refused
+        check_workflow_options(
+            workflow,
+            delay=delay,
+            given=(
+                args or None,
+                unique_key,
+                key,
+                result_ttl,
+                keep_result,
+                kwargs,
+                *(value for name, value in options.items() if name != "timeout"),
+            ),
+            timeout=options.get("timeout", NOT_GIVEN),
+            trigger_rule=ALL_SUCCESS if trigger_rule is None else trigger_rule,
+        )
         plan = workflow.plan(())
         for job, _ in plan:
             if job.status is not PENDING or job.attempts or job.job_id in self._jobs:

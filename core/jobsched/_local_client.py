@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -28,16 +28,11 @@ from ._client import (
     Progress,
     ScheduleInfo,
     Stats,
-    Submission,
     ThroughputBucket,
     WorkerInfo,
     check_page_query,
-    check_submission,
-    check_workflow_options,
     finished_result,
-    overrides,
     wanted_statuses,
-    with_options,
 )
 from ._codec import JobCodec
 from ._errors import (
@@ -49,8 +44,9 @@ from ._limits import job_type_of
 from ._options import NOT_GIVEN, check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobStatus
+from ._submission import Submission, check_job_options, check_workflow_options
 from ._trigger_rules import ALL_SUCCESS
-from ._workflow import Workflow, expand
+from ._workflow import Workflow
 from .backends import SharedBackend
 from .store import encode_json, result_as_json
 
@@ -60,9 +56,6 @@ if TYPE_CHECKING:
 #: Minutes of throughput `LocalClient.stats` reports (as `Client.stats`).
 _THROUGHPUT_MINUTES = 60
 _FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
-#: The options of `Client.submit` that override a job's own, besides
-#: `result_ttl` and `keep_result`.
-_JOB_OPTIONS = frozenset({"priority", "timeout", "retry", "name"})
 
 
 class LocalClient:
@@ -204,12 +197,7 @@ class LocalClient:
                 f"submit() got arguments for {job!r}, which is already a job: "
                 "arguments are only for plain functions"
             )
-        unexpected = sorted(set(options) - _JOB_OPTIONS)
-        if unexpected:
-            raise TypeError(
-                f"submit() got unexpected keyword arguments {unexpected} for {job!r}; "
-                f"a job takes {', '.join(sorted(_JOB_OPTIONS))} and the scheduling options"
-            )
+        check_job_options(job, options)
         item = Submission(
             job,
             delay=delay,
@@ -221,7 +209,7 @@ class LocalClient:
             trigger_rule=trigger_rule,
             **options,
         )
-        return self._submit_all([item])[0]
+        return self.scheduler.submit_many([item])[0]
 
     async def submit_many(
         self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
@@ -235,79 +223,7 @@ class LocalClient:
         before any is queued: a bad option, an unknown dependency or a job
         already submitted queues none.
         """
-        items = [
-            item if isinstance(item, Submission) else Submission(item, depends_on=after)
-            for item, after in expand(jobs)
-        ]
-        return self._submit_all(items)
-
-    def _submit_all(self, items: Sequence[Submission]) -> list[str]:
-        """Check every item as `Client` does, then submit them in order."""
-        scheduler = self.scheduler
-        # What the scheduler would refuse is found before anything is queued.
-        # With a durable store it defers submits made before start() (checked
-        # once the store is restored) and renumbers a job built before then
-        # whose id a restored job has: only the same object is a sure refusal.
-        in_memory = scheduler.store is None
-        look_up = in_memory or scheduler.started
-        planned: list[tuple[Submission, Job]] = []
-        earlier: set[int] = set()  # the batch's Job objects, by identity
-        batch_ids: set[str] = set()
-        for item in items:
-            check_submission(item)
-            job: Any = item.job
-            if not isinstance(job, Job):
-                if not callable(job):
-                    raise TypeError(f"submit() takes a Job or a function, got {job!r}")
-                job = FunctionJob(job)
-            job_id = job.job_id
-            queued = scheduler.find(job_id)
-            if (
-                job.status is not JobStatus.PENDING
-                or job.attempts
-                or job_id in batch_ids
-                or (queued is not None and (queued is job or in_memory))
-            ):
-                raise SchedulerError(f"{job_id} was already submitted")
-            if overrides(item):
-                job = with_options(job, item, scheduler.plugins)
-            unknown = []
-            for dep in item.depends_on:
-                if isinstance(dep, Job):
-                    if id(dep) not in earlier:
-                        raise ValueError(
-                            f"depends_on: {dep!r} is not an earlier job of this batch; "
-                            "name a submitted job by the id submit returned"
-                        )
-                elif isinstance(dep, str):
-                    if look_up and dep not in batch_ids and scheduler.find(dep) is None:
-                        unknown.append(dep)
-                else:
-                    raise TypeError(f"depends_on takes job ids, got {dep!r}")
-            if unknown:
-                raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
-            if item.trigger_rule != ALL_SUCCESS and not item.depends_on and not job.takes_results:
-                # result_of's upstreams count: the scheduler checks those jobs.
-                raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
-            earlier.add(id(item.job))
-            batch_ids.add(job_id)
-            planned.append((item, job))
-        ids: list[str] = []
-        ids_of: dict[int, str] = {}
-        for item, job in planned:
-            job_id = scheduler.submit(
-                job,
-                delay=item.delay,
-                depends_on=[ids_of[id(d)] if isinstance(d, Job) else d for d in item.depends_on],
-                key=item.key,
-                unique_key=item.unique_key,
-                result_ttl=item.result_ttl,
-                keep_result=item.keep_result,
-                trigger_rule=None if item.trigger_rule == ALL_SUCCESS else item.trigger_rule,
-            )
-            ids_of[id(item.job)] = job_id
-            ids.append(job_id)
-        return ids
+        return self.scheduler.submit_many(jobs)
 
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id now, with its history and progress;

@@ -9,14 +9,18 @@ The kernel (`_kernel.py`) then runs without ever asking which one it got.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ._clock import Clock
+from ._job import Job
 from ._kernel import Backend, JobListener, Kernel
 from ._limits import Limits
 from ._plugins import PluginManager, default_plugin_manager
 from ._strategy import SchedulingStrategy
+from ._submission import Submission, plan_batch
+from ._trigger_rules import ALL_SUCCESS
+from ._workflow import Workflow
 from .backends import JournalBackend, LocalBackend, SharedBackend
 from .store import StoreBase, as_shared_store, as_store, resolve_store
 
@@ -99,6 +103,43 @@ class JobScheduler(Kernel):
             retention=retention,
         )
         self.store = resolved
+
+    def submit_many(
+        self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
+    ) -> list[str]:
+        """Queue several jobs; returns every job's id, a workflow's jobs in its
+        submit order (as `Client.submit_many`).
+
+        Each item is a `Job`, a `Submission` (a job with `submit`'s options,
+        which may depend on an earlier `Job` of the batch by naming the
+        object), a workflow or a plain function taking no arguments. Every
+        item is checked before any is queued: a bad option, an unknown
+        dependency or a job already submitted queues none.
+        """
+        # With a durable store, submits made before start() are deferred
+        # (checked once the store is restored) and a job built before then
+        # whose id a restored job has is renumbered: only the same object is
+        # a sure refusal.
+        in_memory = self.store is None
+        planned = plan_batch(
+            jobs, self.find, self.plugins, in_memory=in_memory, look_up=in_memory or self.started
+        )
+        ids: list[str] = []
+        ids_of: dict[int, str] = {}
+        for item, job in planned:
+            job_id = self.submit(
+                job,
+                delay=item.delay,
+                depends_on=[ids_of[id(d)] if isinstance(d, Job) else d for d in item.depends_on],
+                key=item.key,
+                unique_key=item.unique_key,
+                result_ttl=item.result_ttl,
+                keep_result=item.keep_result,
+                trigger_rule=None if item.trigger_rule == ALL_SUCCESS else item.trigger_rule,
+            )
+            ids_of[id(item.job)] = job_id
+            ids.append(job_id)
+        return ids
 
     async def __aenter__(self) -> JobScheduler:
         await self.start()
