@@ -306,7 +306,7 @@ def test_a_tiny_soak_passes_through_the_console_entry(kind: str, tmp_path: Path)
         store = base_dsn()
     else:
         store = "sqlite"
-    # The faults both stores survive today (.ci/run's lists grow as fixes land).
+    # A few faults, to keep it short: .ci/run soaks every fault.
     result = soak(
         "--store", store, "--workers", "2", "--jobs", "60", "--duration", "10",
         "--seed", "3", "--fault-every", "2", "--dir", str(tmp_path / "soak"),
