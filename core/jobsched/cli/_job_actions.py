@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import Client, JobInfo, PluginManager, UnknownJobError
+from .. import Client, JobInfo, JobStatus, PluginManager, UnknownJobError
 from ._common import BadInput, print_json
 from ._operate import (
     RETRYABLE,
@@ -136,7 +136,8 @@ def retry_command(args: argparse.Namespace, plugins: PluginManager) -> int:
         changes = []
         for job_id in job_ids:
             after = await client.retry(job_id)
-            changes.append(_change(after, infos[job_id].status.value, after.status.value))
+            # What the retry did: a worker may have claimed the job already.
+            changes.append(_change(after, infos[job_id].status.value, JobStatus.PENDING.value))
         return changes
 
     changes = operate(args, plugins, retry)
