@@ -334,6 +334,8 @@ async def test_the_dashboard_of_an_in_process_scheduler_shows_abandoned_calls() 
                 job_id = scheduler.submit(stuck)
                 await until(stuck.entered.is_set, "the call to start")
                 scheduler.cancel(job_id)
+                # The worker notes the abandoned call once it handles the cancel.
+                await until(lambda: job_id in scheduler.abandoned_calls(), "the call abandoned")
                 stats = (await http.get("/api/stats")).json()
                 overview = (await http.get("/")).text
     finally:
