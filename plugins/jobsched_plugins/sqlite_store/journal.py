@@ -14,6 +14,7 @@ import operator
 import os
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from jobsched.store import (
     BadRowError,
@@ -156,47 +157,63 @@ def _claim(
 
 def load(conn: sqlite3.Connection, url: str) -> Snapshot:
     """Every job and schedule of a single-owner file."""
-    jobs = []
+    return Snapshot(jobs=job_rows(conn, url, "ORDER BY seq"), schedules=schedule_rows(conn))
+
+
+def job_rows(
+    conn: sqlite3.Connection, url: str, tail: str = "", params: Sequence[Any] = ()
+) -> list[JobRow]:
+    """The jobs ``SELECT ... FROM jobsched_jobs {tail}`` finds (`tail`: a
+    filter, an order, a limit, bound to `params`), read as a restore reads
+    them; a broken ``depends_on`` is a `StoreError` naming the job."""
     columns = _JOB_COLUMNS
-    if not _has_column(conn, "jobsched_jobs", "trigger_rule"):
+    if not has_column(conn, "jobsched_jobs", "trigger_rule"):
         # A file from before version 4, read before it is migrated (or
         # readonly, never migrated): every job has the default rule.
         columns = columns.replace("trigger_rule", "'all_success'")
-    for r in conn.execute(f"SELECT {columns} FROM jobsched_jobs ORDER BY seq"):
-        try:
-            depends_on = json.loads(r[5])
-            if not isinstance(depends_on, list):
-                raise TypeError("not a list of job ids")
-        except (TypeError, ValueError) as exc:
-            raise StoreError(
-                f"{url}: job {r[0]} has a broken depends_on column {r[5]!r}: {exc}; "
-                "jobsched left it unchanged"
-            ) from None
-        jobs.append(
-            JobRow(
-                job_id=r[0],
-                key=r[1],
-                type=r[2],
-                args=r[3],
-                options=r[4],
-                depends_on=tuple(depends_on),
-                status=r[6],
-                attempts=r[7],
-                run_at=r[8],
-                submitted_at=r[9],
-                finished_at=r[10],
-                seq=r[11],
-                result=r[12],
-                last_error=r[13],
-                schedule_id=r[14],
-                trigger_rule=r[15],
-            )
+    return [
+        JobRow(
+            job_id=r[0],
+            key=r[1],
+            type=r[2],
+            args=r[3],
+            options=r[4],
+            depends_on=_depends_on(url, r[0], r[5]),
+            status=r[6],
+            attempts=r[7],
+            run_at=r[8],
+            submitted_at=r[9],
+            finished_at=r[10],
+            seq=r[11],
+            result=r[12],
+            last_error=r[13],
+            schedule_id=r[14],
+            trigger_rule=r[15],
         )
+        for r in conn.execute(f"SELECT {columns} FROM jobsched_jobs {tail}", params)
+    ]
+
+
+def _depends_on(url: str, job_id: str, text: Any) -> tuple[str, ...]:
+    try:
+        depends_on = json.loads(text)
+        if not isinstance(depends_on, list):
+            raise TypeError("not a list of job ids")
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"{url}: job {job_id} has a broken depends_on column {text!r}: {exc}; "
+            "jobsched left it unchanged"
+        ) from None
+    return tuple(depends_on)
+
+
+def schedule_rows(conn: sqlite3.Connection) -> list[ScheduleRow]:
+    """Every recurring schedule of a single-owner file, by id."""
     schedule_columns = _SCHEDULE_COLUMNS
-    if not _has_column(conn, "jobsched_schedules", "paused"):
+    if not has_column(conn, "jobsched_schedules", "paused"):
         # A file from before version 6: nothing was kept paused.
         schedule_columns = schedule_columns.replace("paused", "0")
-    schedules = [
+    return [
         ScheduleRow(
             schedule_id=r[0],
             key=r[1],
@@ -210,12 +227,14 @@ def load(conn: sqlite3.Connection, url: str) -> Snapshot:
             skipped=r[9],
             paused=_FLAGS.get(r[10], r[10]),
         )
-        for r in conn.execute(f"SELECT {schedule_columns} FROM jobsched_schedules")
+        for r in conn.execute(
+            f"SELECT {schedule_columns} FROM jobsched_schedules ORDER BY schedule_id"
+        )
     ]
-    return Snapshot(jobs=jobs, schedules=schedules)
 
 
-def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether a (possibly older, unmigrated) file's `table` has `column`."""
     return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
 

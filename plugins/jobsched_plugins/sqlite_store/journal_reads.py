@@ -18,7 +18,6 @@ from typing import Any
 
 from jobsched.store import (
     JobRow,
-    ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
@@ -26,21 +25,7 @@ from jobsched.store import (
     check_snapshot,
 )
 
-_COLUMNS = (
-    "job_id, key, type, args, options, depends_on, status, attempts, run_at, submitted_at, "
-    "finished_at, seq, result, last_error, schedule_id"
-)
-_SCHEDULE_COLUMNS = (
-    "schedule_id, key, template, trigger, next_run, allow_overlap, active, last_job_id, "
-    "fired, skipped"
-)
-# SQLite stores a flag as 0/1; anything else was written by hand and is
-# handed to check_snapshot as it is, which refuses it naming the schedule.
-_FLAGS = {0: False, 1: True}
-
-
-def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
-    return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
+from .journal import job_rows, schedule_rows
 
 
 def _decoded(url: str, what: str, column: str, text: str | None, default: Any) -> Any:
@@ -85,46 +70,13 @@ def page(
         params.append(type)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = conn.execute(f"SELECT count(*) FROM jobsched_jobs{clause}", params).fetchone()[0]
-    rule = "trigger_rule" if _has_column(conn, "jobsched_jobs", "trigger_rule") else "NULL"
-    found = [
-        JobRow(
-            job_id=r[0],
-            key=r[1],
-            type=r[2],
-            args=r[3],
-            options=r[4],
-            depends_on=_depends_on(url, r[0], r[5]),
-            status=r[6],
-            attempts=r[7],
-            run_at=r[8],
-            submitted_at=r[9],
-            finished_at=r[10],
-            seq=r[11],
-            result=r[12],
-            last_error=r[13],
-            schedule_id=r[14],
-            trigger_rule=r[15] or "all_success",
-        )
-        for r in conn.execute(
-            f"SELECT {_COLUMNS}, {rule} FROM jobsched_jobs{clause} ORDER BY seq DESC "
-            "LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-    ]
+    found = job_rows(
+        conn, url, f"{clause} ORDER BY seq DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+    )
     # The rows shown are checked as a restore checks them (in submit order,
     # as a restore reads them), and named.
     check_snapshot(url, Snapshot(jobs=found[::-1]))
     return [_shared(url, row) for row in found], int(total)
-
-
-def _depends_on(url: str, job_id: str, text: str) -> tuple[str, ...]:
-    value = _decoded(url, f"job {job_id}", "depends_on", text, [])
-    if not isinstance(value, list):
-        raise StoreError(
-            f"{url}: job {job_id} has a column that is not a list of job ids "
-            f"(depends_on: {text[:80]!r}); jobsched left it unchanged"
-        )
-    return tuple(value)
 
 
 def _shared(url: str, row: JobRow) -> SharedJobRow:
@@ -163,25 +115,7 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
 
 def schedules(conn: sqlite3.Connection, url: str) -> list[SharedScheduleRow]:
     """Every recurring schedule, by id, as the shared mode reads its own."""
-    paused = "paused" if _has_column(conn, "jobsched_schedules", "paused") else "0"
-    rows = [
-        ScheduleRow(
-            schedule_id=r[0],
-            key=r[1],
-            template=r[2],
-            trigger=r[3],
-            next_run=r[4],
-            allow_overlap=_FLAGS.get(r[5], r[5]),
-            active=_FLAGS.get(r[6], r[6]),
-            last_job_id=r[7],
-            fired=r[8],
-            skipped=r[9],
-            paused=_FLAGS.get(r[10], r[10]),
-        )
-        for r in conn.execute(
-            f"SELECT {_SCHEDULE_COLUMNS}, {paused} FROM jobsched_schedules ORDER BY schedule_id"
-        )
-    ]
+    rows = schedule_rows(conn)
     check_snapshot(url, Snapshot(schedules=rows))
     found = []
     for row in rows:
