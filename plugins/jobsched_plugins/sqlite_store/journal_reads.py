@@ -26,6 +26,7 @@ from jobsched.store import (
 )
 
 from .journal import job_rows, schedule_rows
+from .queries import status_and_type_filter
 
 
 def _decoded(url: str, what: str, column: str, text: str | None, default: Any) -> Any:
@@ -60,14 +61,7 @@ def page(
     offset: int,
 ) -> tuple[list[SharedJobRow], int]:
     """One page of matching jobs, newest first, and how many match."""
-    where: list[str] = []
-    params: list[Any] = []
-    if statuses is not None:
-        where.append(f"status IN ({','.join('?' * len(statuses))})")
-        params += statuses
-    if type is not None:
-        where.append("type = ?")
-        params.append(type)
+    where, params = status_and_type_filter(statuses, type)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = conn.execute(f"SELECT count(*) FROM jobsched_jobs{clause}", params).fetchone()[0]
     found = job_rows(

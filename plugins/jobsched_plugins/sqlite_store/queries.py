@@ -276,6 +276,22 @@ def snapshot(conn: sqlite3.Connection) -> Snapshot:
     return Snapshot(jobs=rows)
 
 
+def status_and_type_filter(
+    statuses: Sequence[str] | None, type: str | None
+) -> tuple[list[str], list[Any]]:
+    """The WHERE terms and parameters of a page's status and type filters
+    (None: any); the shared and the single-owner tables name them alike."""
+    where: list[str] = []
+    params: list[Any] = []
+    if statuses is not None:
+        where.append(f"status IN ({_in(statuses)})")
+        params += statuses
+    if type is not None:
+        where.append("type = ?")
+        params.append(type)
+    return where, params
+
+
 def page(
     conn: sqlite3.Connection,
     statuses: Sequence[str] | None,
@@ -285,14 +301,7 @@ def page(
     offset: int,
 ) -> tuple[list[SharedJobRow], int]:
     """One page of matching jobs, newest first, and how many match."""
-    where: list[str] = []
-    params: list[Any] = []
-    if statuses is not None:
-        where.append(f"status IN ({_in(statuses)})")
-        params += statuses
-    if type is not None:
-        where.append("type = ?")
-        params.append(type)
+    where, params = status_and_type_filter(statuses, type)
     if text:
         # instr, not LIKE: the text is taken literally (no % or _ wildcards).
         where.append(
