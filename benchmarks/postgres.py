@@ -216,7 +216,7 @@ def wait_count(conn: psycopg.Connection[Any], query: str, n: int) -> float:
 
 # ── running: one measurement each ──────────────────────────────────────
 def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
-    from jobsched import NewJob
+    from jobsched.store import NewJob
     from jobsched_plugins.postgres_store import PostgresStore
 
     schema = f"bench_{procs}_{run}"

@@ -20,16 +20,8 @@ from typing import Any
 import structlog
 from structlog.testing import capture_logs
 
-from jobsched import (
-    AsyncJob,
-    BlockingJob,
-    Clock,
-    Job,
-    JobScheduler,
-    JobStatus,
-    PluginManager,
-    RetryPolicy,
-)
+from jobsched import AsyncJob, BlockingJob, Job, JobScheduler, JobStatus, PluginManager, RetryPolicy
+from jobsched.contracts import Clock
 
 NO_RETRY = RetryPolicy(max_retries=0)
 

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 import pg_jobs
-from jobsched import StoreContext
+from jobsched.store import StoreContext
 from jobsched_plugins.postgres_store import PostgresStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from pg_support import base_dsn, with_query

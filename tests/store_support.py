@@ -12,17 +12,8 @@ from typing import Any
 
 import attrs
 
-from jobsched import (
-    AsyncJob,
-    JobRow,
-    JobScheduler,
-    NonRetryableError,
-    ScheduleRow,
-    Snapshot,
-    StoreContext,
-    StoreError,
-    hookimpl,
-)
+from jobsched import AsyncJob, JobScheduler, NonRetryableError, StoreError, hookimpl
+from jobsched.store import JobRow, ScheduleRow, Snapshot, StoreContext
 
 # Events of Gate jobs, by tag: (started, release). Set up per test.
 GATES: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}

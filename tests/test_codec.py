@@ -13,7 +13,6 @@ from jobsched import (
     AsyncJob,
     FunctionJob,
     JobPriority,
-    JobRow,
     JobSpecError,
     JobStatus,
     PluginManager,
@@ -23,7 +22,7 @@ from jobsched import (
 from jobsched._codec import OPTIONS, JobCodec, sort_key
 from jobsched._job import DEFAULT_RETRY
 from jobsched.jobfile import JobOutcome
-from jobsched.store import decode_result, encode_result, result_as_json
+from jobsched.store import JobRow, decode_result, encode_result, result_as_json
 from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy

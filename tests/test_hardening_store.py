@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jobsched import JobRow, JobScheduler, Snapshot, StoreContext, StoreError, check_snapshot
+from jobsched import JobScheduler, StoreError
 from jobsched.cli import main
+from jobsched.store import JobRow, Snapshot, StoreContext, check_snapshot
 from jobsched_plugins.sqlite_store import SQLiteStore
 from store_support import Noop, RecordingStore, scheduler
 from test_cli import SCRIPT, assert_bad_input, jobsched, write

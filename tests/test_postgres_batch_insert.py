@@ -13,7 +13,8 @@ import attrs
 import psycopg
 import pytest
 
-from jobsched import NewJob, StoreError
+from jobsched import StoreError
+from jobsched.store import NewJob
 from jobsched_plugins.postgres_store import PostgresStore
 from pg_support import base_dsn, with_query
 

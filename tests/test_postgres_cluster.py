@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobsched import NewJob
+from jobsched.store import NewJob
 from pg_support import terminate_backends
 from shared_support import Target
 

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobsched import NewJob, Outcome, StoreContext
+from jobsched.store import NewJob, Outcome, StoreContext
 from jobsched_plugins.postgres_store import PostgresStore
 from pg_support import base_dsn
 

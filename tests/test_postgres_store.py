@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from jobsched import NewJob, Outcome, SharedScheduleRow, StoreError
-from jobsched.store import encode_result
+from jobsched import StoreError
+from jobsched.store import NewJob, Outcome, SharedScheduleRow, encode_result
 from jobsched_plugins.postgres_store import (
     SCHEMA_VERSION,
     PostgresStore,
@@ -546,7 +546,7 @@ async def test_unique_key_allows_one_unfinished_job_in_the_whole_cluster(
 async def test_a_read_only_open_creates_nothing_and_names_what_is_wrong(
     pg_schema: tuple[str, str],
 ) -> None:
-    from jobsched import StoreContext
+    from jobsched.store import StoreContext
 
     readonly = StoreContext(worker_id="reader", readonly=True)
     reader = PostgresStore(pg_schema[0])

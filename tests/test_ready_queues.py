@@ -8,17 +8,8 @@ import random
 
 import pytest
 
-from jobsched import (
-    FifoReadyQueue,
-    FIFOStrategy,
-    Job,
-    JobPriority,
-    JobStatus,
-    PriorityReadyQueue,
-    PriorityStrategy,
-    ReadyQueue,
-    SchedulingStrategy,
-)
+from jobsched import FIFOStrategy, Job, JobPriority, JobStatus, PriorityStrategy, SchedulingStrategy
+from jobsched.contracts import FifoReadyQueue, PriorityReadyQueue, ReadyQueue
 from kernel_support import Gate, Noop, make_scheduler, until
 
 pytestmark = pytest.mark.timeout(30)

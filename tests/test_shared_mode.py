@@ -120,7 +120,7 @@ async def test_retries_and_delays_go_through_the_store(target: Target) -> None:
 async def test_a_claimed_row_that_cannot_be_built_fails_without_running(target: Target) -> None:
     import time
 
-    from jobsched import NewJob
+    from jobsched.store import NewJob
 
     a = sched(target, num_workers=1)
     async with a:

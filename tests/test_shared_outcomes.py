@@ -26,16 +26,13 @@ from jobsched import (
     Job,
     JobScheduler,
     JobStatus,
-    NewJob,
-    Outcome,
     PluginManager,
     ResultUnavailableError,
     RetryPolicy,
-    SharedJobRow,
     StoreError,
     hookimpl,
 )
-from jobsched.store import encode_result, storable_text
+from jobsched.store import NewJob, Outcome, SharedJobRow, encode_result, storable_text
 from shared_support import Target
 from store_support import FakeClaim, FakeSharedStore
 

@@ -20,16 +20,8 @@ from typing import Any
 import attrs
 import pytest
 
-from jobsched import (
-    AsyncJob,
-    JobScheduler,
-    NewJob,
-    Outcome,
-    PluginManager,
-    StoreContext,
-    StoreError,
-    hookimpl,
-)
+from jobsched import AsyncJob, JobScheduler, PluginManager, StoreError, hookimpl
+from jobsched.store import NewJob, Outcome, StoreContext
 from jobsched_plugins.sqlite_store import SQLiteStore
 
 SHARED = StoreContext(worker_id="test", shared=True)

@@ -17,12 +17,11 @@ from jobsched import (
     JobStatus,
     PluginError,
     SchedulerError,
-    StoreContext,
     StoreError,
     build_job,
 )
 from jobsched.backends import LocalBackend, SharedBackend
-from jobsched.store import SHARED_STORE_MEMBERS
+from jobsched.store import SHARED_STORE_MEMBERS, StoreContext
 from jobsched_plugins.memory_store import MemoryStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from store_support import (

@@ -20,16 +20,8 @@ import attrs
 import pytest
 import structlog
 
-from jobsched import (
-    AsyncJob,
-    JobRow,
-    JobSpecError,
-    JobStatus,
-    StoreError,
-    default_plugin_manager,
-    hookimpl,
-)
-from jobsched.store import read_store
+from jobsched import AsyncJob, JobSpecError, JobStatus, StoreError, default_plugin_manager, hookimpl
+from jobsched.store import JobRow, read_store
 from jobsched_plugins.fixed_retry import FixedRetryPolicy
 from jobsched_plugins.no_retry import NoRetryPolicy
 from store_support import (
@@ -58,7 +50,7 @@ def url(tmp_path: Path) -> str:
 
 async def read_rows(url: str) -> dict[str, dict[str, object]]:
     """Every job row in the store, as ``jobsched status`` would read it."""
-    from jobsched import StoreContext
+    from jobsched.store import StoreContext
     from jobsched_plugins.sqlite_store import SQLiteStore
 
     store = SQLiteStore(url)

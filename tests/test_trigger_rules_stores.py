@@ -36,7 +36,7 @@ from jobsched import (
     build_job,
 )
 from jobsched.jobfile import load_jobfile, run_jobfile
-from jobsched.store import NewJob, Outcome, read_store
+from jobsched.store import NewJob, Outcome, StoreContext, read_store
 from jobsched_plugins.sqlite_store import SQLiteStore
 
 C, F, X, P = (
@@ -291,7 +291,7 @@ async def test_two_upstreams_ending_in_one_finish_settle_their_dependent_once(
         from jobsched_plugins.postgres_store import PostgresStore
 
         store = PostgresStore(flow_store_url)
-    await store.open(jobsched.StoreContext(worker_id="w", shared=True))
+    await store.open(StoreContext(worker_id="w", shared=True))
     try:
         await store.insert(
             [
@@ -516,7 +516,7 @@ async def test_a_finish_waits_for_another_settling_the_same_dependent(
 
     url, schema = pg_schema
     store = PostgresStore(url)
-    await store.open(jobsched.StoreContext(worker_id="w", shared=True))
+    await store.open(StoreContext(worker_id="w", shared=True))
     try:
         await store.insert([new_job("u1"), new_job("u2"), new_job("dep", "u1", "u2", rule=rule)])
         claimed, _ = await store.claim(2, "w")

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from jobsched import NewJob
+from jobsched.store import NewJob
 from shared_support import Target
 
 pytestmark = pytest.mark.slow

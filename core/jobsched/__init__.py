@@ -9,6 +9,9 @@ durable stores and the ``hookimpl`` marker for plugins.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pluggy
 
 from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
@@ -25,7 +28,6 @@ from ._client import (
     ThroughputBucket,
     WorkerInfo,
 )
-from ._clock import Clock, SystemClock
 from ._errors import (
     BadArgumentsError,
     InvalidTransitionError,
@@ -40,7 +42,6 @@ from ._errors import (
     UnknownJobError,
     UnknownScheduleError,
 )
-from ._executor import AbandoningExecutor, Executor
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
 from ._jobtypes import (
     ArgumentInfo,
@@ -76,40 +77,23 @@ from ._recurring import (
     MIN_INTERVAL,
     IntervalTrigger,
     RecurringSchedule,
-    Trigger,
-    build_trigger,
 )
-from ._retry import RetryPolicy, RetryPolicyLike, retry_count, retry_delay
+from ._retry import RetryPolicy
 from ._scheduler import JobListener, JobScheduler
 from ._status import ConcurrencyModel, JobPriority, JobStatus
 from ._strategy import (
     AgingPriorityStrategy,
     EarliestDeadlineFirstStrategy,
-    FifoReadyQueue,
     FIFOStrategy,
-    PriorityReadyQueue,
     PriorityStrategy,
-    ReadyQueue,
     SchedulingStrategy,
-    SortKey,
 )
 from ._submission import Submission
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
 from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of
 from .store import (
-    JobRow,
-    NewJob,
-    Outcome,
-    ScheduleRow,
-    SharedJobRow,
-    SharedScheduleRow,
-    SharedStore,
-    Snapshot,
-    Store,
-    StoreContext,
     StoreError,
-    check_snapshot,
 )
 
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
@@ -129,7 +113,6 @@ __all__ = [
     "MIN_INTERVAL",
     "PROGRESS_INTERVAL",
     "TRIGGER_RULES",
-    "AbandoningExecutor",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
@@ -141,13 +124,10 @@ __all__ = [
     "Chain",
     "Chord",
     "Client",
-    "Clock",
     "ConcurrencyModel",
     "CpuBoundJob",
     "EarliestDeadlineFirstStrategy",
-    "Executor",
     "FIFOStrategy",
-    "FifoReadyQueue",
     "FunctionJob",
     "Group",
     "IntervalTrigger",
@@ -159,7 +139,6 @@ __all__ = [
     "JobListener",
     "JobPage",
     "JobPriority",
-    "JobRow",
     "JobScheduler",
     "JobSpec",
     "JobSpecError",
@@ -168,54 +147,37 @@ __all__ = [
     "LimitUse",
     "Limits",
     "LocalClient",
-    "NewJob",
     "NonRetryableError",
     "NotPicklableError",
-    "Outcome",
     "PluginError",
     "PluginManager",
     "PluginRecord",
-    "PriorityReadyQueue",
     "PriorityStrategy",
     "Progress",
     "ProgressThrottle",
     "Rate",
-    "ReadyQueue",
     "RecurringSchedule",
     "ResultUnavailableError",
     "Retry",
     "RetryPolicy",
-    "RetryPolicyLike",
     "ScheduleInfo",
-    "ScheduleRow",
     "SchedulerError",
     "SchedulerStoppedError",
     "SchedulingStrategy",
-    "SharedJobRow",
-    "SharedScheduleRow",
-    "SharedStore",
-    "Snapshot",
-    "SortKey",
     "Stats",
-    "Store",
-    "StoreContext",
     "StoreError",
     "Submission",
-    "SystemClock",
     "Task",
     "TaskCall",
     "TaskJob",
     "ThroughputBucket",
-    "Trigger",
     "UnknownJobError",
     "UnknownScheduleError",
     "WorkerInfo",
     "Workflow",
     "build_job",
-    "build_trigger",
     "cancel_token",
     "chain",
-    "check_snapshot",
     "chord",
     "default_plugin_manager",
     "describe_job_type",
@@ -230,8 +192,44 @@ __all__ = [
     "progress_reporter",
     "progress_sender",
     "result_of",
-    "retry_count",
-    "retry_delay",
     "run_with_token",
     "task",
 ]
+
+
+# Names plugin and store authors import from `jobsched.contracts` and
+# `jobsched.store`; still found here for plugins written before those
+# namespaces held them, but not part of the package's own surface.
+_MOVED = {
+    "AbandoningExecutor": "jobsched.contracts",
+    "Clock": "jobsched.contracts",
+    "Executor": "jobsched.contracts",
+    "FifoReadyQueue": "jobsched.contracts",
+    "PriorityReadyQueue": "jobsched.contracts",
+    "ReadyQueue": "jobsched.contracts",
+    "RetryPolicyLike": "jobsched.contracts",
+    "SortKey": "jobsched.contracts",
+    "SystemClock": "jobsched.contracts",
+    "Trigger": "jobsched.contracts",
+    "build_trigger": "jobsched.contracts",
+    "retry_count": "jobsched.contracts",
+    "retry_delay": "jobsched.contracts",
+    "JobRow": "jobsched.store",
+    "NewJob": "jobsched.store",
+    "Outcome": "jobsched.store",
+    "ScheduleRow": "jobsched.store",
+    "SharedJobRow": "jobsched.store",
+    "SharedScheduleRow": "jobsched.store",
+    "SharedStore": "jobsched.store",
+    "Snapshot": "jobsched.store",
+    "Store": "jobsched.store",
+    "StoreContext": "jobsched.store",
+    "check_snapshot": "jobsched.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'jobsched' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

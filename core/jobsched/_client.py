@@ -421,7 +421,7 @@ class Client:
 
     ``async with Client("postgresql://host/db") as client:`` (or ``await
     client.open()`` / ``await client.close()``). `store` is a URL or a store
-    instance implementing `jobsched.SharedStore`. `plugins` says which job
+    instance implementing `jobsched.store.SharedStore`. `plugins` says which job
     types, retry policies and strategies exist (default: every installed
     plugin). `strategy` (a registered name or a `SchedulingStrategy`)
     computes the key jobs are claimed in: workers claim in the store's key

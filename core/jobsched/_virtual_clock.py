@@ -30,7 +30,7 @@ class VirtualTimer:
 
 
 class VirtualClock:
-    """A `jobsched.Clock` that only moves when a test moves it.
+    """A `jobsched.contracts.Clock` that only moves when a test moves it.
 
     ``now()`` starts at `start` (monotonic seconds); ``time()`` is the wall
     clock, `wall` (epoch seconds, or an aware `datetime`) at `start`, moving

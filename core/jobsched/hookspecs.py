@@ -207,7 +207,7 @@ def jobsched_register_job_types(register: Register) -> None:
 def jobsched_register_triggers(register: Register) -> None:
     """Register triggers by name: rules that compute when a recurring job fires.
 
-    `factory(value, **options)` returns a trigger (see `jobsched.Trigger`): an
+    `factory(value, **options)` returns a trigger (see `jobsched.contracts.Trigger`): an
     object with a `timebase` (``"monotonic"`` or ``"wall"``),
     ``first_fire(now)`` and ``next_fire(previous)``, each returning a time in
     that timebase or None when it never fires again. The mapping
@@ -254,11 +254,11 @@ def jobsched_schedule_misfired(
 def jobsched_register_stores(register: Register) -> None:
     """Register job stores by URL scheme (``"sqlite"``, ``"postgresql"``, ...).
 
-    `factory(url)` returns a store (see `jobsched.Store`, whose docstring is
+    `factory(url)` returns a store (see `jobsched.store.Store`, whose docstring is
     the contract): ``JobScheduler(store="redis://host/0")`` resolves the
     scheme once and calls the factory with the whole URL. A store keeps jobs
-    as data (`jobsched.JobRow`: registered type name, JSON arguments and
-    options, state) and never pickles; ``open`` returns a `jobsched.Snapshot`
+    as data (`jobsched.store.JobRow`: registered type name, JSON arguments and
+    options, state) and never pickles; ``open`` returns a `jobsched.store.Snapshot`
     to restore, ``write`` commits one batch in one transaction, and every
     failure is a `jobsched.StoreError` that names the store and leaves its
     data as it was. See docs/durability.md.

@@ -6,7 +6,8 @@ import random
 
 import attrs
 
-from jobsched import hookimpl, retry_count, retry_delay
+from jobsched import hookimpl
+from jobsched.contracts import retry_count, retry_delay
 from jobsched.hookspecs import Register
 
 

@@ -58,7 +58,7 @@ def lifespan(
     - ``lifespan(store)``: open ``Client(store, **client_options)`` when the
       app starts and close it when it stops. `store` is a shared store's URL
       (a fresh connection each time the app starts) or a
-      `jobsched.SharedStore`; `client_options` are `Client`'s ``plugins``,
+      `jobsched.store.SharedStore`; `client_options` are `Client`'s ``plugins``,
       ``strategy`` and ``limits``. Workers are other processes (``jobsched
       worker``).
     - ``lifespan(scheduler=...)``: start a `JobScheduler` with the app and

@@ -22,7 +22,7 @@ whole life and each mode refuses a file of the other, naming it:
 - **shared** (``jobsched worker --store``, ``Client``,
   ``JobScheduler(store=..., shared=True)``): several processes on one host
   share the file as PostgreSQL processes share a database (the
-  `jobsched.SharedStore` calls): claims in strategy order with leases, in
+  `jobsched.store.SharedStore` calls): claims in strategy order with leases, in
   ``BEGIN IMMEDIATE`` transactions; dependencies, cancellation, unique keys,
   cluster limits and once-per-period schedules as in the postgres store.
   Wake-ups come from polling ``PRAGMA data_version`` every ``poll`` seconds.

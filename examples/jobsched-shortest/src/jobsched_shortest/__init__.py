@@ -19,8 +19,8 @@ from collections import Counter
 
 import attrs
 
-from jobsched import Job, JobStatus, SchedulingStrategy, SortKey, hookimpl
-from jobsched.hookspecs import Register
+from jobsched import Job, JobStatus, hookimpl
+from jobsched.contracts import Register, SchedulingStrategy, SortKey
 
 #: How many transitions into each status the listener has seen, by status value.
 TRANSITIONS: Counter[str] = Counter()
