@@ -82,10 +82,14 @@ class Kernel:
     `JobScheduler` (the facade) composes a kernel from plugins and a store;
     build that, not this. The collaborators are public attributes, each
     owning its state: `table` (jobs, keys, history), `graph` (dependencies),
-    `queues` (ready and delayed, the admission chain, `limiter`), `timers`
-    (recurring schedules), `progress`, `executors`, `abandoned` (calls an
-    executor abandoned), `listeners`, `operations` (retry, purge, expiry),
-    and `port`, the side a backend works on.
+    `queues` (ready and delayed, the admission chain, `limiter`), `workers`
+    (slots, timeouts, retries), `timers` (recurring schedules), `progress`,
+    `executors`, `abandoned` (calls an executor abandoned), `listeners`,
+    `operations` (retry, purge, expiry), and `port`, the side a backend
+    works on.
+
+    `subject` is what plugins' lifecycle and misfire hooks receive: the
+    `JobScheduler` that has this kernel.
     """
 
     def __init__(
