@@ -431,7 +431,7 @@ async def _raw_executor_once(pool: Executor, job_type: type[Job], n: int) -> flo
 
 def _pool_size(scheduler: JobScheduler, model: str) -> int:
     # The executor decides its pool size; the raw baseline must use the same.
-    executor = scheduler.executor(model)
+    executor = scheduler.kernel.port.executor(model)
     return int(executor.max_workers)  # type: ignore[attr-defined]
 
 

@@ -30,7 +30,7 @@ def main() -> None:
         if schedule is not None:
             job = pg_jobs.Record(dsn=os.environ["PG_JOBS_DSN"], schema=schema, tag="tick")
             scheduler.schedule_recurring(lambda: job, schedule)
-        print("ready", scheduler.backend.identity, flush=True)  # type: ignore[attr-defined]
+        print("ready", scheduler.kernel.backend.identity, flush=True)  # type: ignore[attr-defined]
 
     asyncio.run(
         run_worker(

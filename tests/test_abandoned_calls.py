@@ -88,7 +88,7 @@ async def test_a_timed_out_thread_job_is_retried_only_once_its_call_ended() -> N
             job_id = scheduler.submit(job)
             await until(job.entered.is_set, "the first call to start")
             await clock.advance(1.0)  # the timeout
-            await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+            await until(lambda: scheduler.kernel.running == 0, "the timeout to free the worker")
             await settle()
             assert job.status is S.RUNNING, "its call still runs: no retry yet"
             assert job.last_error == "timed out after 1.0s" and job.last_failure_timed_out
@@ -119,7 +119,7 @@ async def test_a_job_cancelled_while_it_waits_for_its_call_stays_cancelled() -> 
             job_id = scheduler.submit(job)
             await until(job.entered.is_set, "the first call to start")
             await clock.advance(1.0)
-            await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+            await until(lambda: scheduler.kernel.running == 0, "the timeout to free the worker")
             assert scheduler.cancel(job_id)
             assert job.status is S.CANCELLED
             release.set()
@@ -142,7 +142,7 @@ async def test_a_stop_hands_back_a_job_waiting_for_its_abandoned_call() -> None:
         job_id = scheduler.submit(job)
         await until(job.entered.is_set, "the first call to start")
         await clock.advance(1.0)
-        await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+        await until(lambda: scheduler.kernel.running == 0, "the timeout to free the worker")
         await scheduler.stop()  # does not wait for the call
         assert job.status is S.CANCELLED and job.last_error == "scheduler shut down"
         release.set()
@@ -238,7 +238,7 @@ async def test_a_timed_out_process_job_is_retried_only_once_its_call_ended(
             await until(lambda: log.exists() and log.read_text() == "start\n", "the call", 30)
             with captured_logs() as logs:
                 await clock.advance(1.0)
-                await until(lambda: scheduler.running == 0, "the timeout to free the worker")
+                await until(lambda: scheduler.kernel.running == 0, "the timeout to free the worker")
                 await settle()
             (warning,) = [e for e in logs if e["event"].startswith("process job abandoned")]
             assert warning["job_id"] == job_id and warning["log_level"] == "warning"

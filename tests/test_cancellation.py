@@ -38,18 +38,18 @@ async def test_cancel_a_queued_job_is_immediate_and_lazy() -> None:
         scheduler.submit(victim)
         scheduler.submit(survivor)
         await settle()
-        queued = scheduler.queued
+        queued = len(scheduler.kernel.queues)
         assert scheduler.cancel(victim.job_id) is True
         assert victim.status is S.CANCELLED, "a queued job is cancelled at once"
         assert victim.last_error == "cancelled"
-        assert scheduler.queued == queued, "O(1): left in the heap, skipped when popped"
+        assert len(scheduler.kernel.queues) == queued, "O(1): left in the heap, skipped when popped"
         blocker.open()
         await scheduler.join()
     assert victim.attempts == 0
     assert survivor.status is S.COMPLETED
     assert recorder.started() == [blocker.job_id, survivor.job_id]
     assert recorder.path(victim.job_id) == [S.PENDING, S.CANCELLED]
-    assert scheduler.queued == 0
+    assert len(scheduler.kernel.queues) == 0
 
 
 async def test_cancel_before_start() -> None:
@@ -93,7 +93,7 @@ async def test_cancel_a_delayed_job() -> None:
         await settle()
     assert job.status is S.CANCELLED and job.attempts == 0
     assert recorder.path(job.job_id) == [S.PENDING, S.CANCELLED]
-    assert scheduler.queued == 0
+    assert len(scheduler.kernel.queues) == 0
 
 
 async def test_cancel_a_job_waiting_to_retry() -> None:
@@ -154,7 +154,7 @@ async def test_cancel_a_running_async_job_from_outside() -> None:
     assert job.saw_cancel == 1
     assert job.status is S.CANCELLED
     assert after.status is S.COMPLETED, "the worker survived the cancel"
-    assert scheduler.running == 0
+    assert scheduler.kernel.running == 0
 
 
 async def test_a_job_that_swallows_the_cancel_is_still_cancelled() -> None:

@@ -401,8 +401,11 @@ def with_result_ttl_parameter(result_ttl: float = 1.0) -> float:
 
 async def test_submit_takes_the_result_options_and_the_scheduler_its_defaults() -> None:
     sched = scheduler(None, result_ttl=60, retention=3600)
-    assert (sched.result_ttl, sched.retention) == (60.0, 3600.0)
-    assert (scheduler(None).result_ttl, scheduler(None).retention) == (None, None)
+    assert (sched.kernel.port.result_ttl, sched.kernel.port.retention) == (60.0, 3600.0)
+    assert (scheduler(None).kernel.port.result_ttl, scheduler(None).kernel.port.retention) == (
+        None,
+        None,
+    )
     async with sched:
         job_id = sched.submit(Noop(), result_ttl=5, keep_result=False)
         job = sched.get(job_id)

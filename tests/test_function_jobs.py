@@ -207,7 +207,7 @@ async def test_function_job_timeouts() -> None:
         async with scheduler:
             a = scheduler.submit(forever, timeout=2.0, retry=NO_RETRY)
             t = scheduler.submit(blocked, timeout=2.0, retry=NO_RETRY)
-            await until(lambda: scheduler.running == 2, "both to start")
+            await until(lambda: scheduler.kernel.running == 2, "both to start")
             await clock.advance(2.0)
             await until(lambda: scheduler.get(t).status.is_terminal, "the thread timeout")
             await scheduler.join()

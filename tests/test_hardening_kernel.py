@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-import jobsched._kernel as kernel
+import jobsched.kernel.workers as workers
 from jobsched import (
     AsyncJob,
     BadArgumentsError,
@@ -102,14 +102,14 @@ async def test_after_a_job_raised_cancelled_error_the_next_jobs_timeout_still_fi
 
 
 def _start_counting_worker(coro: Any, name: str) -> asyncio.Task[None]:
-    return kernel._CancelCountingTask(coro, name=name)
+    return workers._CancelCountingTask(coro, name=name)
 
 
 @pytest.fixture(params=["native", "python-3.10"])
 def worker_tasks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test with 3.11's Task.cancelling(), and with the 3.10 stand-in."""
     if request.param == "python-3.10":
-        monkeypatch.setattr(kernel, "_start_worker", _start_counting_worker)
+        monkeypatch.setattr(workers, "_start_worker", _start_counting_worker)
     return str(request.param)
 
 

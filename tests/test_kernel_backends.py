@@ -98,8 +98,8 @@ async def test_a_shut_down_worker_hands_its_job_back_whatever_the_job_said() -> 
     await s.start()
     await asyncio.wait_for(started.wait(), 10)
     stopping = asyncio.ensure_future(s.stop())
-    await until(lambda: s.stopping)
-    s.interrupt_running()  # what `jobsched worker` does when its grace period ends
+    await until(lambda: s.kernel.stopping)
+    s.kernel.workers.interrupt_running()  # what `jobsched worker` does when its grace period ends
     await stopping
     (outcome,) = store.outcomes
     assert (outcome.status, outcome.error) == ("retry_wait", "scheduler shut down")
@@ -125,8 +125,8 @@ def test_a_key_that_ends_in_the_submit_order_is_not_given_it_twice() -> None:
         scheduler = JobScheduler(name, plugins=[])
         job = Sleepy("job")
         scheduler.submit(job)
-        assert scheduler.sort_key(job) == scheduler.strategy.key(job), name
-        assert scheduler.sort_key(job)[-1] == job.seq, name
+        assert scheduler.kernel.port.sort_key(job) == scheduler.strategy.key(job), name
+        assert scheduler.kernel.port.sort_key(job)[-1] == job.seq, name
 
 
 def test_the_kernel_orders_by_the_strategy_key_and_breaks_ties_by_submit_order() -> None:
@@ -134,11 +134,11 @@ def test_the_kernel_orders_by_the_strategy_key_and_breaks_ties_by_submit_order()
     first, second = Sleepy("first"), Sleepy("second")
     scheduler.submit(first)
     scheduler.submit(second)
-    assert scheduler.sort_key(first) == (-first.priority, first.seq)
+    assert scheduler.kernel.port.sort_key(first) == (-first.priority, first.seq)
     priority = JobScheduler("priority", plugins=[])
     job = Sleepy("job")
     priority.submit(job)
-    assert priority.sort_key(job) == (-job.priority, job.seq)
+    assert priority.kernel.port.sort_key(job) == (-job.priority, job.seq)
     assert job.status is JobStatus.PENDING
 
 
@@ -170,10 +170,11 @@ def test_shared_true_without_a_store_says_so() -> None:
 def test_the_backend_follows_the_store(tmp_path: Any) -> None:
     from jobsched.backends import JournalBackend, LocalBackend, SharedBackend
 
-    assert isinstance(JobScheduler().backend, LocalBackend)
-    assert type(JobScheduler(store="memory://").backend) is LocalBackend
-    assert isinstance(JobScheduler(store=f"sqlite:///{tmp_path}/j.db").backend, JournalBackend)
-    assert isinstance(shared_scheduler(FakeSharedStore()).backend, SharedBackend)
+    assert isinstance(JobScheduler().kernel.backend, LocalBackend)
+    assert type(JobScheduler(store="memory://").kernel.backend) is LocalBackend
+    owned = JobScheduler(store=f"sqlite:///{tmp_path}/j.db")
+    assert isinstance(owned.kernel.backend, JournalBackend)
+    assert isinstance(shared_scheduler(FakeSharedStore()).kernel.backend, SharedBackend)
 
 
 # ── essential defaults and lazy executors ───────────────────────────────
@@ -254,7 +255,7 @@ async def test_a_claim_the_backend_will_not_start_is_dropped_without_a_transitio
     s.add_listener(lambda job, old, new: seen.append((job.job_id, new.value)))
     async with s:
         await asyncio.wait_for(first_started.wait(), 10)
-        await until(lambda: s.backend.leases_held == 2)  # type: ignore[attr-defined]
+        await until(lambda: s.kernel.backend.leases_held == 2)  # type: ignore[attr-defined]
         await clock.jump(store.lease_seconds)  # paused as long as the lease lasts
         first_release.set()
         await until(lambda: released == ["job-2"])

@@ -175,12 +175,12 @@ async def test_purge_forgets_terminal_jobs_older_than_the_cutoff_and_keeps_unfin
         await until(lambda: gate.waiting, "the gate job to start")
         await clock.advance(10)
         assert scheduler.purge(50, statuses=["completed"]) == 1
-        assert scheduler.find(old_done) is None and scheduler.lookup("old") is None
-        assert scheduler.find(old_failed) is not None
+        assert scheduler.kernel.table.find(old_done) is None and scheduler.lookup("old") is None
+        assert scheduler.kernel.table.find(old_failed) is not None
         assert scheduler.purge(50) == 1  # every terminal status
-        assert scheduler.find(old_failed) is None
+        assert scheduler.kernel.table.find(old_failed) is None
         assert scheduler.purge(0) == 1  # `recent`; never the unfinished ones
-        assert scheduler.find(recent) is None
+        assert scheduler.kernel.table.find(recent) is None
         assert scheduler.get(running).status is RUNNING
         assert scheduler.get(waiting).status is PENDING
         with pytest.raises(UnknownJobError):
@@ -315,7 +315,7 @@ async def test_retry_and_purge_persist_in_a_single_owner_sqlite_store(tmp_path: 
 
     second = stored_scheduler(url)
     async with second:
-        assert second.find(flaky) is None and second.find(done) is None
+        assert second.kernel.table.find(flaky) is None and second.kernel.table.find(done) is None
         assert second.get(broken).status is FAILED
         second.retry_job(broken)
         await second.join()
@@ -354,7 +354,7 @@ async def test_a_shared_store_job_is_retried_through_the_store_not_the_kernel(
         await scheduler.flush()
         await scheduler.join()
         job_id = scheduler.resolve(job_id)
-        job = scheduler.find(job_id)
+        job = scheduler.kernel.table.find(job_id)
         assert job is not None  # this process ran it: the kernel remembers it
         with pytest.raises(SchedulerError, match=r"Client\(store\).retry"):
             scheduler.retry_job(job_id)

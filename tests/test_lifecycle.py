@@ -66,12 +66,12 @@ def test_the_kernel_refuses_every_illegal_edge(old: JobStatus, new: JobStatus) -
     job = Noop()
     job.status = old
     if (old, new) in LEGAL:
-        scheduler._transition(job, new)
+        scheduler.kernel.transition(job, new)
         assert job.status is new
         assert recorder.events == [(job.job_id, old, new)]
     else:
         with pytest.raises(InvalidTransitionError, match=f"{old.value} -> {new.value}"):
-            scheduler._transition(job, new)
+            scheduler.kernel.transition(job, new)
         assert job.status is old, "a refused transition must not change the status"
         assert recorder.events == [], "listeners must not hear of a refused transition"
 

@@ -278,12 +278,13 @@ async def test_retries_and_timeouts_give_their_slot_back(virtual_clock: VirtualC
 
 
 def test_without_limits_the_plain_dispatch_path_is_used() -> None:
+    # Workers pop the ready queue themselves while nothing can hold a job back.
     scheduler = JobScheduler()
-    assert scheduler.limiter is None
-    assert "_take_next" not in vars(scheduler)
-    assert JobScheduler(limits={}).limiter is None
+    assert scheduler.limiter is None and scheduler.kernel.queues.plain
+    unlimited = JobScheduler(limits={})
+    assert unlimited.limiter is None and unlimited.kernel.queues.plain
     limited = JobScheduler(limits={"job_types": {"x": 1}})
-    assert limited._take_next == limited._take_next_limited
+    assert limited.limiter is not None and not limited.kernel.queues.plain
 
 
 def test_job_type_names() -> None:

@@ -313,7 +313,7 @@ async def test_peak_running_never_exceeds_num_workers_under_a_burst(workers: int
     assert scheduler.peak_running == workers, "a burst fills every worker, and no more"
     assert most == workers and Busy.most == workers
     assert recorder.problems == []
-    assert scheduler.running == 0
+    assert scheduler.kernel.running == 0
 
 
 class SleepyThread(BlockingJob):

@@ -179,7 +179,7 @@ async def test_unfinished_jobs_gauge_by_status() -> None:
         scheduler.submit(ok)
         scheduler.submit(ok, delay=3600)
         scheduler.submit(ok, depends_on=[first])
-        while scheduler.running == 0:
+        while scheduler.kernel.running == 0:
             await asyncio.sleep(0)
         metrics = prometheus.metrics_for(scheduler)
         assert metrics is not None

@@ -298,7 +298,7 @@ async def test_a_thread_report_after_its_attempt_ended_is_dropped() -> None:
         job = scheduler.get(job_id)
         gate.open()
         await join(scheduler)
-        scheduler.report_progress_threadsafe(job, 1, 2, "late")
+        scheduler.kernel.progress.report_threadsafe(job, 1, 2, "late")
         await asyncio.sleep(0)
         await asyncio.sleep(0)
     assert scheduler.job_progress(job_id) is None

@@ -131,7 +131,9 @@ async def _pop_in_key_order(name: str, ops: list[tuple[Any, ...]]) -> None:
         elif op[0] == "wait":
             await clock.advance(op[1])
         elif op[0] == "pop":
-            popped = scheduler._take_next()
+            popped = scheduler.kernel.queues.take()
+            if popped is not None:
+                popped.status = S.RUNNING  # as a worker does with what it takes
             if not live:
                 assert popped is None
                 continue
@@ -292,7 +294,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def running_means_an_attempt_is_in_flight(self) -> None:
         running = [j for j in self.jobs if j.status is S.RUNNING]
         assert len(running) <= WORKERS
-        assert self.scheduler.running == len(running)
+        assert self.scheduler.kernel.running == len(running)
         assert self.scheduler.peak_running <= WORKERS
         for job in self.jobs:
             assert (job.status is S.RUNNING) == job.waiting, job

@@ -94,7 +94,7 @@ async def test_allow_overlap_runs_every_fire(virtual_clock: VirtualClock) -> Non
     await scheduler.start()
     await virtual_clock.advance(35)
     assert rec.started == [0.0, 10.0, 20.0, 30.0]
-    assert scheduler.running == 1  # the fire at 30 (20 ended at 35)
+    assert scheduler.kernel.running == 1  # the fire at 30 (20 ended at 35)
     await scheduler.stop(cancel_running=True)
 
 

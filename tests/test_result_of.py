@@ -41,7 +41,7 @@ async def test_a_dependent_gets_its_upstreams_result_by_job_or_by_id() -> None:
     assert scheduler.get(by_job).result == "by job: 6"
     assert scheduler.get(by_id).result == "total: 6"
     # The marker made the upstream a dependency: no depends_on was given.
-    assert scheduler.depends_on(by_job) == (first,)
+    assert scheduler.kernel.graph.depends_on(by_job) == (first,)
 
 
 async def test_a_dependent_submitted_after_its_upstream_finished_gets_the_result() -> None:
@@ -59,7 +59,7 @@ async def test_markers_nested_in_lists_and_tables_are_resolved() -> None:
         both = scheduler.submit_many([a, b, echo.job({"a": result_of(a), "b": [result_of(b), 7]})])
         await scheduler.join()
     assert scheduler.get(both[-1]).result == {"a": [0, 1], "b": [[0, 1, 2], 7]}
-    assert set(scheduler.depends_on(both[-1])) == {a.job_id, b.job_id}
+    assert set(scheduler.kernel.graph.depends_on(both[-1])) == {a.job_id, b.job_id}
 
 
 async def test_in_memory_a_result_that_is_not_json_is_passed_as_the_object() -> None:

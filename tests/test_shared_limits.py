@@ -72,7 +72,7 @@ async def test_a_concurrency_limit_holds_across_processes(
         ids = [(a if i % 2 else b).submit(target.span(f"s{i}", 0.01)) for i in range(8)]
         await a.join()
         await b.join()
-        rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
+        rows = await a.kernel.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 8
     events = target.spans()
     assert len(events) == 16
@@ -84,7 +84,7 @@ async def test_jobs_held_back_by_a_limit_do_not_block_the_others(target: Target)
     a = sched(target, num_workers=2, limits=limits)
     b = sched(target, num_workers=2, limits=limits)
     async with a, b:
-        store = a.backend.store  # type: ignore[attr-defined]
+        store = a.kernel.backend.store  # type: ignore[attr-defined]
         first = a.submit(target.span("long", 3600))
         await a.flush()  # stored before `second`: claimed first (submit order)
         second = b.submit(target.span("waits", 3600))
@@ -159,7 +159,7 @@ async def test_every_process_must_run_with_the_same_limits(target: Target) -> No
         with pytest.raises(StoreError, match="differ from the limits the cluster runs with"):
             await b.start()
         async with c:
-            store = c.backend.store  # type: ignore[attr-defined]
+            store = c.kernel.backend.store  # type: ignore[attr-defined]
             assert await store.sync_limits(None) == {
                 "executors": {},
                 "job_types": {"span": 1},
@@ -170,8 +170,8 @@ async def test_every_process_must_run_with_the_same_limits(target: Target) -> No
 
 
 async def test_a_store_without_cluster_limits_refuses_limits() -> None:
-    from jobsched._kernel import Kernel
     from jobsched.backends import SharedBackend
+    from jobsched.kernel import Kernel
 
     class Plain:
         shared = durable = True

@@ -42,7 +42,7 @@ async def test_jobs_submitted_anywhere_run_once_somewhere(target: Target) -> Non
     async with a, b:
         ids = [a.submit(rec(target, f"t{i}")) for i in range(50)]
         await a.join()
-        rows = await a.backend.store.jobs(ids)  # type: ignore[attr-defined]
+        rows = await a.kernel.backend.store.jobs(ids)  # type: ignore[attr-defined]
     assert [r.status for r in rows] == ["completed"] * 50
     assert all(r.result == {"tag": f"t{i}"} for i, r in enumerate(rows))
     done = target.executions()
@@ -64,7 +64,7 @@ async def test_dependencies_and_failure_cascade_across_processes(target: Target)
         after_bad = a.submit(rec(target, "never"), depends_on=[bad])
         await a.join()
         await b.join()
-        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
+        rows = {r.job_id: r for r in await a.kernel.backend.store.jobs()}  # type: ignore[attr-defined]
     assert rows[up].status == rows[down].status == "completed"
     assert rows[bad].status == "failed" and rows[bad].attempts == 1
     assert rows[after_bad].status == "cancelled"
@@ -108,7 +108,7 @@ async def test_retries_and_delays_go_through_the_store(target: Target) -> None:
         bad = a.submit(fail)
         later = a.submit(rec(target, "later"), delay=0.2)
         await a.join()
-        rows = {r.job_id: r for r in await a.backend.store.jobs()}  # type: ignore[attr-defined]
+        rows = {r.job_id: r for r in await a.kernel.backend.store.jobs()}  # type: ignore[attr-defined]
     assert (rows[bad].status, rows[bad].attempts) == ("failed", 3)
     assert rows[bad].last_error == "RuntimeError: nope"
     assert rows[later].status == "completed"
@@ -124,7 +124,7 @@ async def test_a_claimed_row_that_cannot_be_built_fails_without_running(target: 
 
     a = sched(target, num_workers=1)
     async with a:
-        store = a.backend.store  # type: ignore[attr-defined]
+        store = a.kernel.backend.store  # type: ignore[attr-defined]
         now = time.time()
         await store.insert(
             [
@@ -203,7 +203,7 @@ async def test_cron_schedule_served_by_three_schedulers_fires_once_per_period(
             p.schedule_recurring(lambda: rec(target, "tick"), trigger=every_second) for p in procs
         }
         assert len(ids) == 1  # three registrations, one shared schedule
-        store = procs[0].backend.store  # type: ignore[attr-defined]
+        store = procs[0].kernel.backend.store  # type: ignore[attr-defined]
 
         async def three_done() -> list[object]:
             while True:

@@ -152,8 +152,8 @@ async def test_nul_text_in_a_batch_ends_only_its_job_and_the_rest_complete_once(
     ids, finishes, s = await run_together(target, jobs, lambda st: Finishes(st, lambda b: False))
     try:
         await s.flush()
-        rows = {r.job_id: r for r in await s.backend.store.jobs(ids)}  # type: ignore[attr-defined]
-        history = {i: (await s.backend.store.get(i)).history for i in ids}  # type: ignore[attr-defined]
+        rows = {r.job_id: r for r in await s.kernel.backend.store.jobs(ids)}  # type: ignore[attr-defined]
+        history = {i: (await s.kernel.backend.store.get(i)).history for i in ids}  # type: ignore[attr-defined]
     finally:
         await s.stop()
     g1, nr, ne, g2 = (rows[i] for i in ids)
@@ -192,7 +192,7 @@ async def test_an_outcome_the_store_refuses_fails_its_job_and_the_batch_lands(
     ids, _, s = await run_together(target, jobs, lambda st: Finishes(st, refuse))
     try:
         await s.flush()
-        rows = {r.job_id: r for r in await s.backend.store.jobs(ids)}  # type: ignore[attr-defined]
+        rows = {r.job_id: r for r in await s.kernel.backend.store.jobs(ids)}  # type: ignore[attr-defined]
     finally:
         await s.stop()
     g1, huge, g2 = (rows[i] for i in ids)
@@ -218,7 +218,7 @@ async def test_outcomes_wait_for_a_store_that_stopped_answering(target: Target) 
         await asyncio.wait_for(finishes.until(lambda: finishes.refused >= 8), 60)
         down = False
         await s.flush()
-        rows = await s.backend.store.jobs(ids)  # type: ignore[attr-defined]
+        rows = await s.kernel.backend.store.jobs(ids)  # type: ignore[attr-defined]
     finally:
         await s.stop()
     assert [(r.status, r.result) for r in rows] == [

@@ -67,7 +67,7 @@ async def test_stop_with_cancel_running_cancels_the_attempts_in_flight() -> None
     assert first.attempts == 1, "not retried"
     assert queued.status is S.PENDING
     assert recorder.path(first.job_id) == [S.PENDING, S.RUNNING, S.CANCELLED]
-    assert scheduler.running == 0
+    assert scheduler.kernel.running == 0
 
 
 async def test_a_job_failing_during_stop_is_not_retried() -> None:

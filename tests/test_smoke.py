@@ -40,4 +40,4 @@ async def test_listener_cancelling_on_running_transition_stops_the_attempt() -> 
         await scheduler.join()
     assert scheduler.get(job_id).status is JobStatus.CANCELLED
     assert ran == []
-    assert scheduler.running == 0
+    assert scheduler.kernel.running == 0

@@ -90,9 +90,13 @@ def test_something_that_is_not_a_store_is_refused() -> None:
 
 async def test_the_memory_store_costs_nothing() -> None:
     s = JobScheduler(store="memory://")
-    assert isinstance(s.store, MemoryStore) and isinstance(s.backend, LocalBackend)
+    assert isinstance(s.store, MemoryStore) and isinstance(s.kernel.backend, LocalBackend)
     # Nothing added to the per-job path: no listener, no submit or finish hook.
-    assert (s.backend.listener, s.backend.admit, s.backend.finished) == (None, None, None)
+    assert (s.kernel.backend.listener, s.kernel.backend.admit, s.kernel.backend.finished) == (
+        None,
+        None,
+        None,
+    )
     async with s:
         job_id = s.submit(asyncio.sleep, 0)  # any job: nothing is stored
         await s.join()
@@ -106,7 +110,7 @@ def test_a_shared_store_runs_on_the_shared_backend_without_a_journal() -> None:
     members.update(url="stub://", durable=True, shared=True)
     store = type("SharedStub", (), members)()
     s = scheduler(store)
-    assert isinstance(s.backend, SharedBackend) and s.backend.store is store
+    assert isinstance(s.kernel.backend, SharedBackend) and s.kernel.backend.store is store
 
 
 def test_a_store_that_says_it_is_shared_must_keep_the_shared_contract() -> None:

@@ -350,8 +350,8 @@ async def test_a_restarted_single_owner_store_keeps_a_waiting_jobs_rule(
     assert {r.job_id: r.trigger_rule for r in snapshot.jobs}[dependent] == rule
     async with JobScheduler(store=url) as scheduler:
         assert scheduler.get(dependent).status is P
-        assert scheduler.trigger_rule(dependent) == rule
-        assert scheduler.depends_on(dependent) == tuple(sorted([failed, later]))
+        assert scheduler.kernel.graph.trigger_rule(dependent) == rule
+        assert scheduler.kernel.graph.depends_on(dependent) == tuple(sorted([failed, later]))
         scheduler.cancel(later)
         await scheduler.join()
         assert (scheduler.get(dependent).status, scheduler.get(dependent).last_error) == (
@@ -594,7 +594,7 @@ async def test_a_submit_before_start_keeps_its_rule_on_a_single_owner_store(
     async with scheduler:
         await scheduler.join()
         assert scheduler.get(cleanup).status is C
-        assert scheduler.trigger_rule(cleanup) == "all_done"
+        assert scheduler.kernel.graph.trigger_rule(cleanup) == "all_done"
 
 
 def test_a_store_helper_refuses_an_unknown_rule() -> None:

@@ -59,8 +59,8 @@ async def test_a_chain_runs_each_step_after_the_previous_completed() -> None:
         await scheduler.join()
     assert last == c.job_id
     assert order == [a.job_id, b.job_id, c.job_id]
-    assert scheduler.depends_on(b.job_id) == (a.job_id,)
-    assert scheduler.depends_on(c.job_id) == (b.job_id,)
+    assert scheduler.kernel.graph.depends_on(b.job_id) == (a.job_id,)
+    assert scheduler.kernel.graph.depends_on(c.job_id) == (b.job_id,)
 
 
 async def test_a_failed_step_cancels_the_rest_of_the_chain() -> None:
@@ -82,11 +82,11 @@ async def test_a_group_in_a_chain_is_waited_for_as_a_whole() -> None:
         ids = scheduler.submit_many([chain(first, group(x, chain(y1, y2)), after)])
         await scheduler.join()
     assert ids == [j.job_id for j in (first, x, y1, y2, after)]
-    assert scheduler.depends_on(x.job_id) == (first.job_id,)
-    assert scheduler.depends_on(y1.job_id) == (first.job_id,)
-    assert scheduler.depends_on(y2.job_id) == (y1.job_id,)
+    assert scheduler.kernel.graph.depends_on(x.job_id) == (first.job_id,)
+    assert scheduler.kernel.graph.depends_on(y1.job_id) == (first.job_id,)
+    assert scheduler.kernel.graph.depends_on(y2.job_id) == (y1.job_id,)
     # The step after the group waits for each of its branches' last jobs.
-    assert set(scheduler.depends_on(after.job_id)) == {x.job_id, y2.job_id}
+    assert set(scheduler.kernel.graph.depends_on(after.job_id)) == {x.job_id, y2.job_id}
     assert all(scheduler.get(i).status is JobStatus.COMPLETED for i in ids)
 
 
@@ -95,7 +95,11 @@ async def test_a_group_is_independent_and_returns_its_last_members_id() -> None:
         a, b = count.job(1), fail.job("only me")
         assert scheduler.submit(group(a, b)) == b.job_id
         await scheduler.join()
-    assert scheduler.depends_on(a.job_id) == scheduler.depends_on(b.job_id) == ()
+    assert (
+        scheduler.kernel.graph.depends_on(a.job_id)
+        == scheduler.kernel.graph.depends_on(b.job_id)
+        == ()
+    )
     assert scheduler.get(a.job_id).status is JobStatus.COMPLETED
 
 
@@ -159,7 +163,7 @@ async def test_submit_many_gives_every_id_of_a_workflow_subclass() -> None:
         ids = scheduler.submit_many([Steps((a, b))])
         await scheduler.join()
     assert ids == [a.job_id, b.job_id]
-    assert scheduler.depends_on(b.job_id) == (a.job_id,)
+    assert scheduler.kernel.graph.depends_on(b.job_id) == (a.job_id,)
 
 
 async def test_a_workflows_first_steps_wait_for_depends_on() -> None:
@@ -168,7 +172,11 @@ async def test_a_workflows_first_steps_wait_for_depends_on() -> None:
         a, b = count.job(1), count.job(2)
         scheduler.submit(group(a, b), depends_on=[gate])
         await scheduler.join()
-    assert scheduler.depends_on(a.job_id) == scheduler.depends_on(b.job_id) == (gate,)
+    assert (
+        scheduler.kernel.graph.depends_on(a.job_id)
+        == scheduler.kernel.graph.depends_on(b.job_id)
+        == (gate,)
+    )
 
 
 # ── across processes ───────────────────────────────────────────────────

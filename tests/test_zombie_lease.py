@@ -87,7 +87,7 @@ async def test_a_claim_whose_lease_may_have_expired_is_handed_back_unstarted(
                 async def claimed_both() -> bool:
                     rows = {r.job_id: r for r in await probe.jobs()}
                     return (
-                        a.backend.leases_held == 2  # type: ignore[attr-defined]
+                        a.kernel.backend.leases_held == 2  # type: ignore[attr-defined]
                         and rows[busy].status == rows[queued].status == "running"
                         and len(target.executions()) == 1
                     )
@@ -140,7 +140,7 @@ async def test_lost_leases_stop_the_attempt_drop_the_prefetched_job_and_say_so_o
                 async def claimed_both() -> bool:
                     rows = await probe.jobs()
                     return (
-                        a.backend.leases_held == 2  # type: ignore[attr-defined]
+                        a.kernel.backend.leases_held == 2  # type: ignore[attr-defined]
                         and {r.status for r in rows} == {"running"}
                         and len(target.executions()) == 1
                     )
@@ -159,7 +159,7 @@ async def test_lost_leases_stop_the_attempt_drop_the_prefetched_job_and_say_so_o
                     return renewals.count >= after + 2
 
                 await until("two more renewals", renewed_twice_more)
-                assert a.backend.leases_held == 0  # type: ignore[attr-defined]
+                assert a.kernel.backend.leases_held == 0  # type: ignore[attr-defined]
                 rows = {r.job_id: r for r in await probe.jobs()}
                 # Its end was not written over the new owner's lease.
                 assert {(r.status, r.lease_owner) for r in rows.values()} == {("running", "other")}
@@ -201,7 +201,7 @@ async def test_a_job_claimed_again_while_its_lost_attempt_still_runs_here_is_han
                 # this process (the only one) claims it while the attempt runs.
                 await target.expire_lease(probe, job)
                 assert await probe.reap_expired() == 1
-                a.backend.store.on_work()  # type: ignore[attr-defined]
+                a.kernel.backend.store.on_work()  # type: ignore[attr-defined]
 
                 async def stopped() -> bool:
                     return first.status is JobStatus.CANCELLED

@@ -80,7 +80,7 @@ class LocalClient:
     """
 
     def __init__(self, scheduler: JobScheduler) -> None:
-        if isinstance(scheduler.backend, SharedBackend):
+        if isinstance(scheduler.kernel.backend, SharedBackend):
             raise SchedulerError(
                 f"{scheduler.store!r} is shared by several processes: a LocalClient sees only "
                 "this process's jobs; use jobsched.Client(store) to operate the shared store"
@@ -88,7 +88,7 @@ class LocalClient:
         self.scheduler = scheduler
         self.codec = JobCodec(scheduler.plugins)
         self._changed: asyncio.Event | None = None
-        clock = scheduler.clock
+        clock = scheduler.kernel.clock
         # The kernel keeps monotonic times: one offset turns them into wall
         # time, so a job reads the same every time it is read.
         self._offset = clock.time() - clock.now()
@@ -280,7 +280,7 @@ class LocalClient:
             found: dict[str, Job] = {}
             unknown: list[str] = []
             for job_id in ids:
-                job = self.scheduler.find(job_id)
+                job = self.scheduler.kernel.table.find(job_id)
                 if job is None:
                     unknown.append(job_id)
                 else:
@@ -338,7 +338,7 @@ class LocalClient:
         as the one worker, the limits' use, whether the queue is paused and
         how many calls its executors abandoned still run."""
         scheduler = self.scheduler
-        clock = scheduler.clock
+        clock = scheduler.kernel.clock
         now = clock.time()
         offset = self._offset
         counts = {s.value: 0 for s in JobStatus}
@@ -357,7 +357,7 @@ class LocalClient:
                     completed[minute] += 1
                 elif status in _FAILED:
                     failed[minute] += 1
-        running = scheduler.running
+        running = scheduler.kernel.running
         return Stats(
             counts=counts,
             throughput=[
@@ -513,7 +513,7 @@ class LocalClient:
 
     # ── records ─────────────────────────────────────────────────────
     def _job(self, job_id: str) -> Job:
-        job = self.scheduler.find(check_job_id(job_id))
+        job = self.scheduler.kernel.table.find(check_job_id(job_id))
         if job is None:
             raise UnknownJobError(f"unknown job {job_id!r}")
         return job
@@ -553,7 +553,7 @@ class LocalClient:
             result=result_as_json(job.result) if status is JobStatus.COMPLETED else None,
             lease_owner=None,
             lease_expires=None,
-            key=scheduler.key_of(job_id),
+            key=scheduler.kernel.table.key_of(job_id),
             unique_key=scheduler.unique_key_of(job_id),
             schedule_id=None,
             submitted_by=None,
@@ -570,8 +570,8 @@ class LocalClient:
                 updated_at=progress.updated_at,
             ),
             history=history,
-            depends_on=scheduler.depends_on(job_id),
-            trigger_rule=scheduler.trigger_rule(job_id),
+            depends_on=scheduler.kernel.graph.depends_on(job_id),
+            trigger_rule=scheduler.kernel.graph.trigger_rule(job_id),
             options=options,
             result_expires=self._result_expires(job, offset),
         )
@@ -579,7 +579,7 @@ class LocalClient:
     def _result_expires(self, job: Job, offset: float) -> float | None:
         if job.status is not JobStatus.COMPLETED or job.finished_at is None:
             return None
-        ttl = self.scheduler.result_ttl_of(job)
+        ttl = self.scheduler.kernel.operations.result_ttl_of(job)
         return None if ttl is None else job.finished_at + ttl + offset
 
     def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -618,7 +618,7 @@ class LocalClient:
         fire = sched.next_fire
         if sched.active and fire is not None:
             next_run = fire if sched.wall_clock else fire + self._offset
-        last = self.scheduler.find(sched.last_job_id) if sched.last_job_id else None
+        last = self.scheduler.kernel.table.find(sched.last_job_id) if sched.last_job_id else None
         if last is not None:
             type_name = self._describe(last, 0.0)[0]
         else:

@@ -197,7 +197,7 @@ class RecurringSchedule:
         self.next_run = math.inf if first_run is None else first_run
         self._bound = first_run is not None
         self.active = True
-        #: Paused by an operator (`Kernel.pause_schedule`): armed for no fire.
+        #: Paused by an operator (`JobScheduler.pause_schedule`): armed for no fire.
         self.paused = False
         self.last_job_id: str | None = None
         self.fired = 0  # runs submitted

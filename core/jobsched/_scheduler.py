@@ -1,33 +1,83 @@
-"""`JobScheduler`: the public facade, a kernel composed with plugins and a backend.
+"""`JobScheduler`: the public facade, a scheduler that has a kernel.
 
 Composition happens here, once: plugins are loaded, the strategy and the store
 are resolved by name, and the backend that keeps the jobs is picked (memory,
 a journal to a store one process owns, or a store several processes share).
-The kernel (`_kernel.py`) then runs without ever asking which one it got.
+The kernel (`jobsched.kernel`) then runs without ever asking which one it got.
+The facade offers DESIGN.md's reference API and its documented extras;
+everything backend-facing stays on the kernel and its port.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._clock import Clock
 from ._job import Job
-from ._kernel import Backend, JobListener, Kernel
-from ._limits import Limits
+from ._limits import Limiter, Limits
 from ._plugins import PluginManager, default_plugin_manager
 from ._strategy import SchedulingStrategy
 from ._submission import Submission, plan_batch
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
 from .backends import JournalBackend, LocalBackend, SharedBackend
+from .kernel import Backend, JobListener, Kernel
+from .kernel.executors import AbandonedCalls
+from .kernel.graph import DependencyGraph
+from .kernel.listeners import Listeners
+from .kernel.operations import Operations
+from .kernel.progress import ProgressBoard
+from .kernel.table import JobTable
+from .kernel.timers import Timers
 from .store import StoreBase, as_shared_store, as_store, resolve_store
 
 __all__ = ["JobListener", "JobScheduler", "choose_backend"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class JobScheduler(Kernel):
+
+class _Forward(Generic[P, R]):
+    """A facade method that is a method of the kernel or of one of its parts.
+
+    Bound once per scheduler, on first use, and cached on the instance: the
+    facade adds no call to the path it forwards (a submit loop pays nothing).
+    """
+
+    def __init__(self, method: Callable[Concatenate[Any, P], R], part: str) -> None:
+        self.method_name = method.__name__
+        self.part = part
+        self.__doc__ = method.__doc__
+        self.name = self.method_name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Forward[P, R]: ...
+
+    @overload
+    def __get__(self, obj: JobScheduler, owner: type | None = None) -> Callable[P, R]: ...
+
+    def __get__(
+        self, obj: JobScheduler | None, owner: type | None = None
+    ) -> _Forward[P, R] | Callable[P, R]:
+        if obj is None:
+            return self
+        target = obj.kernel if not self.part else getattr(obj.kernel, self.part)
+        bound: Callable[P, R] = getattr(target, self.method_name)
+        obj.__dict__[self.name] = bound
+        return bound
+
+
+def _forward(method: Callable[Concatenate[Any, P], R], part: str = "") -> _Forward[P, R]:
+    """Forward to `method` of the kernel (`part` "") or of its part named `part`."""
+    return _Forward(method, part)
+
+
+class JobScheduler:
     """An asyncio job scheduler composed from plugins.
 
     `strategy` is a `SchedulingStrategy` or a registered name (default
@@ -67,6 +117,9 @@ class JobScheduler(Kernel):
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
     naming the plugin and the ``JOBSCHED_DISABLE_PLUGINS`` fix), nothing else.
+
+    The scheduler has a `kernel` (`jobsched.kernel.Kernel`); what a backend,
+    a worker process or a test needs beyond this facade is there.
     """
 
     def __init__(
@@ -90,7 +143,7 @@ class JobScheduler(Kernel):
         elif not isinstance(plugins, PluginManager):
             plugins = PluginManager(plugins, autoload=False)
         resolved = resolve_store(store, plugins)
-        super().__init__(
+        self._kernel = Kernel(
             strategy,
             plugins=plugins,
             backend=choose_backend(resolved, shared=shared, max_lease_expiries=max_lease_expiries),
@@ -101,8 +154,108 @@ class JobScheduler(Kernel):
             limits=limits,
             result_ttl=result_ttl,
             retention=retention,
+            subject=self,
         )
-        self.store = resolved
+        self._store = resolved
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel this scheduler has: its collaborators and its backend's port."""
+        return self._kernel
+
+    # ── the reference facade ──────────────────────────────────────────
+    submit = _forward(Kernel.submit)
+    submit_threadsafe = _forward(Kernel.submit_threadsafe)
+    schedule_recurring = _forward(Kernel.schedule_recurring)
+    cancel_recurring = _forward(Kernel.cancel_recurring)
+    cancel = _forward(Kernel.cancel)
+    get = _forward(JobTable.get, "table")
+    jobs = _forward(Kernel.jobs)
+    join = _forward(Kernel.join)
+    start = _forward(Kernel.start)
+    stop = _forward(Kernel.stop)
+    add_listener = _forward(Listeners.add, "listeners")
+
+    @property
+    def peak_running(self) -> int:
+        """The most attempts ever in flight at once."""
+        return self._kernel.peak_running
+
+    async def __aenter__(self) -> JobScheduler:
+        await self._kernel.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._kernel.stop(cancel_running=exc_info[0] is not None)
+
+    # ── documented extras ─────────────────────────────────────────────
+    @property
+    def plugins(self) -> PluginManager:
+        """The plugins this scheduler was composed from."""
+        return self._kernel.plugins
+
+    @property
+    def strategy(self) -> SchedulingStrategy:
+        """The scheduling strategy (resolved from its name, if one was given)."""
+        return self._kernel.strategy
+
+    @property
+    def num_workers(self) -> int:
+        """How many attempts run at once."""
+        return self._kernel.num_workers
+
+    @property
+    def store(self) -> StoreBase | None:
+        """The store (resolved from its URL), or None in memory."""
+        return self._store
+
+    @property
+    def started(self) -> bool:
+        """True once `start` began (a durable store's submits before it are deferred)."""
+        return self._kernel.started
+
+    @property
+    def limiter(self) -> Limiter | None:
+        """The scheduler's limits at run time (None when none are configured)."""
+        return self._kernel.queues.limiter
+
+    @property
+    def queue_paused(self) -> bool:
+        """True between `pause_queue` and `resume_queue`."""
+        return self._kernel.queues.paused
+
+    def pause_queue(self) -> bool:
+        """Start no new attempt until `resume_queue`; running ones finish.
+
+        Jobs are still accepted and queued. False if already paused.
+        """
+        return self._kernel.queues.pause()
+
+    def resume_queue(self) -> bool:
+        """Start attempts again after `pause_queue`; False if it was not paused."""
+        return self._kernel.queues.resume()
+
+    remove_listener = _forward(Listeners.remove, "listeners")
+    add_progress_listener = _forward(ProgressBoard.add_listener, "progress")
+    remove_progress_listener = _forward(ProgressBoard.remove_listener, "progress")
+    job_progress = _forward(ProgressBoard.latest, "progress")
+    flush = _forward(Kernel.flush)
+    resolve = _forward(Kernel.resolve)
+    job_counts = _forward(Kernel.job_counts)
+    lookup = _forward(JobTable.lookup, "table")
+    unique_key_of = _forward(JobTable.unique_key_of, "table")
+    attempt_history = _forward(JobTable.attempt_history, "table")
+    dependents = _forward(DependencyGraph.dependents, "graph")
+    waiting_on = _forward(DependencyGraph.waiting_on, "graph")
+    retry_job = _forward(Operations.retry_job, "operations")
+    retry_jobs = _forward(Operations.retry_jobs, "operations")
+    purge = _forward(Operations.purge, "operations")
+    expire_results = _forward(Operations.expire_results, "operations")
+    recurring = _forward(Timers.schedules, "timers")
+    pause_schedule = _forward(Timers.pause, "timers")
+    resume_schedule = _forward(Timers.resume, "timers")
+    trigger_schedule = _forward(Timers.trigger, "timers")
+    abandoned_calls = _forward(AbandonedCalls.ids, "abandoned")
 
     def submit_many(
         self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
@@ -120,14 +273,19 @@ class JobScheduler(Kernel):
         # (checked once the store is restored) and a job built before then
         # whose id a restored job has is renumbered: only the same object is
         # a sure refusal.
-        in_memory = self.store is None
+        kernel = self._kernel
+        in_memory = self._store is None
         planned = plan_batch(
-            jobs, self.find, self.plugins, in_memory=in_memory, look_up=in_memory or self.started
+            jobs,
+            kernel.table.find,
+            kernel.plugins,
+            in_memory=in_memory,
+            look_up=in_memory or kernel.started,
         )
         ids: list[str] = []
         ids_of: dict[int, str] = {}
         for item, job in planned:
-            job_id = self.submit(
+            job_id = kernel.submit(
                 job,
                 delay=item.delay,
                 depends_on=[ids_of[id(d)] if isinstance(d, Job) else d for d in item.depends_on],
@@ -140,10 +298,6 @@ class JobScheduler(Kernel):
             ids_of[id(item.job)] = job_id
             ids.append(job_id)
         return ids
-
-    async def __aenter__(self) -> JobScheduler:
-        await self.start()
-        return self
 
 
 def choose_backend(

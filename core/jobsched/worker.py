@@ -106,7 +106,10 @@ async def run_worker(
             watchdog.start()
         # A worker that cannot go on (a store a newer jobsched migrated) stops
         # as on a signal, and `stop()` then raises why.
-        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(scheduler.wait_failed())]
+        waits = [
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(scheduler.kernel.wait_failed()),
+        ]
         try:
             if on_started is not None:
                 on_started(scheduler)
@@ -128,11 +131,11 @@ async def _shut_down(
     if watchdog is not None:
         watchdog.shutdown_asked(grace)
     stopping = asyncio.ensure_future(scheduler.stop())
-    if scheduler.running:
+    if scheduler.kernel.running:
         logger.info(
             "stopping: running jobs may finish within the grace; "
             "a second signal hands them back at once",
-            running=scheduler.running,
+            running=scheduler.kernel.running,
             grace=grace,
         )
     at_once = asyncio.ensure_future(signals.at_once.wait())
@@ -145,10 +148,10 @@ async def _shut_down(
         # them back, and another process runs them again.
         logger.warning(
             "handing back the running jobs",
-            running=scheduler.running,
+            running=scheduler.kernel.running,
             why="a second signal" if signals.at_once.is_set() else "the grace is over",
         )
-        scheduler.interrupt_running()
+        scheduler.kernel.workers.interrupt_running()
     await stopping
 
 
@@ -196,7 +199,7 @@ class _Signals:
 def _culprits(scheduler: JobScheduler, loop: asyncio.AbstractEventLoop) -> list[str]:
     """The job blocking `loop` (called on the watchdog's thread, the loop blocked):
     the one its current task runs, else every running job."""
-    job = scheduler.attempt_in(asyncio.current_task(loop))
+    job = scheduler.kernel.workers.attempt_in(asyncio.current_task(loop))
     if job is not None:
         jobs = [job]
     else:

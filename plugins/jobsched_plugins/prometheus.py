@@ -189,7 +189,7 @@ class SchedulerMetrics:
         self.misfires: dict[str, int] = {}
         #: The transition listener (``listener(job, old, new)``) that keeps these
         #: counts, for transitions into `STATUSES` only.
-        self.on_transition = self._listener(scheduler.clock.now)
+        self.on_transition = self._listener(scheduler.kernel.clock.now)
 
     @property
     def scheduler(self) -> JobScheduler | None:
@@ -455,7 +455,7 @@ class _Collector:
                 depth.add_metric([label, status], held_now[status])
             busy.add_metric([label], held_now["running"])
             total.add_metric([label], scheduler.num_workers)
-            held_leases = getattr(scheduler.backend, "leases_held", None)
+            held_leases = getattr(scheduler.kernel.backend, "leases_held", None)
             if held_leases is not None:
                 leases.add_metric([label], held_leases)
             if scheduler.limiter is not None:

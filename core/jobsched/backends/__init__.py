@@ -1,4 +1,4 @@
-"""The three ways a scheduler keeps its jobs, each a `jobsched._kernel.Backend`.
+"""The three ways a scheduler keeps its jobs, each a `jobsched.kernel.Backend`.
 
 - `LocalBackend` (`local.py`): in memory; the kernel's own queues, no store work.
 - `JournalBackend` (`journal.py`): a durable store one process owns (SQLite):

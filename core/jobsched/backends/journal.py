@@ -51,8 +51,8 @@ from .local import LocalBackend
 if TYPE_CHECKING:
     from .._clock import Clock
     from .._job import Job
-    from .._kernel import Kernel
     from .._plugins import PluginManager
+    from ..kernel.port import KernelPort
 
 logger = structlog.get_logger("jobsched.store")
 
@@ -105,7 +105,7 @@ class Journal:
     release (or cancel) its dependents.
     """
 
-    def __init__(self, kernel: Kernel, store: Store, clock: Clock) -> None:
+    def __init__(self, kernel: KernelPort, store: Store, clock: Clock) -> None:
         self.kernel = kernel
         self.store = store
         self.codec = JobCodec(kernel.plugins)
@@ -251,7 +251,7 @@ class Journal:
         self._interrupted.setdefault(job.job_id, job.last_error)
 
     def retried(self, job: Job) -> None:
-        """A terminal job runs again: keep writing its row (`Kernel.retry_job`)."""
+        """A terminal job runs again: keep writing its row (`Operations.retry_job`)."""
         if job.job_id in self._static:
             return  # its terminal state is not written yet: what is known stays
         type_name, args, options = self.codec.describe(job, self._offset())
@@ -262,7 +262,7 @@ class Journal:
         )
 
     def results_expired(self, jobs: Iterable[Job]) -> None:
-        """Write these completed jobs again, their results dropped (`Kernel.expire_results`).
+        """Write these completed jobs again, their results dropped (`Operations.expire_results`).
 
         A terminal job's row is never written otherwise, so its static part
         is described again, as for `retried`; the store's upsert leaves what
@@ -545,7 +545,7 @@ class JournalBackend(LocalBackend):
         assert self._journal is not None, "the backend is not bound to a kernel yet"
         return self._journal
 
-    def bind(self, kernel: Kernel) -> None:
+    def bind(self, kernel: KernelPort) -> None:
         super().bind(kernel)
         journal = self._journal = Journal(kernel, self.store, kernel.clock)
         # Marking dirty rides on the transition listeners: no new branch there.
@@ -667,7 +667,7 @@ class JournalBackend(LocalBackend):
 
 
 # ── restore: the kernel's queues and schedules from a snapshot ─────────
-def restore(kernel: Kernel, journal: Journal, snapshot: Snapshot) -> None:
+def restore(kernel: KernelPort, journal: Journal, snapshot: Snapshot) -> None:
     """Rebuild `kernel`'s jobs, queues and schedules from what the store holds."""
     codec = journal.codec
     clock = kernel.clock

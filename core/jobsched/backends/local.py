@@ -13,10 +13,10 @@ from ..store import StoreBase, StoreContext, new_worker_id
 
 if TYPE_CHECKING:
     from .._job import Job
-    from .._kernel import AdmitHook, FinishedHook, Kernel, StartingHook
     from .._plugins import ProgressListener, TransitionListener
     from .._recurring import RecurringSchedule, Trigger
     from .._status import JobStatus
+    from ..kernel.port import AdmitHook, FinishedHook, KernelPort, StartingHook
 
 
 class LocalBackend:
@@ -34,16 +34,16 @@ class LocalBackend:
 
     def __init__(self, store: StoreBase | None = None) -> None:
         self.store = store
-        self._kernel: Kernel | None = None
+        self._kernel: KernelPort | None = None
         self._opened = False
 
     @property
-    def kernel(self) -> Kernel:
-        """The kernel this backend serves (set by `bind`)."""
+    def kernel(self) -> KernelPort:
+        """The port of the kernel this backend serves (set by `bind`)."""
         assert self._kernel is not None, "the backend is not bound to a kernel yet"
         return self._kernel
 
-    def bind(self, kernel: Kernel) -> None:
+    def bind(self, kernel: KernelPort) -> None:
         if self._kernel is not None:
             raise ValueError(f"{self!r} already serves a scheduler; build one per scheduler")
         self._kernel = kernel

@@ -70,8 +70,8 @@ from .outcomes import write_outcomes
 from .schedules import ScheduleServer, schedule_row
 
 if TYPE_CHECKING:
-    from .._kernel import Kernel
     from .._recurring import Trigger
+    from ..kernel.port import KernelPort
 
 logger = structlog.get_logger("jobsched.shared")
 
@@ -158,7 +158,7 @@ class SharedBackend(LocalBackend):
         self._opened = False
         self._log = logger.bind(process=self.identity)
 
-    def bind(self, kernel: Kernel) -> None:
+    def bind(self, kernel: KernelPort) -> None:
         super().bind(kernel)
         self._bound_codec = JobCodec(kernel.plugins)
 
@@ -210,7 +210,7 @@ class SharedBackend(LocalBackend):
         One that dies is logged with its traceback and started again after a
         pause (a silent dead feeder would claim nothing more while its jobs
         stay running). A store migrated by a newer jobsched stops the
-        scheduler instead (`Kernel.fail`): nothing this code does with it
+        scheduler instead (`KernelPort.fail`): nothing this code does with it
         can be trusted.
         """
         while True:
@@ -570,7 +570,7 @@ class SharedBackend(LocalBackend):
 
     # ── Retention: expired results and old finished jobs ────────────
     async def _reap(self) -> None:
-        """Expire results and purge by `Kernel.retention`: once at start, then
+        """Expire results and purge by `KernelPort.retention`: once at start, then
         every `REAP_INTERVAL` seconds (jittered, so a cluster's workers spread
         out). Never on the claim or finish path."""
         rng = random.Random()
@@ -829,7 +829,7 @@ class SharedBackend(LocalBackend):
 MAX_PREFETCH_PER_WORKER = 64
 
 
-def _claim_target(target: int, base: int, full: bool, kernel: Kernel) -> int:
+def _claim_target(target: int, base: int, full: bool, kernel: KernelPort) -> int:
     """How many jobs to hold (running + queued here) after a claim came back.
 
     A claim that filled its batch while workers sat idle with nothing queued

@@ -185,7 +185,7 @@ async def run_jobfile(
         # rerun on a store resumes every key it holds, however many.
         history_limit=_EVERY_JOB,
     )
-    durable = isinstance(scheduler.backend, JournalBackend)
+    durable = isinstance(scheduler.kernel.backend, JournalBackend)
     plugins = scheduler.plugins
     if on_scheduler is not None:
         on_scheduler(scheduler)
