@@ -7,9 +7,10 @@ in memory, a `Client` and a `BlockingClient` on a shared SQLite file, a
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -20,13 +21,24 @@ from jobsched import (
     JobInfo,
     JobScheduler,
     LocalClient,
+    OperatorAPI,
     Submission,
     UnknownJobError,
     build_job,
 )
 from task_examples import add, send_email
 
-Api = Any  # a Client, a LocalClient, or a JobScheduler or BlockingClient made alike
+
+class Api(Protocol):
+    """What the scenarios call: `OperatorAPI`'s submitting and reading part,
+    which a `JobScheduler` and a `BlockingClient` are made to offer alike."""
+
+    async def submit(self, job: Any, **options: Any) -> str: ...
+    async def submit_many(self, jobs: Any) -> list[str]: ...
+    async def get(self, job_id: str) -> JobInfo: ...
+    async def jobs(self) -> list[JobInfo]: ...
+
+
 #: Every API that submits: the same calls, the same jobs, the same errors.
 APIS = ("scheduler", "local", "client", "blocking", "postgres")
 
@@ -434,3 +446,43 @@ async def test_bad_options_on_a_job_fail_alike_on_every_api(api: Api, case: str)
             [email("b@example.com"), Submission(email("c@example.com"), **options)]
         )
     assert await api.jobs() == []
+
+
+# ── one contract: OperatorAPI ─────────────────────────────────────────────
+#: The members of the protocol (its coroutines), by name.
+OPERATOR_METHODS = sorted(
+    name
+    for name, value in vars(OperatorAPI).items()
+    if inspect.iscoroutinefunction(value) and not name.startswith("__")
+)
+
+
+def _parameters(function: Any) -> dict[str, tuple[Any, Any]]:
+    return {
+        p.name: (p.kind, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD
+    }
+
+
+@pytest.mark.parametrize("implementation", [Client, LocalClient])
+def test_both_clients_implement_the_operator_api(implementation: type[OperatorAPI]) -> None:
+    assert {"submit", "get", "page", "retry", "wait_for_change"} <= set(OPERATOR_METHODS)
+    for name in OPERATOR_METHODS:
+        method = getattr(implementation, name)
+        assert inspect.iscoroutinefunction(method), name
+        wanted = _parameters(getattr(OperatorAPI, name))
+        # The protocol's parameters, of the same kind, with its defaults; an
+        # implementation may add its own (Client.jobs's schedule).
+        here = _parameters(method)
+        assert {p: here.get(p) for p in wanted} == wanted, name
+        positional = [p for p, (kind, _) in wanted.items() if kind is not kind.KEYWORD_ONLY]
+        assert [p for p in here if p in positional] == positional, name
+
+
+async def test_every_client_is_an_operator_api(tmp_path: Path) -> None:
+    async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
+        assert isinstance(local, OperatorAPI)
+    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
+        assert isinstance(client, OperatorAPI)
+    assert not isinstance(scheduler, OperatorAPI)

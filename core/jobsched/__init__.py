@@ -56,6 +56,7 @@ from ._jobtypes import (
 )
 from ._limits import Limits, Rate, job_type_of
 from ._local_client import LocalClient
+from ._operator import OperatorAPI
 from ._options import MAX_DELAY, MAX_KEY_LENGTH, MAX_NESTING, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
@@ -149,6 +150,7 @@ __all__ = [
     "LocalClient",
     "NonRetryableError",
     "NotPicklableError",
+    "OperatorAPI",
     "PluginError",
     "PluginManager",
     "PluginRecord",

@@ -41,9 +41,9 @@ from ._errors import (
 )
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
-from ._options import NOT_GIVEN, check_job_id, id_list
+from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
-from ._status import JobStatus
+from ._status import JobPriority, JobStatus
 from ._submission import Submission, check_job_options, check_workflow_options
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
@@ -129,6 +129,10 @@ class LocalClient:
         depends_on: Iterable[str] = (),
         key: str | None = None,
         unique_key: str | None = None,
+        priority: JobPriority | str | int | None = None,
+        timeout: float | bool | NotGiven | None = NOT_GIVEN,
+        retry: Any = None,
+        name: str | None = None,
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = ALL_SUCCESS,
@@ -148,6 +152,11 @@ class LocalClient:
         arguments and `FunctionJob`'s options, as `JobScheduler.submit` takes
         them (``submit(resize, "cat.png", retry="none")``).
         """
+        # The job's own options, given or not, as the scheduler takes them.
+        given = (("priority", priority), ("retry", retry), ("name", name))
+        options.update((k, v) for k, v in given if v is not None)
+        if timeout is not NOT_GIVEN:
+            options["timeout"] = timeout  # None: no timeout
         if isinstance(job, Workflow):
             check_workflow_options(
                 job,
