@@ -14,20 +14,9 @@ from typing import Any
 
 import pluggy
 
+from ._blocking import BlockingClient
 from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
-from ._client import (
-    Attempt,
-    BlockingClient,
-    Client,
-    JobInfo,
-    JobPage,
-    LimitUse,
-    Progress,
-    ScheduleInfo,
-    Stats,
-    ThroughputBucket,
-    WorkerInfo,
-)
+from ._client import Client
 from ._errors import (
     BadArgumentsError,
     InvalidTransitionError,
@@ -71,6 +60,17 @@ from ._progress import (
     progress,
     progress_reporter,
     progress_sender,
+)
+from ._records import (
+    Attempt,
+    JobInfo,
+    JobPage,
+    LimitUse,
+    Progress,
+    ScheduleInfo,
+    Stats,
+    ThroughputBucket,
+    WorkerInfo,
 )
 from ._recurring import (
     COALESCE_POLICIES,

@@ -1,59 +1,63 @@
-"""`Client` and `BlockingClient`: submit and follow jobs on a shared store, never run one.
+"""`Client`: submit and follow jobs on a shared store, never run one.
 
 A web app, a script or ``jobsched run FILE --store URL`` enqueues work through
 a client; ``jobsched worker --store URL`` processes claim and run it. The
 client talks to the store only (``insert``, ``get``, ``jobs``,
 ``request_cancel``, ``wait_finished``, the schedule calls of `SharedStore`):
-it builds no scheduler, claims nothing and holds no lease.
-
-`BlockingClient` is the same API as plain calls, for code without an event
-loop (Django, Flask, scripts): it runs a `Client` on its own loop thread and
-hands each call to it with `asyncio.run_coroutine_threadsafe`, so any number
-of threads may share one.
+it builds no scheduler, claims nothing and holds no lease. `BlockingClient`
+(`jobsched._blocking`) offers it as plain calls.
 
 Across `os.fork` (gunicorn ``--preload``, Celery's prefork pool,
 multiprocessing's "fork" start method) a child must never use its parent's
-connection, event loop or thread: a `BlockingClient` made from a store URL
-reopens itself in the child at its first call there; an async `Client`
-refuses every call in the child, saying to open a new one there.
+connection or event loop: an async `Client` refuses every call in the child,
+saying to open a new one there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import math
 import os
 import secrets
-import threading
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence, Set
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import attrs
-import structlog
 
 from ._codec import JobCodec, sort_key
 from ._errors import (
     InvalidTransitionError,
-    JobFailedError,
     SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
 )
+from ._fork import on_fork_in_child
 from ._job import FunctionJob, Job, new_job_id
 from ._limits import Limits
+from ._operator import OperatorAPI
 from ._options import (
     NOT_GIVEN,
     NotGiven,
     check_job_id,
     id_list,
-    to_priority,
 )
 from ._plugins import PluginManager, default_plugin_manager
+from ._records import (
+    JobInfo,
+    JobPage,
+    LimitUse,
+    ScheduleInfo,
+    Stats,
+    ThroughputBucket,
+    WorkerInfo,
+    check_page_query,
+    check_seconds,
+    finished_result,
+    wanted_statuses,
+)
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
 from ._submission import (
@@ -68,26 +72,18 @@ from ._workflow import Workflow, expand
 from .backends.schedules import (
     ended,
     next_fire,
-    overdue,
     schedule_row,
     serve,
     triggered_job,
 )
 from .store import (
-    AttemptRow,
     NewJob,
-    SharedJobRow,
     SharedScheduleRow,
     StoreContext,
     StoreStats,
     new_worker_id,
     resolve_store,
 )
-
-T = TypeVar("T")
-P = ParamSpec("P")
-
-logger = structlog.get_logger("jobsched.client")
 
 #: The store calls a client needs: a store without them cannot be shared.
 _CLIENT_CALLS = ("insert", "get", "jobs", "request_cancel", "wait_finished")
@@ -99,277 +95,6 @@ _THROUGHPUT_MINUTES = 60
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
-
-#: The clients of this process, told in a forked child that what they hold
-#: (a connection, an event loop, a thread) is the parent's.
-_clients: weakref.WeakSet[Client | BlockingClient] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    # Runs in the child, in its only thread, before anything else does.
-    for client in list(_clients):
-        client._forked()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-@attrs.frozen(kw_only=True)
-class Progress:
-    """What a running job last reported with `jobsched.progress` (`JobInfo.progress`)."""
-
-    #: Work done so far, in the job's own unit.
-    done: float
-    #: The whole work in that unit, None if unknown.
-    total: float | None
-    message: str | None
-    #: When it was reported, wall clock.
-    updated_at: float
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any] | None) -> Progress | None:
-        """The record of a store's progress mapping (None stays None)."""
-        if not data:
-            return None
-        total = data.get("total")
-        return cls(
-            done=float(data.get("done") or 0.0),
-            total=None if total is None else float(total),
-            message=data.get("message"),
-            updated_at=float(data.get("updated_at") or 0.0),
-        )
-
-
-@attrs.frozen(kw_only=True)
-class Attempt:
-    """One ended attempt of a job (`JobInfo.history`)."""
-
-    #: 1 for the first attempt (a retried job counts from 1 again).
-    number: int
-    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
-    #: ``handed_back`` (its worker shut down and gave the job back to run
-    #: again) or ``lease_expired`` (its worker died; the job was queued
-    #: again). A store's older rows may read ``retry_wait``: it failed and
-    #: another attempt followed.
-    status: str
-    error: str | None
-    started_at: float | None
-    finished_at: float | None
-    #: The worker that ran it (``host:pid:random``).
-    worker: str | None
-
-    @classmethod
-    def from_row(cls, row: AttemptRow) -> Attempt:
-        """The public record of a store's attempt row."""
-        return cls(
-            number=row.number,
-            status=row.status,
-            error=row.error,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            worker=row.worker,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class JobInfo:
-    """A job as the store holds it now: what `Client.get`, `jobs` and `wait` return.
-
-    Times are wall-clock epoch seconds (None until they happen).
-    """
-
-    job_id: str
-    #: The registered job-type name and the arguments it is built from.
-    type: str
-    args: Mapping[str, Any]
-    status: JobStatus
-    name: str | None
-    priority: JobPriority
-    #: Attempts started so far (a retried job has more than one).
-    attempts: int
-    #: The last attempt's error ("ConnectionError: ..."), None if it had none
-    #: (a completed job has none: an earlier attempt's error is in `history`).
-    last_error: str | None
-    #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
-    #: a mapping with its repr). None once expired (`result_expires`).
-    result: Any
-    #: The worker holding the job while it runs (``host:pid``) and until when.
-    lease_owner: str | None
-    lease_expires: float | None
-    key: str | None
-    unique_key: str | None
-    #: The recurring schedule that fired it, if any.
-    schedule_id: str | None
-    #: Who submitted it (a client's or a worker's identity).
-    submitted_by: str | None
-    submitted_at: float
-    #: When it may start (after `delay`, or when its retry backoff ends).
-    run_at: float
-    started_at: float | None
-    finished_at: float | None
-    #: What the job last reported with `jobsched.progress`, None if nothing.
-    progress: Progress | None = None
-    #: Its ended attempts, oldest first (`get` fills it; lists leave it empty).
-    history: tuple[Attempt, ...] = ()
-    #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
-    #: The jobs that wait for it: `Client.dependents`.
-    depends_on: tuple[str, ...] = ()
-    #: When it runs given how `depends_on` end: ``"all_success"`` (the
-    #: default), ``"all_done"``, ``"one_success"``, ``"one_failed"`` or
-    #: ``"none_failed"`` (docs/tasks.md).
-    trigger_rule: str = "all_success"
-    #: Its stored options (``name``, ``executor``, ``priority``, ``timeout``,
-    #: ``retry``, ``result_ttl``, ...: spelled as the codec stores them).
-    options: Mapping[str, Any] = attrs.field(factory=dict)
-    #: When its result is removed (its ``result_ttl``), None if it is kept.
-    result_expires: float | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether the job reached a terminal status (it will not run again)."""
-        return self.status.is_terminal
-
-    @classmethod
-    def from_row(cls, row: SharedJobRow) -> JobInfo:
-        """The public record of a shared store's row."""
-        priority = row.options.get("priority")
-        return cls(
-            job_id=row.job_id,
-            type=row.type,
-            args=row.args,
-            status=JobStatus(row.status),
-            name=row.options.get("name"),
-            priority=JobPriority.MEDIUM if priority is None else to_priority(priority),
-            attempts=row.attempts,
-            # A row stored before completions cleared it may still hold one.
-            last_error=None if row.status == "completed" else row.last_error,
-            result=row.result,
-            lease_owner=row.lease_owner,
-            lease_expires=row.lease_expires,
-            key=row.key,
-            unique_key=row.unique_key,
-            schedule_id=row.schedule_id,
-            submitted_by=row.submitted_by,
-            submitted_at=row.submitted_at,
-            run_at=row.run_at,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            progress=Progress.from_data(row.progress),
-            history=tuple(Attempt.from_row(a) for a in row.history),
-            depends_on=tuple(row.depends_on),
-            trigger_rule=row.trigger_rule,
-            options=row.options,
-            result_expires=row.result_expires,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class JobPage:
-    """One page of `Client.page`: the jobs (newest first) and how many match in all."""
-
-    jobs: list[JobInfo]
-    total: int
-
-
-@attrs.frozen(kw_only=True)
-class ThroughputBucket:
-    """Jobs that ended in one minute (`Stats.throughput`)."""
-
-    #: The minute's start, wall clock (a multiple of 60).
-    start: float
-    completed: int
-    #: Failed and timed-out jobs.
-    failed: int
-
-
-@attrs.frozen(kw_only=True)
-class WorkerInfo:
-    """A worker holding leases on running jobs (`Stats.workers`)."""
-
-    worker: str
-    #: How many jobs it runs.
-    running: int
-    #: The latest of its leases' expiry times.
-    lease_expires: float | None
-
-
-@attrs.frozen(kw_only=True)
-class LimitUse:
-    """One cluster limit and how much of it is used now (`Stats.limits`)."""
-
-    #: ``"executor"``, ``"job_type"`` or ``"rate"``.
-    kind: str
-    #: The executor or job type it limits.
-    name: str
-    #: Most running jobs (a rate: its burst).
-    limit: int
-    #: Running jobs now (a rate: tokens of the burst in use).
-    in_use: int
-
-
-@attrs.frozen(kw_only=True)
-class Stats:
-    """The queue at a glance (`Client.stats`)."""
-
-    #: Jobs per status, every status present (0 when none).
-    counts: dict[str, int]
-    #: One bucket per minute over the last hour, oldest first (60, zeros included).
-    throughput: list[ThroughputBucket]
-    workers: list[WorkerInfo]
-    limits: list[LimitUse]
-    queue_paused: bool
-    #: When the store was read (its clock).
-    at: float
-    #: Calls a timeout or cancel gave up on that still run on a thread or pool
-    #: process (`JobScheduler.abandoned_calls`): `LocalClient` counts its
-    #: scheduler's; None from a `Client`, which cannot see the workers' threads.
-    abandoned: int | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ScheduleInfo:
-    """A recurring schedule as the store holds it (`Client.schedules`)."""
-
-    schedule_id: str
-    #: The fired job's name (``options["name"]``).
-    name: str | None
-    #: The fired job's registered type.
-    type: str
-    #: When it fires: ``{"interval": seconds, "origin": ...}`` or a wall-clock
-    #: trigger such as ``{"cron": "0 2 * * *", "tz": "UTC"}``.
-    trigger: Mapping[str, Any]
-    #: Its next fire time, wall clock; None once it has ended.
-    next_run: float | None
-    paused: bool
-    #: False once cancelled or ended.
-    active: bool
-    fired: int
-    skipped: int
-    last_job_id: str | None
-    #: Its next fire is more than 10 seconds in the past and it has not fired
-    #: (`jobsched.backends.schedules.OVERDUE_AFTER`): no process serves it (no
-    #: worker runs, or none has its job type installed). Never for a paused or
-    #: ended schedule.
-    overdue: bool = False
-
-    @classmethod
-    def from_row(cls, row: SharedScheduleRow, now: float | None = None) -> ScheduleInfo:
-        """The public record of a shared store's schedule row, read at `now`
-        (wall clock; default: now)."""
-        return cls(
-            schedule_id=row.schedule_id,
-            name=row.options.get("name"),
-            type=row.type,
-            trigger=row.trigger,
-            next_run=None if ended(row) else row.next_run,
-            paused=row.paused,
-            active=row.active,
-            fired=row.fired,
-            skipped=row.skipped,
-            last_job_id=row.last_job_id,
-            overdue=overdue(row, time.time() if now is None else now),
-        )
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
@@ -492,7 +217,7 @@ class Client:
                 raise
         self._state = "open"
         self._opened_in = os.getpid()
-        _clients.add(self)
+        on_fork_in_child(self._forked)
         self._finished_event = asyncio.Event()
         self._spawn(self._watch_finished(), "jobsched-client-finished")
         return self
@@ -1179,7 +904,7 @@ class Client:
         terminal statuses (None: all of them); an unfinished status is a
         `ValueError`. Unfinished jobs are never deleted."""
         self._check_open()
-        seconds = _check_seconds("older_than", older_than)
+        seconds = check_seconds("older_than", older_than)
         wanted = wanted_statuses(status) or TERMINAL_STATUSES
         wrong = sorted(wanted - TERMINAL_STATUSES)
         if wrong:
@@ -1279,7 +1004,7 @@ class Client:
         made after it began waiting.
         """
         self._check_open()
-        seconds = _check_seconds("timeout", timeout)
+        seconds = check_seconds("timeout", timeout)
         if self._changed_event is None:
             self._changed_event = asyncio.Event()
             self._spawn(self._watch_changes(), "jobsched-client-changes")
@@ -1314,22 +1039,6 @@ def _settle(
         future.set_result(result)
 
 
-def _check_count(what: str, value: Any, *, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{what} must be {bound}, got {value!r}")
-
-
-def _check_seconds(what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what} must be a number of seconds, got {value!r}")
-    if not (value >= 0 and math.isfinite(value)):
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
 def _limit_uses(raw: StoreStats) -> list[LimitUse]:
     """Each stored limit with what uses it now."""
     data = raw.limits or {}
@@ -1351,308 +1060,5 @@ def _limit_uses(raw: StoreStats) -> list[LimitUse]:
     return uses
 
 
-def wanted_statuses(
-    status: JobStatus | str | Iterable[JobStatus | str] | None,
-) -> frozenset[str] | None:
-    """The status values `status` names (one status or several; None: any),
-    or a `ValueError` naming an unknown one."""
-    if status is None:
-        return None
-    given = [status] if isinstance(status, JobStatus | str) else list(status)
-    known = {s.value for s in JobStatus}
-    values = set()
-    for one in given:
-        value = one.value if isinstance(one, JobStatus) else one
-        if value not in known:
-            raise ValueError(f"unknown status {one!r} (statuses: {', '.join(sorted(known))})")
-        values.add(value)
-    return frozenset(values)
-
-
-def check_page_query(
-    status: JobStatus | str | Iterable[JobStatus | str] | None,
-    type: str | None,
-    q: str | None,
-    limit: int,
-    offset: int,
-) -> frozenset[str] | None:
-    """The arguments of a ``page`` call checked (as every client checks them);
-    returns the status values wanted."""
-    wanted = wanted_statuses(status)
-    _check_count("limit", limit, low=1, high=1000)
-    _check_count("offset", offset, low=0)
-    for what, value in (("type", type), ("q", q)):
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{what} must be a string, got {value!r}")
-    return wanted
-
-
-def finished_result(info: JobInfo) -> Any:
-    """A finished job's result, or `JobFailedError` if it did not complete."""
-    if info.status is JobStatus.COMPLETED:
-        return info.result
-    raise JobFailedError.from_job(info.job_id, info.status.value, info.last_error, info.attempts)
-
-
-class BlockingClient:
-    """`Client` as plain calls, for code without an event loop (Django, Flask, scripts).
-
-    ``with BlockingClient("postgresql://host/db") as client: client.submit(job)``.
-    It runs a `Client` on an event loop in its own daemon thread; every
-    method hands its call to that loop and blocks until it is answered, so
-    several threads may use one client at once. `close` (or leaving the
-    ``with`` block) stops the thread; a closed client refuses every call.
-
-    A client opened before the process forks (gunicorn ``--preload``,
-    Celery's prefork pool, multiprocessing's "fork") reopens itself in each
-    child at its first call there: a new connection, loop and thread of the
-    child's own, while the parent's stay the parent's (never used or closed
-    in the child). That needs the store as a URL; one given as a store
-    object cannot be rebuilt, and the child's calls raise `SchedulerError`
-    saying so.
-    """
-
-    def __init__(
-        self,
-        store: Any,
-        *,
-        plugins: PluginManager | None = None,
-        strategy: Any = "priority",
-        limits: Limits | None = None,
-    ) -> None:
-        self._client = Client(store, plugins=plugins, strategy=strategy, limits=limits)
-        # What a forked child builds its own Client from (`_reopen`).
-        self._store = store
-        self._options: dict[str, Any] = {"plugins": plugins, "strategy": strategy, "limits": limits}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        # Opened in a process this one forked from: reopen before the next call.
-        self._parents = False
-        self._lock = threading.Lock()
-        _clients.add(self)
-
-    def __repr__(self) -> str:
-        return f"BlockingClient({self._client.store.url!r})"
-
-    @property
-    def client(self) -> Client:
-        """The async `Client` it runs (for its attributes; call it only on its loop)."""
-        return self._client
-
-    def open(self) -> BlockingClient:
-        """Start the loop thread and open the client; returns self."""
-        with self._lock:
-            if self._closed:
-                raise SchedulerError(f"{self!r} is closed; open a new client")
-            if self._loop is not None:
-                raise SchedulerError(f"{self!r} was already opened; a client opens once")
-            self._start_loop()
-        try:
-            self._call(Client.open)
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def _start_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(
-            target=loop.run_forever, name="jobsched-blocking-client", daemon=True
-        )
-        thread.start()
-        self._loop, self._thread = loop, thread
-        return loop, thread
-
-    def _forked(self) -> None:
-        """In a forked child: the loop, its thread and the client are the parent's."""
-        # Another thread of the parent may have held the lock at the fork.
-        self._lock = threading.Lock()
-        if self._loop is not None and not self._closed:
-            self._parents = True
-
-    def _reopen(self) -> None:
-        """In a forked child: a client, loop and thread of this process's own."""
-        with self._lock:
-            if not self._parents or self._closed:
-                return
-            if not isinstance(self._store, str):
-                raise SchedulerError(
-                    f"{self!r} was opened before this process ({os.getpid()}) forked, with a "
-                    "store object, which cannot be rebuilt here: its connection stays the "
-                    "parent's. Open a new BlockingClient in the child, or give the store's "
-                    "URL, and the client reopens itself in each child"
-                )
-            # The parent's client, loop and thread are let go, never called or
-            # closed: as SQLAlchemy's dispose(close=False) does. Collected before
-            # this process connects: psycopg never ends a session from a process
-            # that did not open it, and a SQLite handle collected here releases
-            # this process's own locks only, while one left open would share its
-            # lock bookkeeping with the new connection to the same file.
-            self._client = Client(self._store, **self._options)
-            self._loop = self._thread = None
-            gc.collect()
-            loop, thread = self._start_loop()
-            try:
-                asyncio.run_coroutine_threadsafe(self._client.open(), loop).result()
-            except BaseException:
-                # Not reopened: the next call tries again.
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join()
-                loop.close()
-                self._loop = self._thread = None
-                raise
-            self._parents = False
-        logger.info("client reopened after a fork", store=self._client.store.url, pid=os.getpid())
-
-    def close(self) -> None:
-        """Close the client and stop its thread. Closing twice is harmless.
-
-        In a forked child that has not reopened the client it only marks it
-        closed (what it holds is the parent's)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            loop, thread = self._loop, self._thread
-            if self._parents:
-                return
-        if loop is None or thread is None:
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._client.close(), loop).result()
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
-
-    def __enter__(self) -> BlockingClient:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _call(
-        self,
-        method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``method(client, *args, **kwargs)`` on the loop thread, its answer here."""
-        if self._parents:
-            self._reopen()
-        loop = self._loop
-        if self._closed or loop is None:
-            state = (
-                "closed; open a new client" if self._closed else "not open: use `with` or open()"
-            )
-            raise SchedulerError(f"{self!r} is {state}")
-        if threading.current_thread() is self._thread:
-            raise SchedulerError(f"{self!r} cannot be called from its own loop; use its Client")
-        coro = method(self._client, *args, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-    def submit(self, job: Job | Workflow, **options: Any) -> str:
-        """`Client.submit` (a job or a workflow)."""
-        return self._call(Client.submit, job, **options)
-
-    def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
-        """`Client.submit_many`."""
-        return self._call(Client.submit_many, list(jobs))
-
-    def get(self, job_id: str) -> JobInfo:
-        """`Client.get`."""
-        return self._call(Client.get, job_id)
-
-    def dependents(self, job_id: str) -> list[str]:
-        """`Client.dependents`."""
-        return self._call(Client.dependents, job_id)
-
-    def jobs(self, **filters: Any) -> list[JobInfo]:
-        """`Client.jobs`."""
-        return self._call(Client.jobs, **filters)
-
-    def cancel(self, job_id: str) -> bool:
-        """`Client.cancel`."""
-        return self._call(Client.cancel, job_id)
-
-    def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
-        """`Client.wait`."""
-        return self._call(Client.wait, job_id, timeout=timeout)
-
-    def wait_many(self, job_ids: Iterable[str], timeout: float | None = None) -> list[JobInfo]:
-        """`Client.wait_many`."""
-        return self._call(Client.wait_many, id_list(job_ids, "wait_many"), timeout=timeout)
-
-    def add_schedule(self, job: Job, **options: Any) -> str:
-        """`Client.add_schedule` (the workers serve the schedule, and this client while open)."""
-        return self._call(Client.add_schedule, job, **options)
-
-    def cancel_schedule(self, schedule_id: str) -> bool:
-        """`Client.cancel_schedule`."""
-        return self._call(Client.cancel_schedule, schedule_id)
-
-    def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
-        """`Client.wait_schedule`."""
-        return self._call(Client.wait_schedule, schedule_id, timeout=timeout)
-
-    def result(self, job_id: str, timeout: float | None = None) -> Any:
-        """`Client.result`."""
-        return self._call(Client.result, job_id, timeout=timeout)
-
-    def page(self, **filters: Any) -> JobPage:
-        """`Client.page`."""
-        return self._call(Client.page, **filters)
-
-    def stats(self) -> Stats:
-        """`Client.stats`."""
-        return self._call(Client.stats)
-
-    def retry(self, job_id: str) -> JobInfo:
-        """`Client.retry`."""
-        return self._call(Client.retry, job_id)
-
-    def requeue(self, **filters: Any) -> list[str]:
-        """`Client.requeue`."""
-        return self._call(Client.requeue, **filters)
-
-    def purge(self, *, older_than: float, status: Any = None) -> int:
-        """`Client.purge`."""
-        return self._call(Client.purge, older_than=older_than, status=status)
-
-    def schedules(self) -> list[ScheduleInfo]:
-        """`Client.schedules`."""
-        return self._call(Client.schedules)
-
-    def pause_schedule(self, schedule_id: str) -> bool:
-        """`Client.pause_schedule`."""
-        return self._call(Client.pause_schedule, schedule_id)
-
-    def resume_schedule(self, schedule_id: str) -> bool:
-        """`Client.resume_schedule`."""
-        return self._call(Client.resume_schedule, schedule_id)
-
-    def trigger_schedule(self, schedule_id: str) -> str:
-        """`Client.trigger_schedule`."""
-        return self._call(Client.trigger_schedule, schedule_id)
-
-    def pause_queue(self) -> bool:
-        """`Client.pause_queue`."""
-        return self._call(Client.pause_queue)
-
-    def resume_queue(self) -> bool:
-        """`Client.resume_queue`."""
-        return self._call(Client.resume_queue)
-
-    def queue_paused(self) -> bool:
-        """`Client.queue_paused`."""
-        return self._call(Client.queue_paused)
-
-    def wait_for_change(self, timeout: float) -> bool:
-        """`Client.wait_for_change`."""
-        return self._call(Client.wait_for_change, timeout)
+#: Client implements the operator contract: mypy checks it here.
+_OPERATOR: type[OperatorAPI] = Client

@@ -20,7 +20,16 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._client import (
+from ._codec import JobCodec
+from ._errors import (
+    SchedulerError,
+    UnknownJobError,
+)
+from ._job import FunctionJob, Job, callable_name
+from ._limits import job_type_of
+from ._operator import OperatorAPI
+from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
+from ._records import (
     Attempt,
     JobInfo,
     JobPage,
@@ -34,14 +43,6 @@ from ._client import (
     finished_result,
     wanted_statuses,
 )
-from ._codec import JobCodec
-from ._errors import (
-    SchedulerError,
-    UnknownJobError,
-)
-from ._job import FunctionJob, Job, callable_name
-from ._limits import job_type_of
-from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobPriority, JobStatus
 from ._submission import Submission, check_job_options, check_workflow_options
@@ -663,3 +664,7 @@ def _matches(info: JobInfo, needle: str) -> bool:
         return needle in encode_json(info.args).lower()
     except (TypeError, ValueError):
         return needle in json.dumps(info.args, default=repr).lower()
+
+
+#: LocalClient implements the operator contract: mypy checks it here.
+_OPERATOR: type[OperatorAPI] = LocalClient

@@ -17,8 +17,8 @@ from ._options import NOT_GIVEN, NotGiven
 from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
-    from ._client import JobInfo, JobPage, ScheduleInfo, Stats
     from ._job import Job
+    from ._records import JobInfo, JobPage, ScheduleInfo, Stats
     from ._submission import Submission
     from ._workflow import Workflow
 
