@@ -480,6 +480,20 @@ def test_both_clients_implement_the_operator_api(implementation: type[OperatorAP
         assert [p for p in here if p in positional] == positional, name
 
 
+def test_the_blocking_client_has_every_operator_call_as_a_plain_call(tmp_path: Path) -> None:
+    client = BlockingClient(f"sqlite:///{tmp_path / 'jobs.db'}")
+    for name in OPERATOR_METHODS:
+        if name in ("open", "close"):  # its own: plain calls of a client with a thread
+            continue
+        call = getattr(client, name)
+        assert not inspect.iscoroutinefunction(call), name
+        wanted = _parameters(getattr(OperatorAPI, name))
+        wanted.pop("self")
+        here = _parameters(call)
+        assert {p: here.get(p) for p in wanted} == wanted, name
+        assert call.__doc__ == getattr(Client, name).__doc__, name
+
+
 async def test_every_client_is_an_operator_api(tmp_path: Path) -> None:
     async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
         assert isinstance(local, OperatorAPI)

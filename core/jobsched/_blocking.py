@@ -1,38 +1,71 @@
 """`BlockingClient`: `Client` as plain calls, for code without an event loop.
 
-It runs a `Client` on its own loop thread and hands each call to it with
-`asyncio.run_coroutine_threadsafe`, so any number of threads may share one.
-Across `os.fork` a client made from a store URL reopens itself in the child
-at its first call there (a connection, loop and thread of its own).
+A `Client` runs on a `Portal` (an event loop on a thread of its own), and
+each method of `BlockingClient` is derived from the `Client` coroutine of
+the same name (`_Blocking`): it hands the call to the portal and blocks until
+it is answered, so any number of threads may share one client. Across
+`os.fork` a client made from a store URL reopens itself in the child at its
+first call there (a connection, loop and thread of its own).
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
+import inspect
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import structlog
 
 from ._client import Client
 from ._errors import SchedulerError
 from ._fork import on_fork_in_child
-from ._job import Job
 from ._limits import Limits
-from ._options import id_list
 from ._plugins import PluginManager
-from ._records import JobInfo, JobPage, ScheduleInfo, Stats
-from ._submission import Submission
-from ._workflow import Workflow
+from ._portal import Portal
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 logger = structlog.get_logger("jobsched.client")
+
+
+class _Blocking(Generic[P, T]):
+    """A `Client` coroutine as a plain method of `BlockingClient`: same
+    parameters, same docstring, its result (or exception) returned in the
+    calling thread."""
+
+    def __init__(self, method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]]) -> None:
+        self.name = method.__name__
+        self.__doc__ = method.__doc__
+        # What help() and inspect show: the coroutine's parameters, but self.
+        signature = inspect.signature(method)
+        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    @overload
+    def __get__(self, client: None, owner: type[BlockingClient]) -> _Blocking[P, T]: ...
+
+    @overload
+    def __get__(self, client: BlockingClient, owner: type[BlockingClient]) -> Callable[P, T]: ...
+
+    def __get__(
+        self, client: BlockingClient | None, owner: type[BlockingClient]
+    ) -> _Blocking[P, T] | Callable[P, T]:
+        if client is None:
+            return self
+        name = self.name
+
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            method: Callable[P, Coroutine[Any, Any, T]] = getattr(client._ready(), name)
+            return client._portal_of().call(method, *args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = self.__doc__
+        call.__dict__["__signature__"] = self.signature
+        return call
 
 
 class BlockingClient:
@@ -65,8 +98,7 @@ class BlockingClient:
         # What a forked child builds its own Client from (`_reopen`).
         self._store = store
         self._options: dict[str, Any] = {"plugins": plugins, "strategy": strategy, "limits": limits}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._portal: Portal | None = None
         self._closed = False
         # Opened in a process this one forked from: reopen before the next call.
         self._parents = False
@@ -81,35 +113,56 @@ class BlockingClient:
         """The async `Client` it runs (for its attributes; call it only on its loop)."""
         return self._client
 
+    # ── lifecycle ───────────────────────────────────────────────────
     def open(self) -> BlockingClient:
         """Start the loop thread and open the client; returns self."""
         with self._lock:
             if self._closed:
                 raise SchedulerError(f"{self!r} is closed; open a new client")
-            if self._loop is not None:
+            if self._portal is not None:
                 raise SchedulerError(f"{self!r} was already opened; a client opens once")
-            self._start_loop()
+            portal = self._portal = Portal("jobsched-blocking-client")
         try:
-            self._call(Client.open)
+            portal.call(self._client.open)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _start_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(
-            target=loop.run_forever, name="jobsched-blocking-client", daemon=True
-        )
-        thread.start()
-        self._loop, self._thread = loop, thread
-        return loop, thread
+    def close(self) -> None:
+        """Close the client and stop its thread. Closing twice is harmless.
 
+        In a forked child that has not reopened the client it only marks it
+        closed (what it holds is the parent's)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            portal = self._portal
+            if self._parents or portal is None:
+                return
+        try:
+            portal.call(self._client.close)
+        finally:
+            portal.stop()
+
+    def __enter__(self) -> BlockingClient:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ── across a fork ───────────────────────────────────────────────
     def _forked(self) -> None:
         """In a forked child: the loop, its thread and the client are the parent's."""
         # Another thread of the parent may have held the lock at the fork.
         self._lock = threading.Lock()
-        if self._loop is not None and not self._closed:
+        if self._portal is not None and not self._closed:
             self._parents = True
 
     def _reopen(self) -> None:
@@ -131,169 +184,59 @@ class BlockingClient:
             # this process's own locks only, while one left open would share its
             # lock bookkeeping with the new connection to the same file.
             self._client = Client(self._store, **self._options)
-            self._loop = self._thread = None
+            self._portal = None
             gc.collect()
-            loop, thread = self._start_loop()
+            portal = Portal("jobsched-blocking-client")
             try:
-                asyncio.run_coroutine_threadsafe(self._client.open(), loop).result()
+                portal.call(self._client.open)
             except BaseException:
-                # Not reopened: the next call tries again.
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join()
-                loop.close()
-                self._loop = self._thread = None
+                portal.stop()  # not reopened: the next call tries again
                 raise
+            self._portal = portal
             self._parents = False
         logger.info("client reopened after a fork", store=self._client.store.url, pid=os.getpid())
 
-    def close(self) -> None:
-        """Close the client and stop its thread. Closing twice is harmless.
-
-        In a forked child that has not reopened the client it only marks it
-        closed (what it holds is the parent's)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            loop, thread = self._loop, self._thread
-            if self._parents:
-                return
-        if loop is None or thread is None:
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._client.close(), loop).result()
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
-
-    def __enter__(self) -> BlockingClient:
-        return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _call(
-        self,
-        method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """``method(client, *args, **kwargs)`` on the loop thread, its answer here."""
+    # ── the calls ───────────────────────────────────────────────────
+    def _ready(self) -> Client:
+        """The client to call, reopened first in a forked child."""
         if self._parents:
             self._reopen()
-        loop = self._loop
-        if self._closed or loop is None:
+        return self._client
+
+    def _portal_of(self) -> Portal:
+        """The portal to call through; refused if closed, not open, or from its own loop."""
+        portal = self._portal
+        if self._closed or portal is None:
             state = (
                 "closed; open a new client" if self._closed else "not open: use `with` or open()"
             )
             raise SchedulerError(f"{self!r} is {state}")
-        if threading.current_thread() is self._thread:
+        if portal.in_loop_thread():
             raise SchedulerError(f"{self!r} cannot be called from its own loop; use its Client")
-        coro = method(self._client, *args, **kwargs)
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return portal
 
-    def submit(self, job: Job | Workflow, **options: Any) -> str:
-        """`Client.submit` (a job or a workflow)."""
-        return self._call(Client.submit, job, **options)
-
-    def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
-        """`Client.submit_many`."""
-        return self._call(Client.submit_many, list(jobs))
-
-    def get(self, job_id: str) -> JobInfo:
-        """`Client.get`."""
-        return self._call(Client.get, job_id)
-
-    def dependents(self, job_id: str) -> list[str]:
-        """`Client.dependents`."""
-        return self._call(Client.dependents, job_id)
-
-    def jobs(self, **filters: Any) -> list[JobInfo]:
-        """`Client.jobs`."""
-        return self._call(Client.jobs, **filters)
-
-    def cancel(self, job_id: str) -> bool:
-        """`Client.cancel`."""
-        return self._call(Client.cancel, job_id)
-
-    def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
-        """`Client.wait`."""
-        return self._call(Client.wait, job_id, timeout=timeout)
-
-    def wait_many(self, job_ids: Iterable[str], timeout: float | None = None) -> list[JobInfo]:
-        """`Client.wait_many`."""
-        return self._call(Client.wait_many, id_list(job_ids, "wait_many"), timeout=timeout)
-
-    def add_schedule(self, job: Job, **options: Any) -> str:
-        """`Client.add_schedule` (the workers serve the schedule, and this client while open)."""
-        return self._call(Client.add_schedule, job, **options)
-
-    def cancel_schedule(self, schedule_id: str) -> bool:
-        """`Client.cancel_schedule`."""
-        return self._call(Client.cancel_schedule, schedule_id)
-
-    def wait_schedule(self, schedule_id: str, timeout: float | None = None) -> None:
-        """`Client.wait_schedule`."""
-        return self._call(Client.wait_schedule, schedule_id, timeout=timeout)
-
-    def result(self, job_id: str, timeout: float | None = None) -> Any:
-        """`Client.result`."""
-        return self._call(Client.result, job_id, timeout=timeout)
-
-    def page(self, **filters: Any) -> JobPage:
-        """`Client.page`."""
-        return self._call(Client.page, **filters)
-
-    def stats(self) -> Stats:
-        """`Client.stats`."""
-        return self._call(Client.stats)
-
-    def retry(self, job_id: str) -> JobInfo:
-        """`Client.retry`."""
-        return self._call(Client.retry, job_id)
-
-    def requeue(self, **filters: Any) -> list[str]:
-        """`Client.requeue`."""
-        return self._call(Client.requeue, **filters)
-
-    def purge(self, *, older_than: float, status: Any = None) -> int:
-        """`Client.purge`."""
-        return self._call(Client.purge, older_than=older_than, status=status)
-
-    def schedules(self) -> list[ScheduleInfo]:
-        """`Client.schedules`."""
-        return self._call(Client.schedules)
-
-    def pause_schedule(self, schedule_id: str) -> bool:
-        """`Client.pause_schedule`."""
-        return self._call(Client.pause_schedule, schedule_id)
-
-    def resume_schedule(self, schedule_id: str) -> bool:
-        """`Client.resume_schedule`."""
-        return self._call(Client.resume_schedule, schedule_id)
-
-    def trigger_schedule(self, schedule_id: str) -> str:
-        """`Client.trigger_schedule`."""
-        return self._call(Client.trigger_schedule, schedule_id)
-
-    def pause_queue(self) -> bool:
-        """`Client.pause_queue`."""
-        return self._call(Client.pause_queue)
-
-    def resume_queue(self) -> bool:
-        """`Client.resume_queue`."""
-        return self._call(Client.resume_queue)
-
-    def queue_paused(self) -> bool:
-        """`Client.queue_paused`."""
-        return self._call(Client.queue_paused)
-
-    def wait_for_change(self, timeout: float) -> bool:
-        """`Client.wait_for_change`."""
-        return self._call(Client.wait_for_change, timeout)
+    submit = _Blocking(Client.submit)
+    submit_many = _Blocking(Client.submit_many)
+    get = _Blocking(Client.get)
+    dependents = _Blocking(Client.dependents)
+    jobs = _Blocking(Client.jobs)
+    cancel = _Blocking(Client.cancel)
+    wait = _Blocking(Client.wait)
+    wait_many = _Blocking(Client.wait_many)
+    result = _Blocking(Client.result)
+    add_schedule = _Blocking(Client.add_schedule)
+    cancel_schedule = _Blocking(Client.cancel_schedule)
+    wait_schedule = _Blocking(Client.wait_schedule)
+    page = _Blocking(Client.page)
+    stats = _Blocking(Client.stats)
+    retry = _Blocking(Client.retry)
+    requeue = _Blocking(Client.requeue)
+    purge = _Blocking(Client.purge)
+    schedules = _Blocking(Client.schedules)
+    pause_schedule = _Blocking(Client.pause_schedule)
+    resume_schedule = _Blocking(Client.resume_schedule)
+    trigger_schedule = _Blocking(Client.trigger_schedule)
+    pause_queue = _Blocking(Client.pause_queue)
+    resume_queue = _Blocking(Client.resume_queue)
+    queue_paused = _Blocking(Client.queue_paused)
+    wait_for_change = _Blocking(Client.wait_for_change)
