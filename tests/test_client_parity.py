@@ -22,6 +22,7 @@ from jobsched import (
     JobScheduler,
     LocalClient,
     OperatorAPI,
+    SchedulerError,
     Submission,
     UnknownJobError,
     build_job,
@@ -364,8 +365,8 @@ class _OnScheduler:
         self.scheduler = scheduler
         self.reader = LocalClient(scheduler)
 
-    async def submit(self, job: Any, **options: Any) -> str:
-        return self.scheduler.submit(job, **options)
+    async def submit(self, job: Any, *args: Any, **options: Any) -> str:
+        return self.scheduler.submit(job, *args, **options)
 
     async def submit_many(self, jobs: Any) -> list[str]:
         return self.scheduler.submit_many(jobs)
@@ -445,6 +446,60 @@ async def test_bad_options_on_a_job_fail_alike_on_every_api(api: Api, case: str)
         await api.submit_many(
             [email("b@example.com"), Submission(email("c@example.com"), **options)]
         )
+    assert await api.jobs() == []
+
+
+# ── functions: the in-process APIs run them, the shared ones refuse them ──
+def resize(image: str, width: int = 100) -> str:
+    return f"{image}@{width}"
+
+
+def resize_cat() -> str:
+    return resize("cat.png")
+
+
+FUNCTION_OPTIONS: dict[str, Any] = {
+    "priority": "high",
+    "timeout": 5,
+    "retry": {"policy": "fixed", "seconds": 1, "max_retries": 2},
+    "name": "resize-cat",
+    "key": "resize-1",
+    "result_ttl": 30,
+}
+
+
+def _in_process(api: Api) -> bool:
+    return isinstance(api, LocalClient | _OnScheduler)
+
+
+async def test_options_on_a_function_mean_the_same_on_every_api(api: Api) -> None:
+    if not _in_process(api):
+        # No other process could run it: refused with the reason, nothing stored.
+        with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+            await api.submit(resize, **FUNCTION_OPTIONS)
+        with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+            await api.submit_many([Submission(resize_cat, priority="high")])
+        assert await api.jobs() == []
+        return
+    job_id = await api.submit(resize, "cat.png", **FUNCTION_OPTIONS)
+    again = await api.submit(resize, "dog.png", key="resize-1")  # known key: that job's id
+    (batched,) = await api.submit_many([Submission(resize_cat, timeout=False, name="later")])
+    info, later = await api.get(job_id), await api.get(batched)
+    assert again == job_id
+    assert (info.name, info.priority.name, info.key) == ("resize-cat", "HIGH", "resize-1")
+    assert (info.options["timeout"], info.result_expires) == (5, None)
+    assert (later.name, later.options["timeout"]) == ("later", None)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JOB_OPTIONS))
+async def test_bad_options_on_a_function_fail_alike_on_every_api(api: Api, case: str) -> None:
+    options, error, text = BAD_JOB_OPTIONS[case]
+    if not _in_process(api):
+        error, text = SchedulerError, "a plain function cannot be stored"
+    with pytest.raises(error, match=text):
+        await api.submit(resize_cat, **options)
+    with pytest.raises(error, match=text):
+        await api.submit_many([email("b@example.com"), Submission(resize_cat, **options)])
     assert await api.jobs() == []
 
 

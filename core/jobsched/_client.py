@@ -21,11 +21,9 @@ import math
 import os
 import secrets
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence, Set
+from collections.abc import Coroutine, Iterable, Mapping, Set
 from types import TracebackType
 from typing import Any
-
-import attrs
 
 from ._codec import JobCodec, sort_key
 from ._errors import (
@@ -60,15 +58,9 @@ from ._records import (
 )
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
-from ._submission import (
-    Submission,
-    check_submission,
-    check_workflow_options,
-    overrides,
-    with_options,
-)
+from ._submission import Submission, check_workflow_options, plan
 from ._trigger_rules import ALL_SUCCESS
-from ._workflow import Workflow, expand
+from ._workflow import Workflow
 from .backends.schedules import (
     ended,
     next_fire,
@@ -98,7 +90,8 @@ _SAFETY_POLL = 5.0
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
-def _refuse_functions(job: Any) -> None:
+def _storable(job: Any) -> Job:
+    """`job` if a store can keep it (a `Job` of a registered type), else the refusal."""
     if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
         raise SchedulerError(
             f"{job!r}: a plain function cannot be stored in a shared store "
@@ -106,39 +99,11 @@ def _refuse_functions(job: Any) -> None:
         )
     if not isinstance(job, Job):
         raise TypeError(f"submit() takes a Job, got {job!r}")
+    return job
 
 
 #: The stored jobs a submit without dependencies needs.
 _NOTHING: frozenset[str] = frozenset()
-
-
-def _plain(item: Submission) -> bool:
-    """Whether `item` is a job with none of `submit`'s options (dependencies
-    aside) and no `result_of` markers to look for."""
-    return (
-        item.delay == 0.0
-        and item.key is None
-        and item.unique_key is None
-        and item.trigger_rule == ALL_SUCCESS
-        and not _takes_results(item.job)
-        and not overrides(item)
-    )
-
-
-def _takes_results(job: object) -> bool:
-    """Whether `job` may hold `result_of` markers; True for what is not a job
-    (the checked path refuses it with the reason)."""
-    return bool(getattr(job, "takes_results", True))
-
-
-@attrs.frozen
-class _Encoded:
-    """A job checked and encoded for the store, before it has its final id."""
-
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any]
-    sort_key: tuple[float, ...]
 
 
 class Client:
@@ -339,15 +304,10 @@ class Client:
                 timeout=timeout,
                 trigger_rule=trigger_rule,
             )
-            plan = job.plan(())
             self._check_open()
-            planned = self._rows(
-                [
-                    Submission(j, depends_on=after or tuple(id_list(depends_on, "depends_on")))
-                    for j, after in plan
-                ]
-            )
-            return (await self._store(*planned))[-1]
+            deps = tuple(id_list(depends_on, "depends_on"))
+            steps = [Submission(j, depends_on=after or deps) for j, after in job.plan(())]
+            return (await self._store(*self._rows(steps)))[-1]
         self._check_open()
         # Checked and encoded now: a bad job is refused at the call.
         rows: list[NewJob]
@@ -364,7 +324,7 @@ class Client:
             and result_ttl is None
             and keep_result is None
             and trigger_rule == ALL_SUCCESS
-            and not _takes_results(job)
+            and not getattr(job, "takes_results", True)
         ):
             now = time.time()
             rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
@@ -439,104 +399,83 @@ class Client:
         one bad job stores none.
         """
         self._check_open()
-        items = [
-            item if isinstance(item, Submission) else Submission(item, depends_on=after)
-            for item, after in expand(jobs)
-        ]
-        rows, outside = self._rows(items)
+        rows, outside = self._rows(jobs)
         return await self._store(rows, outside)
 
-    def _rows(self, items: Sequence[Submission]) -> tuple[list[NewJob], set[str]]:
-        """The store rows for `items` (each checked), and the stored ids they depend on."""
+    def _rows(self, jobs: Iterable[Any]) -> tuple[list[NewJob], frozenset[str]]:
+        """The store rows for `jobs` (as `submit_many` takes them), each checked
+        by the one batch planner, and the stored ids they depend on."""
+        planned = plan(
+            jobs, self.plugins, as_job=_storable, new_id=self._new_id, hooks=self._submit_hooks
+        )
         now = time.time()
         offset = now - time.monotonic()
-        rows: list[NewJob] = []
-        ids_in_batch: dict[int, str] = {}
-        in_batch: set[str] = set()  # the ids given so far, for result_of's upstreams
-        outside: set[str] = set()
+        outside = set(planned.outside)
+        ids_of: dict[int, str] = {}  # the batch's jobs so far, for result_of markers
+        batch_ids = {p.job_id for p in planned.jobs}
 
         def id_of(job: Job) -> str:
-            if id(job) not in ids_in_batch:
+            if id(job) not in ids_of:
                 raise ValueError(
                     f"result_of: {job!r} is not an earlier job of this batch; "
                     "name a stored job by the id submit returned"
                 )
-            return ids_in_batch[id(job)]
+            return ids_of[id(job)]
 
-        for item in items:
-            if not self._submit_hooks and not item.depends_on and _plain(item):
-                row = self._plain_row(item.job, now, offset)
-                ids_in_batch[id(item.job)] = row.job_id
-                in_batch.add(row.job_id)
-                rows.append(row)
-                continue
-            encoded = self._encode(item, now, offset, id_of)
-            job_id = f"{new_job_id()}-{self._id_suffix}"
-            depends_on: list[str] = []
-            upstreams: Iterable[Any] = item.depends_on
-            if item.job.takes_results:
-                # The markers' upstreams, already named by id in the encoded args.
+        rows: list[NewJob] = []
+        for p in planned.jobs:
+            item, job = p.item, p.job
+            type_name, args, options = self.codec.describe_data(job, offset, id_of)
+            depends_on = p.depends_on
+            if job.takes_results:
+                # The markers' upstreams, named by id in the encoded args.
                 marked = [
                     upstream
-                    for value in encoded.args.values()
+                    for value in args.values()
                     for marker in markers_in(value)
                     for upstream in marker.ids(str)
                 ]
-                if marked:
-                    known = {ids_in_batch.get(id(d), d) for d in upstreams}
-                    upstreams = [*upstreams, *(m for m in dict.fromkeys(marked) if m not in known)]
-            for dep in upstreams:
-                if isinstance(dep, Job):
-                    if id(dep) not in ids_in_batch:
-                        raise ValueError(
-                            f"depends_on: {dep!r} is not an earlier job of this batch; "
-                            "name a stored job by the id submit returned"
-                        )
-                    depends_on.append(ids_in_batch[id(dep)])
-                elif isinstance(dep, str):
-                    depends_on.append(dep)
-                    if dep not in in_batch:
-                        outside.add(dep)
-                else:
-                    raise TypeError(f"depends_on takes job ids, got {dep!r}")
-            if item.trigger_rule != ALL_SUCCESS and not depends_on:
-                # result_of's upstreams count: a rule may rest on them alone.
-                raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
-            ids_in_batch[id(item.job)] = job_id
-            in_batch.add(job_id)
+                extra = [m for m in dict.fromkeys(marked) if m not in depends_on]
+                outside.update(m for m in extra if m not in batch_ids)
+                depends_on = (*depends_on, *extra)
+                if item.trigger_rule != ALL_SUCCESS and not depends_on:
+                    raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
+            ids_of[id(item.job)] = p.job_id
             rows.append(
                 NewJob(
-                    job_id=job_id,
+                    job_id=p.job_id,
                     key=item.key,
-                    type=encoded.type,
-                    args=encoded.args,
-                    options=encoded.options,
+                    type=type_name,
+                    args=args,
+                    options=options,
                     run_at=now + item.delay,
                     submitted_at=now,
-                    sort_key=encoded.sort_key,
-                    depends_on=tuple(depends_on),
+                    sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
+                    depends_on=depends_on,
                     submitted_by=self.identity,
                     unique_key=item.unique_key,
                     trigger_rule=item.trigger_rule,
                 )
             )
-        return rows, outside
+        return rows, frozenset(outside)
+
+    def _new_id(self, job: Job) -> str:
+        return f"{new_job_id()}-{self._id_suffix}"
 
     def _plain_row(self, job: Job, now: float, offset: float) -> NewJob:
         """The row of a job submitted without options (the common case, kept lean)."""
         if self._submit_hooks:
-            rows, _ = self._rows([Submission(job)])
+            rows, _ = self._rows([job])
             return rows[0]
-        _refuse_functions(job)
-        encoded = self._describe(job, now, offset)
+        type_name, args, options = self.codec.describe_data(_storable(job), offset)
         return NewJob(
-            job_id=f"{new_job_id()}-{self._id_suffix}",
-            type=encoded.type,
-            args=encoded.args,
-            options=encoded.options,
+            job_id=self._new_id(job),
+            type=type_name,
+            args=args,
+            options=options,
             run_at=now,
             submitted_at=now,
-            sort_key=encoded.sort_key,
+            sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
             submitted_by=self.identity,
         )
 
@@ -548,37 +487,6 @@ class Client:
             if unknown:
                 raise UnknownJobError(f"unknown dependencies: {unknown}")
         return list(await self.store.insert(rows))
-
-    def _encode(
-        self,
-        item: Submission,
-        now: float,
-        offset: float,
-        id_of: Callable[[Job], str] | None = None,
-    ) -> _Encoded:
-        """`item`'s job as data, its options overridden and checked, and its sort key.
-
-        `offset` turns the job's monotonic times into wall-clock time; `id_of`
-        names an earlier job of the batch that a `result_of` marker holds.
-        """
-        check_submission(item)
-        _refuse_functions(item.job)
-        # The codec describes the job as it will be stored: a copy with the
-        # submit's options, so the caller's job is never changed. Without
-        # options to set or hooks that may change it, the job itself is read.
-        if not self._submit_hooks and not overrides(item):
-            return self._describe(item.job, now, offset, id_of)
-        probe = with_options(item.job, item, self.plugins, self._submit_hooks)
-        return self._describe(probe, now, offset, id_of)
-
-    def _describe(
-        self, job: Job, now: float, offset: float, id_of: Callable[[Job], str] | None = None
-    ) -> _Encoded:
-        """`job` as the store keeps it (the codec), and its sort key; `offset`
-        turns its monotonic times into wall-clock time."""
-        type_name, args, options = self.codec.describe_data(job, offset, id_of)
-        key = sort_key(self.strategy.key, job, submitted_at=now, offset=offset)
-        return _Encoded(type_name, args, options, key)
 
     # ── looking up ──────────────────────────────────────────────────
     async def get(self, job_id: str) -> JobInfo:
@@ -730,7 +638,7 @@ class Client:
         schedule no process fires is flagged `ScheduleInfo.overdue`.
         """
         self._check_open()
-        _refuse_functions(job)
+        _storable(job)
         now = time.time()
         row = schedule_row(
             self.codec,
