@@ -7,9 +7,10 @@ in memory, a `Client` and a `BlockingClient` on a shared SQLite file, a
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -20,13 +21,25 @@ from jobsched import (
     JobInfo,
     JobScheduler,
     LocalClient,
+    OperatorAPI,
+    SchedulerError,
     Submission,
     UnknownJobError,
     build_job,
 )
 from task_examples import add, send_email
 
-Api = Any  # a Client, a LocalClient, or a JobScheduler or BlockingClient made alike
+
+class Api(Protocol):
+    """What the scenarios call: `OperatorAPI`'s submitting and reading part,
+    which a `JobScheduler` and a `BlockingClient` are made to offer alike."""
+
+    async def submit(self, job: Any, **options: Any) -> str: ...
+    async def submit_many(self, jobs: Any) -> list[str]: ...
+    async def get(self, job_id: str) -> JobInfo: ...
+    async def jobs(self) -> list[JobInfo]: ...
+
+
 #: Every API that submits: the same calls, the same jobs, the same errors.
 APIS = ("scheduler", "local", "client", "blocking", "postgres")
 
@@ -352,8 +365,8 @@ class _OnScheduler:
         self.scheduler = scheduler
         self.reader = LocalClient(scheduler)
 
-    async def submit(self, job: Any, **options: Any) -> str:
-        return self.scheduler.submit(job, **options)
+    async def submit(self, job: Any, *args: Any, **options: Any) -> str:
+        return self.scheduler.submit(job, *args, **options)
 
     async def submit_many(self, jobs: Any) -> list[str]:
         return self.scheduler.submit_many(jobs)
@@ -434,3 +447,111 @@ async def test_bad_options_on_a_job_fail_alike_on_every_api(api: Api, case: str)
             [email("b@example.com"), Submission(email("c@example.com"), **options)]
         )
     assert await api.jobs() == []
+
+
+# ── functions: the in-process APIs run them, the shared ones refuse them ──
+def resize(image: str, width: int = 100) -> str:
+    return f"{image}@{width}"
+
+
+def resize_cat() -> str:
+    return resize("cat.png")
+
+
+FUNCTION_OPTIONS: dict[str, Any] = {
+    "priority": "high",
+    "timeout": 5,
+    "retry": {"policy": "fixed", "seconds": 1, "max_retries": 2},
+    "name": "resize-cat",
+    "key": "resize-1",
+    "result_ttl": 30,
+}
+
+
+def _in_process(api: Api) -> bool:
+    return isinstance(api, LocalClient | _OnScheduler)
+
+
+async def test_options_on_a_function_mean_the_same_on_every_api(api: Api) -> None:
+    if not _in_process(api):
+        # No other process could run it: refused with the reason, nothing stored.
+        with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+            await api.submit(resize, **FUNCTION_OPTIONS)
+        with pytest.raises(SchedulerError, match="a plain function cannot be stored"):
+            await api.submit_many([Submission(resize_cat, priority="high")])
+        assert await api.jobs() == []
+        return
+    job_id = await api.submit(resize, "cat.png", **FUNCTION_OPTIONS)
+    again = await api.submit(resize, "dog.png", key="resize-1")  # known key: that job's id
+    (batched,) = await api.submit_many([Submission(resize_cat, timeout=False, name="later")])
+    info, later = await api.get(job_id), await api.get(batched)
+    assert again == job_id
+    assert (info.name, info.priority.name, info.key) == ("resize-cat", "HIGH", "resize-1")
+    assert (info.options["timeout"], info.result_expires) == (5, None)
+    assert (later.name, later.options["timeout"]) == ("later", None)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JOB_OPTIONS))
+async def test_bad_options_on_a_function_fail_alike_on_every_api(api: Api, case: str) -> None:
+    options, error, text = BAD_JOB_OPTIONS[case]
+    if not _in_process(api):
+        error, text = SchedulerError, "a plain function cannot be stored"
+    with pytest.raises(error, match=text):
+        await api.submit(resize_cat, **options)
+    with pytest.raises(error, match=text):
+        await api.submit_many([email("b@example.com"), Submission(resize_cat, **options)])
+    assert await api.jobs() == []
+
+
+# ── one contract: OperatorAPI ─────────────────────────────────────────────
+#: The members of the protocol (its coroutines), by name.
+OPERATOR_METHODS = sorted(
+    name
+    for name, value in vars(OperatorAPI).items()
+    if inspect.iscoroutinefunction(value) and not name.startswith("__")
+)
+
+
+def _parameters(function: Any) -> dict[str, tuple[Any, Any]]:
+    return {
+        p.name: (p.kind, p.default)
+        for p in inspect.signature(function).parameters.values()
+        if p.kind is not p.VAR_POSITIONAL and p.kind is not p.VAR_KEYWORD
+    }
+
+
+@pytest.mark.parametrize("implementation", [Client, LocalClient])
+def test_both_clients_implement_the_operator_api(implementation: type[OperatorAPI]) -> None:
+    assert {"submit", "get", "page", "retry", "wait_for_change"} <= set(OPERATOR_METHODS)
+    for name in OPERATOR_METHODS:
+        method = getattr(implementation, name)
+        assert inspect.iscoroutinefunction(method), name
+        wanted = _parameters(getattr(OperatorAPI, name))
+        # The protocol's parameters, of the same kind, with its defaults; an
+        # implementation may add its own (Client.jobs's schedule).
+        here = _parameters(method)
+        assert {p: here.get(p) for p in wanted} == wanted, name
+        positional = [p for p, (kind, _) in wanted.items() if kind is not kind.KEYWORD_ONLY]
+        assert [p for p in here if p in positional] == positional, name
+
+
+def test_the_blocking_client_has_every_operator_call_as_a_plain_call(tmp_path: Path) -> None:
+    client = BlockingClient(f"sqlite:///{tmp_path / 'jobs.db'}")
+    for name in OPERATOR_METHODS:
+        if name in ("open", "close"):  # its own: plain calls of a client with a thread
+            continue
+        call = getattr(client, name)
+        assert not inspect.iscoroutinefunction(call), name
+        wanted = _parameters(getattr(OperatorAPI, name))
+        wanted.pop("self")
+        here = _parameters(call)
+        assert {p: here.get(p) for p in wanted} == wanted, name
+        assert call.__doc__ == getattr(Client, name).__doc__, name
+
+
+async def test_every_client_is_an_operator_api(tmp_path: Path) -> None:
+    async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
+        assert isinstance(local, OperatorAPI)
+    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
+        assert isinstance(client, OperatorAPI)
+    assert not isinstance(scheduler, OperatorAPI)

@@ -14,20 +14,9 @@ from typing import Any
 
 import pluggy
 
+from ._blocking import BlockingClient
 from ._cancel import CancelToken, JobCancelledError, cancel_token, run_with_token
-from ._client import (
-    Attempt,
-    BlockingClient,
-    Client,
-    JobInfo,
-    JobPage,
-    LimitUse,
-    Progress,
-    ScheduleInfo,
-    Stats,
-    ThroughputBucket,
-    WorkerInfo,
-)
+from ._client import Client
 from ._errors import (
     BadArgumentsError,
     InvalidTransitionError,
@@ -56,6 +45,7 @@ from ._jobtypes import (
 )
 from ._limits import Limits, Rate, job_type_of
 from ._local_client import LocalClient
+from ._operator import OperatorAPI
 from ._options import MAX_DELAY, MAX_KEY_LENGTH, MAX_NESTING, MAX_RETRIES, MAX_WORKERS
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
@@ -70,6 +60,17 @@ from ._progress import (
     progress,
     progress_reporter,
     progress_sender,
+)
+from ._records import (
+    Attempt,
+    JobInfo,
+    JobPage,
+    LimitUse,
+    Progress,
+    ScheduleInfo,
+    Stats,
+    ThroughputBucket,
+    WorkerInfo,
 )
 from ._recurring import (
     COALESCE_POLICIES,
@@ -149,6 +150,7 @@ __all__ = [
     "LocalClient",
     "NonRetryableError",
     "NotPicklableError",
+    "OperatorAPI",
     "PluginError",
     "PluginManager",
     "PluginRecord",

@@ -11,7 +11,8 @@ that exits by itself (``os._exit``, an exec, a ``multiprocessing`` process)
 never gets there.
 
 `pid` is this process's id, kept current by an at-fork hook, so the check
-costs a comparison, not a system call.
+costs a comparison, not a system call. The same hook tells the clients of
+this process (`on_fork_in_child`) that what they hold is the parent's.
 """
 
 from __future__ import annotations
@@ -19,14 +20,31 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import weakref
+from collections.abc import Callable
 
 #: This process's id (set again in each forked child).
 pid = os.getpid()
+
+#: What to call in a forked child, by weak reference: a client that is gone
+#: is no longer told.
+_in_child: list[weakref.WeakMethod[Callable[[], None]]] = []
+
+
+def on_fork_in_child(method: Callable[[], None]) -> None:
+    """Call the bound `method` in each child this process forks, first thing
+    in its only thread (while its object lives)."""
+    _in_child[:] = [ref for ref in _in_child if ref() is not None]
+    _in_child.append(weakref.WeakMethod(method))
 
 
 def _after_fork_in_child() -> None:
     global pid
     pid = os.getpid()
+    for ref in list(_in_child):
+        method = ref()
+        if method is not None:
+            method()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

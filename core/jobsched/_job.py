@@ -17,6 +17,7 @@ from ._errors import BadArgumentsError
 from ._options import (
     check_retry_policy,
     to_keep_result,
+    to_name,
     to_priority,
     to_result_ttl,
     to_timeout,
@@ -399,7 +400,7 @@ class FunctionJob(Job):
                 f"{callable_name(fn)} is not a coroutine function: use model='thread' or 'process'"
             )
         super().__init__(
-            name or callable_name(fn),
+            callable_name(fn) if name is None else to_name(name),
             priority=priority,
             timeout=timeout,
             retry=retry,

@@ -20,7 +20,17 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._client import (
+from ._codec import JobCodec
+from ._errors import (
+    SchedulerError,
+    UnknownJobError,
+)
+from ._job import FunctionJob, Job, callable_name
+from ._limits import job_type_of
+from ._operator import OperatorAPI
+from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
+from ._records import (
+    THROUGHPUT_MINUTES,
     Attempt,
     JobInfo,
     JobPage,
@@ -34,17 +44,9 @@ from ._client import (
     finished_result,
     wanted_statuses,
 )
-from ._codec import JobCodec
-from ._errors import (
-    SchedulerError,
-    UnknownJobError,
-)
-from ._job import FunctionJob, Job, callable_name
-from ._limits import job_type_of
-from ._options import NOT_GIVEN, check_job_id, id_list
 from ._recurring import IntervalTrigger, RecurringSchedule
-from ._status import JobStatus
-from ._submission import Submission, check_job_options, check_workflow_options
+from ._status import JobPriority, JobStatus
+from ._submission import Submission
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
 from .backends import SharedBackend
@@ -53,8 +55,6 @@ from .store import encode_json, result_as_json
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
 
-#: Minutes of throughput `LocalClient.stats` reports (as `Client.stats`).
-_THROUGHPUT_MINUTES = 60
 _FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
 
 
@@ -129,6 +129,10 @@ class LocalClient:
         depends_on: Iterable[str] = (),
         key: str | None = None,
         unique_key: str | None = None,
+        priority: JobPriority | str | int | None = None,
+        timeout: float | bool | NotGiven | None = NOT_GIVEN,
+        retry: Any = None,
+        name: str | None = None,
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = ALL_SUCCESS,
@@ -148,68 +152,26 @@ class LocalClient:
         arguments and `FunctionJob`'s options, as `JobScheduler.submit` takes
         them (``submit(resize, "cat.png", retry="none")``).
         """
-        if isinstance(job, Workflow):
-            check_workflow_options(
-                job,
-                delay=delay,
-                given=(
-                    key,
-                    unique_key,
-                    result_ttl,
-                    keep_result,
-                    *(v for k, v in options.items() if k != "timeout"),
-                ),
-                timeout=options.get("timeout", NOT_GIVEN),
-                trigger_rule=trigger_rule,
-            )
-            return self.scheduler.submit(job, *args, depends_on=depends_on)
-        if not isinstance(job, Job):
-            # A plain function: its arguments and FunctionJob's options, as
-            # the scheduler takes them (the default rule given as unset, so a
-            # function with a `trigger_rule` parameter is not refused).
-            return self.scheduler.submit(
-                job,
-                *args,
-                delay=delay,
-                depends_on=depends_on,
-                key=key,
-                unique_key=unique_key,
-                result_ttl=result_ttl,
-                keep_result=keep_result,
-                trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
-                **options,
-            )
-        if (
-            not args
-            and not options
-            and delay == 0.0
-            and depends_on == ()
-            and key is None
-            and unique_key is None
-            and result_ttl is None
-            and keep_result is None
-            and trigger_rule == ALL_SUCCESS
-        ):
-            # Nothing to check or override (the common case, kept lean).
-            return self.scheduler.submit(job)
-        if args:
-            raise TypeError(
-                f"submit() got arguments for {job!r}, which is already a job: "
-                "arguments are only for plain functions"
-            )
-        check_job_options(job, options)
-        item = Submission(
+        # The job's own options, given or not, as the scheduler takes them.
+        given = (("priority", priority), ("retry", retry), ("name", name))
+        options.update((k, v) for k, v in given if v is not None)
+        if timeout is not NOT_GIVEN:
+            options["timeout"] = timeout  # None: no timeout
+        # JobScheduler.submit takes these options for every kind of job, with
+        # the same checks (the default rule is given as unset, so a function
+        # with a `trigger_rule` parameter is not refused).
+        return self.scheduler.submit(
             job,
+            *args,
             delay=delay,
-            depends_on=tuple(id_list(depends_on, "depends_on")),
+            depends_on=depends_on,
             key=key,
             unique_key=unique_key,
             result_ttl=result_ttl,
             keep_result=keep_result,
-            trigger_rule=trigger_rule,
+            trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
             **options,
         )
-        return self.scheduler.submit_many([item])[0]
 
     async def submit_many(
         self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
@@ -343,16 +305,16 @@ class LocalClient:
         offset = self._offset
         counts = {s.value: 0 for s in JobStatus}
         last = math.floor(now / 60) * 60.0
-        first = last - 60.0 * (_THROUGHPUT_MINUTES - 1)
-        completed = [0] * _THROUGHPUT_MINUTES
-        failed = [0] * _THROUGHPUT_MINUTES
+        first = last - 60.0 * (THROUGHPUT_MINUTES - 1)
+        completed = [0] * THROUGHPUT_MINUTES
+        failed = [0] * THROUGHPUT_MINUTES
         for job in scheduler.jobs():
             status = job.status
             counts[status.value] += 1
             if job.finished_at is None or not status.is_terminal:
                 continue
             minute = int((job.finished_at + offset - first) // 60)
-            if 0 <= minute < _THROUGHPUT_MINUTES:
+            if 0 <= minute < THROUGHPUT_MINUTES:
                 if status is JobStatus.COMPLETED:
                     completed[minute] += 1
                 elif status in _FAILED:
@@ -362,7 +324,7 @@ class LocalClient:
             counts=counts,
             throughput=[
                 ThroughputBucket(start=first + 60.0 * i, completed=completed[i], failed=failed[i])
-                for i in range(_THROUGHPUT_MINUTES)
+                for i in range(THROUGHPUT_MINUTES)
             ],
             workers=[WorkerInfo(worker="local", running=running, lease_expires=None)]
             if running
@@ -654,3 +616,7 @@ def _matches(info: JobInfo, needle: str) -> bool:
         return needle in encode_json(info.args).lower()
     except (TypeError, ValueError):
         return needle in json.dumps(info.args, default=repr).lower()
+
+
+#: LocalClient implements the operator contract: mypy checks it here.
+_OPERATOR: type[OperatorAPI] = LocalClient

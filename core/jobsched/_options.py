@@ -125,6 +125,13 @@ def to_keep_result(value: Any) -> bool:
     return value
 
 
+def to_name(value: Any) -> str:
+    """A job's name given to submit: a non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"name must be a non-empty string, got {value!r}")
+    return value
+
+
 def check_max_retries(value: Any, what: str = "max_retries") -> int:
     """An integer from 0 to `MAX_RETRIES`."""
     if not isinstance(value, int) or isinstance(value, bool):

@@ -1,7 +1,8 @@
-"""What one submit asks for besides the job: `Submission`, and the checks and
-overrides every submit path applies to it (`JobScheduler`, `LocalClient`,
-`Client`), so the same options mean the same thing, with the same errors,
-whichever API takes them."""
+"""What one submit asks for besides the job: `Submission`, the checks and
+overrides every submit path applies to it, and `plan`, the one batch planner
+(`JobScheduler`, `LocalClient` and `Client` alike; the journal backend keeps
+its deferred submits as `Submission`s), so the same options mean the same
+thing, with the same errors, whichever API takes them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ._options import (
     check_key,
     id_list,
     to_keep_result,
+    to_name,
     to_priority,
     to_result_ttl,
     to_timeout,
@@ -107,9 +109,7 @@ def with_options(
     if item.retry is not None:
         job.retry = build_retry_policy(item.retry, plugins)
     if item.name is not None:
-        if not isinstance(item.name, str) or not item.name:
-            raise ValueError(f"name must be a non-empty string, got {item.name!r}")
-        job.name = item.name
+        job.name = to_name(item.name)
     if item.result_ttl is not None:
         job.result_ttl = to_result_ttl(item.result_ttl)
     if item.keep_result is not None:
@@ -169,6 +169,117 @@ def job_with_options(
     return with_options(job, item, plugins)
 
 
+@attrs.frozen
+class Planned:
+    """One job of a batch, checked and ready to queue (`plan`)."""
+
+    item: Submission
+    #: What to queue: the item's job, or a copy with the item's options set.
+    job: Job
+    #: Its id: the job's own, or the one `plan`'s `new_id` gave it.
+    job_id: str
+    #: The ids it waits for, an earlier job of the batch named by its id.
+    depends_on: tuple[str, ...]
+
+
+@attrs.frozen
+class Plan:
+    """A checked batch: its jobs in submit order, and the ids they wait for
+    that are no job of the batch (which the caller's store must know)."""
+
+    jobs: list[Planned]
+    outside: frozenset[str]
+
+
+def function_job(job: object) -> Job:
+    """`job` as a `Job`: a plain function becomes a `FunctionJob`."""
+    if isinstance(job, Job):
+        return job
+    if not callable(job):
+        raise TypeError(f"submit() takes a Job or a function, got {job!r}")
+    return FunctionJob(job)
+
+
+def plan(
+    jobs: Iterable[Any],
+    plugins: PluginManager,
+    *,
+    as_job: Callable[[Any], Job] = function_job,
+    new_id: Callable[[Job], str] | None = None,
+    hooks: Sequence[Callable[[Any], None]] = (),
+    find: Callable[[str], Job | None] | None = None,
+    in_memory: bool = False,
+    look_up: bool = True,
+) -> Plan:
+    """The one batch planner of every submit path (`JobScheduler`,
+    `LocalClient`, `Client`): each item of a ``submit_many`` list (a `Job`, a
+    `Submission`, a workflow, or what `as_job` takes) checked the same way,
+    with the same errors, before anything is queued.
+
+    `as_job` turns an item's job into the `Job` to queue (or refuses it);
+    `new_id` names each job (default: its own id); `hooks` are the submit
+    hooks applied to a copy of the job. `find` is the scheduler's job lookup:
+    a job it knows by id (with `in_memory`: by the same id; else the same
+    object) was already submitted, and with `look_up` (it knows its jobs
+    already: a durable store's are restored at start) an unknown dependency
+    is refused here. Without `find` the ids outside the batch are returned
+    for the caller to check (`Plan.outside`).
+    """
+    items = [
+        item if isinstance(item, Submission) else Submission(item, depends_on=after)
+        for item, after in expand(jobs)
+    ]
+    planned: list[Planned] = []
+    ids_of: dict[int, str] = {}  # the batch's Job objects so far, by identity
+    batch_ids: set[str] = set()
+    outside: set[str] = set()
+    for item in items:
+        job = as_job(item.job)  # a job it cannot queue is refused first
+        check_submission(item)
+        job_id = job.job_id
+        if find is not None:
+            queued = find(job_id)
+            if (
+                job.status is not JobStatus.PENDING
+                or job.attempts
+                or job_id in batch_ids
+                or (queued is not None and (queued is job or in_memory))
+            ):
+                raise SchedulerError(f"{job_id} was already submitted")
+        if hooks or overrides(item):
+            job = with_options(job, item, plugins, hooks)
+        if new_id is not None:
+            job_id = new_id(job)
+        depends_on: list[str] = []
+        unknown: list[str] = []
+        for dep in item.depends_on:
+            if isinstance(dep, Job):
+                if id(dep) not in ids_of:
+                    raise ValueError(
+                        f"depends_on: {dep!r} is not an earlier job of this batch; "
+                        "name a submitted job by the id submit returned"
+                    )
+                depends_on.append(ids_of[id(dep)])
+            elif isinstance(dep, str):
+                depends_on.append(dep)
+                if dep not in batch_ids:
+                    if find is None:
+                        outside.add(dep)
+                    elif look_up and find(dep) is None:
+                        unknown.append(dep)
+            else:
+                raise TypeError(f"depends_on takes job ids, got {dep!r}")
+        if unknown:
+            raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
+        if item.trigger_rule != ALL_SUCCESS and not depends_on and not job.takes_results:
+            # result_of's upstreams count: they are checked once the job is encoded.
+            raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
+        ids_of[id(item.job)] = job_id
+        batch_ids.add(job_id)
+        planned.append(Planned(item, job, job_id, tuple(depends_on)))
+    return Plan(planned, frozenset(outside))
+
+
 def plan_batch(
     jobs: Iterable[Any],
     find: Callable[[str], Job | None],
@@ -177,60 +288,12 @@ def plan_batch(
     in_memory: bool,
     look_up: bool,
 ) -> list[tuple[Submission, Job]]:
-    """Each item of a ``submit_many`` list (a `Job`, a `Submission`, a
-    workflow or a plain function taking no arguments), checked as `Client`
-    checks it, with the job to queue (a copy when the item overrides the
-    job's options): a bad item raises before anything is queued.
+    """`plan` for a scheduler: each item with the job to queue.
 
     `find` is the scheduler's job lookup; `in_memory`: every job is in it
     (no durable store), so a job known by id is a sure refusal; `look_up`:
     it knows its jobs already (a durable store's are restored at start), so
     an unknown dependency is refused here.
     """
-    items = [
-        item if isinstance(item, Submission) else Submission(item, depends_on=after)
-        for item, after in expand(jobs)
-    ]
-    planned: list[tuple[Submission, Job]] = []
-    earlier: set[int] = set()  # the batch's Job objects, by identity
-    batch_ids: set[str] = set()
-    for item in items:
-        check_submission(item)
-        job: Any = item.job
-        if not isinstance(job, Job):
-            if not callable(job):
-                raise TypeError(f"submit() takes a Job or a function, got {job!r}")
-            job = FunctionJob(job)
-        job_id = job.job_id
-        queued = find(job_id)
-        if (
-            job.status is not JobStatus.PENDING
-            or job.attempts
-            or job_id in batch_ids
-            or (queued is not None and (queued is job or in_memory))
-        ):
-            raise SchedulerError(f"{job_id} was already submitted")
-        if overrides(item):
-            job = with_options(job, item, plugins)
-        unknown = []
-        for dep in item.depends_on:
-            if isinstance(dep, Job):
-                if id(dep) not in earlier:
-                    raise ValueError(
-                        f"depends_on: {dep!r} is not an earlier job of this batch; "
-                        "name a submitted job by the id submit returned"
-                    )
-            elif isinstance(dep, str):
-                if look_up and dep not in batch_ids and find(dep) is None:
-                    unknown.append(dep)
-            else:
-                raise TypeError(f"depends_on takes job ids, got {dep!r}")
-        if unknown:
-            raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
-        if item.trigger_rule != ALL_SUCCESS and not item.depends_on and not job.takes_results:
-            # result_of's upstreams count: the scheduler checks those jobs.
-            raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
-        earlier.add(id(item.job))
-        batch_ids.add(job_id)
-        planned.append((item, job))
-    return planned
+    planned = plan(jobs, plugins, find=find, in_memory=in_memory, look_up=look_up)
+    return [(p.item, p.job) for p in planned.jobs]

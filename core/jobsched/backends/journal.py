@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import structlog
@@ -31,6 +31,7 @@ from .._recurring import (
     reserve_schedule_ids,
 )
 from .._status import JobStatus
+from .._submission import Submission
 from .._trigger_rules import ALL_SUCCESS, Upstreams
 from ..store import (
     JobRow,
@@ -538,7 +539,7 @@ class JournalBackend(LocalBackend):
         self.store: Store = store
         self._journal: Journal | None = None
         # Submits made before start(), accepted once the store is restored.
-        self._deferred: list[tuple[Job, float, tuple[str, ...], str | None, str | None, str]] = []
+        self._deferred: list[Submission] = []
 
     @property
     def journal(self) -> Journal:
@@ -584,14 +585,23 @@ class JournalBackend(LocalBackend):
         What can be checked now is: the job must be storable as data, its
         dependencies submitted, its arguments valid.
         """
-        if any(d[0] is job for d in self._deferred):
+        if any(d.job is job for d in self._deferred):
             raise SchedulerError(f"{job.job_id} was already submitted")
         self.journal.codec.describe(job, 0.0)  # raises if it is not data
-        known = {d[0].job_id for d in self._deferred}
+        known = {d.job.job_id for d in self._deferred}
         unknown = sorted(d for d in depends_on if d not in known)
         if unknown:
             raise UnknownJobError(f"{job.job_id}: unknown dependencies: {unknown}")
-        self._deferred.append((job, delay, tuple(depends_on), unique_key, key, trigger_rule))
+        self._deferred.append(
+            Submission(
+                job,
+                delay=delay,
+                depends_on=tuple(depends_on),
+                key=key,
+                unique_key=unique_key,
+                trigger_rule=trigger_rule,
+            )
+        )
         return job.job_id
 
     def _submit_deferred(self) -> None:
@@ -599,16 +609,18 @@ class JournalBackend(LocalBackend):
         # id (job.job_id is updated); dependencies follow the renaming.
         renamed: dict[str, str] = {}
         deferred, self._deferred = self._deferred, []
-        for job, delay, deps, unique_key, key, rule in deferred:
+        for item in deferred:
+            job = item.job
             old_id = job.job_id
-            deps = tuple(renamed.get(d, d) for d in deps)
+            # A submit names its dependencies by id (`_defer`).
+            deps = cast("Sequence[str]", item.depends_on)
             new_id = self.kernel.submit(
                 job,
-                delay=delay,
-                depends_on=deps,
-                unique_key=unique_key,
-                key=key,
-                trigger_rule=rule,
+                delay=item.delay,
+                depends_on=tuple(renamed.get(d, d) for d in deps),
+                unique_key=item.unique_key,
+                key=item.key,
+                trigger_rule=item.trigger_rule,
             )
             if new_id != old_id:
                 renamed[old_id] = new_id

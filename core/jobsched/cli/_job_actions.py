@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import Client, JobInfo, JobStatus, PluginManager, UnknownJobError
+from .. import JobInfo, JobStatus, OperatorAPI, PluginManager, UnknownJobError
 from ._common import BadInput, print_json
 from ._operate import (
     RETRYABLE,
@@ -99,8 +99,9 @@ def _print_changes(verb: str, changes: list[dict[str, Any]]) -> None:
         print(f"{verb} {change['job_id']} ({change['before']} -> {change['status']})")
 
 
-async def known_jobs(client: Client, job_ids: list[str]) -> dict[str, JobInfo]:
-    """Each job as stored now; `BadInput` naming every unknown id (before any change)."""
+async def known_jobs(client: OperatorAPI, job_ids: list[str], store: str) -> dict[str, JobInfo]:
+    """Each job as stored now; `BadInput` naming every unknown id and the `store`
+    (before any change)."""
     found: dict[str, JobInfo] = {}
     unknown: list[str] = []
     for job_id in job_ids:
@@ -111,8 +112,7 @@ async def known_jobs(client: Client, job_ids: list[str]) -> dict[str, JobInfo]:
     if unknown:
         plural = "s" if len(unknown) > 1 else ""
         raise BadInput(
-            f"unknown job id{plural} in {client.store.url}: {', '.join(unknown)}; "
-            "nothing was changed"
+            f"unknown job id{plural} in {store}: {', '.join(unknown)}; nothing was changed"
         )
     return found
 
@@ -121,8 +121,8 @@ async def known_jobs(client: Client, job_ids: list[str]) -> dict[str, JobInfo]:
 def retry_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     job_ids = unique(args.ids)
 
-    async def retry(client: Client) -> list[dict[str, Any]]:
-        infos = await known_jobs(client, job_ids)
+    async def retry(client: OperatorAPI) -> list[dict[str, Any]]:
+        infos = await known_jobs(client, job_ids, args.store)
         wrong = [
             f"{i} ({infos[i].status.value})"
             for i in job_ids
@@ -152,7 +152,7 @@ def retry_command(args: argparse.Namespace, plugins: PluginManager) -> int:
 def requeue_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     statuses = flatten(args.status) or ["failed"]
 
-    async def requeue(client: Client) -> list[dict[str, Any]]:
+    async def requeue(client: OperatorAPI) -> list[dict[str, Any]]:
         before = {info.job_id: info for info in await client.jobs(status=statuses, type=args.type)}
         requeued = await client.requeue(status=tuple(statuses), type=args.type)
         changes = []
@@ -177,8 +177,8 @@ def requeue_command(args: argparse.Namespace, plugins: PluginManager) -> int:
 def cancel_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     job_ids = unique(args.ids)
 
-    async def cancel(client: Client) -> list[dict[str, Any]]:
-        infos = await known_jobs(client, job_ids)
+    async def cancel(client: OperatorAPI) -> list[dict[str, Any]]:
+        infos = await known_jobs(client, job_ids, args.store)
         changes = []
         for job_id in job_ids:
             before = infos[job_id].status.value
@@ -209,7 +209,7 @@ def cancel_command(args: argparse.Namespace, plugins: PluginManager) -> int:
 def purge_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     statuses = flatten(args.status)
 
-    async def purge(client: Client) -> int:
+    async def purge(client: OperatorAPI) -> int:
         return await client.purge(older_than=args.older_than, status=statuses)
 
     purged = operate(args, plugins, purge)

@@ -18,7 +18,7 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .. import Client, PluginManager, SchedulerError, StoreError
+from .. import Client, OperatorAPI, PluginManager, SchedulerError, StoreError
 from ..store import StoreContext, new_worker_id, offers_shared, resolve_store
 from ._common import BadInput, configure_logging
 
@@ -97,7 +97,7 @@ def add_store_options(parser: argparse.ArgumentParser, json_help: str) -> None:
 
 
 def operate(
-    args: argparse.Namespace, plugins: PluginManager, action: Callable[[Client], Awaitable[T]]
+    args: argparse.Namespace, plugins: PluginManager, action: Callable[[OperatorAPI], Awaitable[T]]
 ) -> T:
     """``action(client)`` with a `Client` open on ``--store``; its errors as bad input.
 
@@ -109,7 +109,9 @@ def operate(
     return asyncio.run(_operate(args.store, plugins, action))
 
 
-async def _operate(url: str, plugins: PluginManager, action: Callable[[Client], Awaitable[T]]) -> T:
+async def _operate(
+    url: str, plugins: PluginManager, action: Callable[[OperatorAPI], Awaitable[T]]
+) -> T:
     client = await open_client(url, plugins)
     try:
         return await action(client)

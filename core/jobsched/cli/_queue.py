@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import Client, PluginManager
+from .. import OperatorAPI, PluginManager
 from ._common import print_json
 from ._operate import add_store_options, operate
 
@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def queue_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    async def act(client: Client) -> tuple[bool, bool]:
+    async def act(client: OperatorAPI) -> tuple[bool, bool]:
         if args.action == "pause":
             changed = await client.pause_queue()
         elif args.action == "resume":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .. import Client, PluginManager
+from .. import OperatorAPI, PluginManager
 from ._common import BadInput, make_console, print_json
 from ._operate import (
     add_store_options,
@@ -87,7 +87,7 @@ def _next_fire(info: ScheduleInfo) -> str:
 
 
 def list_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    async def schedules(client: Client) -> list[ScheduleInfo]:
+    async def schedules(client: OperatorAPI) -> list[ScheduleInfo]:
         return list(await client.schedules())
 
     infos = operate(args, plugins, schedules)
@@ -137,23 +137,23 @@ def list_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     return 0
 
 
-async def _find(client: Client, schedule_id: str) -> ScheduleInfo:
+async def _find(client: OperatorAPI, schedule_id: str, store: str) -> ScheduleInfo:
     for info in await client.schedules():
         if info.schedule_id == schedule_id:
             return info
-    raise BadInput(f"unknown schedule id in {client.store.url}: {schedule_id}; nothing was changed")
+    raise BadInput(f"unknown schedule id in {store}: {schedule_id}; nothing was changed")
 
 
 def _set_paused(args: argparse.Namespace, plugins: PluginManager, *, paused: bool) -> int:
     """``schedules pause ID`` (`paused`) or ``schedules resume ID``."""
 
-    async def change(client: Client) -> tuple[bool, ScheduleInfo]:
-        await _find(client, args.schedule_id)
+    async def change(client: OperatorAPI) -> tuple[bool, ScheduleInfo]:
+        await _find(client, args.schedule_id, args.store)
         if paused:
             changed = await client.pause_schedule(args.schedule_id)
         else:
             changed = await client.resume_schedule(args.schedule_id)
-        return changed, await _find(client, args.schedule_id)
+        return changed, await _find(client, args.schedule_id, args.store)
 
     changed, info = operate(args, plugins, change)
     if args.json:
@@ -180,10 +180,10 @@ def resume_command(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 
 def trigger_command(args: argparse.Namespace, plugins: PluginManager) -> int:
-    async def trigger(client: Client) -> tuple[str, ScheduleInfo]:
-        await _find(client, args.schedule_id)
+    async def trigger(client: OperatorAPI) -> tuple[str, ScheduleInfo]:
+        await _find(client, args.schedule_id, args.store)
         job_id = await client.trigger_schedule(args.schedule_id)
-        return job_id, await _find(client, args.schedule_id)
+        return job_id, await _find(client, args.schedule_id, args.store)
 
     job_id, info = operate(args, plugins, trigger)
     if args.json:

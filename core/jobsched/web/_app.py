@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobsched import Client, LocalClient, PluginManager
+from jobsched import Client, LocalClient, OperatorAPI, PluginManager
 
 from ._api import api_routes, error_response
 from ._auth import (
@@ -67,7 +67,7 @@ def create_app(
     *,
     token: str | None = None,
     scheduler: Any = None,
-    client: Any = None,
+    client: OperatorAPI | None = None,
     plugins: PluginManager | None = None,
     allowed_hosts: Iterable[str] | None = None,
     session_ttl: float = SESSION_TTL,
@@ -117,11 +117,11 @@ def create_app(
             yield
             return
         async with Client(store_url, plugins=plugins) as opened:
-            board.client = opened
+            board.opened = opened
             try:
                 yield
             finally:
-                board.client = None
+                board.opened = None
 
     app = Starlette(
         routes=routes(),

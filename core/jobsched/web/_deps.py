@@ -8,14 +8,12 @@ name and status.
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobsched import UnknownJobError
+from jobsched import JobInfo, OperatorAPI, UnknownJobError
 
 
 async def dependents(
-    client: Any, job: Any, limit: int | None = None
-) -> tuple[list[Any], list[str]]:
+    client: OperatorAPI, job: JobInfo, limit: int | None = None
+) -> tuple[list[JobInfo], list[str]]:
     """The jobs that depend on `job`: the first `limit` of them (None: all) as
     `JobInfo` records in submit order, and the ids of all of them.
 
@@ -31,9 +29,9 @@ async def dependents(
     return found, ids
 
 
-async def upstream(client: Any, job: Any) -> list[Any]:
+async def upstream(client: OperatorAPI, job: JobInfo) -> list[JobInfo | None]:
     """What `job` depends on, in its order: a `JobInfo` each, None for one purged since."""
-    found: list[Any] = []
+    found: list[JobInfo | None] = []
     for job_id in job.depends_on:
         try:
             found.append(await client.get(job_id))

@@ -26,6 +26,8 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from jobsched import OperatorAPI
+
 from ._health import StoreHealth, StoreUnavailable
 from ._json import to_json
 
@@ -42,7 +44,9 @@ def sse_event(event: str, data: object) -> str:
 class Source(Protocol):
     """What the feed reads from (the app's `Dashboard`)."""
 
-    client: Any
+    @property
+    def client(self) -> OperatorAPI: ...
+
     health: StoreHealth
     heartbeat: float
     min_interval: float

@@ -10,7 +10,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.templating import Jinja2Templates
 
-from jobsched import PluginManager, default_plugin_manager
+from jobsched import OperatorAPI, PluginManager, default_plugin_manager
 
 from ._auth import Auth
 from ._events import StatsFeed
@@ -26,9 +26,9 @@ STATIC = Path(__file__).parent / "static"
 class Dashboard:
     """The app's state (``request.app.state.dashboard``; `dashboard` finds it)."""
 
-    #: The operator API: a `jobsched.Client` or a `jobsched.LocalClient`; None
+    #: The operator API (a `jobsched.Client` or a `jobsched.LocalClient`); None
     #: until the app's lifespan opened it (``create_app(store_url)``).
-    client: Any
+    opened: OperatorAPI | None = attrs.field(alias="client")
     auth: Auth
     templates: Jinja2Templates
     #: Where the prometheus plugin is looked up for ``/metrics`` (None: the
@@ -45,6 +45,13 @@ class Dashboard:
 
     def __attrs_post_init__(self) -> None:
         self.feed = StatsFeed(self)
+
+    @property
+    def client(self) -> OperatorAPI:
+        """The operator API the routes call."""
+        if self.opened is None:
+            raise RuntimeError("the dashboard's client is not open: the app's lifespan opens it")
+        return self.opened
 
     def plugin_manager(self) -> PluginManager:
         if self.plugins is None:

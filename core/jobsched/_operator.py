@@ -1,0 +1,189 @@
+"""`OperatorAPI`: the one contract of the operator and producer coroutines.
+
+`Client` (a shared store) and `LocalClient` (a scheduler in this process)
+both implement it, so code written against it (the dashboard, the command
+line, a script) runs on either; `BlockingClient` derives its plain calls
+from it. Each method's docstring is the contract; the implementations say
+what they add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ._options import NOT_GIVEN, NotGiven
+from ._status import JobPriority, JobStatus
+
+if TYPE_CHECKING:
+    from ._job import Job
+    from ._records import JobInfo, JobPage, ScheduleInfo, Stats
+    from ._submission import Submission
+    from ._workflow import Workflow
+
+#: One status or several, as the queries take them (None: any).
+Statuses = JobStatus | str | Iterable[JobStatus | str]
+
+
+@runtime_checkable
+class OperatorAPI(Protocol):
+    """Submit, look up, wait for and operate jobs and schedules.
+
+    Every method is a coroutine of the loop the client belongs to. Errors are
+    the same whichever implementation answers: `UnknownJobError` for an
+    unknown id, `UnknownScheduleError` for an unknown schedule,
+    `InvalidTransitionError` for a job in the wrong status, `ValueError` or
+    `TypeError` naming a bad argument.
+    """
+
+    # ── lifecycle ───────────────────────────────────────────────────
+    async def open(self) -> OperatorAPI:
+        """Make the client ready (connect to its store); returns it."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what the client holds. Closing twice is harmless."""
+        ...
+
+    async def __aenter__(self) -> OperatorAPI: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    # ── submitting and waiting ──────────────────────────────────────
+    async def submit(
+        self,
+        job: Job | Workflow,
+        *,
+        delay: float = 0.0,
+        depends_on: Iterable[str] = (),
+        key: str | None = None,
+        unique_key: str | None = None,
+        priority: JobPriority | str | int | None = None,
+        timeout: float | bool | NotGiven | None = NOT_GIVEN,
+        retry: Any = None,
+        name: str | None = None,
+        result_ttl: float | None = None,
+        keep_result: bool | None = None,
+        trigger_rule: str = "all_success",
+    ) -> str:
+        """Queue `job` (or a workflow: its last job's id) and return its id
+        (`Client.submit` documents the options)."""
+        ...
+
+    async def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
+        """Queue several jobs, all or none; returns every job's id."""
+        ...
+
+    async def get(self, job_id: str) -> JobInfo:
+        """The job now, with its history and progress."""
+        ...
+
+    async def dependents(self, job_id: str) -> list[str]:
+        """The ids of the jobs submitted to depend on this one, in submit order."""
+        ...
+
+    async def jobs(
+        self,
+        *,
+        status: Statuses | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+    ) -> list[JobInfo]:
+        """Jobs in submit order, optionally in `status` or of job type `type`;
+        at most `limit`."""
+        ...
+
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job; False if it had already finished."""
+        ...
+
+    async def wait(self, job_id: str, timeout: float | None = None) -> JobInfo:
+        """Wait until the job is finished and return it; `TimeoutError` after `timeout` s."""
+        ...
+
+    async def wait_many(
+        self, job_ids: Iterable[str], timeout: float | None = None
+    ) -> list[JobInfo]:
+        """Wait until every one of the jobs is finished; returns them in the order given."""
+        ...
+
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """Wait until the job is finished and return its result (JSON, as a
+        store keeps it); `JobFailedError` if it did not complete."""
+        ...
+
+    # ── browsing ────────────────────────────────────────────────────
+    async def page(
+        self,
+        *,
+        status: Statuses | None = None,
+        type: str | None = None,
+        q: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> JobPage:
+        """One page of jobs, newest first, and how many match in all."""
+        ...
+
+    async def stats(self) -> Stats:
+        """The queue at a glance: counts, throughput, workers, limits."""
+        ...
+
+    # ── operator actions ────────────────────────────────────────────
+    async def retry(self, job_id: str) -> JobInfo:
+        """Run a failed, timed-out or cancelled job again, now; returns it."""
+        ...
+
+    async def requeue(
+        self, *, status: Statuses = ("failed",), type: str | None = None
+    ) -> list[str]:
+        """`retry` every job in `status` of job type `type`; returns their ids."""
+        ...
+
+    async def purge(self, *, older_than: float, status: Statuses | None = None) -> int:
+        """Delete (forget) finished jobs that ended more than `older_than` s
+        ago; returns how many."""
+        ...
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The recurring schedules, by id."""
+        ...
+
+    async def cancel_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule for good; False if it had already ended."""
+        ...
+
+    async def pause_schedule(self, schedule_id: str) -> bool:
+        """Stop a schedule firing until resumed; False if it was paused already."""
+        ...
+
+    async def resume_schedule(self, schedule_id: str) -> bool:
+        """Let a paused schedule fire again from its next period; False if it was not paused."""
+        ...
+
+    async def trigger_schedule(self, schedule_id: str) -> str:
+        """Submit the schedule's job once, now; returns the job's id."""
+        ...
+
+    async def pause_queue(self) -> bool:
+        """Start no new job (running ones finish); False if paused already."""
+        ...
+
+    async def resume_queue(self) -> bool:
+        """Start jobs again; False if the queue was not paused."""
+        ...
+
+    async def queue_paused(self) -> bool:
+        """Whether the queue is paused."""
+        ...
+
+    # ── live views ──────────────────────────────────────────────────
+    async def wait_for_change(self, timeout: float) -> bool:
+        """Return when some job changed, or after `timeout` s; True if one did."""
+        ...

@@ -1,0 +1,387 @@
+"""What the operator API returns: `JobInfo`, `JobPage`, `Stats`, `ScheduleInfo`
+and their parts, with the checks of the query arguments every client applies
+the same way."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from ._errors import JobFailedError
+from ._options import to_priority
+from ._status import JobPriority, JobStatus
+from .backends.schedules import ended, overdue
+from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats
+
+#: Minutes of throughput `Stats` reports (`Stats.throughput`).
+THROUGHPUT_MINUTES = 60
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """What a running job last reported with `jobsched.progress` (`JobInfo.progress`)."""
+
+    #: Work done so far, in the job's own unit.
+    done: float
+    #: The whole work in that unit, None if unknown.
+    total: float | None
+    message: str | None
+    #: When it was reported, wall clock.
+    updated_at: float
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any] | None) -> Progress | None:
+        """The record of a store's progress mapping (None stays None)."""
+        if not data:
+            return None
+        total = data.get("total")
+        return cls(
+            done=float(data.get("done") or 0.0),
+            total=None if total is None else float(total),
+            message=data.get("message"),
+            updated_at=float(data.get("updated_at") or 0.0),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Attempt:
+    """One ended attempt of a job (`JobInfo.history`)."""
+
+    #: 1 for the first attempt (a retried job counts from 1 again).
+    number: int
+    #: How it ended: ``completed``, ``failed``, ``timed_out``, ``cancelled``,
+    #: ``handed_back`` (its worker shut down and gave the job back to run
+    #: again) or ``lease_expired`` (its worker died; the job was queued
+    #: again). A store's older rows may read ``retry_wait``: it failed and
+    #: another attempt followed.
+    status: str
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    #: The worker that ran it (``host:pid:random``).
+    worker: str | None
+
+    @classmethod
+    def from_row(cls, row: AttemptRow) -> Attempt:
+        """The public record of a store's attempt row."""
+        return cls(
+            number=row.number,
+            status=row.status,
+            error=row.error,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            worker=row.worker,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class JobInfo:
+    """A job as the store holds it now: what `Client.get`, `jobs` and `wait` return.
+
+    Times are wall-clock epoch seconds (None until they happen).
+    """
+
+    job_id: str
+    #: The registered job-type name and the arguments it is built from.
+    type: str
+    args: Mapping[str, Any]
+    status: JobStatus
+    name: str | None
+    priority: JobPriority
+    #: Attempts started so far (a retried job has more than one).
+    attempts: int
+    #: The last attempt's error ("ConnectionError: ..."), None if it had none
+    #: (a completed job has none: an earlier attempt's error is in `history`).
+    last_error: str | None
+    #: What a COMPLETED job returned (JSON; a result that is not JSON is stored as
+    #: a mapping with its repr). None once expired (`result_expires`).
+    result: Any
+    #: The worker holding the job while it runs (``host:pid``) and until when.
+    lease_owner: str | None
+    lease_expires: float | None
+    key: str | None
+    unique_key: str | None
+    #: The recurring schedule that fired it, if any.
+    schedule_id: str | None
+    #: Who submitted it (a client's or a worker's identity).
+    submitted_by: str | None
+    submitted_at: float
+    #: When it may start (after `delay`, or when its retry backoff ends).
+    run_at: float
+    started_at: float | None
+    finished_at: float | None
+    #: What the job last reported with `jobsched.progress`, None if nothing.
+    progress: Progress | None = None
+    #: Its ended attempts, oldest first (`get` fills it; lists leave it empty).
+    history: tuple[Attempt, ...] = ()
+    #: The jobs it waits (or waited) for (`get` fills it; lists leave it empty).
+    #: The jobs that wait for it: `Client.dependents`.
+    depends_on: tuple[str, ...] = ()
+    #: When it runs given how `depends_on` end: ``"all_success"`` (the
+    #: default), ``"all_done"``, ``"one_success"``, ``"one_failed"`` or
+    #: ``"none_failed"`` (docs/tasks.md).
+    trigger_rule: str = "all_success"
+    #: Its stored options (``name``, ``executor``, ``priority``, ``timeout``,
+    #: ``retry``, ``result_ttl``, ...: spelled as the codec stores them).
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: When its result is removed (its ``result_ttl``), None if it is kept.
+    result_expires: float | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the job reached a terminal status (it will not run again)."""
+        return self.status.is_terminal
+
+    @classmethod
+    def from_row(cls, row: SharedJobRow) -> JobInfo:
+        """The public record of a shared store's row."""
+        priority = row.options.get("priority")
+        return cls(
+            job_id=row.job_id,
+            type=row.type,
+            args=row.args,
+            status=JobStatus(row.status),
+            name=row.options.get("name"),
+            priority=JobPriority.MEDIUM if priority is None else to_priority(priority),
+            attempts=row.attempts,
+            # A row stored before completions cleared it may still hold one.
+            last_error=None if row.status == "completed" else row.last_error,
+            result=row.result,
+            lease_owner=row.lease_owner,
+            lease_expires=row.lease_expires,
+            key=row.key,
+            unique_key=row.unique_key,
+            schedule_id=row.schedule_id,
+            submitted_by=row.submitted_by,
+            submitted_at=row.submitted_at,
+            run_at=row.run_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            progress=Progress.from_data(row.progress),
+            history=tuple(Attempt.from_row(a) for a in row.history),
+            depends_on=tuple(row.depends_on),
+            trigger_rule=row.trigger_rule,
+            options=row.options,
+            result_expires=row.result_expires,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class JobPage:
+    """One page of `Client.page`: the jobs (newest first) and how many match in all."""
+
+    jobs: list[JobInfo]
+    total: int
+
+
+@attrs.frozen(kw_only=True)
+class ThroughputBucket:
+    """Jobs that ended in one minute (`Stats.throughput`)."""
+
+    #: The minute's start, wall clock (a multiple of 60).
+    start: float
+    completed: int
+    #: Failed and timed-out jobs.
+    failed: int
+
+
+@attrs.frozen(kw_only=True)
+class WorkerInfo:
+    """A worker holding leases on running jobs (`Stats.workers`)."""
+
+    worker: str
+    #: How many jobs it runs.
+    running: int
+    #: The latest of its leases' expiry times.
+    lease_expires: float | None
+
+
+@attrs.frozen(kw_only=True)
+class LimitUse:
+    """One cluster limit and how much of it is used now (`Stats.limits`)."""
+
+    #: ``"executor"``, ``"job_type"`` or ``"rate"``.
+    kind: str
+    #: The executor or job type it limits.
+    name: str
+    #: Most running jobs (a rate: its burst).
+    limit: int
+    #: Running jobs now (a rate: tokens of the burst in use).
+    in_use: int
+
+
+@attrs.frozen(kw_only=True)
+class Stats:
+    """The queue at a glance (`Client.stats`)."""
+
+    #: Jobs per status, every status present (0 when none).
+    counts: dict[str, int]
+    #: One bucket per minute over the last hour, oldest first (60, zeros included).
+    throughput: list[ThroughputBucket]
+    workers: list[WorkerInfo]
+    limits: list[LimitUse]
+    queue_paused: bool
+    #: When the store was read (its clock).
+    at: float
+    #: Calls a timeout or cancel gave up on that still run on a thread or pool
+    #: process (`JobScheduler.abandoned_calls`): `LocalClient` counts its
+    #: scheduler's; None from a `Client`, which cannot see the workers' threads.
+    abandoned: int | None = None
+
+    @classmethod
+    def from_store(cls, raw: StoreStats) -> Stats:
+        """The record of a shared store's statistics (`SharedStore.stats`),
+        its throughput buckets following the store's clock."""
+        last = math.floor(raw.at / 60) * 60.0
+        starts = [last - 60.0 * i for i in range(THROUGHPUT_MINUTES - 1, -1, -1)]
+        completed = dict.fromkeys(starts, 0)
+        failed = dict.fromkeys(starts, 0)
+        for minute, status, n in raw.finished:
+            if status == "completed" and minute in completed:
+                completed[minute] += n
+            elif status in ("failed", "timed_out") and minute in failed:
+                failed[minute] += n
+        counts = {s.value: 0 for s in JobStatus}
+        counts.update(raw.counts)
+        return cls(
+            counts=counts,
+            throughput=[
+                ThroughputBucket(start=m, completed=completed[m], failed=failed[m]) for m in starts
+            ],
+            workers=[
+                WorkerInfo(worker=owner, running=n, lease_expires=expires)
+                for owner, n, expires in sorted(raw.leases)
+            ],
+            limits=_limit_uses(raw),
+            queue_paused=raw.queue_paused,
+            at=raw.at,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ScheduleInfo:
+    """A recurring schedule as the store holds it (`Client.schedules`)."""
+
+    schedule_id: str
+    #: The fired job's name (``options["name"]``).
+    name: str | None
+    #: The fired job's registered type.
+    type: str
+    #: When it fires: ``{"interval": seconds, "origin": ...}`` or a wall-clock
+    #: trigger such as ``{"cron": "0 2 * * *", "tz": "UTC"}``.
+    trigger: Mapping[str, Any]
+    #: Its next fire time, wall clock; None once it has ended.
+    next_run: float | None
+    paused: bool
+    #: False once cancelled or ended.
+    active: bool
+    fired: int
+    skipped: int
+    last_job_id: str | None
+    #: Its next fire is more than 10 seconds in the past and it has not fired
+    #: (`jobsched.backends.schedules.OVERDUE_AFTER`): no process serves it (no
+    #: worker runs, or none has its job type installed). Never for a paused or
+    #: ended schedule.
+    overdue: bool = False
+
+    @classmethod
+    def from_row(cls, row: SharedScheduleRow, now: float | None = None) -> ScheduleInfo:
+        """The public record of a shared store's schedule row, read at `now`
+        (wall clock; default: now)."""
+        return cls(
+            schedule_id=row.schedule_id,
+            name=row.options.get("name"),
+            type=row.type,
+            trigger=row.trigger,
+            next_run=None if ended(row) else row.next_run,
+            paused=row.paused,
+            active=row.active,
+            fired=row.fired,
+            skipped=row.skipped,
+            last_job_id=row.last_job_id,
+            overdue=overdue(row, time.time() if now is None else now),
+        )
+
+
+def check_count(what: str, value: Any, *, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{what} must be {bound}, got {value!r}")
+
+
+def check_seconds(what: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a number of seconds, got {value!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def wanted_statuses(
+    status: JobStatus | str | Iterable[JobStatus | str] | None,
+) -> frozenset[str] | None:
+    """The status values `status` names (one status or several; None: any),
+    or a `ValueError` naming an unknown one."""
+    if status is None:
+        return None
+    given = [status] if isinstance(status, JobStatus | str) else list(status)
+    known = {s.value for s in JobStatus}
+    values = set()
+    for one in given:
+        value = one.value if isinstance(one, JobStatus) else one
+        if value not in known:
+            raise ValueError(f"unknown status {one!r} (statuses: {', '.join(sorted(known))})")
+        values.add(value)
+    return frozenset(values)
+
+
+def check_page_query(
+    status: JobStatus | str | Iterable[JobStatus | str] | None,
+    type: str | None,
+    q: str | None,
+    limit: int,
+    offset: int,
+) -> frozenset[str] | None:
+    """The arguments of a ``page`` call checked (as every client checks them);
+    returns the status values wanted."""
+    wanted = wanted_statuses(status)
+    check_count("limit", limit, low=1, high=1000)
+    check_count("offset", offset, low=0)
+    for what, value in (("type", type), ("q", q)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{what} must be a string, got {value!r}")
+    return wanted
+
+
+def finished_result(info: JobInfo) -> Any:
+    """A finished job's result, or `JobFailedError` if it did not complete."""
+    if info.status is JobStatus.COMPLETED:
+        return info.result
+    raise JobFailedError.from_job(info.job_id, info.status.value, info.last_error, info.attempts)
+
+
+def _limit_uses(raw: StoreStats) -> list[LimitUse]:
+    """Each stored limit with what uses it now."""
+    data = raw.limits or {}
+    uses = [
+        LimitUse(kind=kind, name=name, limit=int(limit), in_use=running.get(name, 0))
+        for kind, key, running in (
+            ("executor", "executors", raw.running_executors),
+            ("job_type", "job_types", raw.running_types),
+        )
+        for name, limit in sorted((data.get(key) or {}).items())
+    ]
+    for name, rate in sorted((data.get("rates") or {}).items()):
+        burst = int(rate["burst"])
+        interval = 1.0 / float(rate["per_second"])
+        # GCRA: the bucket is `ahead` seconds of tokens in debt.
+        ahead = max(raw.rate_tats.get(name, raw.at) - raw.at, 0.0)
+        used = min(burst, math.ceil(ahead / interval - 1e-9))
+        uses.append(LimitUse(kind="rate", name=name, limit=burst, in_use=max(used, 0)))
+    return uses
