@@ -113,7 +113,10 @@ def test_a_shared_store_runs_on_the_shared_backend_without_a_journal() -> None:
 def test_a_store_that_says_it_is_shared_must_keep_the_shared_contract() -> None:
     store = RecordingStore()
     store.shared = True  # type: ignore[misc]
-    with pytest.raises(TypeError, match="is not a shared store: it lacks lease_seconds, on_work"):
+    with pytest.raises(
+        TypeError,
+        match=r"not a shared store: it lacks the submit role \(insert\) and the queue role",
+    ):
         scheduler(store)
 
 

@@ -23,6 +23,16 @@ scheduler is composed. There are two contracts, both built on `StoreBase`
   order under a lease (`SharedJobRow`), finished (`Outcome`), and recurring
   schedules (`SharedScheduleRow`) fire once per period for the whole cluster.
 
+`SharedStore` is the intersection of seven **roles** (`ROLES`), each a
+protocol of its own: ``submit`` (`SubmitRole`), ``queue`` (`QueueRole`:
+claims, leases, outcomes), ``lookup`` (`LookupRole`), ``inspect``
+(`InspectRole`: pages, counts, stats), ``operate`` (`OperateRole`: retry,
+requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`) and ``limits``
+(`LimitsRole`). A store may implement only some: `Client` needs ``submit``
+and ``lookup``, ``jobsched worker`` all of them, and each of them says, naming
+the store and the role, when a store lacks one (`require_roles`,
+`MissingRoleError`). docs/plugins.md has the table.
+
 Conventions every method follows:
 
 - Times are **wall-clock epoch seconds** (``time.time()``): monotonic times
@@ -50,7 +60,7 @@ PostgreSQL store (``jobsched_plugins.postgres_store``) implements
 
 from __future__ import annotations
 
-from .._errors import BadRowError, SchemaTooNewError, StoreError
+from .._errors import BadRowError, MissingRoleError, SchemaTooNewError, StoreError
 from .._trigger_rules import TRIGGER_RULES, Upstreams, check_trigger_rule
 from ._checks import (
     bad_column,
@@ -62,12 +72,22 @@ from ._checks import (
 from ._contracts import (
     BASE_MEMBERS,
     READER_MEMBERS,
+    ROLE_MEMBERS,
+    ROLES,
+    SHARED_ROLES,
     SHARED_STORE_MEMBERS,
     STORE_MEMBERS,
+    InspectRole,
+    LimitsRole,
+    LookupRole,
+    OperateRole,
+    QueueRole,
+    ScheduleRole,
     SharedStore,
     Store,
     StoreBase,
     StoreReader,
+    SubmitRole,
 )
 from ._encoding import decode_result, encode_json, encode_result, result_as_json, storable_text
 from ._resolve import (
@@ -75,10 +95,14 @@ from ._resolve import (
     as_shared_store,
     as_store,
     as_store_reader,
+    lacking_roles,
     new_worker_id,
+    offers,
     offers_shared,
     read_store,
+    require_roles,
     resolve_store,
+    store_name,
 )
 from ._rows import (
     MAX_LEASE_EXPIRIES,
@@ -103,16 +127,26 @@ __all__ = [
     "BASE_MEMBERS",
     "MAX_LEASE_EXPIRIES",
     "READER_MEMBERS",
+    "ROLES",
+    "ROLE_MEMBERS",
+    "SHARED_ROLES",
     "SHARED_STORE_MEMBERS",
     "STORE_MEMBERS",
     "TRIGGER_RULES",
     "AttemptRow",
     "BadRowError",
+    "InspectRole",
     "JobRow",
     "LimitsData",
+    "LimitsRole",
+    "LookupRole",
+    "MissingRoleError",
     "NewJob",
+    "OperateRole",
     "Outcome",
     "PurgeRow",
+    "QueueRole",
+    "ScheduleRole",
     "ScheduleRow",
     "SchemaTooNewError",
     "SharedJobRow",
@@ -126,6 +160,7 @@ __all__ = [
     "StoreFactories",
     "StoreReader",
     "StoreStats",
+    "SubmitRole",
     "Upstreams",
     "as_shared_store",
     "as_store",
@@ -140,13 +175,17 @@ __all__ = [
     "encode_json",
     "encode_result",
     "json_column",
+    "lacking_roles",
     "lease_expired_error",
     "new_worker_id",
+    "offers",
     "offers_shared",
     "read_store",
+    "require_roles",
     "resolve_store",
     "result_as_json",
     "settle_at_insert",
     "settle_dependent",
     "storable_text",
+    "store_name",
 ]

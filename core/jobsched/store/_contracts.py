@@ -74,32 +74,40 @@ class Store(StoreBase, Protocol):
 
 
 @runtime_checkable
-class SharedStore(StoreBase, Protocol):
-    """A store **several processes share** as one queue (PostgreSQL).
+class StoreReader(StoreBase, Protocol):
+    """What ``jobsched status`` reads from a durable store, a page at a time.
 
-    Each method is one transaction, safe to call from many processes at once;
-    a call that fails raises `StoreError` and changed nothing. Writes that may
-    be retried after a lost answer (a dropped connection) must do no harm
-    when repeated: guard them by the lease owner or make them idempotent.
-    Wake-ups between processes (a NOTIFY, a file watch, a short poll) are the
-    store's business: they reach the scheduler through `wait`,
-    `wait_finished` and the three callbacks.
+    Every store with the inspect role offers it (`InspectRole`); a
+    one-owner store may too (the SQLite file, in either mode), opened with
+    ``StoreContext(readonly=True, load=False)``. None of these reads more
+    than a page of jobs into memory, however many the store holds.
     """
 
-    #: How long a claim's lease lasts, in seconds. The scheduler renews the
-    #: leases it holds every ``lease_seconds / 3``; a lease not renewed in
-    #: time (its process died) expires and `reap_expired` queues the job again.
-    lease_seconds: float
-    #: Callbacks the scheduler sets after `open` (None until then). Call them
-    #: on the event loop thread, never from inside a store call's transaction.
-    #: ``on_work()``: new work may be due (a job inserted, released, finished).
-    on_work: Callable[[], None] | None
-    #: ``on_cancel(job_id)``: some process asked to cancel this running job.
-    on_cancel: Callable[[str], None] | None
-    #: ``on_resync()``: notifications may have been missed (a reconnect).
-    on_resync: Callable[[], None] | None
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of jobs, newest first, and how many match (`InspectRole.page`;
+        a one-owner store may refuse `text` with a `StoreError`)."""
+        ...
 
-    # ── submitting ─────────────────────────────────────────────────────
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status (`InspectRole.counts`), cheaply."""
+        ...
+
+    async def schedules(self) -> list[SharedScheduleRow]:
+        """Every recurring schedule, by id (`ScheduleRole.schedules`)."""
+        ...
+
+
+@runtime_checkable
+class SubmitRole(StoreBase, Protocol):
+    """The **submit** role: put jobs into the queue (`Client.submit`)."""
+
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
         """Insert `jobs` and their dependencies in one transaction.
 
@@ -121,7 +129,28 @@ class SharedStore(StoreBase, Protocol):
         """
         ...
 
-    # ── claims and leases ──────────────────────────────────────────────
+
+@runtime_checkable
+class QueueRole(StoreBase, Protocol):
+    """The **queue** role: a worker's side of the queue (``jobsched worker``).
+
+    Claims in strategy order under leases, renewals, outcomes, wake-ups and
+    the worker's half of cancelling, progress and result expiry.
+    """
+
+    #: How long a claim's lease lasts, in seconds. The scheduler renews the
+    #: leases it holds every ``lease_seconds / 3``; a lease not renewed in
+    #: time (its process died) expires and `reap_expired` queues the job again.
+    lease_seconds: float
+    #: Callbacks the scheduler sets after `open` (None until then). Call them
+    #: on the event loop thread, never from inside a store call's transaction.
+    #: ``on_work()``: new work may be due (a job inserted, released, finished).
+    on_work: Callable[[], None] | None
+    #: ``on_cancel(job_id)``: some process asked to cancel this running job.
+    on_cancel: Callable[[str], None] | None
+    #: ``on_resync()``: notifications may have been missed (a reconnect).
+    on_resync: Callable[[], None] | None
+
     async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs for `owner`, in strategy order.
 
@@ -195,10 +224,59 @@ class SharedStore(StoreBase, Protocol):
         """
         ...
 
-    # ── wake-ups ───────────────────────────────────────────────────────
     async def wait(self, timeout: float) -> bool:
         """Return when another process may have made work due, or after
         `timeout` seconds (``inf``: no limit). True if woken, False on timeout."""
+        ...
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        """Ids of the jobs `owner` runs that someone asked to cancel (the
+        scheduler polls this as a safety net for a lost ``on_cancel``)."""
+        ...
+
+    async def set_progress(self, updates: Sequence[tuple[str, dict[str, Any]]], owner: str) -> None:
+        """Store the progress of running jobs, in one statement.
+
+        Each update is ``(job_id, {"done", "total", "message", "updated_at"})``;
+        only jobs still ``running`` under `owner`'s lease are written (others
+        are ignored: the attempt has ended or belongs to someone else).
+        Wakes `wait_changed` waiters.
+        """
+        ...
+
+    async def expire_results(self) -> int:
+        """Remove every result whose ``result_expires`` has passed (the job
+        stays, its result None); returns how many. Called by a reaper, never on
+        the hot path."""
+        ...
+
+
+@runtime_checkable
+class LookupRole(StoreBase, Protocol):
+    """The **lookup** role: read jobs by id and wait for them (`Client.get`, `Client.wait`)."""
+
+    async def get(self, job_id: str) -> SharedJobRow | None:
+        """The job with this id as stored now (with its ``history`` and
+        ``depends_on``), or None if there is none."""
+        ...
+
+    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
+        """Every job (or those of `job_ids` that exist), in ``seq`` order."""
+        ...
+
+    async def dependents(self, job_id: str) -> list[str] | None:
+        """The ids of the jobs inserted to depend on `job_id` (its downstream
+        jobs, waiting or not, ended or not), in ``seq`` order; None if no job
+        has this id.
+
+        One indexed read (the dependencies by ``upstream``), whatever the
+        store holds: the dashboard's job page calls it. A dependent purged
+        since is not listed.
+        """
+        ...
+
+    async def unfinished(self, job_ids: Sequence[str]) -> int:
+        """How many of `job_ids` exist and are not terminal yet."""
         ...
 
     async def wait_finished(self, timeout: float) -> bool:
@@ -206,7 +284,89 @@ class SharedStore(StoreBase, Protocol):
         True if woken, False on timeout."""
         ...
 
-    # ── cancelling ─────────────────────────────────────────────────────
+
+@runtime_checkable
+class InspectRole(StoreReader, Protocol):
+    """The **inspect** role: the whole queue at a glance (``jobsched web``, `Client.stats`).
+
+    A `StoreReader` (pages, counts, schedules) with the queue's statistics
+    and a wake-up for live views.
+    """
+
+    async def page(
+        self,
+        statuses: Sequence[str] | None,
+        type: str | None,
+        text: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[SharedJobRow], int]:
+        """One page of jobs, newest first (descending ``seq``), and how many match.
+
+        Only jobs in `statuses` (None: any), of job type `type` (None: any)
+        and, with `text`, whose id, name (``options["name"]``), type or
+        arguments' JSON contain it, case-insensitively. Skips `offset`
+        matching jobs and returns at most `limit`; the total counts every
+        matching job. Rows come without ``history`` and ``depends_on``.
+        """
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each status (statuses with none are left out).
+
+        Cheap however many jobs the store holds: a shared store keeps the
+        counts (``jobsched status`` and the stats read them).
+        """
+        ...
+
+    async def stats(self, since: float) -> StoreStats:
+        """Counts, jobs finished per minute since `since` (wall clock), lease
+        holders, running jobs per limit key, limits and the queue's pause flag,
+        read in one transaction (`StoreStats`)."""
+        ...
+
+    async def wait_changed(self, timeout: float) -> bool:
+        """Return when some job may have changed (submitted, claimed, finished,
+        retried, progressed, purged), or after `timeout` seconds. True if
+        woken. For live views: it should cost the hot path no round trip (the
+        PostgreSQL store sends a claim's notification from the claiming
+        statement; the SQLite store's poll sees every commit)."""
+        ...
+
+
+@runtime_checkable
+class OperateRole(StoreBase, Protocol):
+    """The **operate** role: an operator's actions on jobs and on the queue
+    (``jobsched jobs retry|requeue|cancel|purge``, ``jobsched queue``)."""
+
+    async def retry(self, job_ids: Sequence[str]) -> list[str]:
+        """Run failed, timed-out or cancelled jobs again; returns the ids moved.
+
+        Each job of `job_ids` that is in one of those statuses becomes
+        ``pending`` with ``attempts`` 0, ``run_at`` now, no lease,
+        ``finished_at``, result, ``result_expires``, progress or cancel request;
+        its history stays. A job that waits for dependencies counts the ones
+        not completed again (``unmet``; with a trigger rule other than
+        ``all_success``, the ones not finished: it runs once they have).
+        Other ids (unknown, another status, or a job whose ``unique_key``
+        another unfinished job holds now) are left as they are and not
+        returned. Wakes waiting processes.
+        """
+        ...
+
+    async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
+        """`retry` every job in `statuses` (a subset of failed, timed_out and
+        cancelled) of job type `type` (None: any); returns the ids moved, in
+        ``seq`` order."""
+        ...
+
+    async def purge(self, before: float, statuses: Sequence[str]) -> int:
+        """Delete the jobs in `statuses` (terminal ones only) that finished
+        before `before` (wall clock), with their dependency edges and attempt
+        history; returns how many jobs were deleted. Unfinished jobs are never
+        deleted."""
+        ...
+
     async def request_cancel(self, job_id: str) -> bool:
         """Cancel a job from any process; False if unknown or already finished.
 
@@ -217,28 +377,24 @@ class SharedStore(StoreBase, Protocol):
         """
         ...
 
-    async def cancel_requests(self, owner: str) -> list[str]:
-        """Ids of the jobs `owner` runs that someone asked to cancel (the
-        scheduler polls this as a safety net for a lost ``on_cancel``)."""
-        ...
+    async def set_queue_paused(self, paused: bool) -> bool:
+        """Pause or resume claiming for the whole cluster; False if it already was.
 
-    # ── cluster limits ─────────────────────────────────────────────────
-    async def sync_limits(self, data: LimitsData | None) -> LimitsData | None:
-        """Agree on the cluster's limits when a process opens the store.
-
-        The first process with limits stores them; a process with `data`
-        that differs from the stored limits is refused (`StoreError` showing
-        both); a process without limits (None) follows the stored ones.
-        Returns the limits in force (None: none).
+        While paused `claim` returns no job (and no next due time); running
+        jobs finish. Resuming wakes waiting processes.
         """
         ...
 
-    async def set_limits(self, data: LimitsData | None) -> None:
-        """Replace the cluster's limits (None or empty: no limits); wakes the
-        waiting processes."""
+    async def queue_paused(self) -> bool:
+        """Whether claiming is paused (`set_queue_paused`)."""
         ...
 
-    # ── recurring schedules ────────────────────────────────────────────
+
+@runtime_checkable
+class ScheduleRole(StoreBase, Protocol):
+    """The **schedules** role: recurring schedules shared by every process,
+    fired once per period (``jobsched worker``, ``jobsched schedules``)."""
+
     async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
         """Create the schedule unless its id exists (then make it active
         again and keep its stored state); returns the schedule as stored."""
@@ -273,130 +429,6 @@ class SharedStore(StoreBase, Protocol):
         """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule)."""
         ...
 
-    # ── reading ────────────────────────────────────────────────────────
-    async def get(self, job_id: str) -> SharedJobRow | None:
-        """The job with this id as stored now (with its ``history`` and
-        ``depends_on``), or None if there is none."""
-        ...
-
-    async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
-        """Every job (or those of `job_ids` that exist), in ``seq`` order."""
-        ...
-
-    async def dependents(self, job_id: str) -> list[str] | None:
-        """The ids of the jobs inserted to depend on `job_id` (its downstream
-        jobs, waiting or not, ended or not), in ``seq`` order; None if no job
-        has this id.
-
-        One indexed read (the dependencies by ``upstream``), whatever the
-        store holds: the dashboard's job page calls it. A dependent purged
-        since is not listed.
-        """
-        ...
-
-    async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status (statuses with none are left out).
-
-        Cheap however many jobs the store holds: a shared store keeps the
-        counts (``jobsched status`` and the stats read them).
-        """
-        ...
-
-    async def unfinished(self, job_ids: Sequence[str]) -> int:
-        """How many of `job_ids` exist and are not terminal yet."""
-        ...
-
-    async def page(
-        self,
-        statuses: Sequence[str] | None,
-        type: str | None,
-        text: str | None,
-        limit: int,
-        offset: int,
-    ) -> tuple[list[SharedJobRow], int]:
-        """One page of jobs, newest first (descending ``seq``), and how many match.
-
-        Only jobs in `statuses` (None: any), of job type `type` (None: any)
-        and, with `text`, whose id, name (``options["name"]``), type or
-        arguments' JSON contain it, case-insensitively. Skips `offset`
-        matching jobs and returns at most `limit`; the total counts every
-        matching job. Rows come without ``history`` and ``depends_on``.
-        """
-        ...
-
-    async def stats(self, since: float) -> StoreStats:
-        """Counts, jobs finished per minute since `since` (wall clock), lease
-        holders, running jobs per limit key, limits and the queue's pause flag,
-        read in one transaction (`StoreStats`)."""
-        ...
-
-    # ── operator actions ───────────────────────────────────────────────
-    async def retry(self, job_ids: Sequence[str]) -> list[str]:
-        """Run failed, timed-out or cancelled jobs again; returns the ids moved.
-
-        Each job of `job_ids` that is in one of those statuses becomes
-        ``pending`` with ``attempts`` 0, ``run_at`` now, no lease,
-        ``finished_at``, result, ``result_expires``, progress or cancel request;
-        its history stays. A job that waits for dependencies counts the ones
-        not completed again (``unmet``; with a trigger rule other than
-        ``all_success``, the ones not finished: it runs once they have).
-        Other ids (unknown, another status, or a job whose ``unique_key``
-        another unfinished job holds now) are left as they are and not
-        returned. Wakes waiting processes.
-        """
-        ...
-
-    async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
-        """`retry` every job in `statuses` (a subset of failed, timed_out and
-        cancelled) of job type `type` (None: any); returns the ids moved, in
-        ``seq`` order."""
-        ...
-
-    async def purge(self, before: float, statuses: Sequence[str]) -> int:
-        """Delete the jobs in `statuses` (terminal ones only) that finished
-        before `before` (wall clock), with their dependency edges and attempt
-        history; returns how many jobs were deleted. Unfinished jobs are never
-        deleted."""
-        ...
-
-    async def expire_results(self) -> int:
-        """Remove every result whose ``result_expires`` has passed (the job
-        stays, its result None); returns how many. Called by a reaper, never on
-        the hot path."""
-        ...
-
-    async def set_progress(self, updates: Sequence[tuple[str, dict[str, Any]]], owner: str) -> None:
-        """Store the progress of running jobs, in one statement.
-
-        Each update is ``(job_id, {"done", "total", "message", "updated_at"})``;
-        only jobs still ``running`` under `owner`'s lease are written (others
-        are ignored: the attempt has ended or belongs to someone else).
-        Wakes `wait_changed` waiters.
-        """
-        ...
-
-    async def wait_changed(self, timeout: float) -> bool:
-        """Return when some job may have changed (submitted, claimed, finished,
-        retried, progressed, purged), or after `timeout` seconds. True if
-        woken. For live views: it should cost the hot path no round trip (the
-        PostgreSQL store sends a claim's notification from the claiming
-        statement; the SQLite store's poll sees every commit)."""
-        ...
-
-    # ── the queue's pause flag ─────────────────────────────────────────
-    async def set_queue_paused(self, paused: bool) -> bool:
-        """Pause or resume claiming for the whole cluster; False if it already was.
-
-        While paused `claim` returns no job (and no next due time); running
-        jobs finish. Resuming wakes waiting processes.
-        """
-        ...
-
-    async def queue_paused(self) -> bool:
-        """Whether claiming is paused (`set_queue_paused`)."""
-        ...
-
-    # ── schedules: operator actions ────────────────────────────────────
     async def schedules(self) -> list[SharedScheduleRow]:
         """Every schedule (active or not), ordered by id."""
         ...
@@ -420,34 +452,46 @@ class SharedStore(StoreBase, Protocol):
 
 
 @runtime_checkable
-class StoreReader(StoreBase, Protocol):
-    """What ``jobsched status`` reads from a durable store, a page at a time.
+class LimitsRole(StoreBase, Protocol):
+    """The **limits** role: the cluster's limits, agreed on by every process (docs/limits.md)."""
 
-    Every shared store offers it (these are `SharedStore` methods); a
-    one-owner store may too (the SQLite file, in either mode), opened with
-    ``StoreContext(readonly=True, load=False)``. None of these reads more
-    than a page of jobs into memory, however many the store holds.
+    async def sync_limits(self, data: LimitsData | None) -> LimitsData | None:
+        """Agree on the cluster's limits when a process opens the store.
+
+        The first process with limits stores them; a process with `data`
+        that differs from the stored limits is refused (`StoreError` showing
+        both); a process without limits (None) follows the stored ones.
+        Returns the limits in force (None: none).
+        """
+        ...
+
+    async def set_limits(self, data: LimitsData | None) -> None:
+        """Replace the cluster's limits (None or empty: no limits); wakes the
+        waiting processes."""
+        ...
+
+
+@runtime_checkable
+class SharedStore(
+    SubmitRole,
+    QueueRole,
+    LookupRole,
+    InspectRole,
+    OperateRole,
+    ScheduleRole,
+    LimitsRole,
+    Protocol,
+):
+    """A store **several processes share** as one queue (PostgreSQL): every role.
+
+    Each method is one transaction, safe to call from many processes at once;
+    a call that fails raises `StoreError` and changed nothing. Writes that may
+    be retried after a lost answer (a dropped connection) must do no harm
+    when repeated: guard them by the lease owner or make them idempotent.
+    Wake-ups between processes (a NOTIFY, a file watch, a short poll) are the
+    store's business: they reach the scheduler through `wait`,
+    `wait_finished` and the three callbacks.
     """
-
-    async def page(
-        self,
-        statuses: Sequence[str] | None,
-        type: str | None,
-        text: str | None,
-        limit: int,
-        offset: int,
-    ) -> tuple[list[SharedJobRow], int]:
-        """One page of jobs, newest first, and how many match (`SharedStore.page`;
-        a one-owner store may refuse `text` with a `StoreError`)."""
-        ...
-
-    async def counts(self) -> dict[str, int]:
-        """How many jobs are in each status (`SharedStore.counts`), cheaply."""
-        ...
-
-    async def schedules(self) -> list[SharedScheduleRow]:
-        """Every recurring schedule, by id (`SharedStore.schedules`)."""
-        ...
 
 
 # The members each contract adds, for the checks below (tests keep them equal
@@ -455,45 +499,60 @@ class StoreReader(StoreBase, Protocol):
 BASE_MEMBERS = ("url", "durable", "shared", "open", "close")
 STORE_MEMBERS = (*BASE_MEMBERS, "write")
 READER_MEMBERS = (*BASE_MEMBERS, "page", "counts", "schedules")
-SHARED_STORE_MEMBERS = (
-    *BASE_MEMBERS,
-    "lease_seconds",
-    "on_work",
-    "on_cancel",
-    "on_resync",
-    "insert",
-    "claim",
-    "renew",
-    "reap_expired",
-    "release",
-    "finish",
-    "wait",
-    "wait_finished",
-    "request_cancel",
-    "cancel_requests",
-    "sync_limits",
-    "set_limits",
-    "add_schedule",
-    "get_schedule",
-    "fire_schedule",
-    "deactivate_schedule",
-    "schedule_jobs",
-    "get",
-    "jobs",
-    "dependents",
-    "counts",
-    "unfinished",
-    "page",
-    "stats",
-    "retry",
-    "requeue",
-    "purge",
-    "expire_results",
-    "set_progress",
-    "wait_changed",
-    "set_queue_paused",
-    "queue_paused",
-    "schedules",
-    "set_schedule_paused",
-    "trigger_schedule",
+
+#: Each role by the name the CLI, the dashboard and `Client` declare, with
+#: the members it adds to `StoreBase` (docs/plugins.md shows who needs which).
+ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
+    "submit": ("insert",),
+    "queue": (
+        "lease_seconds",
+        "on_work",
+        "on_cancel",
+        "on_resync",
+        "claim",
+        "renew",
+        "reap_expired",
+        "release",
+        "finish",
+        "wait",
+        "cancel_requests",
+        "set_progress",
+        "expire_results",
+    ),
+    "lookup": ("get", "jobs", "dependents", "unfinished", "wait_finished"),
+    "inspect": ("page", "counts", "schedules", "stats", "wait_changed"),
+    "operate": (
+        "retry",
+        "requeue",
+        "purge",
+        "request_cancel",
+        "set_queue_paused",
+        "queue_paused",
+    ),
+    "schedules": (
+        "add_schedule",
+        "get_schedule",
+        "fire_schedule",
+        "deactivate_schedule",
+        "schedule_jobs",
+        "schedules",
+        "set_schedule_paused",
+        "trigger_schedule",
+    ),
+    "limits": ("sync_limits", "set_limits"),
+}
+#: The protocol of each role, by the same names.
+ROLES: dict[str, type] = {
+    "submit": SubmitRole,
+    "queue": QueueRole,
+    "lookup": LookupRole,
+    "inspect": InspectRole,
+    "operate": OperateRole,
+    "schedules": ScheduleRole,
+    "limits": LimitsRole,
+}
+#: Every role: what `SharedStore` is.
+SHARED_ROLES = tuple(ROLES)
+SHARED_STORE_MEMBERS = tuple(
+    dict.fromkeys([*BASE_MEMBERS, *(m for ms in ROLE_MEMBERS.values() for m in ms)])
 )

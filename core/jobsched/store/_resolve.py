@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from .._errors import PluginError, StoreError
+from .._errors import MissingRoleError, PluginError, StoreError
 from ._checks import check_snapshot
 from ._contracts import (
     BASE_MEMBERS,
     READER_MEMBERS,
-    SHARED_STORE_MEMBERS,
+    ROLE_MEMBERS,
+    SHARED_ROLES,
     STORE_MEMBERS,
     SharedStore,
     Store,
@@ -37,6 +38,70 @@ class StoreFactories(Protocol):
 
 def _lacking(store: object, members: Sequence[str]) -> list[str]:
     return [name for name in members if not hasattr(store, name)]
+
+
+def store_name(store: object) -> str:
+    """How messages name a store: its URL (the scheme is its plugin's name)."""
+    url = getattr(store, "url", None)
+    return repr(url) if isinstance(url, str) else repr(store)
+
+
+def lacking_roles(store: object, roles: Iterable[str]) -> dict[str, list[str]]:
+    """The roles of `roles` that `store` lacks, each with the members it lacks."""
+    lacking: dict[str, list[str]] = {}
+    for role in roles:
+        missing = _lacking(store, ROLE_MEMBERS[role])
+        if missing:
+            lacking[role] = missing
+    return lacking
+
+
+def offers(store: object, role: str) -> bool:
+    """Whether `store` has every member of `role` (``"submit"``, ``"operate"``...)."""
+    return not _lacking(store, ROLE_MEMBERS[role])
+
+
+_S = TypeVar("_S")
+
+
+def require_roles(store: _S, roles: Iterable[str], user: str) -> _S:
+    """`store`, checked to offer each of `roles` for `user` (``"jobsched web"``).
+
+    A store lacking one is a `MissingRoleError`: one line naming the store,
+    `user` and each missing role. A store that has these roles but lacks
+    others comes back as a view of it whose members of the other roles raise
+    the same error when used (naming the role), not an `AttributeError` far
+    from its cause; a store with every role comes back as it is.
+    """
+    roles = tuple(roles)
+    lacking = lacking_roles(store, roles)
+    if lacking:
+        raise MissingRoleError(store_name(store), user, lacking)
+    others = lacking_roles(store, (role for role in SHARED_ROLES if role not in roles))
+    if not others:
+        return store
+    return _PartialStore(store, user, others)  # type: ignore[return-value]
+
+
+class _PartialStore:
+    """A store with only some roles: using a member of another says which role it lacks."""
+
+    def __init__(self, store: object, user: str, lacking: dict[str, list[str]]) -> None:
+        self._store = store
+        self._user = user
+        self._roles = {member: role for role, members in lacking.items() for member in members}
+        self._lacking = lacking
+
+    def __getattr__(self, name: str) -> Any:
+        role = self._roles.get(name)
+        if role is not None:
+            raise MissingRoleError(
+                store_name(self._store), f"{self._user}'s {name}", {role: self._lacking[role]}
+            )
+        return getattr(self._store, name)
+
+    def __repr__(self) -> str:
+        return repr(self._store)
 
 
 def resolve_store(
@@ -71,8 +136,9 @@ def resolve_store(
 
 
 def offers_shared(store: object) -> bool:
-    """Whether `store` implements `SharedStore` (several processes can share it)."""
-    return not _lacking(store, SHARED_STORE_MEMBERS)
+    """Whether `store` implements `SharedStore` (several processes can share it):
+    every role."""
+    return not lacking_roles(store, SHARED_ROLES)
 
 
 def as_store(store: object) -> Store:
@@ -84,10 +150,12 @@ def as_store(store: object) -> Store:
 
 
 def as_shared_store(store: object) -> SharedStore:
-    """`store` as a `SharedStore`; `TypeError` naming what it lacks."""
-    missing = _lacking(store, SHARED_STORE_MEMBERS)
-    if missing:
-        raise TypeError(f"{store!r} is not a shared store: it lacks {', '.join(missing)}")
+    """`store` as a `SharedStore` (every role); `TypeError` naming the members it lacks."""
+    lacking = lacking_roles(store, SHARED_ROLES)
+    if lacking:
+        raise TypeError(
+            f"{store!r} is not a shared store: it lacks {MissingRoleError.describe(lacking)}"
+        )
     return store  # type: ignore[return-value]
 
 
