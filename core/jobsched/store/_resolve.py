@@ -61,6 +61,12 @@ def offers(store: object, role: str) -> bool:
     return not _lacking(store, ROLE_MEMBERS[role])
 
 
+def offers_a_role(store: object) -> bool:
+    """Whether `store` offers any role of a shared store: False for a store
+    only one process can own (the memory store), which no role can serve."""
+    return any(offers(store, role) for role in SHARED_ROLES)
+
+
 _S = TypeVar("_S")
 
 
@@ -104,14 +110,13 @@ class _PartialStore:
         return repr(self._store)
 
 
-def resolve_store(
-    store: StoreBase | str | None, plugins: StoreFactories
-) -> Store | SharedStore | None:
+def resolve_store(store: StoreBase | str | None, plugins: StoreFactories) -> StoreBase | None:
     """The store a scheduler was given: an instance, a URL, or None (memory, no store).
 
-    A URL is built by the factory registered for its scheme. The result is
-    checked against the contract it prefers (`SharedStore` when ``shared``,
-    else `Store`); a `TypeError` names what it lacks.
+    A URL is built by the factory registered for its scheme. A one-owner
+    store (not ``shared``) is checked against `Store`; a `TypeError` names
+    what it lacks. A shared store may serve only some roles: whoever uses it
+    checks those it needs (`require_roles`; a scheduler, `as_shared_store`).
     """
     if store is None:
         return None
@@ -131,7 +136,7 @@ def resolve_store(
     if missing:
         raise TypeError(f"{store!r} is not a store: it lacks {', '.join(missing)}")
     if getattr(store, "shared", False):
-        return as_shared_store(store)
+        return store  # type: ignore[return-value]  # a str was built into a store above
     return as_store(store)
 
 
