@@ -24,6 +24,7 @@ from jobsched.store import (
     SharedStore,
     Store,
     StoreBase,
+    StoreContext,
     StoreError,
     StoreReader,
     SubmitRole,
@@ -31,7 +32,8 @@ from jobsched.store import (
     require_roles,
     resolve_store,
 )
-from jobsched_plugins.memory_store import MemoryStore
+from jobsched_plugins.memory_queue import SharedMemoryStore
+from jobsched_plugins.memory_store import MemoryStore, memory_store
 from jobsched_plugins.postgres_store import PostgresStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 
@@ -87,6 +89,7 @@ def test_the_built_in_shared_stores_keep_every_role(role: str, tmp_path: Path) -
     for store in (
         PostgresStore("postgresql://user@db.invalid/jobs"),
         SQLiteStore(f"sqlite:///{tmp_path}/jobs.db"),
+        SharedMemoryStore("memory://queue"),
     ):
         assert isinstance(store, ROLES[role]), (store, role)
         assert lacking_roles(store, [role]) == {}
@@ -123,6 +126,22 @@ async def test_a_store_lacking_a_role_is_named_with_the_role_and_its_user() -> N
     ):
         await view.retry(["job-1"])
     assert view.url == "redis://queue"
+
+
+def test_the_memory_plugin_builds_a_shared_queue_only_for_a_name() -> None:
+    assert isinstance(memory_store("memory://"), MemoryStore)
+    named = memory_store("memory://queue?lease=5")
+    assert isinstance(named, SharedMemoryStore) and isinstance(named, SharedStore)
+    assert (named.name, named.lease_seconds) == ("queue", 5.0)
+    built = resolve_store("memory://queue", PluginManager())
+    assert isinstance(built, SharedMemoryStore)
+    with pytest.raises(ValueError, match="lease must be a number of seconds > 0"):
+        memory_store("memory://queue?lease=0")
+
+
+async def test_a_memory_queue_must_exist_to_be_read() -> None:
+    with pytest.raises(StoreError, match="memory://nowhere: no queue of this name"):
+        await SharedMemoryStore("memory://nowhere").open(StoreContext(worker_id="w", readonly=True))
 
 
 def test_sqlite_and_memory_keep_the_one_owner_contract(tmp_path: Path) -> None:

@@ -75,7 +75,9 @@ def test_an_unknown_store_scheme_lists_the_known_ones() -> None:
         ("sqlite:///x.db?fast=yes", "unknown option"),
         ("sqlite:///x.db?timeout=soon", "timeout must be a number"),
         ("sqlite:///x.db?synchronous=off", "synchronous must be"),
-        ("memory://somewhere", "must be 'memory://'"),
+        ("memory:somewhere", "must be 'memory://'"),
+        ("memory://queue?lease=0", "lease must be a number of seconds"),
+        ("memory://queue?fast=yes", "unknown option 'fast'"),
         ("nourl", "has no scheme|unknown store"),
     ],
 )
