@@ -3,6 +3,7 @@ and what needs another says so in one line, naming the store and the role."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from jobsched import Client, JobStatus, PluginManager, build_job, default_plugin_manager
 from jobsched.cli import main
-from jobsched.store import MissingRoleError, SharedStore, SubmitRole
+from jobsched.store import ROLE_MEMBERS, ROLES, MissingRoleError, SharedStore, SubmitRole
 from partial_store import PartialStore
 
 OPERATE = "retry, requeue, purge, request_cancel, set_queue_paused, queue_paused"
@@ -101,3 +102,23 @@ def test_jobsched_worker_refuses_a_store_without_every_role(
     assert line.startswith(
         f"store {partial_plugin!r} cannot serve jobsched worker: it lacks the queue role ("
     )
+
+
+# ── docs/plugins.md, "Store roles" ────────────────────────────────────
+DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
+
+
+def test_the_role_table_of_docs_plugins_md_is_the_contract() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \| (.+) \|$", DOC.read_text(), flags=re.M)
+    assert {role: (protocol, members) for role, protocol, members in rows} == {
+        role: (ROLES[role].__name__, ", ".join(f"`{m}`" for m in ROLE_MEMBERS[role]))
+        for role in ROLES
+    }
+
+
+def test_the_error_line_of_docs_plugins_md_is_what_jobsched_says() -> None:
+    (shown,) = re.findall(r"^jobsched: error: store 'redis://queue' .*$", DOC.read_text(), re.M)
+    lacking = {role: list(ROLE_MEMBERS[role]) for role in ("inspect", "schedules")}
+    said = str(MissingRoleError("'redis://queue'", "jobsched web", lacking))
+    schedules = ", ".join(ROLE_MEMBERS["schedules"])
+    assert shown == "jobsched: error: " + said.replace(f"({schedules})", "(...)")
