@@ -1,8 +1,11 @@
-"""The shared-store tests run against both shared stores: PostgreSQL and SQLite.
+"""The shared-store tests run against every shared store: PostgreSQL, SQLite
+and the in-memory fake.
 
 `target` is parametrized over ``postgresql`` (a throw-away schema, skipped
-without ``JOBSCHED_TEST_POSTGRES_DSN``) and ``sqlite`` (an absolute file in
-the test's tmp_path, opened in shared mode). A `Target` gives the store URL,
+without ``JOBSCHED_TEST_POSTGRES_DSN``), ``sqlite`` (an absolute file in
+the test's tmp_path, opened in shared mode) and ``memory`` (``memory://NAME``,
+a queue this process alone sees: tests that run workers in other processes
+take `db_target`, the two databases). A `Target` gives the store URL,
 the test jobs (which record each execution in a side table: in the schema
 for PostgreSQL, in a second SQLite file for SQLite) and what they recorded.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +24,13 @@ import pytest
 
 import pg_jobs
 from jobsched.store import StoreContext
+from jobsched_plugins.memory_queue import SharedMemoryStore
 from jobsched_plugins.postgres_store import PostgresStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from pg_support import base_dsn, with_query
 
-SHARED_STORES = ["postgresql", "sqlite"]
+DATABASES = ["postgresql", "sqlite"]
+SHARED_STORES = [*DATABASES, "memory"]
 
 
 class Target:
@@ -39,7 +45,9 @@ class Target:
         self.side = side
 
     def with_lease(self, seconds: float) -> Target:
-        if self.kind == "postgresql":
+        if self.kind == "memory":
+            url = f"{self.url}?lease={seconds}"
+        elif self.kind == "postgresql":
             url = with_query(self.url, lease=str(seconds))
         else:
             url = f"{self.url}?lease={seconds}"
@@ -47,6 +55,8 @@ class Target:
 
     def store(self) -> Any:
         """A store object for `url` (not open)."""
+        if self.kind == "memory":
+            return SharedMemoryStore(self.url)
         return PostgresStore(self.url) if self.kind == "postgresql" else SQLiteStore(self.url)
 
     async def open_store(self, owner: str = "probe") -> Any:
@@ -79,7 +89,9 @@ class Target:
 
     async def expire_lease(self, store: Any, job_id: str) -> None:
         """Make `job_id`'s lease long expired (its owner died long ago)."""
-        if self.kind == "postgresql":
+        if self.kind == "memory":
+            await store.call(lambda queue: queue.job(job_id, lease_expires=0))
+        elif self.kind == "postgresql":
             async with store.connection() as conn:
                 await conn.execute(
                     f'UPDATE "{self.schema}".jobs SET lease_expires = 0 WHERE job_id = %s',
@@ -97,7 +109,18 @@ class Target:
         """Make `owner` hold the running jobs `job_ids` (their lease expired, another
         process reaped and claimed them), all in one step: nobody else can take them."""
         far = 4e9  # a lease that never runs out during a test
-        if self.kind == "postgresql":
+        if self.kind == "memory":
+
+            def steal(queue: Any) -> None:
+                for job_id in job_ids:
+                    row = queue.jobs[job_id]
+                    if row.status == "running":
+                        queue.job(
+                            job_id, lease_owner=owner, lease_expires=far, attempts=row.attempts + 1
+                        )
+
+            await store.call(steal)
+        elif self.kind == "postgresql":
             async with store.connection() as conn:
                 await conn.execute(
                     f'UPDATE "{self.schema}".jobs SET lease_owner = %s, lease_expires = %s, '
@@ -123,11 +146,35 @@ def _sqlite_target(tmp_path: Path) -> Iterator[Target]:
     yield Target("sqlite", f"sqlite:///{tmp_path}/jobs.db", "", f"sqlite:{side}")
 
 
+def _memory_target(tmp_path: Path) -> Iterator[Target]:
+    side = tmp_path / "side.db"
+    with contextlib.closing(sqlite3.connect(side)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(pg_jobs.SQLITE_SIDE_TABLES)
+    yield Target("memory", f"memory://{uuid.uuid4().hex}", "", f"sqlite:{side}")
+
+
 @pytest.fixture(params=SHARED_STORES)
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
     """A fresh shared store of each kind, with the test jobs' side tables."""
+    async for t in _target(request, tmp_path):
+        yield t
+
+
+@pytest.fixture(params=DATABASES)
+async def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
+    """`target` of the two databases only: for tests whose workers run in other processes."""
+    async for t in _target(request, tmp_path):
+        yield t
+
+
+async def _target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
     if request.param == "sqlite":
         for t in _sqlite_target(tmp_path):
+            yield t
+        return
+    if request.param == "memory":
+        for t in _memory_target(tmp_path):
             yield t
         return
     pg_schema: tuple[str, str] = request.getfixturevalue("pg_schema")

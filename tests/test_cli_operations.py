@@ -29,6 +29,14 @@ from ops_jobs import Cleanup, Report
 from shared_support import Target
 from test_cli import assert_bad_input, jobsched
 
+
+@pytest.fixture
+def target(db_target: Target) -> Target:
+    """The commands run in processes of their own:
+    the databases only (a memory store is seen by one process)."""
+    return db_target
+
+
 pytestmark = pytest.mark.slow
 
 

@@ -124,26 +124,32 @@ async def test_a_retried_job_cancelled_at_insert_waits_for_its_upstream_again(
     assert [r.job_id for r in claimed] == ["after"]
 
 
-async def test_the_schema_indexes_dependencies_by_upstream(target: Target, store: Any) -> None:
+async def test_the_schema_indexes_dependencies_by_upstream(db_target: Target) -> None:
     """`dependents` needs no schema change: the dependencies' primary key
-    starts with ``upstream`` on both stores, and the planner uses it."""
-    if target.kind == "postgresql":
-        async with store.connection() as conn:
-            await conn.execute("SET LOCAL enable_seqscan = off")
-            cur = await conn.execute(
-                f'EXPLAIN SELECT job_id FROM "{target.schema}".dependencies WHERE upstream = %s',
-                ["x"],
-            )
-            plan = " ".join(next(iter(r.values())) for r in await cur.fetchall())
-        assert "dependencies_pkey" in plan and "Index Cond: (upstream = " in plan
-        return
-    plan = await store.call(
-        lambda conn: conn.execute(
-            "EXPLAIN QUERY PLAN SELECT job_id FROM jobsched_shared_dependencies WHERE upstream = ?",
-            ("x",),
-        ).fetchall()
-    )
-    assert "USING PRIMARY KEY (upstream=?)" in " ".join(r[-1] for r in plan)
+    starts with ``upstream`` on both databases, and the planner uses it."""
+    store = await db_target.open_store("worker-a")
+    try:
+        if db_target.kind == "postgresql":
+            async with store.connection() as conn:
+                await conn.execute("SET LOCAL enable_seqscan = off")
+                cur = await conn.execute(
+                    f'EXPLAIN SELECT job_id FROM "{db_target.schema}".dependencies '
+                    "WHERE upstream = %s",
+                    ["x"],
+                )
+                plan = " ".join(next(iter(r.values())) for r in await cur.fetchall())
+            assert "dependencies_pkey" in plan and "Index Cond: (upstream = " in plan
+            return
+        rows = await store.call(
+            lambda conn: conn.execute(
+                "EXPLAIN QUERY PLAN SELECT job_id FROM jobsched_shared_dependencies "
+                "WHERE upstream = ?",
+                ("x",),
+            ).fetchall()
+        )
+        assert "USING PRIMARY KEY (upstream=?)" in " ".join(r[-1] for r in rows)
+    finally:
+        await store.close()
 
 
 # ── Client and BlockingClient ──────────────────────────────────────────

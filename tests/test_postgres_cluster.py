@@ -24,6 +24,14 @@ from jobsched.store import NewJob
 from pg_support import terminate_backends
 from shared_support import Target
 
+
+@pytest.fixture
+def target(db_target: Target) -> Target:
+    """The cluster's workers are processes of their own:
+    the databases only (a memory store is seen by one process)."""
+    return db_target
+
+
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 

@@ -74,7 +74,9 @@ def test_an_unknown_store_scheme_lists_the_known_ones() -> None:
         ("sqlite:///x.db?fast=yes", "unknown option"),
         ("sqlite:///x.db?timeout=soon", "timeout must be a number"),
         ("sqlite:///x.db?synchronous=off", "synchronous must be"),
-        ("memory://somewhere", "must be 'memory://'"),
+        ("memory:somewhere", "must be 'memory://'"),
+        ("memory://queue?lease=0", "lease must be a number of seconds"),
+        ("memory://queue?fast=yes", "unknown option 'fast'"),
         ("nourl", "has no scheme|unknown store"),
     ],
 )
@@ -116,7 +118,10 @@ def test_a_shared_store_runs_on_the_shared_backend_without_a_journal() -> None:
 def test_a_store_that_says_it_is_shared_must_keep_the_shared_contract() -> None:
     store = RecordingStore()
     store.shared = True  # type: ignore[misc]
-    with pytest.raises(TypeError, match="is not a shared store: it lacks lease_seconds, on_work"):
+    with pytest.raises(
+        TypeError,
+        match=r"not a shared store: it lacks the submit role \(insert\) and the queue role",
+    ):
         scheduler(store)
 
 

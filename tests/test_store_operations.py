@@ -87,6 +87,8 @@ async def statuses(store: Any) -> dict[str, str]:
 
 async def attempt_rows(target: Target, store: Any, job_id: str) -> int:
     """How many history rows the store keeps for `job_id` (read behind its back)."""
+    if target.kind == "memory":
+        return int(await store.call(lambda queue: len(queue.history.get(job_id, ()))))
     if target.kind == "postgresql":
         async with store.connection() as conn:
             cur = await conn.execute(

@@ -26,6 +26,14 @@ import pytest
 from jobsched.store import NewJob
 from shared_support import Target
 
+
+@pytest.fixture
+def target(db_target: Target) -> Target:
+    """The workers are processes of their own:
+    the databases only (a memory store is seen by one process)."""
+    return db_target
+
+
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent
 

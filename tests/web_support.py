@@ -1,8 +1,9 @@
 """The web app under test on each kind of store, for the tests of the dashboard.
 
 `make_env` builds one: an in-process scheduler on the memory store
-(``create_app(scheduler=...)``), or a SQLite file in shared mode or a
-PostgreSQL schema (``create_app(store_url)``, with a worker scheduler in the
+(``create_app(scheduler=...)``), or a shared store - an in-memory queue
+(``memory://NAME``: no database), a SQLite file in shared mode or a
+PostgreSQL schema - (``create_app(store_url)``, with a worker scheduler in the
 test's loop running the jobs), reached through httpx's ASGI transport: no
 server, no network. `EventStream` reads ``GET /api/events`` by driving the
 ASGI app directly (httpx's transport buffers whole answers).
@@ -15,6 +16,7 @@ import contextlib
 import functools
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -126,7 +128,9 @@ async def make_env(
             async with serving(app) as http:
                 yield Env(kind, app, http, app.state.dashboard.client, scheduler)
         return
-    if kind == "sqlite":
+    if kind == "memory-queue":
+        url = f"memory://{uuid.uuid4().hex}"
+    elif kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'jobs.db'}"
     else:
         url = request.getfixturevalue("pg_schema")[0]
@@ -138,7 +142,7 @@ async def make_env(
         yield Env(kind, app, http, app.state.dashboard.client)
 
 
-STORES = ["memory", "sqlite", "postgresql"]
+STORES = ["memory", "memory-queue", "sqlite", "postgresql"]
 
 
 async def get_json(env: Env, path: str, expect: int = 200, **params: Any) -> Any:

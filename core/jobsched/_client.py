@@ -72,11 +72,11 @@ from .store import (
     SharedScheduleRow,
     StoreContext,
     new_worker_id,
+    offers_a_role,
+    require_roles,
     resolve_store,
 )
 
-#: The store calls a client needs: a store without them cannot be shared.
-_CLIENT_CALLS = ("insert", "get", "jobs", "request_cancel", "wait_finished")
 #: The statuses `retry` and `requeue` take a job from.
 RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
 TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
@@ -140,16 +140,16 @@ class Client:
         self.codec = JobCodec(self.plugins)
         self._submit_hooks = self.plugins.submit_hooks()
         built = resolve_store(store, self.plugins)
-        missing = [name for name in _CLIENT_CALLS if not hasattr(built, name)]
-        if built is None or missing:
+        if built is None or not offers_a_role(built):
             raise SchedulerError(
-                f"{store!r} is not a shared store (it lacks {', '.join(missing) or 'a URL'}): "
-                "a Client needs a store several processes share, such as postgresql://host/db"
+                f"{store!r} is not a shared store: a Client needs a store "
+                "several processes share, such as postgresql://host/db"
             )
-        self.store: Any = built
+        # The roles a client needs to open; each other role (submit, operate,
+        # ...) is needed by the methods that use it, and named when missing.
+        needs = ("lookup", "limits") if limits else ("lookup",)
+        self.store: Any = require_roles(built, needs, "a Client")
         self.limits = limits
-        if limits and not hasattr(built, "sync_limits"):
-            raise SchedulerError(f"{built!r} cannot enforce limits across processes")
         #: This client's name in the store (``submitted_by``).
         self.identity = new_worker_id()
         # A random part makes job ids unique across processes and restarts.

@@ -115,6 +115,32 @@ class BadRowError(StoreError):
         return (type(self), (self.what, self.row_id, self.column, self.problem, self.url))
 
 
+class MissingRoleError(StoreError, TypeError):
+    """A store lacks a role (`jobsched.store.ROLES`) that what uses it needs.
+
+    `store` names it (its URL), `user` is what needs the roles (``"a Client"``,
+    ``"jobsched web"``), `lacking` maps each missing role to the members it
+    lacks. One line, naming all three.
+    """
+
+    def __init__(self, store: str, user: str, lacking: dict[str, list[str]]) -> None:
+        self.store = store
+        self.user = user
+        self.lacking = lacking
+        super().__init__(
+            f"store {store} cannot serve {user}: it lacks {self.describe(lacking)} "
+            "(docs/plugins.md#store-roles says which roles serve what)"
+        )
+
+    @staticmethod
+    def describe(lacking: dict[str, list[str]]) -> str:
+        """``the queue role (claim, finish) and the limits role (set_limits)``."""
+        return " and ".join(f"the {role} role ({', '.join(m)})" for role, m in lacking.items())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.store, self.user, self.lacking))
+
+
 class SchemaTooNewError(StoreError):
     """The store was migrated by a newer jobsched than this one: its schema is
     version `found`, this code knows up to `known`. Running on would misread

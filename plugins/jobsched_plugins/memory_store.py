@@ -4,6 +4,10 @@
 says it is not durable, so the scheduler never builds a journal and its hot
 path is untouched. It exists so a store URL can always be given (a CLI flag,
 a config file) and so ``plugins list`` shows the default.
+
+``memory://NAME`` is another store: a queue in this process's memory that
+every store of that name shares, with every role of a shared store
+(`jobsched_plugins.memory_queue`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Sequence
 from jobsched import hookimpl
 from jobsched.hookspecs import Register
 from jobsched.store import JobRow, PurgeRow, ScheduleRow, Snapshot, StoreContext
+
+from .memory_queue import SharedMemoryStore
 
 
 class MemoryStore:
@@ -40,6 +46,13 @@ class MemoryStore:
         return "MemoryStore()"
 
 
+def memory_store(url: str = "memory://") -> MemoryStore | SharedMemoryStore:
+    """``memory://``: keep nothing; ``memory://NAME``: the shared queue of that name."""
+    if url.partition("://")[2].partition("?")[0].strip("/"):
+        return SharedMemoryStore(url)
+    return MemoryStore(url)
+
+
 @hookimpl
 def jobsched_register_stores(register: Register) -> None:
-    register("memory", MemoryStore)
+    register("memory", memory_store)

@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from jobsched import Client, SchedulerError, hookimpl
-from jobsched.store import StoreContext, new_worker_id, resolve_store
+from jobsched.store import (
+    StoreContext,
+    new_worker_id,
+    offers_a_role,
+    require_roles,
+    resolve_store,
+)
 
 #: The environment variable the token is read from when ``--token`` is not given.
 TOKEN_ENV = "JOBSCHED_WEB_TOKEN"
@@ -117,7 +123,7 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
 
     from jobsched.web import bound_hosts, create_app
 
-    await _check_exists(args.store, args.plugins)
+    await _check_exists(args.store, args.plugins, needs=_roles(token))
     client = Client(args.store, plugins=args.plugins)
     # Its own address (all of the machine's when bound to 0.0.0.0) and the names given.
     hosts = [*bound_hosts(args.host), *args.allowed_hosts]
@@ -135,15 +141,26 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
     return 0
 
 
-async def _check_exists(url: str, plugins: Any) -> None:
-    """Refuse a store that does not exist yet (a typo in the URL), creating nothing.
+def _roles(token: str | None) -> tuple[str, ...]:
+    """The store roles the dashboard needs: it shows jobs, the queue and the
+    schedules; with a token it acts on them too (`jobsched.store.ROLES`)."""
+    return ("lookup", "inspect", "schedules", *(("operate",) if token else ()))
+
+
+async def _check_exists(url: str, plugins: Any, needs: tuple[str, ...]) -> None:
+    """Refuse a store that does not exist yet (a typo in the URL), creating
+    nothing, or that lacks a role of `needs` (`MissingRoleError`, naming it).
 
     Opened read-only first, as the operator commands do: a new SQLite file or
     PostgreSQL schema is a `StoreError` naming it, never a new empty store.
     """
     store = resolve_store(url, plugins)
-    if store is None:
-        raise SchedulerError(f"--store {url!r} is not a store URL")
+    if store is None or not offers_a_role(store):
+        raise SchedulerError(
+            f"--store {url!r} is not a store several processes can share "
+            "(postgresql://host/db, or sqlite:////abs/path/jobs.db in shared mode)"
+        )
+    require_roles(store, needs, "jobsched web")
     await store.open(StoreContext(worker_id=new_worker_id(), readonly=True, load=False))
     await store.close()
 

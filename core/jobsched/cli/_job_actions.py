@@ -140,7 +140,7 @@ def retry_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             changes.append(_change(after, infos[job_id].status.value, JobStatus.PENDING.value))
         return changes
 
-    changes = operate(args, plugins, retry)
+    changes = operate(args, plugins, retry, needs=("operate",))
     if args.json:
         print_json(changes)
     else:
@@ -162,7 +162,7 @@ def requeue_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             changes.append(_change(now, was.status.value if was else "?", "pending"))
         return changes
 
-    changes = operate(args, plugins, requeue)
+    changes = operate(args, plugins, requeue, needs=("inspect", "operate"))
     if args.json:
         print_json(changes)
     elif not changes:
@@ -190,7 +190,7 @@ def cancel_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             changes.append(_change(now, before, now.status.value, outcome=outcome))
         return changes
 
-    changes = operate(args, plugins, cancel)
+    changes = operate(args, plugins, cancel, needs=("operate",))
     if args.json:
         print_json(changes)
         return 0
@@ -212,7 +212,7 @@ def purge_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     async def purge(client: OperatorAPI) -> int:
         return await client.purge(older_than=args.older_than, status=statuses)
 
-    purged = operate(args, plugins, purge)
+    purged = operate(args, plugins, purge, needs=("operate",))
     if args.json:
         print_json(
             {"purged": purged, "older_than": args.older_than, "status": statuses or list(TERMINAL)}

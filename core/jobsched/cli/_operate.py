@@ -13,13 +13,20 @@ import argparse
 import asyncio
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timezone, tzinfo
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import Client, OperatorAPI, PluginManager, SchedulerError, StoreError
-from ..store import StoreContext, new_worker_id, offers_shared, resolve_store
+from ..store import (
+    MissingRoleError,
+    StoreContext,
+    new_worker_id,
+    offers_a_role,
+    require_roles,
+    resolve_store,
+)
 from ._common import BadInput, configure_logging
 
 T = TypeVar("T")
@@ -97,22 +104,31 @@ def add_store_options(parser: argparse.ArgumentParser, json_help: str) -> None:
 
 
 def operate(
-    args: argparse.Namespace, plugins: PluginManager, action: Callable[[OperatorAPI], Awaitable[T]]
+    args: argparse.Namespace,
+    plugins: PluginManager,
+    action: Callable[[OperatorAPI], Awaitable[T]],
+    *,
+    needs: Sequence[str],
 ) -> T:
     """``action(client)`` with a `Client` open on ``--store``; its errors as bad input.
 
-    A store that is not shared, cannot be opened, or does not exist yet is
-    bad input (one line, exit 2); so is an unknown id or a job in the wrong
-    status that `action` meets (its message names them).
+    `needs` are the store roles `action` uses (``"operate"``, ``"schedules"``...;
+    `jobsched.store.ROLES`). A store that is not shared, lacks one of them,
+    cannot be opened, or does not exist yet is bad input (one line, exit 2);
+    so is an unknown id or a job in the wrong status that `action` meets (its
+    message names them).
     """
     configure_logging("console", "warning")
-    return asyncio.run(_operate(args.store, plugins, action))
+    return asyncio.run(_operate(args.store, plugins, action, needs))
 
 
 async def _operate(
-    url: str, plugins: PluginManager, action: Callable[[OperatorAPI], Awaitable[T]]
+    url: str,
+    plugins: PluginManager,
+    action: Callable[[OperatorAPI], Awaitable[T]],
+    needs: Sequence[str],
 ) -> T:
-    client = await open_client(url, plugins)
+    client = await open_client(url, plugins, needs)
     try:
         return await action(client)
     except (SchedulerError, ValueError) as exc:
@@ -132,8 +148,9 @@ def _not_shared(url: str, why: str) -> BadInput:
     )
 
 
-async def open_client(url: str, plugins: PluginManager) -> Client:
-    """An open `Client` on the shared store at `url`, which must exist already.
+async def open_client(url: str, plugins: PluginManager, needs: Sequence[str]) -> Client:
+    """An open `Client` on the shared store at `url`, which must exist already
+    and offer the roles `needs` (and ``lookup``, which a `Client` needs).
 
     The store is first opened read-only: that creates nothing, so a typo in
     the URL is reported instead of becoming a new, empty store.
@@ -142,8 +159,12 @@ async def open_client(url: str, plugins: PluginManager) -> Client:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
         raise BadInput(str(exc)) from None
-    if store is None or not offers_shared(store):
+    if store is None or not offers_a_role(store):
         raise _not_shared(url, "is not a store several processes can share")
+    try:
+        require_roles(store, ("lookup", *needs), "this command")
+    except MissingRoleError as exc:
+        raise BadInput(str(exc)) from None
     await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
     await store.close()
     try:

@@ -38,7 +38,7 @@ def queue_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             changed = False
         return changed, await client.queue_paused()
 
-    changed, paused = operate(args, plugins, act)
+    changed, paused = operate(args, plugins, act, needs=("operate",))
     if args.json:
         document = {"paused": paused}
         if args.action != "status":

@@ -90,7 +90,7 @@ def list_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     async def schedules(client: OperatorAPI) -> list[ScheduleInfo]:
         return list(await client.schedules())
 
-    infos = operate(args, plugins, schedules)
+    infos = operate(args, plugins, schedules, needs=("schedules",))
     if args.json:
         print_json([schedule_json(info) for info in infos])
         return 0
@@ -155,7 +155,7 @@ def _set_paused(args: argparse.Namespace, plugins: PluginManager, *, paused: boo
             changed = await client.resume_schedule(args.schedule_id)
         return changed, await _find(client, args.schedule_id, args.store)
 
-    changed, info = operate(args, plugins, change)
+    changed, info = operate(args, plugins, change, needs=("schedules",))
     if args.json:
         print_json({"changed": changed, "schedule": schedule_json(info)})
     elif paused:
@@ -185,7 +185,7 @@ def trigger_command(args: argparse.Namespace, plugins: PluginManager) -> int:
         job_id = await client.trigger_schedule(args.schedule_id)
         return job_id, await _find(client, args.schedule_id, args.store)
 
-    job_id, info = operate(args, plugins, trigger)
+    job_id, info = operate(args, plugins, trigger, needs=("schedules",))
     if args.json:
         print_json({"job_id": job_id, "schedule": schedule_json(info)})
     else:

@@ -22,9 +22,12 @@ import structlog
 from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
     MAX_LEASE_EXPIRIES,
+    SHARED_ROLES,
+    MissingRoleError,
     SharedStore,
     as_shared_store,
-    offers_shared,
+    offers_a_role,
+    require_roles,
     resolve_store,
 )
 from ..worker import run_worker
@@ -112,11 +115,16 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
         store = resolve_store(url, plugins)
     except SchedulerError as exc:
         raise BadInput(str(exc)) from None
-    if store is None or not offers_shared(store):
+    if store is None or not offers_a_role(store):
         raise BadInput(
             f"--store {url!r} is not a store several processes can share "
             "(postgresql://host/db or sqlite:////abs/path/jobs.db)"
         )
+    try:
+        # A worker runs every role: claims, schedules, limits, cancels.
+        require_roles(store, SHARED_ROLES, "jobsched worker")
+    except MissingRoleError as exc:
+        raise BadInput(str(exc)) from None
     return as_shared_store(store)
 
 

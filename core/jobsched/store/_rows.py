@@ -1,0 +1,374 @@
+"""The rows stores keep and return: a one-owner store's and a shared store's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .._trigger_rules import ALL_SUCCESS
+
+
+# ── rows of a one-owner store ──────────────────────────────────────────
+# Rows are mutable slotted classes, not frozen ones, built positionally by
+# the journal: it builds thousands per second, and a frozen or keyword-only
+# attrs __init__ costs two to three times more. Build them with keywords
+# anywhere else.
+@attrs.define
+class JobRow:
+    """One job's full current state, as data (a one-owner store's row).
+
+    JSON columns (`args`, `options`, `result`) are JSON *text*: encoded once
+    on the scheduler's side, so a store writes them as they are (a TEXT or
+    JSONB column) and never re-encodes. Times are wall-clock epoch seconds.
+    """
+
+    job_id: str
+    #: The registered job-type name.
+    type: str
+    #: A `JobStatus` value: "pending", "running", "retry_wait", "completed", ...
+    status: str
+    #: Earliest start (first run, or end of a retry backoff), wall clock.
+    run_at: float
+    submitted_at: float
+    #: Submit order: the strategies' tie-breaker, kept across restarts.
+    seq: int
+    #: External id (a job file's id), unique per store; None for jobs without one.
+    key: str | None = None
+    #: JSON object text: the job type's arguments.
+    args: str = "{}"
+    #: JSON object text: the job's options, spelled as in `NewJob.options`. A
+    #: one-owner store also finds ``unique_key`` here (see `NewJob.unique_key`).
+    options: str = "{}"
+    #: Ids of the jobs this one waits for.
+    depends_on: tuple[str, ...] = ()
+    attempts: int = 0
+    finished_at: float | None = None
+    #: JSON text of a COMPLETED job's result; a result JSON cannot encode is
+    #: stored as ``{"$repr": repr(result), "$note": why}``.
+    result: str | None = None
+    last_error: str | None = None
+    #: The recurring schedule that fired this job, if any.
+    schedule_id: str | None = None
+    #: When it runs, given how the jobs of `depends_on` ended: one of
+    #: `TRIGGER_RULES` (see `NewJob.trigger_rule`). Kept so that a restored
+    #: job still waiting for its upstreams waits by its rule.
+    trigger_rule: str = ALL_SUCCESS
+
+
+@attrs.define(kw_only=True)
+class ScheduleRow:
+    """A recurring schedule of a one-owner store: the job it fires, its trigger,
+    its next fire time."""
+
+    schedule_id: str
+    key: str | None = None
+    #: JSON text ``{"type": ..., "args": {...}, "options": {...}}``: the job each
+    #: fire submits ("" until the schedule first fires).
+    template: str
+    #: JSON text describing when it fires: ``{"trigger": {"interval": 5.0}`` or
+    #: ``{"cron": "0 2 * * *", "tz": "UTC"}``, ``"timebase": "monotonic"|"wall",
+    #: "misfire_grace_time", "coalesce", "jitter", "name"}``.
+    trigger: str
+    #: Next fire time, wall clock (0.0 once the trigger is exhausted).
+    next_run: float
+    allow_overlap: bool = False
+    active: bool = True
+    last_job_id: str | None = None
+    fired: int = 0
+    skipped: int = 0
+    #: Paused by an operator (``pause_schedule``): a restored paused schedule
+    #: does not fire until it is resumed.
+    paused: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class PurgeRow:
+    """In a one-owner store's batch: delete finished jobs (``Kernel.purge``).
+
+    Delete every job whose status is in `statuses` (terminal ones) and that
+    finished at or before `before` (wall clock), except a job an unfinished
+    job depends on (its dependent would lose its upstream on restore). The
+    batch's `JobRow` and `ScheduleRow` rows are written first.
+    """
+
+    before: float
+    statuses: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """What `StoreBase.open` returns: the rows to restore.
+
+    A one-owner store returns every job (terminal ones are history: never run
+    again, but dependents and ``jobsched status`` need them) and every
+    schedule. A shared store returns an empty snapshot: its jobs stay in the
+    store and are claimed from there.
+    """
+
+    jobs: Sequence[JobRow] = ()
+    schedules: Sequence[ScheduleRow] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StoreContext:
+    """What the scheduler tells a store when it opens it."""
+
+    #: Unique per scheduler instance (``host:pid:random``); shared stores see
+    #: it as the lease owner.
+    worker_id: str
+    #: Open for reading only (``jobsched status``): create, migrate and lock nothing.
+    readonly: bool = False
+    #: With `readonly`: False to only check that the store exists and can be
+    #: read (``jobsched web``), without reading its jobs into the `Snapshot`.
+    load: bool = True
+    #: Opened by the shared backend (several processes on one queue; the
+    #: `SharedStore` calls follow). A store that implements both contracts
+    #: (SQLite) opens its shared mode; a store that is only shared ignores it.
+    shared: bool = False
+
+
+# ── rows of a shared store (several processes on one queue) ───────────
+@attrs.frozen(kw_only=True)
+class NewJob:
+    """A job to insert into a shared store (`SharedStore.insert`).
+
+    Built by the scheduler's codec from a job and the submit options; a store
+    keeps every field as given.
+    """
+
+    #: Unique across processes and restarts (the submitter adds a random part).
+    job_id: str
+    #: The registered job-type name.
+    type: str
+    #: The job type's arguments (JSON values).
+    args: dict[str, Any]
+    #: The job's options (JSON values). ``name`` (str) and ``executor`` (the
+    #: name of the executor that runs it, e.g. ``"async"``; a store counts
+    #: executor limits by it) are always present; ``priority`` (``"low"``,
+    #: ``"medium"``, ``"high"`` or ``"critical"``), ``timeout`` (seconds per
+    #: attempt, or null for none), ``retry`` (``{"policy": NAME, ...fields}``)
+    #: and ``deadline`` (wall-clock seconds) only when they differ from a job's
+    #: defaults (medium, 30.0, the default policy, none). A job a recurring
+    #: schedule fired also has ``scheduled_for`` (the period's wall time).
+    options: dict[str, Any] = attrs.field(factory=dict)
+    #: External id (``FILE#ID`` for a job file's job): while a job with this key
+    #: exists (in any status), inserting another returns that job's id instead.
+    key: str | None = None
+    #: Earliest start, wall clock.
+    run_at: float
+    #: When it was submitted, wall clock.
+    submitted_at: float
+    #: The strategy's key as numbers (computed with wall-clock times): claims
+    #: take jobs in ascending ``(sort_key, seq)`` order, where ``seq`` is the
+    #: store's own insertion counter.
+    sort_key: tuple[float, ...]
+    #: Jobs it waits for; each must exist (in the store or earlier in the batch).
+    depends_on: tuple[str, ...] = ()
+    #: The schedule that fired it.
+    schedule_id: str | None = None
+    #: Who submitted it (the submitting process's identity), for operators.
+    submitted_by: str | None = None
+    #: While an unfinished job (pending, running or retry_wait) has this key,
+    #: inserting another returns that job's id instead.
+    unique_key: str | None = None
+    #: When it runs, given how the jobs of `depends_on` end: ``all_success``
+    #: (every one completed; cancelled as soon as one did not), ``all_done``,
+    #: ``one_success``, ``one_failed`` or ``none_failed`` (`TRIGGER_RULES`).
+    #: A store decides with `Upstreams`: each upstream that ends is settled
+    #: once, in `SharedStore.insert` for one already ended and in
+    #: `SharedStore.finish` / `SharedStore.request_cancel` for the others.
+    trigger_rule: str = ALL_SUCCESS
+
+
+@attrs.frozen(kw_only=True)
+class SharedJobRow:
+    """A job as a shared store holds it (times are wall-clock epoch seconds)."""
+
+    job_id: str
+    key: str | None
+    type: str
+    #: Decoded JSON, as inserted (`NewJob.args`, `NewJob.options`).
+    args: dict[str, Any]
+    options: dict[str, Any]
+    #: A `JobStatus` value.
+    status: str
+    #: Attempts started, counted by `SharedStore.claim`.
+    attempts: int
+    run_at: float
+    submitted_at: float
+    #: The store's insertion order: unique, increasing (the claim tie-breaker).
+    seq: int
+    sort_key: tuple[float, ...]
+    #: How many of its dependencies it still waits for (0: it may be claimed;
+    #: a job its trigger rule released early has 0 too).
+    unmet: int
+    #: The process holding the job's lease, and until when (None unless running).
+    lease_owner: str | None
+    lease_expires: float | None
+    #: Someone asked to cancel it while it was running (`SharedStore.request_cancel`).
+    cancel_requested: bool
+    #: The decoded JSON of a completed job's result (see `Outcome.result`), else None.
+    result: Any
+    last_error: str | None
+    schedule_id: str | None
+    submitted_by: str | None
+    started_at: float | None
+    finished_at: float | None
+    unique_key: str | None = None
+    #: The running job's last reported progress (`SharedStore.set_progress`):
+    #: ``{"done", "total", "message", "updated_at"}``; None if it reported none.
+    progress: dict[str, Any] | None = None
+    #: When a completed job's result is removed (`SharedStore.expire_results`);
+    #: None: kept until the job is purged.
+    result_expires: float | None = None
+    #: Ended attempts, oldest first. Filled by `SharedStore.get` only (lists
+    #: leave it empty: reading every job's history would cost a query per page).
+    history: tuple[AttemptRow, ...] = ()
+    #: The jobs it waits for (or waited for). Filled by `SharedStore.get` only.
+    depends_on: tuple[str, ...] = ()
+    #: Its trigger rule, as inserted (`NewJob.trigger_rule`).
+    trigger_rule: str = ALL_SUCCESS
+    #: How many of its attempts ended by lease expiry (`SharedStore.reap_expired`).
+    lease_expiries: int = 0
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
+        """A row from a mapping of column name to value (a database record)."""
+        rec = dict(rec)
+        rec["sort_key"] = tuple(rec["sort_key"])
+        return cls(**rec)
+
+
+@attrs.frozen(kw_only=True)
+class AttemptRow:
+    """One ended attempt of a job, as `SharedStore.finish` records it.
+
+    A retried job (`SharedStore.retry`) counts attempts from 1 again; its
+    earlier attempts stay in the history.
+    """
+
+    #: The job's attempt count when it ended (1 for the first).
+    number: int
+    #: How it ended (the attempt, not the job): ``completed``, ``failed``,
+    #: ``timed_out``, ``cancelled``, ``handed_back`` (its worker shut down and
+    #: gave the job back to run again) or ``lease_expired`` (its worker died;
+    #: `SharedStore.reap_expired` queued the job again). Rows written before
+    #: attempts said so may read ``retry_wait``: it failed and another
+    #: attempt followed.
+    status: str
+    #: The attempt's error (``"ValueError: ..."``), None if it had none.
+    error: str | None
+    started_at: float | None
+    finished_at: float | None
+    #: The process that ran it (the lease owner).
+    worker: str | None
+
+
+@attrs.frozen(kw_only=True)
+class StoreStats:
+    """What `SharedStore.stats` returns: one consistent look at the queue."""
+
+    #: Jobs per status (statuses with none are left out).
+    counts: dict[str, int]
+    #: ``(minute, status, n)``: how many jobs reached a terminal `status` in
+    #: the minute starting at `minute` (a multiple of 60, wall clock), for the
+    #: minutes since the `since` given to `stats`.
+    finished: list[tuple[float, str, int]]
+    #: ``(owner, running, latest lease expiry)`` per process holding leases.
+    leases: list[tuple[str, int, float | None]]
+    #: Running jobs per job type and per executor (``options["executor"]``).
+    running_types: dict[str, int]
+    running_executors: dict[str, int]
+    #: The cluster's limits (`SharedStore.sync_limits`), None without any.
+    limits: LimitsData | None
+    #: Rate limits' GCRA state: job type -> theoretical arrival time.
+    rate_tats: dict[str, float]
+    queue_paused: bool
+    #: The store's clock when it looked.
+    at: float
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """How a claimed job's attempt ended (`SharedStore.finish`).
+
+    `status` is ``retry_wait`` (with `run_at`, the wall time of the next
+    attempt) or a terminal status: ``completed``, ``failed``, ``timed_out``,
+    ``cancelled``.
+    """
+
+    job_id: str
+    status: str
+    #: JSON text of a completed job's result (encoded by the scheduler; a
+    #: result JSON cannot hold is ``{"$repr": ..., "$note": ...}``), else None.
+    result: str | None = None
+    #: The attempt's error; None keeps the job's previous one (a completed
+    #: job has none: its earlier attempts' errors stay in its history).
+    error: str | None = None
+    run_at: float | None = None
+    #: Seconds a completed job's result is kept: the store sets
+    #: ``result_expires = now + result_ttl`` (its own clock), and
+    #: `SharedStore.expire_results` removes the result after that. None: kept.
+    result_ttl: float | None = None
+    #: How the attempt ended, for the job's history (`AttemptRow.status`), when
+    #: `status` does not say it: a ``retry_wait`` job's attempt ``failed``,
+    #: ``timed_out`` or was ``handed_back`` (a shutdown). None: `status`.
+    attempt: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SharedScheduleRow:
+    """A recurring schedule shared by every process (fires once per period)."""
+
+    #: Derived from the job and the trigger: every process that registers the
+    #: same schedule gets the same id, and so serves the same schedule.
+    schedule_id: str
+    #: The job each fire submits: type, args and options as in `NewJob`.
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    #: When it fires: ``{"interval": seconds}`` or a wall-clock trigger mapping
+    #: (``{"cron": "0 2 * * *", "tz": "UTC"}``); ``"times": N`` ends it after N
+    #: fires (the store counts them in `SharedStore.fire_schedule`), ``"key"``
+    #: only tells schedules apart, ``"origin"`` is an interval's first fire
+    #: (fire k is at ``origin + k * interval``).
+    trigger: dict[str, Any]
+    #: The next period's fire time, wall clock; ``inf`` once it has ended.
+    next_run: float
+    allow_overlap: bool = False
+    active: bool = True
+    last_job_id: str | None = None
+    fired: int = 0
+    skipped: int = 0
+    #: Paused by an operator (`SharedStore.set_schedule_paused`): it does not
+    #: fire until resumed.
+    paused: bool = False
+
+
+#: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
+#: {name: max running}, "job_types": {type: max running}, "rates": {type:
+#: {"per_second": float, "burst": int}}}``. See docs/limits.md.
+LimitsData = dict[str, Any]
+
+
+#: How many times a job's lease may expire before `SharedStore.reap_expired`
+#: fails it instead of queueing it again (``jobsched worker --max-lease-expiries``).
+MAX_LEASE_EXPIRIES = 3
+
+
+def lease_expired_error(count: int | str, bound: int) -> str:
+    """The error of a job failed by `SharedStore.reap_expired` (every store says
+    the same); a store that builds it in SQL passes a placeholder as `count`."""
+    return (
+        f"lease expired {count} times: its worker stopped renewing it each time "
+        f"(died, stalled or blocked); not run again (max_lease_expiries={bound})"
+    )
+
+
+def check_max_lease_expiries(value: Any) -> int:
+    """`value` as a bound on lease expiries: an int of at least 1."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"max_lease_expiries must be a whole number of at least 1, got {value!r}")
+    return value
