@@ -1,10 +1,10 @@
 """What the operator commands share (``jobs retry``, ``schedules pause``, ``queue pause``...).
 
-Each acts on a shared store through a `jobsched.Client`: the store that
-``jobsched worker --store URL`` serves (PostgreSQL, or an SQLite file in
-shared mode). A store only one process can own (the memory store, an SQLite
-file that ``jobsched run --store`` or ``JobScheduler(store=...)`` owns) is
-refused: its jobs live in that one process, which a command cannot reach.
+Each acts on a store through a `jobsched.Client`: PostgreSQL, or any SQLite
+file (one that ``jobsched worker`` serves, or one that ``jobsched run
+--store`` or ``JobScheduler(store=...)`` owns: the store applies an action
+there while no owner runs and names the owner while one does). The memory
+store is refused: its jobs live in one process, which a command cannot reach.
 """
 
 from __future__ import annotations
@@ -124,9 +124,8 @@ async def _operate(url: str, plugins: PluginManager, action: Callable[[Client], 
 
 def _not_shared(url: str, why: str) -> BadInput:
     return BadInput(
-        "operator actions need a shared store, the one `jobsched worker --store URL` "
-        "serves and a Client opens (postgresql://host/db, or sqlite:////abs/path/jobs.db "
-        f"in shared mode); --store {url!r} {why}"
+        "operator actions need a store kept outside one process (postgresql://host/db, "
+        f"or an SQLite file: sqlite:////abs/path/jobs.db); --store {url!r} {why}"
     )
 
 

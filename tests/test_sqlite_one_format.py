@@ -1,0 +1,173 @@
+"""One SQLite format: whatever wrote a file, every tool opens it.
+
+A single-owner file (``jobsched run --store``, ``JobScheduler(store=...)``)
+opens in a `Client` (and so in ``jobsched web`` and ``jobsched jobs``) for
+reads, and for operator actions while no owner runs: the next owner restores
+them. While one runs, an action is refused naming its host:pid. A shared file
+opens in a scheduler left to choose its mode. The files in tests/sqlite_files/
+were written by an earlier jobsched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jobsched import Client, JobScheduler, JobStatus, StoreError
+from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
+
+FILES = Path(__file__).resolve().parent / "sqlite_files"
+ME = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def copied(tmp_path: Path, name: str) -> str:
+    """A copy of one of tests/sqlite_files/ (never changed in place), as a URL."""
+    shutil.copy(FILES / name, tmp_path / name)
+    return f"sqlite:///{tmp_path / name}"
+
+
+def schema_version(url: str) -> int:
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT value FROM jobsched_meta WHERE name = 'schema_version'")
+        return int(row.fetchone()[0])
+
+
+@pytest.mark.parametrize("name", ["single-owner.db", "shared.db"])
+async def test_a_client_reads_a_file_of_either_mode(tmp_path: Path, name: str) -> None:
+    url = copied(tmp_path, name)
+    async with Client(url) as client:
+        by_key = {info.key: info for info in await client.jobs()}
+        assert {"hello", "dead", "notify"} <= set(by_key)
+        dead, notify = by_key["dead"], by_key["notify"]
+        assert by_key["hello"].status is JobStatus.COMPLETED
+        assert dead.status is JobStatus.FAILED
+        assert notify.status is JobStatus.CANCELLED
+        assert (await client.get(notify.job_id)).depends_on == (dead.job_id,)
+        assert await client.dependents(dead.job_id) == [notify.job_id]
+        page = await client.page(q="broken.csv")
+        assert [info.job_id for info in page.jobs] == [dead.job_id] and page.total == 1
+        page = await client.page(status="cancelled")
+        assert [info.job_id for info in page.jobs] == [notify.job_id]
+        stats = await client.stats()
+        assert stats.counts["failed"] == 1 and stats.counts["cancelled"] == 1
+        assert not stats.queue_paused
+    if name == "single-owner.db":  # not its owner: reading wrote nothing, not even a migration
+        assert (tmp_path / name).read_bytes() == (FILES / name).read_bytes()
+
+
+async def test_an_action_on_a_file_no_one_runs_is_picked_up_by_its_next_owner(
+    tmp_path: Path,
+) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    async with Client(url) as client:
+        dead = next(info for info in await client.jobs() if info.key == "dead")
+        retried = await client.retry(dead.job_id)
+        assert retried.status is JobStatus.PENDING and retried.attempts == 0
+        schedules = await client.schedules()
+        assert [s.name for s in schedules] == ["heartbeat"] and not schedules[0].active
+    assert schema_version(url) == SCHEMA_VERSION  # migrated by the action
+    # The next owner restores the retried job and runs it (it fails again: 99 failures).
+    async with JobScheduler(store=url) as owner:
+        await owner.join()
+        again = owner.get(dead.job_id)
+        assert again.status is JobStatus.FAILED and again.attempts == 1
+    async with Client(url) as client:
+        # Cancel and purge too; a job already finished is not cancelled again.
+        assert not await client.cancel(dead.job_id)
+        assert await client.purge(older_than=0) == 5
+
+
+async def test_an_action_while_the_owner_runs_is_refused_naming_it(tmp_path: Path) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    async with Client(url) as client:
+        dead = next(info for info in await client.jobs() if info.key == "dead")
+        await client.retry(dead.job_id)
+        async with JobScheduler(store=url):
+            # Reads go on while it runs, and see what it writes: it restored
+            # the retried job and ran it.
+            info = await client.wait(dead.job_id)
+            assert info.status is JobStatus.FAILED and info.attempts == 1
+            with pytest.raises(StoreError, match=rf"owned by a running jobsched process \({ME},"):
+                await client.retry(dead.job_id)
+            with pytest.raises(StoreError, match="let it finish \\(or stop it\\) and try again"):
+                await client.requeue(status="failed")
+        assert (await client.retry(dead.job_id)).status is JobStatus.PENDING
+
+
+async def test_what_only_the_owner_does_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    async with Client(url) as client:
+        for action, what in (
+            (client.pause_queue(), "pausing the queue"),
+            (client.trigger_schedule("sched-1"), "triggering a schedule"),
+        ):
+            with pytest.raises(StoreError, match=f"single-owner file.*{what} is for that process"):
+                await action
+
+
+async def test_a_worker_still_refuses_a_single_owner_file(tmp_path: Path) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    with pytest.raises(StoreError, match=r"is a single-owner store .*the shared mode cannot open"):
+        await JobScheduler(store=url, shared=True).start()
+
+
+async def test_a_scheduler_shares_a_shared_file(tmp_path: Path) -> None:
+    url = copied(tmp_path, "shared.db")
+    assert SQLiteStore(url).shared
+    async with Client(url) as client:
+        dead = next(info for info in await client.jobs() if info.key == "dead")
+        await client.retry(dead.job_id)
+        async with JobScheduler(store=url) as scheduler:  # shared: it claims from the file
+            info = await client.wait(dead.job_id)
+            assert info.status is JobStatus.FAILED and info.attempts == 1
+            assert scheduler.get(dead.job_id).status is JobStatus.FAILED
+
+
+@pytest.mark.slow
+async def test_a_lock_file_left_by_a_crash_names_no_owner(tmp_path: Path) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import asyncio, sys
+                from jobsched import JobScheduler
+                async def main():
+                    async with JobScheduler(store={url!r}):
+                        print("owning", flush=True)
+                        await asyncio.sleep(3600)
+                asyncio.run(main())
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline() == "owning\n"
+        async with Client(url) as client:
+            dead = next(info for info in await client.jobs() if info.key == "dead")
+            with pytest.raises(StoreError, match=f":{owner.pid}, lock file"):
+                await client.retry(dead.job_id)
+            owner.send_signal(signal.SIGKILL)
+            owner.wait()
+            # Its host:pid is still in the lock file; the lock died with it.
+            assert str(owner.pid) in (tmp_path / "single-owner.db.lock").read_text()
+            assert (await client.retry(dead.job_id)).status is JobStatus.PENDING
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
