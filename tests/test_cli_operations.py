@@ -420,7 +420,7 @@ async def test_a_single_owner_sqlite_file_is_operated_while_no_owner_runs(
     async with JobScheduler(store=url, plugins=plugins()) as owner:
         assert_bad_input(
             await cli("jobs", "cancel", failed, "--store", url),
-            f"owned by a running jobsched process ({socket.gethostname()}:{os.getpid()},",
+            f"owned by a running jobsched process ({socket.gethostname()}:{os.getpid()})",
         )
         await owner.join()
     status = json.loads(await cli_ok("status", "--store", url, "--json"))

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from jobsched import Client, JobScheduler, JobStatus, StoreError
+from jobsched.store import StoreOwnedError
 from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
 
 FILES = Path(__file__).resolve().parent / "sqlite_files"
@@ -97,8 +98,9 @@ async def test_an_action_while_the_owner_runs_is_refused_naming_it(tmp_path: Pat
             # the retried job and ran it.
             info = await client.wait(dead.job_id)
             assert info.status is JobStatus.FAILED and info.attempts == 1
-            with pytest.raises(StoreError, match=rf"owned by a running jobsched process \({ME},"):
+            with pytest.raises(StoreOwnedError, match=rf"running jobsched process \({ME}\)") as e:
                 await client.retry(dead.job_id)
+            assert e.value.owner == ME
             with pytest.raises(StoreError, match="let it finish \\(or stop it\\) and try again"):
                 await client.requeue(status="failed")
         assert (await client.retry(dead.job_id)).status is JobStatus.PENDING
@@ -160,7 +162,7 @@ async def test_a_lock_file_left_by_a_crash_names_no_owner(tmp_path: Path) -> Non
         assert owner.stdout.readline() == "owning\n"
         async with Client(url) as client:
             dead = next(info for info in await client.jobs() if info.key == "dead")
-            with pytest.raises(StoreError, match=f":{owner.pid}, lock file"):
+            with pytest.raises(StoreOwnedError, match=f":{owner.pid}\\), which alone writes"):
                 await client.retry(dead.job_id)
             owner.send_signal(signal.SIGKILL)
             owner.wait()

@@ -60,7 +60,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._errors import BadRowError, PluginError, SchemaTooNewError, StoreError
+from ._errors import BadRowError, PluginError, SchemaTooNewError, StoreError, StoreOwnedError
 from ._status import JobStatus
 from ._trigger_rules import ALL_SUCCESS, TRIGGER_RULES, Upstreams, check_trigger_rule
 
@@ -84,6 +84,7 @@ __all__ = [
     "StoreBase",
     "StoreContext",
     "StoreError",
+    "StoreOwnedError",
     "StoreReader",
     "StoreStats",
     "Upstreams",

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from jobsched.store import BadRowError, StoreError
+from jobsched.store import BadRowError, StoreError, StoreOwnedError
 
 from .._wakeups import WakeupEvents
 
@@ -457,11 +457,10 @@ class Database:
         """`body(conn)` in one writing transaction, as the file's owner for
         that long (in the store's thread): an operator action on a
         single-owner file no process runs, restored by its next owner. While
-        an owner runs, a `StoreError` names its ``host:pid``."""
+        an owner runs, a `StoreOwnedError` names its ``host:pid``."""
         fd = self._lock(
-            "is owned by a running jobsched process ({owner}, lock file {lock}), which "
-            f"alone writes it while it runs; could not {what}: let it finish (or stop it) "
-            "and try again"
+            "is owned by a running jobsched process ({owner}), which alone writes it "
+            f"while it runs; could not {what}: let it finish (or stop it) and try again"
         )
         try:
             return self.in_transaction(body, f"{what} in")
@@ -471,8 +470,8 @@ class Database:
 
     def _lock(self, refusal: str) -> int | None:
         """``<path>.lock``'s descriptor, flocked, with this process's
-        ``host:pid`` in it; a `StoreError` from `refusal` (naming ``{owner}``
-        and ``{lock}``) while another process holds it. None where there is
+        ``host:pid`` in it; a `StoreOwnedError` from `refusal` (naming
+        ``{owner}`` and ``{lock}``) while another process holds it. None where there is
         no flock (Windows, documented)."""
         if fcntl is None:
             return None
@@ -489,7 +488,7 @@ class Database:
             # A jobsched from before host:pid wrote its pid alone.
             owner = f"pid {found}" if found.isdigit() else (found or "pid unknown")
             message = refusal.format(owner=owner, lock=lock_path)
-            raise StoreError(f"{self.url}: {self.path} {message}") from None
+            raise StoreOwnedError(f"{self.url}: {self.path} {message}", owner) from None
         try:
             me = f"{socket.gethostname()}:{os.getpid()}".encode()
             os.pwrite(fd, me, 0)
