@@ -10,6 +10,7 @@ were written by an earlier jobsched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,7 +25,9 @@ import pytest
 
 from jobsched import Client, JobScheduler, JobStatus, StoreError
 from jobsched.store import StoreOwnedError
-from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore
+from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, migrations
+from test_cli import jobsched
+from test_web_browser import Process
 
 FILES = Path(__file__).resolve().parent / "sqlite_files"
 ME = f"{socket.gethostname()}:{os.getpid()}"
@@ -173,3 +176,40 @@ async def test_a_lock_file_left_by_a_crash_names_no_owner(tmp_path: Path) -> Non
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+async def test_a_file_of_schema_version_1_is_read_as_it_is_and_migrated_by_an_action(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v1.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        migrations.create(conn, migrations.SINGLE_OWNER)  # what a first jobsched wrote
+        conn.execute(
+            "INSERT INTO jobsched_jobs (job_id, key, type, args, options, depends_on, status, "
+            "attempts, run_at, submitted_at, finished_at, seq, result, last_error, schedule_id) "
+            """VALUES ('job-1', 'dead', 'flaky-upload', '{"path": "x", "failures": 99}', """
+            """'{"name": "dead"}', '[]', 'failed', 1, 0, 0, 1, 1, NULL, 'boom', NULL)"""
+        )
+    url = f"sqlite:///{path}"
+    async with Client(url) as client:
+        assert (await client.get("job-1")).trigger_rule == "all_success"  # not a column yet
+        assert schema_version(url) == 1
+        assert (await client.retry("job-1")).status is JobStatus.PENDING
+    assert schema_version(url) == SCHEMA_VERSION
+    async with JobScheduler(store=url) as owner:  # which restores it, and runs it
+        await owner.join()
+        assert owner.get("job-1").status is JobStatus.FAILED
+
+
+@pytest.mark.slow
+def test_jobsched_run_on_a_shared_file_submits_its_jobs_for_the_workers(tmp_path: Path) -> None:
+    url = copied(tmp_path, "shared.db")
+    shutil.copy(FILES / "jobs.toml", tmp_path / "jobs.toml")
+    worker = Process(["worker", "--store", url, "--grace=0"], {**os.environ}, "scheduler started")
+    try:
+        worker.wait_ready()
+        ran = jobsched("run", "jobs.toml", "--store", url, cwd=tmp_path, timeout=120)
+    finally:
+        worker.stop()
+    assert ran.returncode == 1, ran.stderr  # dead failed, notify was cancelled with it
+    assert "5 jobs in" in ran.stdout and "run by `jobsched worker` processes" in ran.stdout
