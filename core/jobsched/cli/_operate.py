@@ -90,8 +90,8 @@ def add_store_options(parser: argparse.ArgumentParser, json_help: str) -> None:
         "--store",
         metavar="URL",
         required=True,
-        help="the shared store the workers serve: postgresql://host/db or "
-        "sqlite:////abs/path/jobs.db",
+        help="the store: postgresql://host/db, or an SQLite file (sqlite:////abs/path/jobs.db) "
+        "that workers serve or that `jobsched run --store` wrote",
     )
     parser.add_argument("--json", action="store_true", help=f"{json_help} (docs/cli.md)")
 
