@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from jobsched import Client, JobScheduler, JobStatus, StoreError
+from jobsched import Client, JobScheduler, JobStatus, LocalClient, StoreError, build_job
 from jobsched.store import StoreOwnedError
 from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, migrations
 from test_cli import jobsched
@@ -188,7 +188,8 @@ async def test_a_file_of_schema_version_1_is_read_as_it_is_and_migrated_by_an_ac
             "INSERT INTO jobsched_jobs (job_id, key, type, args, options, depends_on, status, "
             "attempts, run_at, submitted_at, finished_at, seq, result, last_error, schedule_id) "
             """VALUES ('job-1', 'dead', 'flaky-upload', '{"path": "x", "failures": 99}', """
-            """'{"name": "dead"}', '[]', 'failed', 1, 0, 0, 1, 1, NULL, 'boom', NULL)"""
+            """'{"name": "dead", "retry": {"policy": "none"}}', '[]', 'failed', 1, 0, 0, 1, 1, """
+            "NULL, 'boom', NULL)"
         )
     url = f"sqlite:///{path}"
     async with Client(url) as client:
@@ -213,3 +214,30 @@ def test_jobsched_run_on_a_shared_file_submits_its_jobs_for_the_workers(tmp_path
         worker.stop()
     assert ran.returncode == 1, ran.stderr  # dead failed, notify was cancelled with it
     assert "5 jobs in" in ran.stdout and "run by `jobsched worker` processes" in ran.stdout
+
+
+async def test_schedules_pause_and_jobs_requeue_while_no_owner_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    email = {"to": "ops@corp", "subject": "hourly"}
+    async with JobScheduler(store=url) as owner:
+        schedule_id = owner.schedule_recurring(
+            lambda: build_job("email", email), 3600.0, start_in=3600.0, key="hourly"
+        )
+        upload = build_job("flaky-upload", {"path": "x", "failures": 99}, retry="none")
+        failed = owner.submit(upload)
+        await owner.join()
+    async with Client(url) as client:
+        assert await client.pause_schedule(schedule_id)
+        assert not await client.pause_schedule(schedule_id)  # paused already
+        assert [s.paused for s in await client.schedules()] == [True]
+        assert await client.requeue(status="failed", type="flaky-upload") == [failed]
+        assert await client.requeue(status="failed") == []
+    # The next owner restores the schedule paused (and runs the requeued job).
+    async with JobScheduler(store=url) as owner:
+        (restored,) = await LocalClient(owner).schedules()
+        assert restored.schedule_id == schedule_id and restored.paused
+        await owner.join()
+    async with Client(url) as client:
+        assert await client.resume_schedule(schedule_id)
+        assert [s.paused for s in await client.schedules()] == [False]
+        assert (await client.get(failed)).attempts == 1  # it ran again
