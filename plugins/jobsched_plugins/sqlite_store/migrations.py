@@ -12,8 +12,11 @@ when jobsched creates it:
   from before the shared mode refuse such a file ("newer jobsched") instead
   of misreading it.
 
-Each mode refuses a file of the other, naming it: the tables differ, and a
-single owner would overwrite what the workers are doing.
+Every tool reads a file of either mode (journal_reads serves the
+single-owner tables as the shared ones are read). A single owner refuses a
+shared file, and a worker a single-owner one, naming both: the tables
+differ, and each would overwrite what the other is doing. A scheduler left
+to choose (`peek_mode`) follows the file's mode instead.
 """
 
 from __future__ import annotations
