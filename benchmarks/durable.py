@@ -2,6 +2,7 @@
 
     python benchmarks/durable.py [--jobs 10000] [--rounds 3] [--workers 8]
                                  [--enqueue-jobs 20000] [--batch 1000] [--json] [--check]
+                                 [--baseline DIR]
 
 Every figure is the median of ``--rounds`` rounds, the stores interleaved
 within each round so that the rest of a shared machine disturbs them alike.
@@ -25,6 +26,14 @@ modes, and a `Client` enqueues at least 50,000 jobs/s):
   ``Client.submit`` called concurrently (``asyncio.gather`` of ``--batch``
   submits at a time, which the client stores together); ``--enqueue-jobs``
   jobs each, job construction not timed.
+
+* **before/after** (``--baseline DIR``, DIR a checkout of another jobsched,
+  say ``git archive main | tar -x -C /tmp/main``): the single-owner rows
+  ``sqlite`` and ``sqlite-normal`` run once with this checkout's code and
+  once with DIR's in each round, each in a child process of its own that
+  imports that code first (the same measuring code for both, this file's),
+  the two interleaved and their order swapped every round; rows
+  ``sqlite (this)`` and ``sqlite (baseline)``, side by side.
 
 Beside each figure: the CPU time its jobs cost (median, microseconds per job:
 this process for the in-process rows, the worker process's own for the
@@ -59,6 +68,13 @@ ENQUEUE_TARGET = 50_000.0  # jobs/s through Client
 FAR = 300 * 86400.0  # due in 300 days: held back until the clock starts
 STORES = ("memory", "sqlite", "sqlite-normal", "sqlite-shared")
 ENQUEUES = ("submit_many", "submit concurrent")
+SINGLE_OWNER_URLS = {
+    "sqlite": "sqlite:///{path}",
+    "sqlite-normal": "sqlite:///{path}?synchronous=normal",
+}
+#: The source roots of a checkout (pyproject.toml's packages).
+ROOTS = ("core", "plugins", "contrib_jobs")
+HERE = Path(__file__).resolve().parent.parent
 
 
 @attrs.define
@@ -96,6 +112,28 @@ async def one_round(store: str | None, jobs: int, workers: int) -> tuple[float, 
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await scheduler.stop()
     return jobs / elapsed, cpu / jobs * 1e6
+
+
+def code_round(code: Path, url: str, jobs: int, workers: int) -> tuple[float, float]:
+    """`one_round` on `url` in a child process that imports the jobsched of
+    checkout `code` (its source roots first on the path)."""
+    path = [str(code / root) for root in ROOTS]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, __file__, "--one-round", url, str(jobs), str(workers)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the round with the code of {code} failed:\n{done.stderr}")
+    rate, cpu = json.loads(done.stdout)
+    return float(rate), float(cpu)
+
+
+def child_round(url: str, jobs: int, workers: int) -> None:
+    """`code_round`'s child: one round, its figures as JSON, and which code ran."""
+    import jobsched
+
+    figures = asyncio.run(one_round(url, jobs, workers))
+    print(json.dumps(figures))
+    print(f"jobsched from {Path(jobsched.__file__).parent}", file=sys.stderr)
 
 
 # ── shared: one worker process ─────────────────────────────────────────
@@ -211,27 +249,40 @@ async def enqueue_round(path: Path, jobs: int, batch: int, how: str) -> tuple[fl
 def measure(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Every round's jobs/s and CPU µs per job of every row, rounds interleaved
     so that drift hits all alike."""
-    runs: dict[str, list[float]] = {name: [] for name in (*STORES, *ENQUEUES)}
-    cpu: dict[str, list[float]] = {name: [] for name in (*STORES, *ENQUEUES)}
+    names = (*STORES, *ENQUEUES, *compared_rows(args))
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
 
     def record(name: str, figures: tuple[float, float | None]) -> None:
         runs[name].append(figures[0])
         if figures[1] is not None:
             cpu[name].append(figures[1])
 
-    urls = {"sqlite": "sqlite:///{path}", "sqlite-normal": "sqlite:///{path}?synchronous=normal"}
     with tempfile.TemporaryDirectory(prefix="jobsched-bench-") as folder:
         for r in range(args.rounds):
             record("memory", asyncio.run(one_round(None, args.jobs, args.workers)))
-            for name, url in urls.items():
+            for name, url in SINGLE_OWNER_URLS.items():
                 url = url.format(path=Path(folder) / f"{name}-{r}.db")
                 record(name, asyncio.run(one_round(url, args.jobs, args.workers)))
+            if args.baseline is not None:
+                codes = [("this", HERE), ("baseline", args.baseline)]
+                for name, url in SINGLE_OWNER_URLS.items():
+                    for label, code in codes if r % 2 == 0 else codes[::-1]:
+                        url = url.format(path=Path(folder) / f"{name}-{label}-{r}.db")
+                        record(f"{name} ({label})", code_round(code, url, args.jobs, args.workers))
             path = Path(folder) / f"shared-{r}.db"
             record("sqlite-shared", shared_round(path, args.jobs, args.workers, args.batch))
             for how in ENQUEUES:
                 path = Path(folder) / f"enqueue-{how.replace(' ', '-')}-{r}.db"
                 record(how, asyncio.run(enqueue_round(path, args.enqueue_jobs, args.batch, how)))
     return runs, cpu
+
+
+def compared_rows(args: argparse.Namespace) -> list[str]:
+    """The before/after rows `--baseline` adds."""
+    if args.baseline is None:
+        return []
+    return [f"{name} ({label})" for name in SINGLE_OWNER_URLS for label in ("this", "baseline")]
 
 
 def cpu_note(cpu: dict[str, float], name: str) -> str:
@@ -249,17 +300,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000, help="jobs per Client call or gather")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of another jobsched: its single-owner rows run beside this one's",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("URL", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--one-round", nargs=3, metavar=("URL", "JOBS", "WORKERS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.worker:
         worker_main(args.worker[0], int(args.worker[1]))
         return 0
+    if args.one_round:
+        child_round(args.one_round[0], int(args.one_round[1]), int(args.one_round[2]))
+        return 0
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "core" / "jobsched" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: not a jobsched checkout (no core/jobsched)")
     load = os.getloadavg()
     runs, cpu_runs = measure(args)
     median = {name: statistics.median(values) for name, values in runs.items()}
     cpu = {name: statistics.median(values) for name, values in cpu_runs.items() if values}
     rates = {name: median[name] for name in STORES}
     enqueue = {name: median[name] for name in ENQUEUES}
+    compared = {name: median[name] for name in compared_rows(args)}
     ratio = rates["sqlite"] / rates["memory"]
     shared_ratio = rates["sqlite-shared"] / rates["memory"]
     met = (
@@ -281,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                     "shared_ratio": shared_ratio,
                     "runs": runs,
                     "cpu_us_per_job": cpu,
+                    "baseline": None if args.baseline is None else str(args.baseline),
+                    "compared_jobs_per_second": compared,
                     "met": met,
                 }
             )
@@ -296,6 +366,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"enqueue {args.enqueue_jobs:,} jobs through Client, batches of {args.batch:,}:")
         for name, rate in enqueue.items():
             print(f"  {name:<17} {rate:>10,.0f} jobs/s{cpu_note(cpu, name)}")
+        if compared:
+            print(f"single-owner, this code and the baseline {args.baseline} (child processes):")
+            for name in SINGLE_OWNER_URLS:
+                this, base = compared[f"{name} (this)"], compared[f"{name} (baseline)"]
+                print(
+                    f"  {name:<17} this {this:>10,.0f} jobs/s{cpu_note(cpu, f'{name} (this)')}"
+                    f"   baseline {base:>10,.0f} jobs/s{cpu_note(cpu, f'{name} (baseline)')}"
+                    f"   {this / base - 1:+.1%}"
+                )
         verdict = "meets" if met else "MISSES"
         print(
             f"sqlite {verdict} the targets: {TARGET:.0%} of memory in each mode, "

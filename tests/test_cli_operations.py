@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -393,35 +394,45 @@ async def test_a_paused_queue_is_claimed_from_by_no_worker(target: Target) -> No
         ["queue", "status"],
     ],
 )
-def test_every_command_needs_a_shared_store(command: list[str], tmp_path: Path) -> None:
+def test_every_command_needs_a_store_outside_one_process(
+    command: list[str], tmp_path: Path
+) -> None:
     assert_bad_input(jobsched(*command), "the following arguments are required: --store")
     assert_bad_input(
         jobsched(*command, "--store", "memory://"),
         "--store 'memory://' is not a store several processes can share",
-        "operator actions need a shared store",
-        "jobsched worker --store URL",
+        "operator actions need a store kept outside one process",
+        "sqlite:////abs/path/jobs.db",
     )
     missing = tmp_path / "missing.db"
     assert_bad_input(jobsched(*command, "--store", f"sqlite:///{missing}"), "no such file")
     assert not missing.exists()
 
 
-async def test_a_single_owner_sqlite_file_is_refused(tmp_path: Path) -> None:
+async def test_a_single_owner_sqlite_file_is_operated_while_no_owner_runs(
+    tmp_path: Path,
+) -> None:
     url = f"sqlite:///{tmp_path}/owned.db"
     async with JobScheduler(store=url, plugins=plugins()) as scheduler:
-        scheduler.submit(pg_jobs.Fail())
+        failed = scheduler.submit(pg_jobs.Fail())
         await scheduler.join()
-    for command in (["jobs", "retry", "job-1"], ["queue", "pause"], ["schedules", "list"]):
-        result = await cli(*command, "--store", url)
+    assert "failed -> pending" in await cli_ok("jobs", "retry", failed, "--store", url)
+    assert "0 schedules" in await cli_ok("schedules", "list", "--store", url)
+    # What only its owner does is refused, saying what can be done here.
+    assert_bad_input(
+        await cli("queue", "pause", "--store", url),
+        "owned.db is a single-owner file",
+        "pausing the queue is for that process alone",
+    )
+    # While an owner runs, an action names it.
+    async with JobScheduler(store=url, plugins=plugins()) as owner:
         assert_bad_input(
-            result,
-            "is not one: ",
-            "is a single-owner store",
-            "operator actions need a shared store",
+            await cli("jobs", "cancel", failed, "--store", url),
+            f"owned by a running jobsched process ({socket.gethostname()}:{os.getpid()})",
         )
-    # Still the single-owner store it was, with its one job.
+        await owner.join()
     status = json.loads(await cli_ok("status", "--store", url, "--json"))
-    assert status["counts"]["failed"] == 1
+    assert status["counts"]["failed"] == 1  # it ran again, and failed again
 
 
 @pytest.mark.parametrize(

@@ -68,3 +68,36 @@ def test_durable_benchmark_runs_standalone() -> None:
     assert lines[5] == "enqueue 400 jobs through Client, batches of 100:"
     assert [line.split()[0] for line in lines[6:8]] == ["submit_many", "submit"]
     assert "40% of memory in each mode, 50,000 jobs/s enqueued" in lines[-1]
+
+
+@pytest.mark.slow
+def test_durable_benchmark_compares_the_single_owner_rows_with_a_baseline(
+    tmp_path: Path,
+) -> None:
+    script = str(ROOT / "benchmarks" / "durable.py")
+    small = ["--jobs", "200", "--enqueue-jobs", "200", "--batch", "100", "--rounds", "1"]
+    proc = subprocess.run(
+        [sys.executable, script, *small, "--json", "--baseline", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["baseline"] == str(ROOT)
+    compared = result["compared_jobs_per_second"]
+    assert set(compared) == {
+        f"{name} ({code})" for name in ("sqlite", "sqlite-normal") for code in ("this", "baseline")
+    }
+    assert all(rate > 0 for rate in compared.values())
+    assert set(result["cpu_us_per_job"]) >= set(compared)
+    refused = subprocess.run(
+        [sys.executable, script, "--baseline", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "not a jobsched checkout" in refused.stderr

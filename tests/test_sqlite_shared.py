@@ -55,7 +55,12 @@ async def test_a_shared_file_is_refused_by_the_single_owner_mode_and_back(
     try:
         # While a worker uses it (and after): the single-owner mode names the shared one.
         with pytest.raises(StoreError, match=r"is a shared store \(jobsched worker.*single-owner"):
-            await JobScheduler(store=url_of(shared_db)).start()
+            await SQLiteStore(url_of(shared_db)).open(StoreContext(worker_id="owner"))
+        # A scheduler left to choose follows the file's mode instead (a new file: single-owner).
+        assert SQLiteStore(url_of(shared_db)).shared
+        assert not SQLiteStore(url_of(owned_db)).shared
+        with pytest.raises(ValueError, match=r"shared=False: .* is always shared"):
+            JobScheduler(store=url_of(shared_db), shared=False)
     finally:
         await worker.close()
     owner = JobScheduler(store=url_of(owned_db))

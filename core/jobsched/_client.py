@@ -174,7 +174,7 @@ class Client:
         """Connect to the store (creating or migrating its schema); returns the client."""
         if self._state != "new":
             raise SchedulerError(f"{self!r} was already opened; a client opens once")
-        await self.store.open(StoreContext(worker_id=self.identity, shared=True))
+        await self.store.open(StoreContext(worker_id=self.identity, shared=True, operator=True))
         if self.limits:
             try:
                 await self.store.sync_limits(self.limits.as_data())

@@ -155,6 +155,20 @@ class SchemaTooNewError(StoreError):
         return (type(self), (str(self), self.found, self.known))
 
 
+class StoreOwnedError(StoreError):
+    """An action refused because a running process owns the store file
+    (SQLite's single-owner mode, while ``jobsched run`` runs on it): its
+    ``host:pid`` is `owner`. Nothing was changed; once it stops, the same
+    action goes through."""
+
+    def __init__(self, message: str, owner: str) -> None:
+        self.owner = owner
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.owner))
+
+
 class NonRetryableError(Exception):
     """Raise from a job to fail it immediately, skipping any remaining retries."""
 

@@ -39,12 +39,13 @@ GRACE = 2
 def jobsched_register_commands(cli: Any) -> None:
     parser = cli.add_command(
         "web",
-        help="serve the web dashboard and JSON API of a shared store",
+        help="serve the web dashboard and JSON API of a store",
         handler=serve,
-        description="Serve the dashboard and JSON API of a shared store (docs/web.md). "
+        description="Serve the dashboard and JSON API of a store: PostgreSQL, or any "
+        "SQLite file jobsched wrote, `jobsched run --store` included (docs/web.md). "
         f"Without a token (--token or {TOKEN_ENV}) it is read-only.",
     )
-    parser.add_argument("--store", required=True, metavar="URL", help="the shared store's URL")
+    parser.add_argument("--store", required=True, metavar="URL", help="the store's URL")
     parser.add_argument(
         "--host",
         default="127.0.0.1",

@@ -63,7 +63,7 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     parser = _Parser(
         prog="jobsched",
         description="Run jobs from a TOML job file, inspect jobsched's plugins and job types, "
-        "and operate a shared store (retry, cancel and purge jobs; pause schedules and the queue).",
+        "and operate a store (retry, cancel and purge jobs; pause schedules and the queue).",
         epilog="Exit codes: 0 every job completed, 1 a job failed, timed out or was cancelled, "
         "2 bad input (the file, a name, an argument), 3 jobsched itself crashed, "
         "4 a worker ended itself because a job blocked its event loop, "

@@ -1,4 +1,4 @@
-"""``jobsched jobs retry|requeue|cancel|purge``: operator actions on a shared store's jobs."""
+"""``jobsched jobs retry|requeue|cancel|purge``: operator actions on a store's jobs."""
 
 from __future__ import annotations
 

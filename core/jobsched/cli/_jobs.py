@@ -1,6 +1,6 @@
 """``jobsched jobs list`` and ``jobsched jobs show NAME``: the registered job types.
 
-The same group holds the operator actions on a shared store's jobs (``jobs
+The same group holds the operator actions on a store's jobs (``jobs
 retry``, ``requeue``, ``cancel``, ``purge``: `_job_actions`).
 """
 
@@ -21,7 +21,8 @@ def add_parser(subparsers: Any) -> None:
         "jobs",
         help="list and describe job types; retry, requeue, cancel and purge stored jobs",
         description="Inspect the job types that plugins register (what a job file's `type` "
-        "names), and act on the jobs of a shared store (--store URL).",
+        "names), and act on the jobs of a store (--store URL): PostgreSQL, or any "
+        "SQLite file jobsched wrote.",
     )
     commands = group.add_subparsers(title="commands", metavar="COMMAND", required=True)
     listing = commands.add_parser(

@@ -1,10 +1,10 @@
 """What the operator commands share (``jobs retry``, ``schedules pause``, ``queue pause``...).
 
-Each acts on a shared store through a `jobsched.Client`: the store that
-``jobsched worker --store URL`` serves (PostgreSQL, or an SQLite file in
-shared mode). A store only one process can own (the memory store, an SQLite
-file that ``jobsched run --store`` or ``JobScheduler(store=...)`` owns) is
-refused: its jobs live in that one process, which a command cannot reach.
+Each acts on a store through a `jobsched.Client`: PostgreSQL, or any SQLite
+file (one that ``jobsched worker`` serves, or one that ``jobsched run
+--store`` or ``JobScheduler(store=...)`` owns: the store applies an action
+there while no owner runs and names the owner while one does). The memory
+store is refused: its jobs live in one process, which a command cannot reach.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def add_store_options(parser: argparse.ArgumentParser, json_help: str) -> None:
         "--store",
         metavar="URL",
         required=True,
-        help="the shared store the workers serve: postgresql://host/db or "
-        "sqlite:////abs/path/jobs.db",
+        help="the store: postgresql://host/db, or an SQLite file (sqlite:////abs/path/jobs.db) "
+        "that workers serve or that `jobsched run --store` wrote",
     )
     parser.add_argument("--json", action="store_true", help=f"{json_help} (docs/cli.md)")
 
@@ -142,9 +142,8 @@ async def _operate(
 
 def _not_shared(url: str, why: str) -> BadInput:
     return BadInput(
-        "operator actions need a shared store, the one `jobsched worker --store URL` "
-        "serves and a Client opens (postgresql://host/db, or sqlite:////abs/path/jobs.db "
-        f"in shared mode); --store {url!r} {why}"
+        "operator actions need a store kept outside one process (postgresql://host/db, "
+        f"or an SQLite file: sqlite:////abs/path/jobs.db); --store {url!r} {why}"
     )
 
 

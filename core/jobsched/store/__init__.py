@@ -60,7 +60,13 @@ PostgreSQL store (``jobsched_plugins.postgres_store``) implements
 
 from __future__ import annotations
 
-from .._errors import BadRowError, MissingRoleError, SchemaTooNewError, StoreError
+from .._errors import (
+    BadRowError,
+    MissingRoleError,
+    SchemaTooNewError,
+    StoreError,
+    StoreOwnedError,
+)
 from .._trigger_rules import TRIGGER_RULES, Upstreams, check_trigger_rule
 from ._checks import (
     bad_column,
@@ -159,6 +165,7 @@ __all__ = [
     "StoreContext",
     "StoreError",
     "StoreFactories",
+    "StoreOwnedError",
     "StoreReader",
     "StoreStats",
     "SubmitRole",

@@ -127,6 +127,10 @@ class StoreContext:
     #: `SharedStore` calls follow). A store that implements both contracts
     #: (SQLite) opens its shared mode; a store that is only shared ignores it.
     shared: bool = False
+    #: With `shared`: opened by a `Client`, which submits, reads and operates
+    #: but never claims. A store whose single owner writes a file (SQLite's
+    #: journal) may then open that file for reads and operator actions.
+    operator: bool = False
 
 
 # ── rows of a shared store (several processes on one queue) ───────────

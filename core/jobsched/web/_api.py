@@ -24,6 +24,7 @@ from jobsched import (
     UnknownJobError,
     UnknownScheduleError,
 )
+from jobsched.store import StoreOwnedError
 
 from . import _params
 from ._deps import dependents, upstream
@@ -84,9 +85,10 @@ def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable
             return error_response(404, f"unknown job {_named(request, 'job_id')}")
         except UnknownScheduleError:
             return error_response(404, f"unknown schedule {_named(request, 'schedule_id')}")
-        except (InvalidTransitionError, JobSpecError) as exc:
-            # A job that cannot be built or moved from what the store holds:
-            # the request is fine, the stored state does not allow it.
+        except (InvalidTransitionError, JobSpecError, StoreOwnedError) as exc:
+            # A job that cannot be built or moved from what the store holds,
+            # or a file a running process owns: the request is fine, the
+            # stored state does not allow it now.
             return error_response(409, str(exc))
         return JSONResponse(data)
 

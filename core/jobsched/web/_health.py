@@ -7,7 +7,9 @@ retried for about 50 s, per request) marks the store down: for the next
 without waiting on the store. After that one request tries the store again;
 ``/healthz`` always does, with the shorter `StoreHealth.probe_timeout`, and
 says whether it answered. A `StoreError` (a SQLite file locked past its
-timeout) is a 503 for its own request only: the store did answer.
+timeout) is a 503 for its own request only: the store did answer. A
+`StoreOwnedError` (an action on a file ``jobsched run`` holds) is the
+request's answer, for the endpoint to give (409).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, NoReturn, TypeVar
 import structlog
 
 from jobsched import StoreError
+from jobsched.store import StoreOwnedError
 
 logger = structlog.get_logger("jobsched.web")
 
@@ -88,6 +91,8 @@ class StoreHealth:
             result = await asyncio.wait_for(work, timeout)
         except (TimeoutError, asyncio.TimeoutError):
             self._failed(f"the store did not answer within {timeout:g} s")
+        except StoreOwnedError:
+            raise
         except StoreError as exc:
             # An answer, if a failed one (a locked file, a row it cannot read):
             # this request's, and no reason to fail the others.

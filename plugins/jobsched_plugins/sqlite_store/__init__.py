@@ -12,13 +12,20 @@ query string:
 - ``poll=0.05`` (shared mode): seconds between two looks for other
   processes' commits, the wake-up latency.
 
-Two modes, chosen when the store is opened; a file is in one mode for its
-whole life and each mode refuses a file of the other, naming it:
+Two modes, chosen when a new file is created; a file is in one mode for its
+whole life, and every tool opens a file of either mode (``jobsched status``,
+``web``, ``jobs ...``, `Client`: reads, and operator actions; a scheduler left
+to choose follows the file's mode). Only a process that would run a file's
+jobs against its mode is refused, naming both: a worker on a single-owner
+file, an owner (``shared=False``) on a shared one.
 
 - **single-owner** (``JobScheduler(store="sqlite:///...")``, ``jobsched run
   --store``): one scheduler owns the file (a lock file ``<path>.lock`` held
-  with ``flock``), keeps its queues in memory and writes a journal of full
-  rows; ``open`` returns every job to restore.
+  with ``flock``, ``host:pid`` in it), keeps its queues in memory and writes
+  a journal of full rows; ``open`` returns every job to restore. A `Client`
+  reads the journal (``journal_reads``) and, while no owner holds the lock,
+  writes the operator actions in it (``journal_ops``) for the next owner to
+  restore; while one does, an action is a `StoreOwnedError` naming it.
 - **shared** (``jobsched worker --store``, ``Client``,
   ``JobScheduler(store=..., shared=True)``): several processes on one host
   share the file as PostgreSQL processes share a database (the
@@ -30,7 +37,8 @@ whole life and each mode refuses a file of the other, naming it:
 Every SQLite call of a store runs on one thread of its own, never on the
 event loop. The package's parts: ``connection`` (URLs, the thread, transactions,
 the file lock, wake-ups), ``migrations`` (both schemas, which mode a file is
-in), ``journal`` (opening, the single-owner journal), ``submit``, ``claims``
+in), ``journal`` (opening, the single-owner journal), ``journal_reads`` and
+``journal_ops`` (a journal as a `Client` reads and operates it), ``submit``, ``claims``
 (claims, leases, limits, outcomes, cancellation), ``schedules``, ``queries``.
 """
 

@@ -12,6 +12,7 @@ import functools
 import json
 import math
 import os
+import socket
 import sqlite3
 import struct
 import time
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from jobsched.store import BadRowError, StoreError
+from jobsched.store import BadRowError, StoreError, StoreOwnedError
 
 from .._wakeups import WakeupEvents
 
@@ -441,10 +442,39 @@ class Database:
         return StoreError(f"{self.url}: cannot open {path}: {problem}; {unchanged}")
 
     # ── one owner per file (single-owner mode) ─────────────────────
+    # The owner holds ``<path>.lock`` with ``flock``, its ``host:pid`` written
+    # in it. The flock is what says an owner runs: the OS drops it when the
+    # process ends, crash included, so a lock file a crash left behind is
+    # never taken for a running owner.
     def take_ownership(self) -> None:
-        """Hold ``<path>.lock`` (``flock``, released by the OS if the process dies)."""
+        """Hold ``<path>.lock`` (released by the OS if the process dies)."""
+        self._lock_fd = self._lock(
+            "is in use by another jobsched process ({owner}, lock file {lock}); "
+            "stop it first, or use another store file"
+        )
+
+    def as_owner(self, body: Callable[[sqlite3.Connection], T], what: str) -> T:
+        """`body(conn)` in one writing transaction, as the file's owner for
+        that long (in the store's thread): an operator action on a
+        single-owner file no process runs, restored by its next owner. While
+        an owner runs, a `StoreOwnedError` names its ``host:pid``."""
+        fd = self._lock(
+            "is owned by a running jobsched process ({owner}), which alone writes it "
+            f"while it runs; could not {what}: let it finish (or stop it) and try again"
+        )
+        try:
+            return self.in_transaction(body, f"{what} in")
+        finally:
+            if fd is not None:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    def _lock(self, refusal: str) -> int | None:
+        """``<path>.lock``'s descriptor, flocked, with this process's
+        ``host:pid`` in it; a `StoreOwnedError` from `refusal` (naming
+        ``{owner}`` and ``{lock}``) while another process holds it. None where there is
+        no flock (Windows, documented)."""
         if fcntl is None:
-            return
+            return None
         lock_path = self.path + ".lock"
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -453,20 +483,20 @@ class Database:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            found = os.read(fd, 300).decode(errors="replace").strip()
             os.close(fd)
-            raise StoreError(
-                f"{self.url}: {self.path} is in use by another jobsched process (pid {owner}, "
-                f"lock file {lock_path}); stop it first, or use another store file"
-            ) from None
+            # A jobsched from before host:pid wrote its pid alone.
+            owner = f"pid {found}" if found.isdigit() else (found or "pid unknown")
+            message = refusal.format(owner=owner, lock=lock_path)
+            raise StoreOwnedError(f"{self.url}: {self.path} {message}", owner) from None
         try:
-            pid = str(os.getpid()).encode()
-            os.pwrite(fd, pid, 0)
-            os.ftruncate(fd, len(pid))
+            me = f"{socket.gethostname()}:{os.getpid()}".encode()
+            os.pwrite(fd, me, 0)
+            os.ftruncate(fd, len(me))
         except OSError as exc:
             os.close(fd)
             raise self._lock_error(lock_path, exc) from None
-        self._lock_fd = fd
+        return fd
 
     def _lock_error(self, lock_path: str, exc: OSError) -> StoreError:
         return StoreError(
@@ -514,9 +544,13 @@ class Wakeups(WakeupEvents):
         self.owner = ""
         self._task: asyncio.Task[None] | None = None
         self._signalled: set[str] = set()  # cancel requests already passed on
+        self._cancels = True
 
-    def start(self, owner: str) -> None:
+    def start(self, owner: str, *, cancels: bool = True) -> None:
+        """Poll from now on; `cancels` False: the file holds no cancel requests
+        (a single-owner file an operator watches)."""
         self.owner = owner
+        self._cancels = cancels
         self._task = asyncio.create_task(self._poll(), name=f"jobsched-sqlite-poll-{owner}")
 
     async def stop(self) -> None:
@@ -576,7 +610,7 @@ class Wakeups(WakeupEvents):
         the kernel ignores those for jobs it does not run.
         """
         version = self._version()
-        if version == seen:
+        if version == seen or not self._cancels:
             return version, []
         assert self.db.conn is not None
         requested = {

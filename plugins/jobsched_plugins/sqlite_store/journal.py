@@ -80,7 +80,8 @@ def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot,
     Read and check everything before the first write, so that a file
     jobsched refuses is left exactly as it was. Readonly (``jobsched
     status``) reads a file of either mode; a shared file's jobs come back as
-    `JobRow` objects.
+    `JobRow` objects. An operator (`Client`) opens a file of either mode,
+    and a single-owner one without taking it (no rows, no write).
     """
     path = db.path
     existed = os.path.exists(path)
@@ -97,18 +98,22 @@ def open_file(db: Database, context: StoreContext, mode: str) -> tuple[Snapshot,
     try:
         conn = db.connect(context.readonly)
         found, _ = migrations.file_mode(conn, db.url, path, readonly=context.readonly)
-        if context.readonly:
+        # A reader, or an operator (`Client`) on a single-owner file, reads
+        # the file in its mode; an operator's writes borrow the ownership
+        # (`Database.as_owner`). Nothing is written at open.
+        operator = context.operator and found == migrations.SINGLE_OWNER
+        if context.readonly or operator:
             mode = found or mode
         else:
             migrations.refuse_other_mode(db.url, path, found, mode)
-        if found is None or (context.readonly and not context.load):
+        if operator or found is None or (context.readonly and not context.load):
             snapshot = Snapshot()
         elif found == migrations.SHARED:
             snapshot = queries.snapshot(conn) if context.readonly else Snapshot()
         else:
             snapshot = load(conn, db.url)
         check_snapshot(db.url, snapshot)
-        if not context.readonly:
+        if not context.readonly and not operator:
             _claim(db, conn, context, create=found is None, mode=mode)
     except BaseException as exc:
         if conn is not None:
@@ -239,7 +244,7 @@ def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
 
 
 # A purge spares an upstream of an unfinished job: restoring that job needs it.
-_PURGE = """
+PURGE = """
 DELETE FROM jobsched_jobs
 WHERE status IN ({statuses}) AND finished_at IS NOT NULL AND finished_at <= ?
   AND job_id NOT IN (
@@ -292,6 +297,6 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
             conn.executemany(_UPSERT_SCHEDULE, schedules)
         for purge in purges:
             marks = ",".join("?" * len(purge.statuses))
-            conn.execute(_PURGE.format(statuses=marks), (*purge.statuses, purge.before))
+            conn.execute(PURGE.format(statuses=marks), (*purge.statuses, purge.before))
 
     db.in_transaction(body, f"write {len(batch)} rows to")

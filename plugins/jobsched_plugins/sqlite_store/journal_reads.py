@@ -1,11 +1,12 @@
-"""Reading a single-owner file a page at a time (``jobsched status``).
+"""Reading a single-owner file as the shared mode reads its own
+(``jobsched status``, ``jobsched web``, ``jobsched jobs``, `Client`).
 
-The shared mode's reads (`queries.page`, `counts`, `schedules`) over the
-journal's tables, returning the same rows, so a reader pages through a file
-of either mode the same way and never holds more than a page. The rows read
-are checked as a restore checks them (`check_snapshot`): one changed by hand
-is a `StoreError` naming it. Every function runs in the store's thread,
-inside the caller's transaction.
+The shared mode's reads (`queries.get`, `page`, `stats`, ...) over the
+journal's tables, returning the same rows, so a reader sees a file of either
+mode the same way and never holds more than a page. The rows read are
+checked as a restore checks them (`check_snapshot`): one changed by hand is
+a `StoreError` naming it. Every function runs in the store's thread, inside
+the caller's transaction.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from jobsched.store import (
     SharedScheduleRow,
     Snapshot,
     StoreError,
+    StoreStats,
     check_snapshot,
 )
 
+from .connection import TERMINAL
 from .journal import job_rows, schedule_rows
-from .queries import status_and_type_filter
+from .queries import status_and_type_filter, text_filter
 
 
 def _decoded(url: str, what: str, column: str, text: str | None, default: Any) -> Any:
@@ -57,31 +60,136 @@ def page(
     url: str,
     statuses: Sequence[str] | None,
     type: str | None,
+    text: str | None,
     limit: int,
     offset: int,
 ) -> tuple[list[SharedJobRow], int]:
     """One page of matching jobs, newest first, and how many match."""
     where, params = status_and_type_filter(statuses, type)
+    if text:
+        term, values = text_filter(text)
+        where.append(term)
+        params += values
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = conn.execute(f"SELECT count(*) FROM jobsched_jobs{clause}", params).fetchone()[0]
-    found = job_rows(
-        conn, url, f"{clause} ORDER BY seq DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+    found = _checked(
+        url,
+        job_rows(
+            conn, url, f"{clause} ORDER BY seq DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+        ),
     )
-    # The rows shown are checked as a restore checks them (in submit order,
-    # as a restore reads them), and named.
-    check_snapshot(url, Snapshot(jobs=found[::-1]))
-    return [_shared(url, row) for row in found], int(total)
+    return found, int(total)
+
+
+def _checked(url: str, newest_first: list[JobRow]) -> list[SharedJobRow]:
+    """Rows to show, checked as a restore checks them (in submit order, as a
+    restore reads them), and named."""
+    check_snapshot(url, Snapshot(jobs=newest_first[::-1]))
+    return [_shared(url, row) for row in newest_first]
+
+
+def get(conn: sqlite3.Connection, url: str, job_id: str) -> SharedJobRow | None:
+    """One job with its dependencies, or None (a journal keeps no attempt history)."""
+    found = _checked(url, job_rows(conn, url, "WHERE job_id = ?", [job_id]))
+    return found[0] if found else None
+
+
+def jobs(conn: sqlite3.Connection, url: str, job_ids: Sequence[str] | None) -> list[SharedJobRow]:
+    """Every job (or those with `job_ids`), in submit order."""
+    if job_ids is None:
+        return _checked(url, job_rows(conn, url, "ORDER BY seq DESC"))[::-1]
+    found: list[SharedJobRow] = []
+    ids = list(job_ids)
+    for i in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        found += _checked(url, job_rows(conn, url, f"WHERE job_id IN ({marks})", chunk))
+    found.sort(key=lambda row: row.seq)
+    return found
+
+
+def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
+    """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
+    if conn.execute("SELECT 1 FROM jobsched_jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
+        return None
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT j.job_id FROM jobsched_jobs AS j, json_each(j.depends_on) AS d "
+            "WHERE d.value = ? ORDER BY j.seq",
+            (job_id,),
+        )
+    ]
+
+
+def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
+    """How many of `job_ids` are not terminal yet."""
+    n = 0
+    ids = list(job_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        n += conn.execute(
+            f"SELECT count(*) FROM jobsched_jobs WHERE job_id IN ({','.join('?' * len(chunk))}) "
+            f"AND status NOT IN ({','.join('?' * len(TERMINAL))})",
+            [*chunk, *TERMINAL],
+        ).fetchone()[0]
+    return int(n)
+
+
+def schedule_jobs(conn: sqlite3.Connection, url: str, schedule_id: str) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired."""
+    return _checked(
+        url, job_rows(conn, url, "WHERE schedule_id = ? ORDER BY seq DESC", [schedule_id])
+    )[::-1]
+
+
+def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
+    """The queue at a glance, as `queries.stats` reads a shared file: a
+    journal holds no leases, limits' use or pause flag (its owner keeps
+    them in memory)."""
+    finished = [
+        (float(minute), status, n)
+        for minute, status, n in conn.execute(
+            "SELECT CAST(finished_at / 60 AS INTEGER) * 60, status, count(*) "
+            "FROM jobsched_jobs WHERE finished_at >= ? "
+            "AND status IN ('completed', 'failed', 'timed_out', 'cancelled') GROUP BY 1, 2",
+            (since,),
+        )
+    ]
+    running_types: dict[str, int] = {}
+    running_executors: dict[str, int] = {}
+    for kind, executor, n in conn.execute(
+        "SELECT type, json_extract(options, '$.executor'), count(*) FROM jobsched_jobs "
+        "WHERE status = 'running' GROUP BY 1, 2"
+    ):
+        running_types[kind] = running_types.get(kind, 0) + n
+        if executor is not None:
+            running_executors[executor] = running_executors.get(executor, 0) + n
+    return StoreStats(
+        counts=counts(conn),
+        finished=finished,
+        leases=[],
+        running_types=running_types,
+        running_executors=running_executors,
+        limits=None,
+        rate_tats={},
+        queue_paused=False,
+        at=at,
+    )
 
 
 def _shared(url: str, row: JobRow) -> SharedJobRow:
     """A checked journal row as the shared mode reads its own."""
     what = f"job {row.job_id}"
+    options = _mapping(url, what, "options", row.options)
+    # The journal keeps it with the options; a shared row, in a column.
+    unique_key = options.pop("unique_key", None)
     return SharedJobRow(
         job_id=row.job_id,
         key=row.key,
         type=row.type,
         args=_mapping(url, what, "args", row.args),
-        options=_mapping(url, what, "options", row.options),
+        options=options,
         status=row.status,
         attempts=row.attempts,
         run_at=row.run_at,
@@ -98,6 +206,8 @@ def _shared(url: str, row: JobRow) -> SharedJobRow:
         submitted_by=None,
         started_at=None,
         finished_at=row.finished_at,
+        unique_key=unique_key if isinstance(unique_key, str) else None,
+        depends_on=row.depends_on,
         trigger_rule=row.trigger_rule,
     )
 

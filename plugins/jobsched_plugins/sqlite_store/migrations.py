@@ -12,13 +12,19 @@ when jobsched creates it:
   from before the shared mode refuse such a file ("newer jobsched") instead
   of misreading it.
 
-Each mode refuses a file of the other, naming it: the tables differ, and a
-single owner would overwrite what the workers are doing.
+Every tool reads a file of either mode (journal_reads serves the
+single-owner tables as the shared ones are read). A single owner refuses a
+shared file, and a worker a single-owner one, naming both: the tables
+differ, and each would overwrite what the other is doing. A scheduler left
+to choose (`peek_mode`) follows the file's mode instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import urllib.parse
 
 from jobsched.store import SchemaTooNewError, StoreError
 
@@ -300,6 +306,23 @@ def file_mode(
             SCHEMA_VERSION,
         )
     return (SHARED if meta.get("mode") == SHARED else SINGLE_OWNER), tables
+
+
+def peek_mode(path: str) -> str | None:
+    """The mode of the jobsched file at `path`, or None (no such file, not
+    one, or unreadable now: opening it says why). Reads without locking or
+    creating anything."""
+    if not os.path.isfile(path):
+        return None
+    target = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(target, uri=True, timeout=1.0)) as conn:
+            r = conn.execute("SELECT value FROM jobsched_meta WHERE name = 'mode'").fetchone()
+            if r is None:
+                conn.execute("SELECT 1 FROM jobsched_meta").fetchone()
+    except sqlite3.Error:
+        return None
+    return SHARED if r is not None and r[0] == SHARED else SINGLE_OWNER
 
 
 def refuse_other_mode(url: str, path: str, found: str | None, wanted: str) -> None:

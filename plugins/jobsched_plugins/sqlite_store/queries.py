@@ -292,6 +292,17 @@ def status_and_type_filter(
     return where, params
 
 
+def text_filter(text: str) -> tuple[str, list[Any]]:
+    """The WHERE term and parameters of a page's text search (the job's id,
+    type, arguments or name; both modes' tables name them alike)."""
+    # instr, not LIKE: the text is taken literally (no % or _ wildcards).
+    term = (
+        "(instr(lower(job_id), ?) OR instr(lower(type), ?) OR instr(lower(args), ?) "
+        "OR instr(lower(coalesce(json_extract(options, '$.name'), '')), ?))"
+    )
+    return term, [text.lower()] * 4
+
+
 def page(
     conn: sqlite3.Connection,
     statuses: Sequence[str] | None,
@@ -303,12 +314,9 @@ def page(
     """One page of matching jobs, newest first, and how many match."""
     where, params = status_and_type_filter(statuses, type)
     if text:
-        # instr, not LIKE: the text is taken literally (no % or _ wildcards).
-        where.append(
-            "(instr(lower(job_id), ?) OR instr(lower(type), ?) OR instr(lower(args), ?) "
-            "OR instr(lower(coalesce(json_extract(options, '$.name'), '')), ?))"
-        )
-        params += [text.lower()] * 4
+        term, values = text_filter(text)
+        where.append(term)
+        params += values
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     if type is None and not text:  # by status alone: the kept counts say how many
         found = kept_counts(conn)

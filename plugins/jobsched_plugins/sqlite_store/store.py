@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -25,7 +27,17 @@ from jobsched.store import (
 )
 
 from .._wakeups import DelegatedWakeups
-from . import claims, journal, journal_reads, migrations, operations, queries, schedules, submit
+from . import (
+    claims,
+    journal,
+    journal_ops,
+    journal_reads,
+    migrations,
+    operations,
+    queries,
+    schedules,
+    submit,
+)
 from .connection import Database, Wakeups, now, seconds_option
 
 T = TypeVar("T")
@@ -35,16 +47,18 @@ class SQLiteStore(DelegatedWakeups):
     """Jobs in one SQLite file, owned by one scheduler or shared by several
     processes on one host (see the package docstring).
 
-    The mode is chosen when the store is opened: ``StoreContext(shared=True)``
-    (the kernel's shared backend: ``jobsched worker``, ``Client``,
-    ``JobScheduler(store=..., shared=True)``) or the single-owner journal
-    (``shared`` False, the default for this store). Every SQLite call runs on
-    the store's one thread, never on the event loop.
+    A new file's mode is chosen when the store is opened:
+    ``StoreContext(shared=True)`` (the kernel's shared backend: ``jobsched
+    worker``, ``Client``, ``JobScheduler(store=..., shared=True)``) or the
+    single-owner journal (``shared`` False). An existing file keeps its
+    mode, which `shared` says before the store is opened. A `Client`
+    (``StoreContext(operator=True)``) opens a file of either mode: a
+    single-owner one for reads and the operator actions, applied while no
+    owner runs (`Database.as_owner`). Every SQLite call runs on the
+    store's one thread, never on the event loop.
     """
 
     durable = True
-    #: This store's preference: a scheduler owns the file unless told otherwise.
-    shared = False
 
     def __init__(self, url: str) -> None:
         self.db = Database(url)
@@ -57,7 +71,12 @@ class SQLiteStore(DelegatedWakeups):
         #: Seconds between two looks for other processes' commits (shared mode).
         self.poll_seconds = seconds_option(url, self.db.options, "poll", 0.05)
         self.wakeups: Wakeups = Wakeups(self.db, self.poll_seconds)
+        #: Whether the file is shared by several processes (a new file: no,
+        #: a scheduler owns it unless told otherwise).
+        self.shared = migrations.peek_mode(self.path) == migrations.SHARED
         self.mode: str | None = None  # once open: migrations.SINGLE_OWNER or SHARED
+        #: Open on a single-owner file for a `Client`: reads and operator actions.
+        self.operator = False
         self._limits_found = False
 
     def __repr__(self) -> str:
@@ -69,8 +88,9 @@ class SQLiteStore(DelegatedWakeups):
 
         Single-owner: every job and schedule. Shared: nothing (the jobs stay
         in the file and are claimed from there). Readonly (``jobsched
-        status``): every job of a file in either mode. A file of the other
-        mode is refused with a `StoreError` naming both.
+        status``): every job of a file in either mode. For an operator
+        (`Client`): nothing, in the file's mode. Otherwise a file of the
+        other mode is refused with a `StoreError` naming both.
         """
         shared = bool(getattr(context, "shared", False))
         mode = migrations.SHARED if shared else migrations.SINGLE_OWNER
@@ -80,8 +100,10 @@ class SQLiteStore(DelegatedWakeups):
         except BaseException:
             self.db.stop_thread()
             raise
+        self.operator = shared and self.mode == migrations.SINGLE_OWNER
         if shared and not context.readonly:
-            self.wakeups.start(context.worker_id)
+            # An operator hears of the owner's commits: no cancel requests there.
+            self.wakeups.start(context.worker_id, cancels=not self.operator)
         return snapshot
 
     async def check_schema(self) -> None:
@@ -128,7 +150,7 @@ class SQLiteStore(DelegatedWakeups):
         in its place. Dependencies that already ended are settled by the
         job's trigger rule: it may be due at once, or cancelled.
         """
-        self._need(migrations.SHARED, "insert")
+        self._need(migrations.SHARED, "submitting jobs")
         if not jobs:
             return []
         ids, ready = await self.db.transaction(
@@ -168,14 +190,14 @@ class SQLiteStore(DelegatedWakeups):
         process with other limits is refused (`StoreError` showing both).
         Change them with `set_limits`.
         """
-        self._need(migrations.SHARED, "sync_limits")
+        self._need(migrations.SHARED, "cluster limits")
         return await self.db.transaction(
             lambda conn: claims.sync_limits(conn, self.url, data), "store the limits in"
         )
 
     async def set_limits(self, data: dict[str, Any] | None) -> None:
         """Replace the cluster's limits (None or empty: no limits)."""
-        self._need(migrations.SHARED, "set_limits")
+        self._need(migrations.SHARED, "cluster limits")
         await self.db.transaction(lambda conn: claims.set_limits(conn, data), "store the limits in")
         self.wakeups.work()
 
@@ -245,6 +267,13 @@ class SQLiteStore(DelegatedWakeups):
         one is flagged, and its owner cancels the attempt when it sees the
         flag (at its next poll).
         """
+        if self.operator:
+            cancelled = await self._operate(
+                lambda conn: journal_ops.cancel(conn, job_id), "cancel a job"
+            )
+            if cancelled:
+                self.wakeups.finished()
+            return cancelled
         self._need(migrations.SHARED, "request_cancel")
         done, owner = await self.db.transaction(
             lambda conn: claims.request_cancel(conn, job_id), "cancel a job in"
@@ -267,14 +296,14 @@ class SQLiteStore(DelegatedWakeups):
     # ── Shared mode: schedules ──────────────────────────────────────
     async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:
         """Create the schedule unless it exists; returns the stored one."""
-        self._need(migrations.SHARED, "add_schedule")
+        self._need(migrations.SHARED, "adding a schedule")
         return await self.db.transaction(
             lambda conn: schedules.add_schedule(conn, schedule), "add a schedule to"
         )
 
     async def get_schedule(self, schedule_id: str) -> SharedScheduleRow:
         """The schedule as stored now."""
-        self._need(migrations.SHARED, "get_schedule")
+        self._need(migrations.SHARED, "following a schedule")
         return await self.db.transaction(
             lambda conn: schedules.get_schedule(conn, schedule_id),
             "read a schedule in",
@@ -296,26 +325,38 @@ class SQLiteStore(DelegatedWakeups):
 
     async def deactivate_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule for every process; False if unknown or already stopped."""
-        self._need(migrations.SHARED, "deactivate_schedule")
+        self._need(migrations.SHARED, "cancelling a schedule")
         return await self.db.transaction(
             lambda conn: schedules.deactivate_schedule(conn, schedule_id), "stop a schedule in"
         )
 
     async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
         """The jobs a schedule fired, in the order they were fired."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(
+                lambda conn: journal_reads.schedule_jobs(conn, self.url, schedule_id)
+            )
         return await self._read(lambda conn: schedules.schedule_jobs(conn, schedule_id))
 
-    # ── Shared mode: reading (also on a readonly open) ──────────────
+    # ── Reading (either mode, also on a readonly open) ──────────────
     async def get(self, job_id: str) -> SharedJobRow | None:
         """One job, or None."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.get(conn, self.url, job_id))
         return await self._read(lambda conn: queries.get(conn, job_id))
 
     async def jobs(self, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
         """Every job (or those with `job_ids`), in submit order."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(
+                lambda conn: journal_reads.jobs(conn, self.url, job_ids)
+            )
         return await self._read(lambda conn: queries.jobs(conn, job_ids))
 
     async def dependents(self, job_id: str) -> list[str] | None:
         """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.dependents(conn, job_id))
         return await self._read(lambda conn: queries.dependents(conn, job_id))
 
     async def counts(self) -> dict[str, int]:
@@ -327,6 +368,8 @@ class SQLiteStore(DelegatedWakeups):
 
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` are not terminal yet."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.unfinished(conn, job_ids))
         return await self._read(lambda conn: queries.unfinished(conn, job_ids))
 
     async def page(
@@ -337,14 +380,10 @@ class SQLiteStore(DelegatedWakeups):
         limit: int,
         offset: int,
     ) -> tuple[list[SharedJobRow], int]:
-        """One page of matching jobs, newest first, and how many match.
-
-        Also on a single-owner file (without `text`): ``jobsched status``
-        pages through a file of either mode.
-        """
-        if self.mode == migrations.SINGLE_OWNER and not text:
+        """One page of matching jobs, newest first, and how many match."""
+        if self.mode == migrations.SINGLE_OWNER:
             return await self._read_journal(
-                lambda conn: journal_reads.page(conn, self.url, statuses, type, limit, offset)
+                lambda conn: journal_reads.page(conn, self.url, statuses, type, text, limit, offset)
             )
         return await self._read(
             lambda conn: queries.page(conn, statuses, type, text, limit, offset)
@@ -352,11 +391,15 @@ class SQLiteStore(DelegatedWakeups):
 
     async def stats(self, since: float) -> StoreStats:
         """Counts, finished per minute since `since`, leases, limits' use, pause flag."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.stats(conn, since, now()))
         return await self._read(lambda conn: queries.stats(conn, since, now()))
 
     # ── Shared mode: operator actions ───────────────────────────────
     async def retry(self, job_ids: Sequence[str]) -> list[str]:
         """Failed, timed-out or cancelled jobs back to pending; the ids moved."""
+        if self.operator:
+            return await self._operate(lambda conn: journal_ops.retry(conn, job_ids), "retry jobs")
         self._need(migrations.SHARED, "retry")
         moved = await self.db.transaction(
             lambda conn: operations.retry(conn, job_ids), "retry jobs in"
@@ -367,6 +410,10 @@ class SQLiteStore(DelegatedWakeups):
 
     async def requeue(self, statuses: Sequence[str], type: str | None) -> list[str]:
         """`retry` every job in `statuses` of job type `type`; the ids moved."""
+        if self.operator:
+            return await self._operate(
+                lambda conn: journal_ops.requeue(conn, statuses, type), "requeue jobs"
+            )
         self._need(migrations.SHARED, "requeue")
         moved = await self.db.transaction(
             lambda conn: operations.requeue(conn, statuses, type), "requeue jobs in"
@@ -377,6 +424,10 @@ class SQLiteStore(DelegatedWakeups):
 
     async def purge(self, before: float, statuses: Sequence[str]) -> int:
         """Delete terminal jobs finished before `before`; how many."""
+        if self.operator:
+            return await self._operate(
+                lambda conn: journal_ops.purge(conn, before, statuses), "purge jobs"
+            )
         self._need(migrations.SHARED, "purge")
         deleted = await self.db.transaction(
             lambda conn: operations.purge(conn, before, statuses), "purge jobs from"
@@ -403,7 +454,7 @@ class SQLiteStore(DelegatedWakeups):
 
     async def set_queue_paused(self, paused: bool) -> bool:
         """Pause or resume claiming for every process; False if it already was so."""
-        self._need(migrations.SHARED, "set_queue_paused")
+        self._need(migrations.SHARED, "pausing the queue")
         changed = await self.db.transaction(
             lambda conn: operations.set_queue_paused(conn, paused), "pause the queue in"
         )
@@ -412,7 +463,10 @@ class SQLiteStore(DelegatedWakeups):
         return changed
 
     async def queue_paused(self) -> bool:
-        """Whether claiming is paused."""
+        """Whether claiming is paused (a single-owner file: never, its owner
+        keeps a pause in memory)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return False
         return await self._read(queries.queue_paused)
 
     async def schedules(self) -> list[SharedScheduleRow]:
@@ -425,6 +479,13 @@ class SQLiteStore(DelegatedWakeups):
         self, schedule_id: str, paused: bool, next_run: float | None = None
     ) -> bool:
         """Pause or resume a schedule; False if unknown or already so."""
+        if self.operator:
+            # A journal says 0.0 for "no next fire" (journal_reads.schedules).
+            stored = 0.0 if next_run == math.inf else next_run
+            return await self._operate(
+                lambda conn: journal_ops.set_schedule_paused(conn, schedule_id, paused, stored),
+                "pause or resume a schedule",
+            )
         self._need(migrations.SHARED, "set_schedule_paused")
         return await self.db.transaction(
             lambda conn: operations.set_schedule_paused(conn, schedule_id, paused, next_run),
@@ -433,7 +494,7 @@ class SQLiteStore(DelegatedWakeups):
 
     async def trigger_schedule(self, schedule_id: str, job: NewJob) -> bool:
         """Insert `job` for the schedule now without moving its next fire."""
-        self._need(migrations.SHARED, "trigger_schedule")
+        self._need(migrations.SHARED, "triggering a schedule")
         done = await self.db.transaction(
             lambda conn: operations.trigger_schedule(conn, schedule_id, job),
             "trigger a schedule in",
@@ -449,12 +510,26 @@ class SQLiteStore(DelegatedWakeups):
     async def _read_journal(self, body: Callable[[sqlite3.Connection], T]) -> T:
         return await self.db.transaction(body, "read jobs in", write=False)
 
+    async def _operate(self, body: Callable[[sqlite3.Connection], T], what: str) -> T:
+        """An operator action on a single-owner file, as its owner for one
+        transaction; refused, naming the owner, while one runs."""
+        result: T = await self.db.call(functools.partial(self.db.as_owner, body, what))
+        self.wakeups.changed()
+        return result
+
     def _need(self, mode: str, call: str) -> None:
         """Refuse a call of the other mode's API, naming both."""
         if self.mode == mode:
             return
         if self.mode is None:
             raise StoreError(f"{self.url}: the store is not open")
+        if self.operator:
+            raise StoreError(
+                f"{self.url}: {self.path} is a single-owner file, run by one process at a "
+                "time (jobsched run FILE --store URL, JobScheduler(store=URL)); "
+                f"{call} is for that process alone. Here: read its jobs and schedules, "
+                "retry, requeue, cancel or purge jobs, pause or resume schedules"
+            )
         raise StoreError(
             f"{self.url}: {call} is a {mode}-mode call, but this store was opened in "
             f"{self.mode} mode"
