@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import Client, OperatorAPI, PluginManager, SchedulerError, StoreError
 from ..store import (
-    MissingRoleError,
     StoreContext,
     new_worker_id,
     offers_a_role,
@@ -160,10 +159,7 @@ async def open_client(url: str, plugins: PluginManager, needs: Sequence[str]) ->
         raise BadInput(str(exc)) from None
     if store is None or not offers_a_role(store):
         raise _not_shared(url, "is not a store several processes can share")
-    try:
-        require_roles(store, ("lookup", *needs), "this command")
-    except MissingRoleError as exc:
-        raise BadInput(str(exc)) from None
+    require_roles(store, ("lookup", *needs), "this command")  # exit 2 naming a missing role
     await store.open(StoreContext(worker_id=new_worker_id(), readonly=True))
     await store.close()
     try:

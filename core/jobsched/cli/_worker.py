@@ -23,7 +23,6 @@ from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
     MAX_LEASE_EXPIRIES,
     SHARED_ROLES,
-    MissingRoleError,
     SharedStore,
     as_shared_store,
     offers_a_role,
@@ -120,11 +119,8 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
             f"--store {url!r} is not a store several processes can share "
             "(postgresql://host/db or sqlite:////abs/path/jobs.db)"
         )
-    try:
-        # A worker runs every role: claims, schedules, limits, cancels.
-        require_roles(store, SHARED_ROLES, "jobsched worker")
-    except MissingRoleError as exc:
-        raise BadInput(str(exc)) from None
+    # A worker runs every role: claims, schedules, limits, cancels (exit 2 naming a missing one).
+    require_roles(store, SHARED_ROLES, "jobsched worker")
     return as_shared_store(store)
 
 
