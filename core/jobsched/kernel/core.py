@@ -1,9 +1,9 @@
-"""The kernel's core: composition, lifecycle, the submit fast path, workers, transitions.
+"""The kernel's core: composition, lifecycle, the submit fast path, transitions.
 
 The core composes the collaborators that own the kernel's state (the job
 table, the dependency graph, the queues with their admission chain, the
-timers, progress, executors, listeners, operator actions) and drives a job
-through them: submit, start, finish. It knows no store: how jobs are kept is
+workers, the timers, progress, executors, listeners, operator actions) and
+drives a job through them: submit, start, finish. It knows no store: how jobs are kept is
 a `Backend`, which works on the kernel through its `KernelPort`.
 
 Everything is owned by the event-loop thread (no locks: every
