@@ -91,7 +91,7 @@ async def test_jobs_held_back_by_a_limit_do_not_block_the_others(target: Target)
         records = [(a if i % 2 else b).submit(target.rec(f"r{i}")) for i in range(6)]
         await until(
             "the unlimited jobs to finish",
-            lambda: _all(statuses(store, records), "completed"),
+            lambda: _all(statuses(store, records), "completed", len(records)),
         )
         await until("the first span to start", lambda: _has_start(target))
         assert [r.status for r in await store.jobs([second])] == ["pending"]
@@ -108,8 +108,11 @@ async def test_jobs_held_back_by_a_limit_do_not_block_the_others(target: Target)
     assert target.spans() == [(first, "start"), (second, "start")]
 
 
-async def _all(check: Callable[[], Awaitable[list[str]]], status: str) -> bool:
-    return all(s == status for s in await check())
+async def _all(check: Callable[[], Awaitable[list[str]]], status: str, count: int) -> bool:
+    # Every row, not every row stored so far: the other scheduler's batch
+    # (`second` among it) may not be written yet.
+    found = await check()
+    return len(found) == count and all(s == status for s in found)
 
 
 async def _has_start(target: Target) -> bool:
@@ -186,7 +189,8 @@ async def test_a_store_without_cluster_limits_refuses_limits() -> None:
     # JobScheduler would refuse such a store before the limits are looked at.
     store = Plain()
     backend = SharedBackend(store)
-    Kernel(None, plugins=PluginManager(), backend=backend, limits={"job_types": {"x": 1}})
+    limits = {"job_types": {"x": 1}}
+    Kernel(None, plugins=PluginManager(), backend=backend, limits=limits, subject=JobScheduler())
     with pytest.raises(Exception, match="cannot enforce limits across processes"):
         await backend.open()
     assert store.closed is True

@@ -1,9 +1,9 @@
-"""The kernel's core: composition, lifecycle, the submit fast path, workers, transitions.
+"""The kernel's core: composition, lifecycle, the submit fast path, transitions.
 
 The core composes the collaborators that own the kernel's state (the job
 table, the dependency graph, the queues with their admission chain, the
-timers, progress, executors, listeners, operator actions) and drives a job
-through them: submit, start, finish. It knows no store: how jobs are kept is
+workers, the timers, progress, executors, listeners, operator actions) and
+drives a job through them: submit, start, finish. It knows no store: how jobs are kept is
 a `Backend`, which works on the kernel through its `KernelPort`.
 
 Everything is owned by the event-loop thread (no locks: every
@@ -105,7 +105,7 @@ class Kernel:
         limits: Limits | Mapping[str, Any] | None = None,
         result_ttl: float | None = None,
         retention: float | None = None,
-        subject: SchedulerView | None = None,
+        subject: SchedulerView,
     ) -> None:
         check_num_workers(num_workers)
         result_ttl = to_result_ttl(result_ttl)
@@ -700,13 +700,12 @@ class Kernel:
         except BaseException:
             self._started = False
             raise
-        subject = self._subject if self._subject is not None else cast("SchedulerView", self)
-        self.plugins.scheduler_started(subject)
+        self.plugins.scheduler_started(self._subject)
         self.progress.bind_loop(self._loop)
         self.workers.start()
         self.queues.start()
         self.operations.start()
-        self.timers.start(subject)
+        self.timers.start(self._subject)
 
     async def stop(self, *, cancel_running: bool = False) -> None:
         """Graceful shutdown (see `JobScheduler.stop`)."""
@@ -735,8 +734,7 @@ class Kernel:
         self._stopped = True
         try:
             if self._started:
-                subject = self._subject if self._subject is not None else self
-                self.plugins.scheduler_stopped(cast("SchedulerView", subject))
+                self.plugins.scheduler_stopped(self._subject)
         finally:
             self._stop_done.set()
         if store_error is not None:
