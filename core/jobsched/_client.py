@@ -44,13 +44,11 @@ from ._options import (
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._records import (
+    THROUGHPUT_MINUTES,
     JobInfo,
     JobPage,
-    LimitUse,
     ScheduleInfo,
     Stats,
-    ThroughputBucket,
-    WorkerInfo,
     check_page_query,
     check_seconds,
     finished_result,
@@ -72,7 +70,6 @@ from .store import (
     NewJob,
     SharedScheduleRow,
     StoreContext,
-    StoreStats,
     new_worker_id,
     resolve_store,
 )
@@ -82,8 +79,6 @@ _CLIENT_CALLS = ("insert", "get", "jobs", "request_cancel", "wait_finished")
 #: The statuses `retry` and `requeue` take a job from.
 RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
 TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
-#: Minutes of throughput `Client.stats` reports.
-_THROUGHPUT_MINUTES = 60
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
@@ -727,33 +722,8 @@ class Client:
         workers holding leases, the limits' use and whether the queue is paused."""
         self._check_open()
         now = time.time()
-        first = (math.floor(now / 60) - (_THROUGHPUT_MINUTES - 1)) * 60.0
-        raw = await self.store.stats(first)
-        # The buckets follow the store's clock (it stamped finished_at).
-        last = math.floor(raw.at / 60) * 60.0
-        starts = [last - 60.0 * i for i in range(_THROUGHPUT_MINUTES - 1, -1, -1)]
-        completed = dict.fromkeys(starts, 0)
-        failed = dict.fromkeys(starts, 0)
-        for minute, status, n in raw.finished:
-            if status == "completed" and minute in completed:
-                completed[minute] += n
-            elif status in ("failed", "timed_out") and minute in failed:
-                failed[minute] += n
-        counts = {s.value: 0 for s in JobStatus}
-        counts.update(raw.counts)
-        return Stats(
-            counts=counts,
-            throughput=[
-                ThroughputBucket(start=m, completed=completed[m], failed=failed[m]) for m in starts
-            ],
-            workers=[
-                WorkerInfo(worker=owner, running=n, lease_expires=expires)
-                for owner, n, expires in sorted(raw.leases)
-            ],
-            limits=_limit_uses(raw),
-            queue_paused=raw.queue_paused,
-            at=raw.at,
-        )
+        first = (math.floor(now / 60) - (THROUGHPUT_MINUTES - 1)) * 60.0
+        return Stats.from_store(await self.store.stats(first))
 
     # ── operator actions: jobs ──────────────────────────────────────
     async def retry(self, job_id: str) -> JobInfo:
@@ -945,27 +915,6 @@ def _settle(
         future.set_exception(exc)
     else:
         future.set_result(result)
-
-
-def _limit_uses(raw: StoreStats) -> list[LimitUse]:
-    """Each stored limit with what uses it now."""
-    data = raw.limits or {}
-    uses = [
-        LimitUse(kind=kind, name=name, limit=int(limit), in_use=running.get(name, 0))
-        for kind, key, running in (
-            ("executor", "executors", raw.running_executors),
-            ("job_type", "job_types", raw.running_types),
-        )
-        for name, limit in sorted((data.get(key) or {}).items())
-    ]
-    for name, rate in sorted((data.get("rates") or {}).items()):
-        burst = int(rate["burst"])
-        interval = 1.0 / float(rate["per_second"])
-        # GCRA: the bucket is `ahead` seconds of tokens in debt.
-        ahead = max(raw.rate_tats.get(name, raw.at) - raw.at, 0.0)
-        used = min(burst, math.ceil(ahead / interval - 1e-9))
-        uses.append(LimitUse(kind="rate", name=name, limit=burst, in_use=max(used, 0)))
-    return uses
 
 
 #: Client implements the operator contract: mypy checks it here.

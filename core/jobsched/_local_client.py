@@ -30,6 +30,7 @@ from ._limits import job_type_of
 from ._operator import OperatorAPI
 from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
 from ._records import (
+    THROUGHPUT_MINUTES,
     Attempt,
     JobInfo,
     JobPage,
@@ -54,8 +55,6 @@ from .store import encode_json, result_as_json
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
 
-#: Minutes of throughput `LocalClient.stats` reports (as `Client.stats`).
-_THROUGHPUT_MINUTES = 60
 _FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
 
 
@@ -353,16 +352,16 @@ class LocalClient:
         offset = self._offset
         counts = {s.value: 0 for s in JobStatus}
         last = math.floor(now / 60) * 60.0
-        first = last - 60.0 * (_THROUGHPUT_MINUTES - 1)
-        completed = [0] * _THROUGHPUT_MINUTES
-        failed = [0] * _THROUGHPUT_MINUTES
+        first = last - 60.0 * (THROUGHPUT_MINUTES - 1)
+        completed = [0] * THROUGHPUT_MINUTES
+        failed = [0] * THROUGHPUT_MINUTES
         for job in scheduler.jobs():
             status = job.status
             counts[status.value] += 1
             if job.finished_at is None or not status.is_terminal:
                 continue
             minute = int((job.finished_at + offset - first) // 60)
-            if 0 <= minute < _THROUGHPUT_MINUTES:
+            if 0 <= minute < THROUGHPUT_MINUTES:
                 if status is JobStatus.COMPLETED:
                     completed[minute] += 1
                 elif status in _FAILED:
@@ -372,7 +371,7 @@ class LocalClient:
             counts=counts,
             throughput=[
                 ThroughputBucket(start=first + 60.0 * i, completed=completed[i], failed=failed[i])
-                for i in range(_THROUGHPUT_MINUTES)
+                for i in range(THROUGHPUT_MINUTES)
             ],
             workers=[WorkerInfo(worker="local", running=running, lease_expires=None)]
             if running

@@ -15,7 +15,10 @@ from ._errors import JobFailedError
 from ._options import to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
-from .store import AttemptRow, SharedJobRow, SharedScheduleRow
+from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats
+
+#: Minutes of throughput `Stats` reports (`Stats.throughput`).
+THROUGHPUT_MINUTES = 60
 
 
 @attrs.frozen(kw_only=True)
@@ -229,6 +232,35 @@ class Stats:
     #: scheduler's; None from a `Client`, which cannot see the workers' threads.
     abandoned: int | None = None
 
+    @classmethod
+    def from_store(cls, raw: StoreStats) -> Stats:
+        """The record of a shared store's statistics (`SharedStore.stats`),
+        its throughput buckets following the store's clock."""
+        last = math.floor(raw.at / 60) * 60.0
+        starts = [last - 60.0 * i for i in range(THROUGHPUT_MINUTES - 1, -1, -1)]
+        completed = dict.fromkeys(starts, 0)
+        failed = dict.fromkeys(starts, 0)
+        for minute, status, n in raw.finished:
+            if status == "completed" and minute in completed:
+                completed[minute] += n
+            elif status in ("failed", "timed_out") and minute in failed:
+                failed[minute] += n
+        counts = {s.value: 0 for s in JobStatus}
+        counts.update(raw.counts)
+        return cls(
+            counts=counts,
+            throughput=[
+                ThroughputBucket(start=m, completed=completed[m], failed=failed[m]) for m in starts
+            ],
+            workers=[
+                WorkerInfo(worker=owner, running=n, lease_expires=expires)
+                for owner, n, expires in sorted(raw.leases)
+            ],
+            limits=_limit_uses(raw),
+            queue_paused=raw.queue_paused,
+            at=raw.at,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class ScheduleInfo:
@@ -332,3 +364,24 @@ def finished_result(info: JobInfo) -> Any:
     if info.status is JobStatus.COMPLETED:
         return info.result
     raise JobFailedError.from_job(info.job_id, info.status.value, info.last_error, info.attempts)
+
+
+def _limit_uses(raw: StoreStats) -> list[LimitUse]:
+    """Each stored limit with what uses it now."""
+    data = raw.limits or {}
+    uses = [
+        LimitUse(kind=kind, name=name, limit=int(limit), in_use=running.get(name, 0))
+        for kind, key, running in (
+            ("executor", "executors", raw.running_executors),
+            ("job_type", "job_types", raw.running_types),
+        )
+        for name, limit in sorted((data.get(key) or {}).items())
+    ]
+    for name, rate in sorted((data.get("rates") or {}).items()):
+        burst = int(rate["burst"])
+        interval = 1.0 / float(rate["per_second"])
+        # GCRA: the bucket is `ahead` seconds of tokens in debt.
+        ahead = max(raw.rate_tats.get(name, raw.at) - raw.at, 0.0)
+        used = min(burst, math.ceil(ahead / interval - 1e-9))
+        uses.append(LimitUse(kind="rate", name=name, limit=burst, in_use=max(used, 0)))
+    return uses
