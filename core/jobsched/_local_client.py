@@ -46,7 +46,7 @@ from ._records import (
 )
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobPriority, JobStatus
-from ._submission import Submission, check_job_options, check_workflow_options
+from ._submission import Submission
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
 from .backends import SharedBackend
@@ -157,68 +157,21 @@ class LocalClient:
         options.update((k, v) for k, v in given if v is not None)
         if timeout is not NOT_GIVEN:
             options["timeout"] = timeout  # None: no timeout
-        if isinstance(job, Workflow):
-            check_workflow_options(
-                job,
-                delay=delay,
-                given=(
-                    key,
-                    unique_key,
-                    result_ttl,
-                    keep_result,
-                    *(v for k, v in options.items() if k != "timeout"),
-                ),
-                timeout=options.get("timeout", NOT_GIVEN),
-                trigger_rule=trigger_rule,
-            )
-            return self.scheduler.submit(job, *args, depends_on=depends_on)
-        if not isinstance(job, Job):
-            # A plain function: its arguments and FunctionJob's options, as
-            # the scheduler takes them (the default rule given as unset, so a
-            # function with a `trigger_rule` parameter is not refused).
-            return self.scheduler.submit(
-                job,
-                *args,
-                delay=delay,
-                depends_on=depends_on,
-                key=key,
-                unique_key=unique_key,
-                result_ttl=result_ttl,
-                keep_result=keep_result,
-                trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
-                **options,
-            )
-        if (
-            not args
-            and not options
-            and delay == 0.0
-            and depends_on == ()
-            and key is None
-            and unique_key is None
-            and result_ttl is None
-            and keep_result is None
-            and trigger_rule == ALL_SUCCESS
-        ):
-            # Nothing to check or override (the common case, kept lean).
-            return self.scheduler.submit(job)
-        if args:
-            raise TypeError(
-                f"submit() got arguments for {job!r}, which is already a job: "
-                "arguments are only for plain functions"
-            )
-        check_job_options(job, options)
-        item = Submission(
+        # JobScheduler.submit takes these options for every kind of job, with
+        # the same checks (the default rule is given as unset, so a function
+        # with a `trigger_rule` parameter is not refused).
+        return self.scheduler.submit(
             job,
+            *args,
             delay=delay,
-            depends_on=tuple(id_list(depends_on, "depends_on")),
+            depends_on=depends_on,
             key=key,
             unique_key=unique_key,
             result_ttl=result_ttl,
             keep_result=keep_result,
-            trigger_rule=trigger_rule,
+            trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
             **options,
         )
-        return self.scheduler.submit_many([item])[0]
 
     async def submit_many(
         self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
