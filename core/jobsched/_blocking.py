@@ -65,6 +65,8 @@ class _Blocking(Generic[P, T]):
         call.__name__ = call.__qualname__ = name
         call.__doc__ = self.__doc__
         call.__dict__["__signature__"] = self.signature
+        # Built once per client: the instance's attribute answers the next lookups.
+        vars(client)[name] = call
         return call
 
 

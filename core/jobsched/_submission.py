@@ -1,7 +1,8 @@
-"""What one submit asks for besides the job: `Submission`, and the checks and
-overrides every submit path applies to it (`JobScheduler`, `LocalClient`,
-`Client`), so the same options mean the same thing, with the same errors,
-whichever API takes them."""
+"""What one submit asks for besides the job: `Submission`, the checks and
+overrides every submit path applies to it, and `plan`, the one batch planner
+(`JobScheduler`, `LocalClient` and `Client` alike; the journal backend keeps
+its deferred submits as `Submission`s), so the same options mean the same
+thing, with the same errors, whichever API takes them."""
 
 from __future__ import annotations
 
