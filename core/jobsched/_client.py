@@ -25,6 +25,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Set
 from types import TracebackType
 from typing import Any
 
+from ._batcher import BatchWriter
 from ._codec import JobCodec, sort_key
 from ._errors import (
     InvalidTransitionError,
@@ -99,6 +100,9 @@ def _storable(job: Any) -> Job:
 
 #: The stored jobs a submit without dependencies needs.
 _NOTHING: frozenset[str] = frozenset()
+#: A `submit` waiting to be stored: its rows, the stored ids they depend on
+#: and the caller's answer.
+_Queued = tuple[list[NewJob], Set[str], asyncio.Future[str]]
 
 
 class Client:
@@ -155,9 +159,11 @@ class Client:
         self._finished = 0  # "some job finished" notifications seen
         self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        # `submit` calls waiting to be stored together (see `_flush_submits`).
-        self._queued: list[tuple[list[NewJob], Set[str], asyncio.Future[str]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        # `submit` calls stored together: those made while an insert runs
+        # form the next one.
+        self._submits: BatchWriter[_Queued] = BatchWriter(
+            self._store_queued, name="jobsched-client-submits"
+        )
         self._changed_event: asyncio.Event | None = None
 
     def __repr__(self) -> str:
@@ -196,9 +202,8 @@ class Client:
             self._state = "closed"
             return
         self._state = "closed"
-        if self._flusher is not None:
-            # Submits already accepted are stored before the store closes.
-            await asyncio.gather(self._flusher, return_exceptions=True)
+        # Submits already accepted are stored before the store closes.
+        await self._submits.drain()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -340,27 +345,10 @@ class Client:
             )
             rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._queued.append((rows, outside, future))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(
-                self._flush_submits(), name="jobsched-client-submits"
-            )
+        self._submits.add((rows, outside, future))
         return await future
 
-    async def _flush_submits(self) -> None:
-        # Runs one loop iteration after the first queued submit, so every
-        # submit made in that iteration is in its first batch; the ones made
-        # while a batch is written form the next.
-        try:
-            while self._queued:
-                batch, self._queued = self._queued, []
-                await self._store_queued(batch)
-        finally:
-            self._flusher = None
-
-    async def _store_queued(
-        self, batch: list[tuple[list[NewJob], Set[str], asyncio.Future[str]]]
-    ) -> None:
+    async def _store_queued(self, batch: list[_Queued]) -> None:
         try:
             ids = await self._store(
                 [row for rows, _, _ in batch for row in rows],

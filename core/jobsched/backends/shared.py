@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
+from .._batcher import BatchWriter
 from .._codec import JobCodec, wall_offset
 from .._errors import ResultUnavailableError, SchedulerError, SchemaTooNewError
 from .._job import Job
@@ -56,6 +57,7 @@ from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, 
 from .._status import JobStatus
 from ..store import (
     MAX_LEASE_EXPIRIES,
+    NewJob,
     Outcome,
     SharedJobRow,
     SharedScheduleRow,
@@ -132,12 +134,15 @@ class SharedBackend(LocalBackend):
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
-        self._outcomes: list[Any] = []
+        self._outcomes: BatchWriter[Outcome] = BatchWriter(
+            self._write_outcomes, name="jobsched-outcomes"
+        )
         self._writing: set[str] = set()  # ids whose outcome is not written yet
-        self._outcome_task: asyncio.Task[None] | None = None
         self._closing = False  # close() began: outcomes the store refuses are given up
-        self._inserts: list[Any] = []
-        self._insert_task: asyncio.Task[None] | None = None
+        # Written from open() on: jobs submitted before start() wait for it.
+        self._inserts: BatchWriter[NewJob] = BatchWriter(
+            self._write_inserts, name="jobsched-inserts", held=True
+        )
         self._submitted: set[str] = set()  # this process's submissions, for join()
         self._early_cancels: set[str] = set()
         #: A submitted job whose key the store already had -> the stored job's id.
@@ -147,8 +152,9 @@ class SharedBackend(LocalBackend):
         self.admit = self._submit
         # Progress of held jobs, written in batches (`SharedStore.set_progress`).
         self.progress = self._on_progress
-        self._progress: dict[str, dict[str, Any]] = {}
-        self._progress_task: asyncio.Task[None] | None = None
+        self._progress: BatchWriter[tuple[str, dict[str, Any]]] = BatchWriter(
+            self._write_progress, name="jobsched-progress"
+        )
         self.starting = self._starting_job
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -185,7 +191,7 @@ class SharedBackend(LocalBackend):
         self.store.on_work = self._wake.set
         self.store.on_resync = self._wake.set
         self._wake.set()
-        self._flush_inserts()  # jobs submitted before start()
+        self._inserts.release()  # jobs submitted before start()
         self._tasks = [
             asyncio.create_task(self._supervised("feeder", self._feed), name="jobsched-feeder"),
             asyncio.create_task(self._supervised("renewer", self._renew), name="jobsched-renewer"),
@@ -285,15 +291,9 @@ class SharedBackend(LocalBackend):
 
     async def flush(self) -> None:
         """Return once every submit and outcome so far is written to the store."""
-        while True:
-            self._flush_inserts()
-            self._flush_outcomes()
-            self._flush_progress()
-            tasks = (self._insert_task, self._outcome_task, self._progress_task)
-            pending = [t for t in tasks if t is not None]
-            if not pending:
-                return
-            await asyncio.gather(*pending, return_exceptions=True)
+        writers = (self._inserts, self._outcomes, self._progress)
+        while any(writer.busy for writer in writers):
+            await asyncio.gather(*(writer.drain() for writer in writers))
 
     # ── Submitting ──────────────────────────────────────────────────
     def _submit(
@@ -330,42 +330,29 @@ class SharedBackend(LocalBackend):
         )
         job.job_id = row.job_id
         self._submitted.add(job.job_id)
-        self._inserts.append(row)
-        if self._insert_task is None and len(self._inserts) == 1 and self._opened:
-            asyncio.get_running_loop().call_soon(self._flush_inserts)
+        self._inserts.add(row)
         return job.job_id
 
     def resolve(self, job_id: str) -> str:
         """The stored job's id for an id `submit` returned (see `_submit`)."""
         return self.aliases.get(job_id, job_id)
 
-    def _flush_inserts(self) -> None:
-        if self._insert_task is not None or not self._inserts or not self._opened:
-            return
-        batch, self._inserts = self._inserts, []
-        self._insert_task = asyncio.create_task(self._write_inserts(batch))
-
-    async def _write_inserts(self, batch: list[Any]) -> None:
+    async def _write_inserts(self, batch: list[NewJob]) -> None:
         try:
-            try:
-                stored = await self.store.insert(batch)
-                for row, job_id in zip(batch, stored, strict=False):
-                    if job_id != row.job_id:  # its key was there: resumed, not duplicated
-                        self.aliases[row.job_id] = job_id
-                        self._submitted.discard(row.job_id)
-                        self._submitted.add(job_id)
-            except Exception:
-                # One bad job (an unknown dependency) must not lose the others.
-                for row in batch:
-                    try:
-                        await self.store.insert([row])
-                    except Exception as exc:
-                        self._submitted.discard(row.job_id)
-                        self._log.error("job not stored", job_id=row.job_id, error=str(exc))
-        finally:
-            self._insert_task = None
-            if self._inserts:
-                self._flush_inserts()
+            stored = await self.store.insert(batch)
+            for row, job_id in zip(batch, stored, strict=False):
+                if job_id != row.job_id:  # its key was there: resumed, not duplicated
+                    self.aliases[row.job_id] = job_id
+                    self._submitted.discard(row.job_id)
+                    self._submitted.add(job_id)
+        except Exception:
+            # One bad job (an unknown dependency) must not lose the others.
+            for row in batch:
+                try:
+                    await self.store.insert([row])
+                except Exception as exc:
+                    self._submitted.discard(row.job_id)
+                    self._log.error("job not stored", job_id=row.job_id, error=str(exc))
 
     def follow(self, job_ids: Iterable[str]) -> None:
         """Make `join` also wait for these stored jobs (say, the runs of a schedule)."""
@@ -649,33 +636,17 @@ class SharedBackend(LocalBackend):
         """Progress listener (throttled by the kernel): written with the next batch."""
         if job.job_id not in self._held:
             return
-        self._progress[job.job_id] = {
+        progress = {
             "done": done,
             "total": total,
             "message": storable_text(message),
             "updated_at": time.time(),
         }
-        if self._progress_task is None and len(self._progress) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_progress)
+        self._progress.add((job.job_id, progress))
 
-    def _flush_progress(self) -> None:
-        if self._progress_task is not None or not self._progress:
-            return
-        self._progress_task = asyncio.create_task(self._progress_writer())
-
-    async def _progress_writer(self) -> None:
-        try:
-            await self._write_progress()
-        finally:
-            self._progress_task = None
-            if self._progress:
-                self._flush_progress()
-
-    async def _write_progress(self) -> None:
-        """Write the progress waiting to be written, if any (never raises)."""
-        if not self._progress:
-            return
-        batch, self._progress = list(self._progress.items()), {}
+    async def _write_progress(self, reports: list[tuple[str, dict[str, Any]]]) -> None:
+        """Write a batch of progress reports, each job's latest (never raises)."""
+        batch = list(dict(reports).items())
         try:
             await self.store.set_progress(batch, self.identity)
         except Exception as exc:  # progress is advisory: the job runs on
@@ -723,7 +694,7 @@ class SharedBackend(LocalBackend):
     ) -> None:
         self._held.pop(job_id, None)
         self._writing.add(job_id)
-        self._outcomes.append(
+        self._outcomes.add(
             Outcome(
                 job_id=job_id,
                 status=status,
@@ -735,22 +706,11 @@ class SharedBackend(LocalBackend):
                 attempt=attempt,
             )
         )
-        if self._outcome_task is None and len(self._outcomes) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_outcomes)
-
-    def _flush_outcomes(self) -> None:
-        if self._outcome_task is not None or not self._outcomes:
-            return
-        batch, self._outcomes = self._outcomes, []
-        self._outcome_task = asyncio.create_task(self._write_outcomes(batch))
 
     async def _write_outcomes(self, batch: list[Outcome]) -> None:
         try:
             # A job's last progress is written while this process still holds it.
-            progress = self._progress_task
-            if progress is not None:
-                await asyncio.shield(progress)
-            await self._write_progress()
+            await self._progress.drain()
             written, unanswered = await write_outcomes(
                 self.store, self.identity, batch, log=self._log, closing=lambda: self._closing
             )
@@ -766,9 +726,6 @@ class SharedBackend(LocalBackend):
                     )
         finally:
             self._writing.difference_update(o.job_id for o in batch)
-            self._outcome_task = None
-            if self._outcomes:
-                self._flush_outcomes()
 
     # ── Schedules ───────────────────────────────────────────────────
     def schedule_recurring(
