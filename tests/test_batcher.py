@@ -14,6 +14,7 @@ class Store:
     def __init__(self) -> None:
         self.batches: list[list[int]] = []
         self.gate = asyncio.Event()
+        self.writing = asyncio.Event()  # a write began
         self.running = 0
         self.most_running = 0
 
@@ -21,6 +22,7 @@ class Store:
         self.running += 1
         self.most_running = max(self.most_running, self.running)
         self.batches.append(batch)
+        self.writing.set()
         await self.gate.wait()
         self.running -= 1
 
@@ -29,8 +31,8 @@ async def test_one_write_at_a_time_and_the_rest_in_the_next_batch() -> None:
     store = Store()
     writer = BatchWriter(store.write, name="test")
     for i in range(3):
-        writer.add(i)  # one turn of the loop: one batch
-    await asyncio.sleep(0)
+        writer.add(i)  # one burst: one batch
+    await store.writing.wait()
     assert store.batches == [[0, 1, 2]]
     writer.add(3)
     writer.add(4)
@@ -46,7 +48,7 @@ async def test_drain_waits_for_what_was_added_before_it_only() -> None:
     writer = BatchWriter(store.write, name="test")
     writer.add(1)
     drained = asyncio.ensure_future(writer.drain())
-    await asyncio.sleep(0)
+    await store.writing.wait()
     writer.add(2)  # after drain began: not waited for
     store.gate.set()
     await drained

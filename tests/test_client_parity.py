@@ -555,3 +555,48 @@ async def test_every_client_is_an_operator_api(tmp_path: Path) -> None:
     async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
         assert isinstance(client, OperatorAPI)
     assert not isinstance(scheduler, OperatorAPI)
+
+
+#: Bad arguments of the operator calls: the same error from every client.
+BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
+    "wait_for_change timeout": (
+        lambda c: c.wait_for_change(-1),
+        ValueError,
+        "timeout must be a finite number of seconds >= 0",
+    ),
+    "wait_for_change timeout True": (
+        lambda c: c.wait_for_change(True),
+        TypeError,
+        "timeout must be a number of seconds",
+    ),
+    "page limit": (lambda c: c.page(limit=0), ValueError, "limit must be between 1 and 1000"),
+    "page status": (lambda c: c.page(status="lost"), ValueError, "unknown status 'lost'"),
+    "jobs limit": (lambda c: c.jobs(limit="3"), TypeError, "limit must be an integer"),
+    "requeue status": (
+        lambda c: c.requeue(status="running"),
+        ValueError,
+        "requeue takes failed, timed_out or cancelled jobs",
+    ),
+    "purge older_than": (
+        lambda c: c.purge(older_than=-1),
+        ValueError,
+        "older_than must be a finite number of seconds >= 0",
+    ),
+    "purge status": (
+        lambda c: c.purge(older_than=0, status="pending"),
+        ValueError,
+        "purge deletes finished jobs only",
+    ),
+    "unknown job": (lambda c: c.retry("job-nope"), UnknownJobError, "job-nope"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_QUERIES))
+@pytest.mark.parametrize("kind", ["client", "local"])
+async def test_bad_operator_arguments_fail_alike_on_both_clients(
+    kind: str, case: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    call, error, text = BAD_QUERIES[case]
+    async with _opened(kind, _url(kind, request, tmp_path)) as client:
+        with pytest.raises(error, match=text):
+            await call(client)

@@ -2,9 +2,9 @@
 
 Every batched write of jobsched has this shape: a client's submits, a shared
 worker's inserts, attempt outcomes and progress. Items added while nothing is
-being written start a write on the next turn of the event loop (so the items
-added in the same turn go together); items added while a write runs form the
-next batch, written as soon as it ends. The writer never runs two writes at
+being written start a write a turn of the event loop later (so the items the
+same burst of tasks adds go together); items added while a write runs form
+the next batch, written as soon as it ends. The writer never runs two writes at
 once, so a store sees its rows in the order they were added.
 """
 
@@ -81,6 +81,9 @@ class BatchWriter(Generic[T]):
     async def _run(self) -> None:
         try:
             while self._pending and not self._held:
+                # Let the tasks woken by the same burst add theirs first: a
+                # burst of outcomes (or submits) becomes one write, not several.
+                await asyncio.sleep(0)
                 batch, self._pending = self._pending, []
                 try:
                     await self._write(batch)

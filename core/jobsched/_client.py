@@ -45,12 +45,15 @@ from ._options import (
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._records import (
+    RETRYABLE,
     THROUGHPUT_MINUTES,
     JobInfo,
     JobPage,
     ScheduleInfo,
     Stats,
     check_page_query,
+    check_purge,
+    check_requeue,
     check_seconds,
     finished_result,
     wanted_statuses,
@@ -77,9 +80,6 @@ from .store import (
     resolve_store,
 )
 
-#: The statuses `retry` and `requeue` take a job from.
-RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
-TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
@@ -748,15 +748,7 @@ class Client:
         job type `type` (None: any); returns the ids requeued, in submit order.
         Another status is a `ValueError`."""
         self._check_open()
-        wanted = wanted_statuses(status) or frozenset()
-        wrong = sorted(wanted - RETRYABLE)
-        if wrong or not wanted:
-            raise ValueError(
-                "requeue takes failed, timed_out or cancelled jobs, "
-                f"not {', '.join(wrong) or 'none'}"
-            )
-        if type is not None and not isinstance(type, str):
-            raise TypeError(f"type must be a string, got {type!r}")
+        wanted = check_requeue(status, type)
         return list(await self.store.requeue(sorted(wanted), type))
 
     async def purge(
@@ -770,14 +762,7 @@ class Client:
         terminal statuses (None: all of them); an unfinished status is a
         `ValueError`. Unfinished jobs are never deleted."""
         self._check_open()
-        seconds = check_seconds("older_than", older_than)
-        wanted = wanted_statuses(status) or TERMINAL_STATUSES
-        wrong = sorted(wanted - TERMINAL_STATUSES)
-        if wrong:
-            raise ValueError(
-                f"purge deletes finished jobs only; {', '.join(wrong)} is not a finished status "
-                f"(finished: {', '.join(sorted(TERMINAL_STATUSES))})"
-            )
+        seconds, wanted = check_purge(older_than, status)
         return int(await self.store.purge(time.time() - seconds, sorted(wanted)))
 
     # ── operator actions: schedules ─────────────────────────────────

@@ -41,6 +41,9 @@ from ._records import (
     ThroughputBucket,
     WorkerInfo,
     check_page_query,
+    check_purge,
+    check_requeue,
+    check_seconds,
     finished_result,
     wanted_statuses,
 )
@@ -374,11 +377,8 @@ class LocalClient:
         """`retry` every job in `status` (failed, timed_out and/or cancelled) of
         job type `type` (None: any); returns the ids requeued, in submit order.
         Another status is a `ValueError`."""
-        if type is not None and not isinstance(type, str):
-            raise TypeError(f"type must be a string, got {type!r}")
-        if isinstance(status, JobStatus | str):
-            status = (status,)
-        return self.scheduler.retry_jobs(tuple(status), job_type=type)
+        wanted = check_requeue(status, type)
+        return self.scheduler.retry_jobs(tuple(sorted(wanted)), job_type=type)
 
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job; False if it had already finished, `UnknownJobError` if unknown."""
@@ -395,9 +395,8 @@ class LocalClient:
         (a SQLite file the scheduler owns deletes them); returns how many the
         scheduler forgot. `status` narrows it to some terminal statuses (None:
         all); an unfinished status is a `ValueError`."""
-        if isinstance(status, JobStatus | str):
-            status = (status,)
-        return self.scheduler.purge(older_than, None if status is None else tuple(status))
+        seconds, wanted = check_purge(older_than, status)
+        return self.scheduler.purge(seconds, None if status is None else tuple(sorted(wanted)))
 
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:
@@ -445,9 +444,7 @@ class LocalClient:
         The first call attaches two listeners to the scheduler (a transition
         and a progress listener setting an event); `close` takes them off.
         """
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        return await self._next_change(timeout)
+        return await self._next_change(check_seconds("timeout", timeout))
 
     async def _next_change(self, timeout: float | None) -> bool:
         event = self._changed

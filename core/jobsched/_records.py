@@ -19,6 +19,9 @@ from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
 THROUGHPUT_MINUTES = 60
+#: The statuses `retry` and `requeue` take a job from.
+RETRYABLE = frozenset({"failed", "timed_out", "cancelled"})
+TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
 
 
 @attrs.frozen(kw_only=True)
@@ -357,6 +360,37 @@ def check_page_query(
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{what} must be a string, got {value!r}")
     return wanted
+
+
+def check_requeue(
+    status: JobStatus | str | Iterable[JobStatus | str], type: str | None
+) -> frozenset[str]:
+    """The arguments of a ``requeue`` call checked; returns the status values wanted."""
+    wanted = wanted_statuses(status) or frozenset()
+    wrong = sorted(wanted - RETRYABLE)
+    if wrong or not wanted:
+        raise ValueError(
+            f"requeue takes failed, timed_out or cancelled jobs, not {', '.join(wrong) or 'none'}"
+        )
+    if type is not None and not isinstance(type, str):
+        raise TypeError(f"type must be a string, got {type!r}")
+    return wanted
+
+
+def check_purge(
+    older_than: float, status: JobStatus | str | Iterable[JobStatus | str] | None
+) -> tuple[float, frozenset[str]]:
+    """The arguments of a ``purge`` call checked: the seconds, and the
+    (terminal) status values wanted, all of them for None."""
+    seconds = check_seconds("older_than", older_than)
+    wanted = wanted_statuses(status) or TERMINAL_STATUSES
+    wrong = sorted(wanted - TERMINAL_STATUSES)
+    if wrong:
+        raise ValueError(
+            f"purge deletes finished jobs only; {', '.join(wrong)} is not a finished status "
+            f"(finished: {', '.join(sorted(TERMINAL_STATUSES))})"
+        )
+    return seconds, wanted
 
 
 def finished_result(info: JobInfo) -> Any:
