@@ -1,6 +1,7 @@
 """Concurrency limits per executor and per job type, and token-bucket rate limits.
 
-Enforced in the dispatch path (`JobScheduler._take_next`), with no polling:
+Enforced in the dispatch path (the last link of the kernel's admission chain,
+`kernel/queues.py`), with no polling:
 
 * A job whose executor or job type is at its concurrency limit is *parked* on
   that limit's queue and the worker moves on to the next job, so one job that
