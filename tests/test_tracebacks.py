@@ -4,6 +4,8 @@ the history; the process and subprocess executors bring the child's back."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 import traceback_tasks
 from jobsched import Client, JobInfo, JobScheduler, LocalClient
+from jobsched.cli import main
 from jobsched.store import TRACEBACK_LIMIT, cut_middle, storable_traceback
 
 STORES = ("memory", "journal", "sqlite", "memory_queue", "postgresql")
@@ -124,3 +127,58 @@ def test_a_traceback_is_storable_text() -> None:
         text = storable_traceback(exc)
     assert "\x00" not in text and "\\x00" in text
     text.encode("utf-8")  # no lone surrogate left
+
+
+# ── the command line ──────────────────────────────────────────────────
+def _failed_job(url: str, *, shared: bool) -> str:
+    async def fail() -> str:
+        async with JobScheduler(store=url, shared=shared) as scheduler:
+            job_id = scheduler.submit(traceback_tasks.fails_twice.job("on the command line"))
+            await scheduler.join()
+        return job_id
+
+    return asyncio.run(fail())
+
+
+def test_jobs_show_prints_the_traceback_after_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    job_id = _failed_job(url, shared=True)
+    capsys.readouterr()
+    assert main(["jobs", "show", job_id, "--store", url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    error = out.index("  error     ValueError: on the command line")
+    assert out[error + 1] == "  traceback (last failed attempt):"
+    assert any("in innermost_frame" in line for line in out[error + 2 :])
+    assert out[-2:] == [
+        "  attempt 1: failed  ValueError: on the command line",
+        "  attempt 2: failed  ValueError: on the command line",
+    ]
+    assert main(["jobs", "show", job_id, "--store", url, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "in innermost_frame" in shown["traceback"]
+    assert ["in innermost_frame" in a["traceback"] for a in shown["history"]] == [True, True]
+
+
+def test_jobs_show_of_an_unknown_id_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    _failed_job(url, shared=True)
+    capsys.readouterr()
+    assert main(["jobs", "show", "job-nope", "--store", url]) == 2
+    assert capsys.readouterr().err == f"jobsched: error: unknown job id in {url}: job-nope\n"
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "single-owner"])
+def test_status_json_has_the_traceback(
+    shared: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    job_id = _failed_job(url, shared=shared)
+    capsys.readouterr()
+    assert main(["status", "--store", url, "--json"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert job["job_id"] == job_id and job["error"] == "ValueError: on the command line"
+    assert "in innermost_frame" in job["traceback"]
