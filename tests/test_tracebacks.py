@@ -182,3 +182,16 @@ def test_status_json_has_the_traceback(
     (job,) = json.loads(capsys.readouterr().out)["jobs"]
     assert job["job_id"] == job_id and job["error"] == "ValueError: on the command line"
     assert "in innermost_frame" in job["traceback"]
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "single-owner"])
+def test_a_retried_job_has_no_traceback_until_it_fails_again(
+    shared: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    job_id = _failed_job(url, shared=shared)
+    assert main(["jobs", "retry", job_id, "--store", url]) == 0
+    capsys.readouterr()
+    assert main(["status", "--store", url, "--json"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)["jobs"]
+    assert (job["status"], job["error"], job["traceback"]) == ("pending", None, None)
