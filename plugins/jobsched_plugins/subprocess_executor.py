@@ -164,7 +164,8 @@ def _decode(out: bytes, returncode: int | None) -> Any:
     reply = pickle.loads(out)
     if reply[0] == "ok":
         return reply[1]
-    # No traceback: the child could not even unpickle the job.
+    # None: the error is the child's own (the job would not unpickle, or its
+    # result would not pickle), not one the job raised.
     cause = None if reply[-1] is None else ChildTraceback(reply[-1])
     if reply[0] == "error":
         error = reply[1]
