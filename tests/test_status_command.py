@@ -39,6 +39,7 @@ JOB_KEYS = {
     "trigger_rule",
     "result",
     "error",
+    "traceback",
     "schedule_id",
     "held_by",
     "lease_expires_in",

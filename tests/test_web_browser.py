@@ -439,6 +439,12 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
     assert status.inner_text() == "failed"
     assert "the gate gate is closed" in tab.tab.inner_text("body")
     tab.shoot("job-failed", screenshots)
+    # Its traceback is collapsed under the error until asked for.
+    traceback = tab.tab.locator("[data-testid=job-traceback]")
+    expect(traceback.locator("pre")).to_be_hidden()
+    traceback.locator("summary").click()
+    expect(traceback.locator("pre")).to_be_visible()
+    expect(traceback.locator("pre")).to_contain_text("in run")
 
     flag.unlink()
     tab.tab.evaluate("window.notReloaded = true")

@@ -197,3 +197,39 @@ async def test_the_pages_of_an_in_process_scheduler() -> None:
             assert f'hx-post="/api/jobs/{failed}/retry"' in await page(http, f"/jobs/{failed}")
             for path in ("/schedules", "/limits"):
                 await page(http, path)
+
+
+async def test_a_failed_jobs_page_shows_its_traceback_collapsed() -> None:
+    def innermost_frame() -> None:
+        raise ValueError("no luck <b>here</b>")
+
+    async def broken() -> None:
+        innermost_frame()
+
+    async with JobScheduler(num_workers=1) as scheduler:
+        app = create_app(scheduler=scheduler, token="t0ken")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://dash") as http:
+            local = app.state.dashboard.client
+            failed = await local.submit(
+                broken, retry={"policy": "fixed", "max_retries": 1, "seconds": 0}
+            )
+            await local.wait(failed, timeout=30)
+            text = await page(http, f"/jobs/{failed}")
+            api = (await http.get(f"/api/jobs/{failed}")).json()
+    # Collapsed: a <details> without `open`, the traceback inside its <pre>.
+    shown = re.search(
+        r'<details class="traceback" data-testid="job-traceback"><summary>Traceback</summary>'
+        r"<pre>(.*?)</pre></details>",
+        text,
+        re.S,
+    )
+    assert shown is not None, text
+    assert "in innermost_frame" in shown.group(1)
+    assert "<b>here</b>" not in text and html.escape("<b>here</b>", quote=False) in shown.group(1)
+    # The retried attempt in the history has its own, collapsed too (in
+    # memory the last attempt is the job's own fields, not a history row).
+    assert text.count('<details class="traceback">') == 1
+    assert "<details open" not in text
+    assert "in innermost_frame" in api["traceback"]
+    assert all("in innermost_frame" in a["traceback"] for a in api["history"])

@@ -62,12 +62,13 @@ class JobExtras:
     traceparent: str | None = None
     previous_run_at: float | None = None
     handed_back: bool = False
+    last_traceback: str | None = None
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
 EXTRA_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent")
 #: Execution state kept in `JobExtras` (set by the kernel on retries only).
-EXTRA_STATE = ("previous_run_at", "handed_back")
+EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback")
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -261,6 +262,21 @@ class Job(ABC):
     @handed_back.setter
     def handed_back(self, value: bool) -> None:
         self._with_extras(handed_back=value)
+
+    @property
+    def last_traceback(self) -> str | None:
+        """The formatted traceback of the latest failed attempt's exception
+        (bounded: `jobsched.store.TRACEBACK_LIMIT` characters), None if it
+        raised none (a timeout, a cancel) or no attempt failed. Formatted
+        only on failure and kept with the rare options: a job that succeeds
+        pays nothing."""
+        extras = self._extras
+        return None if extras is None else extras.last_traceback
+
+    @last_traceback.setter
+    def last_traceback(self, value: str | None) -> None:
+        if value is not None or self._extras is not None:
+            self._with_extras(last_traceback=value)
 
     # ── results of upstream jobs (`jobsched.result_of`) ────────────────
     def result_upstreams(self, id_of: Callable[[Any], str]) -> list[str]:

@@ -494,6 +494,7 @@ class LocalClient:
                     started_at=_wall(a.started_at, offset),
                     finished_at=_wall(a.finished_at, offset),
                     worker=None,
+                    traceback=a.traceback,
                 )
                 for a in scheduler.attempt_history(job_id)
             )
@@ -533,6 +534,7 @@ class LocalClient:
             trigger_rule=scheduler.kernel.graph.trigger_rule(job_id),
             options=options,
             result_expires=self._result_expires(job, offset),
+            traceback=None if status is JobStatus.COMPLETED else job.last_traceback,
         )
 
     def _result_expires(self, job: Job, offset: float) -> float | None:

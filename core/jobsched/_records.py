@@ -67,6 +67,11 @@ class Attempt:
     finished_at: float | None
     #: The worker that ran it (``host:pid:random``).
     worker: str | None
+    #: The formatted traceback of the exception it raised (the child's, for a
+    #: ``process`` or ``subprocess`` job), None if it raised none. At most
+    #: `jobsched.store.TRACEBACK_LIMIT` characters: a longer one is cut in the
+    #: middle, at a line ``[... N characters cut ...]``.
+    traceback: str | None = None
 
     @classmethod
     def from_row(cls, row: AttemptRow) -> Attempt:
@@ -78,6 +83,7 @@ class Attempt:
             started_at=row.started_at,
             finished_at=row.finished_at,
             worker=row.worker,
+            traceback=row.traceback,
         )
 
 
@@ -133,6 +139,9 @@ class JobInfo:
     options: Mapping[str, Any] = attrs.field(factory=dict)
     #: When its result is removed (its ``result_ttl``), None if it is kept.
     result_expires: float | None = None
+    #: The traceback of its last failed attempt's exception (as
+    #: `Attempt.traceback`), None if that attempt raised none or the job completed.
+    traceback: str | None = None
 
     @property
     def done(self) -> bool:
@@ -170,6 +179,7 @@ class JobInfo:
             trigger_rule=row.trigger_rule,
             options=row.options,
             result_expires=row.result_expires,
+            traceback=None if row.status == "completed" else row.last_traceback,
         )
 
 

@@ -2,8 +2,9 @@
 
 Reads one pickled request from stdin: ``{"sys_path": [...], "job": pickled job}``;
 runs the job; writes one pickled reply to the stdout it was started with:
-``("ok", result)`` or ``("error", exception)`` (or ``("error-text", type
-name, message)`` when the exception cannot be pickled). Anything the job
+``("ok", result)`` or ``("error", exception, traceback)`` (or
+``("error-text", type name, message, traceback)`` when the exception cannot
+be pickled), the traceback formatted here, where its frames are. Anything the job
 prints to stdout goes to stderr, so it cannot corrupt the reply. Progress
 reports go to the pipe ``progress_fd`` names, one JSON line each.
 """
@@ -17,6 +18,7 @@ import json
 import os
 import pickle
 import sys
+import traceback
 from collections.abc import Iterator
 
 
@@ -34,7 +36,7 @@ def main() -> int:
     except Exception as exc:
         why = f"{type(exc).__name__}: {exc}"
         error = _not_picklable(f"the job cannot be unpickled in the child process ({why})")
-        return _reply(reply_fd, ("error", error))
+        return _reply(reply_fd, ("error", error, None))
     try:
         with _progress_to(request.get("progress_fd")):
             run_sync = getattr(job, "run_sync", None)
@@ -44,7 +46,8 @@ def main() -> int:
                 result = asyncio.run(job.run())
         reply = ("ok", result)
     except BaseException as exc:  # report everything, even SystemExit, to the parent
-        reply = ("error", exc)
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        reply = ("error", exc, text)
     return _reply(reply_fd, reply)
 
 
@@ -72,10 +75,11 @@ def _reply(reply_fd: int, reply: tuple[object, ...]) -> int:
     except Exception as exc:
         if reply[0] == "ok":
             why = f"{type(exc).__name__}: {exc}"
-            data = pickle.dumps(("error", _not_picklable(f"result is not picklable: {why}")))
+            refused = _not_picklable(f"result is not picklable: {why}")
+            data = pickle.dumps(("error", refused, None))
         else:
             error = reply[1]
-            data = pickle.dumps(("error-text", type(error).__name__, str(error)))
+            data = pickle.dumps(("error-text", type(error).__name__, str(error), reply[2]))
     with os.fdopen(reply_fd, "wb") as out:
         out.write(data)
     return 0

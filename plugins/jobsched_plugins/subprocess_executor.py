@@ -38,6 +38,20 @@ class SubprocessJobError(Exception):
     """The child process died without a reply (killed by a signal, crashed, exited early)."""
 
 
+class ChildTraceback(Exception):
+    """The traceback of the child's exception, as the child formatted it: the
+    ``__cause__`` of the error raised here (as `concurrent.futures` does), so
+    the job's formatted traceback (`jobsched.Job.last_traceback`) names the
+    child's frames."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
+
+
 class RemoteJobError(Exception):
     """An exception from the child that could not be pickled: its type name and message."""
 
@@ -150,12 +164,15 @@ def _decode(out: bytes, returncode: int | None) -> Any:
     reply = pickle.loads(out)
     if reply[0] == "ok":
         return reply[1]
+    # None: the error is the child's own (the job would not unpickle, or its
+    # result would not pickle), not one the job raised.
+    cause = None if reply[-1] is None else ChildTraceback(reply[-1])
     if reply[0] == "error":
         error = reply[1]
         if isinstance(error, Exception):
-            raise error
-        raise SubprocessJobError(f"the job raised {type(error).__name__}: {error}")
-    raise RemoteJobError(reply[1], reply[2])
+            raise error from cause
+        raise SubprocessJobError(f"the job raised {type(error).__name__}: {error}") from cause
+    raise RemoteJobError(reply[1], reply[2]) from cause
 
 
 @hookimpl

@@ -409,6 +409,7 @@ class Journal:
                     None if status is COMPLETED else last_error,
                     s.schedule_id,
                     s.trigger_rule,
+                    None if status is COMPLETED else job.last_traceback,
                 )
             )
         for schedule_id, sched in schedules.items():
@@ -763,6 +764,7 @@ def restore(kernel: KernelPort, journal: Journal, snapshot: Snapshot) -> None:
         job.status = status
         job.attempts = row.attempts
         job.last_error = row.last_error
+        job.last_traceback = row.last_traceback
         job.seq = row.seq
         job.submitted_at = row.submitted_at - offset
         job.run_at = row.run_at - offset

@@ -615,6 +615,7 @@ class SharedBackend(LocalBackend):
                 error=job.last_error,
                 run_at=job.run_at + wall_offset(self.kernel.clock),
                 attempt="timed_out" if job.last_failure_timed_out else "failed",
+                traceback=job.last_traceback,
             )
         elif new is COMPLETED:
             # keep_result=False stores nothing; a result_ttl makes the store
@@ -629,7 +630,7 @@ class SharedBackend(LocalBackend):
                 result_ttl=ttl if keep else None,
             )
         else:
-            self._outcome(job.job_id, new.value, error=job.last_error)
+            self._outcome(job.job_id, new.value, error=job.last_error, traceback=job.last_traceback)
         self._wake.set()
 
     def _on_progress(self, job: Job, done: float, total: float | None, message: str | None) -> None:
@@ -691,6 +692,7 @@ class SharedBackend(LocalBackend):
         run_at: float | None = None,
         result_ttl: float | None = None,
         attempt: str | None = None,
+        traceback: str | None = None,
     ) -> None:
         self._held.pop(job_id, None)
         self._writing.add(job_id)
@@ -704,6 +706,7 @@ class SharedBackend(LocalBackend):
                 run_at=run_at,
                 result_ttl=result_ttl,
                 attempt=attempt,
+                traceback=traceback,  # storable already (`storable_traceback`)
             )
         )
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
+import attrs
+
 from .. import JobInfo, JobStatus, OperatorAPI, PluginManager, UnknownJobError
-from ._common import BadInput, print_json
+from ._common import BadInput, make_console, print_json
 from ._operate import (
     RETRYABLE,
     TERMINAL,
@@ -115,6 +118,39 @@ async def known_jobs(client: OperatorAPI, job_ids: list[str], store: str) -> dic
             f"unknown job id{plural} in {store}: {', '.join(unknown)}; nothing was changed"
         )
     return found
+
+
+# ── jobs show ID --store URL ──────────────────────────────────────────
+def show_stored_job(args: argparse.Namespace, plugins: PluginManager) -> int:
+    from ._status import job_json
+
+    async def get(client: OperatorAPI) -> JobInfo:
+        try:
+            return await client.get(args.name)
+        except UnknownJobError:
+            raise BadInput(f"unknown job id in {args.store}: {args.name}") from None
+
+    info = operate(args, plugins, get, needs=("lookup",))
+    if args.json:
+        shown = job_json(info, time.time())
+        shown["history"] = [attrs.asdict(attempt) for attempt in info.history]
+        print_json(shown)
+        return 0
+    console = make_console()
+    console.print(f"[bold]{info.job_id}[/]  {info.type}  {info.status.value}", markup=True)
+    console.print(f"  attempts  {info.attempts}", markup=False)
+    if info.status is JobStatus.COMPLETED:
+        console.print(f"  result    {info.result!r}", markup=False)
+    elif info.last_error is not None:
+        console.print(f"  error     {info.last_error}", markup=False)
+    if info.traceback is not None:
+        console.print("  traceback (last failed attempt):", markup=False)
+        for line in info.traceback.rstrip("\n").splitlines():
+            console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
+    for attempt in info.history:
+        error = f"  {attempt.error}" if attempt.error else ""
+        console.print(f"  attempt {attempt.number}: {attempt.status}{error}", markup=False)
+    return 0
 
 
 # ── jobs retry ID… ────────────────────────────────────────────────────

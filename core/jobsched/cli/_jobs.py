@@ -1,7 +1,7 @@
 """``jobsched jobs list`` and ``jobsched jobs show NAME``: the registered job types.
 
-The same group holds the operator actions on a store's jobs (``jobs
-retry``, ``requeue``, ``cancel``, ``purge``: `_job_actions`).
+The same group holds the operator actions on a store's jobs (``jobs show ID
+--store URL``, ``retry``, ``requeue``, ``cancel``, ``purge``: `_job_actions`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,20 @@ def add_parser(subparsers: Any) -> None:
     listing.set_defaults(handler=list_jobs)
     show = commands.add_parser(
         "show",
-        help="describe one job type",
+        help="describe one job type, or (with --store) one stored job",
         description="Describe one job type: its plugin, class, execution model, full "
-        "docstring and every argument. Exit code 2 if no job type has that name.",
+        "docstring and every argument. Exit code 2 if no job type has that name. "
+        "With --store URL, NAME is a job id instead: that job as the store holds it, "
+        "its error, the traceback of its last failed attempt and its attempt history "
+        "(exit code 2 if the store has no such job).",
     )
-    show.add_argument("name", metavar="NAME", help="a job type name, as in `jobs list`")
+    show.add_argument(
+        "name", metavar="NAME", help="a job type name, as in `jobs list`; a job id with --store"
+    )
     show.add_argument("--json", action="store_true", help="print a JSON object (docs/cli.md)")
+    show.add_argument(
+        "--store", metavar="URL", help="show the stored job NAME of this store (docs/cli.md)"
+    )
     add_import_option(show)
     show.set_defaults(handler=show_job)
     _job_actions.add_parsers(commands)
@@ -93,6 +101,8 @@ def list_jobs(args: argparse.Namespace, plugins: PluginManager) -> int:
 
 
 def show_job(args: argparse.Namespace, plugins: PluginManager) -> int:
+    if args.store is not None:
+        return _job_actions.show_stored_job(args, plugins)
     info: JobTypeInfo = job_type_info(args.name, plugins)
     if args.json:
         print_json(info.to_json())

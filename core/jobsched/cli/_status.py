@@ -229,6 +229,7 @@ def job_json(info: JobInfo, now: float) -> dict[str, Any]:
         "trigger_rule": info.trigger_rule,
         "result": info.result,
         "error": info.last_error,
+        "traceback": info.traceback,
         "schedule_id": info.schedule_id,
         "held_by": info.lease_owner,
         "lease_expires_in": None

@@ -129,7 +129,7 @@ class Operations:
         # take that entry out, or the job would be run twice.
         self._queues.remove(job)
         job.attempts = 0
-        job.last_error = None
+        job.last_error = job.last_traceback = None
         job.last_failure_timed_out = False
         job.result = None
         job.started_at = job.finished_at = None

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 class AttemptRecord(tuple):  # type: ignore[type-arg]
-    """One ended attempt of a job: ``(number, status, error, started_at, finished_at)``.
+    """One ended attempt of a job:
+    ``(number, status, error, started_at, finished_at, traceback)``.
 
     Times are the kernel clock's monotonic seconds. A plain tuple subclass:
     one is built only when an attempt fails and is retried, or when an
@@ -39,14 +40,16 @@ class AttemptRecord(tuple):  # type: ignore[type-arg]
         error: str | None,
         started_at: float | None,
         finished_at: float | None,
+        traceback: str | None = None,
     ) -> AttemptRecord:
-        return tuple.__new__(cls, (number, status, error, started_at, finished_at))
+        return tuple.__new__(cls, (number, status, error, started_at, finished_at, traceback))
 
     number = property(lambda self: self[0], doc="1 for the first attempt")
     status = property(lambda self: self[1], doc="how it ended (FAILED, TIMED_OUT, ...)")
     error = property(lambda self: self[2], doc="its error, if any")
     started_at = property(lambda self: self[3], doc="monotonic start")
     finished_at = property(lambda self: self[4], doc="monotonic end")
+    traceback = property(lambda self: self[5], doc="its exception's traceback, if any")
 
 
 class JobTable:
@@ -209,7 +212,12 @@ class JobTable:
             self.record_attempt(
                 job_id,
                 AttemptRecord(
-                    job.attempts, status, job.last_error, job.started_at, job.finished_at
+                    job.attempts,
+                    status,
+                    job.last_error,
+                    job.started_at,
+                    job.finished_at,
+                    job.last_traceback,
                 ),
             )
         with contextlib.suppress(ValueError):  # not in the history: restored as finished

@@ -24,6 +24,7 @@ from .._options import MAX_DELAY
 from .._progress import set_worker_reporter
 from .._retry_filter import retry_verdict
 from .._status import JobStatus
+from ..store import storable_traceback
 from .table import AttemptRecord
 
 if TYPE_CHECKING:
@@ -328,6 +329,8 @@ class Workers:
             if (expired or cancelled)
             else None
         )
+        if expired or cancelled:
+            job.last_traceback = None  # this attempt raised nothing
         if cancelled:
             self._finish(job, CANCELLED, error=SHUTDOWN if job.handed_back else "cancelled")
         elif expired:
@@ -354,6 +357,7 @@ class Workers:
             # Not CancelledError, SystemExit...: the job asked to stop, not to
             # be tried again; nor what the job's retry_on/no_retry_on rule out.
             retry, delay, note = retry_verdict(error, job.retry_on, job.no_retry_on)
+            job.last_traceback = storable_traceback(error)
             self._after_failure(job, _describe_error(error) + note, retryable=retry, delay=delay)
 
     def _timed_out_call_ended(self, job: Job, attempt: int, message: str, retry: bool) -> None:
@@ -436,7 +440,12 @@ class Workers:
             self._table.record_attempt(
                 job.job_id,
                 AttemptRecord(
-                    job.attempts, TIMED_OUT if timed_out else FAILED, error, job.started_at, now
+                    job.attempts,
+                    TIMED_OUT if timed_out else FAILED,
+                    error,
+                    job.started_at,
+                    now,
+                    job.last_traceback,
                 ),
             )
             job.previous_run_at = job.run_at  # the failed attempt's due time, for listeners

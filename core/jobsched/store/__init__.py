@@ -95,7 +95,16 @@ from ._contracts import (
     StoreReader,
     SubmitRole,
 )
-from ._encoding import decode_result, encode_json, encode_result, result_as_json, storable_text
+from ._encoding import (
+    TRACEBACK_LIMIT,
+    cut_middle,
+    decode_result,
+    encode_json,
+    encode_result,
+    result_as_json,
+    storable_text,
+    storable_traceback,
+)
 from ._resolve import (
     StoreFactories,
     as_shared_store,
@@ -139,6 +148,7 @@ __all__ = [
     "SHARED_ROLES",
     "SHARED_STORE_MEMBERS",
     "STORE_MEMBERS",
+    "TRACEBACK_LIMIT",
     "TRIGGER_RULES",
     "AttemptRow",
     "BadRowError",
@@ -179,6 +189,7 @@ __all__ = [
     "check_trigger_rule",
     "checked_shared_job",
     "checked_shared_schedule",
+    "cut_middle",
     "decode_result",
     "encode_json",
     "encode_result",
@@ -196,5 +207,6 @@ __all__ = [
     "settle_at_insert",
     "settle_dependent",
     "storable_text",
+    "storable_traceback",
     "store_name",
 ]

@@ -67,6 +67,7 @@ def _job_row_problem(row: JobRow) -> str | None:
         and row.options[:1] == "{"
         and type(row.key) in _TEXT_OR_NONE
         and type(row.last_error) in _TEXT_OR_NONE
+        and type(row.last_traceback) in _TEXT_OR_NONE
         and type(row.schedule_id) in _TEXT_OR_NONE
         and type(row.depends_on) is tuple
         and all(type(d) is str for d in row.depends_on)
@@ -92,7 +93,7 @@ def _job_row_problem(row: JobRow) -> str | None:
         # with "{" (a full decode waits for the restore, which names the job).
         if not getattr(row, column).startswith("{"):
             return f"{column} {_short(getattr(row, column))} is not a JSON object"
-    for column in ("key", "result", "last_error", "schedule_id"):
+    for column in ("key", "result", "last_error", "last_traceback", "schedule_id"):
         if not _is_text(getattr(row, column)):
             return f"{column} {_short(getattr(row, column))} is not text"
     if row.result is not None and not _is_json(row.result):
@@ -227,6 +228,7 @@ _SHARED_JOB_CHECKS: tuple[_Check, ...] = (
     ("lease_expires", _is_time_or_none, "a time"),
     ("cancel_requested", _is_flag, "a flag"),
     ("last_error", _is_text, "text"),
+    ("last_traceback", _is_text, "text"),
     ("schedule_id", _is_text, "text"),
     ("submitted_by", _is_text, "text"),
     ("started_at", _is_time_or_none, "a time"),
@@ -244,6 +246,7 @@ _ATTEMPT_CHECKS: tuple[_Check, ...] = (
     ("started_at", _is_time_or_none, "a time"),
     ("finished_at", _is_time_or_none, "a time"),
     ("worker", _is_text, "text"),
+    ("traceback", _is_text, "text"),
 )
 _SHARED_SCHEDULE_CHECKS: tuple[_Check, ...] = (
     ("schedule_id", _is_id, "a schedule id"),
@@ -321,6 +324,7 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and type(row.key) in _TEXT_OR_NONE
         and type(row.lease_owner) in _TEXT_OR_NONE
         and type(row.last_error) in _TEXT_OR_NONE
+        and type(row.last_traceback) in _TEXT_OR_NONE
         and type(row.schedule_id) in _TEXT_OR_NONE
         and type(row.submitted_by) in _TEXT_OR_NONE
         and type(row.unique_key) in _TEXT_OR_NONE

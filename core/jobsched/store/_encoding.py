@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from typing import Any
 
 #: JSON text as stores keep it: compact, no NaN or infinity. One encoder for
@@ -86,3 +87,33 @@ def decode_result(text: str | None) -> Any:
 def result_as_json(result: Any) -> Any:
     """A result as the JSON value a store would give back (for ``--json`` output)."""
     return decode_result(encode_result(result))
+
+
+# ── tracebacks: how every store keeps a failed attempt's ───────────────
+#: The most characters of a failed attempt's traceback a store keeps.
+TRACEBACK_LIMIT = 16 * 1024
+
+
+def storable_traceback(error: BaseException, limit: int = TRACEBACK_LIMIT) -> str:
+    """`error`'s formatted traceback as every store keeps it: `storable_text`,
+    at most `limit` characters (a longer one keeps its start and its end, the
+    innermost frames and the error, around a line saying how much was cut)."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return cut_middle(storable_text(text) or "", limit)
+
+
+def cut_middle(text: str, limit: int = TRACEBACK_LIMIT) -> str:
+    """`text` if it has at most `limit` characters, else its start and end
+    around a marker line ``[... N characters cut ...]``, `limit` in all."""
+    if len(text) <= limit:
+        return text
+    # The marker's length depends on N, which depends on the marker: size it
+    # for the largest N (the whole text), the rest is split head and tail.
+    room = limit - len(_marker(len(text)))
+    head = room // 2
+    tail = room - head
+    return text[:head] + _marker(len(text) - room) + text[len(text) - tail :]
+
+
+def _marker(cut: int) -> str:
+    return f"\n[... {cut} characters cut ...]\n"

@@ -55,6 +55,8 @@ class JobRow:
     #: `TRIGGER_RULES` (see `NewJob.trigger_rule`). Kept so that a restored
     #: job still waiting for its upstreams waits by its rule.
     trigger_rule: str = ALL_SUCCESS
+    #: The traceback of its last failed attempt's exception (`storable_traceback`).
+    last_traceback: str | None = None
 
 
 @attrs.define(kw_only=True)
@@ -236,6 +238,9 @@ class SharedJobRow:
     trigger_rule: str = ALL_SUCCESS
     #: How many of its attempts ended by lease expiry (`SharedStore.reap_expired`).
     lease_expiries: int = 0
+    #: The traceback of its last ended attempt's exception (`Outcome.traceback`),
+    #: None if that attempt raised none.
+    last_traceback: str | None = None
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -268,6 +273,8 @@ class AttemptRow:
     finished_at: float | None
     #: The process that ran it (the lease owner).
     worker: str | None
+    #: The traceback of the exception it raised (`Outcome.traceback`), if any.
+    traceback: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -320,6 +327,10 @@ class Outcome:
     #: `status` does not say it: a ``retry_wait`` job's attempt ``failed``,
     #: ``timed_out`` or was ``handed_back`` (a shutdown). None: `status`.
     attempt: str | None = None
+    #: The traceback of the exception the attempt raised (`storable_traceback`),
+    #: None if it raised none. It becomes the job's ``last_traceback`` and its
+    #: history row's ``traceback``.
+    traceback: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -57,6 +57,10 @@ def _document() -> dict[str, Any]:
             "priority": {"type": "integer"},
             "attempts": {"type": "integer"},
             "last_error": _STRING_OR_NULL,
+            "traceback": {
+                "description": "its last failed attempt's traceback (at most 16 KiB), or null",
+                "oneOf": [{"type": "null"}, {"type": "string"}],
+            },
             "result": {"description": "a completed job's result (JSON); only in the detail"},
             "progress": {"oneOf": [{"type": "null"}, _ref("Progress")]},
             "history": {"type": "array", "items": _ref("Attempt")},
@@ -129,6 +133,7 @@ def _document() -> dict[str, Any]:
                 "started_at": _NUMBER_OR_NULL,
                 "finished_at": _NUMBER_OR_NULL,
                 "worker": _STRING_OR_NULL,
+                "traceback": _STRING_OR_NULL,
             },
         },
         "Stats": {

@@ -293,6 +293,7 @@ class Queue:
                     started_at=row.started_at,
                     finished_at=t,
                     worker=owner,
+                    traceback=o.traceback,
                 )
             )
             self.job(
@@ -302,6 +303,7 @@ class Queue:
                 last_error=None
                 if completed
                 else (o.error if o.error is not None else row.last_error),
+                last_traceback=o.traceback,
                 run_at=o.run_at if o.run_at is not None else row.run_at,
                 finished_at=None if o.status == "retry_wait" else t,
                 result_expires=t + o.result_ttl if o.result_ttl is not None and completed else None,
@@ -387,6 +389,7 @@ class Queue:
                 result_expires=None,
                 progress=None,
                 last_error=None,
+                last_traceback=None,
                 lease_expiries=0,
                 unmet=unmet,
             )

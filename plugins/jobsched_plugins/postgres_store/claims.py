@@ -471,6 +471,7 @@ async def finish(
         [o.run_at for o in outcomes],
         [o.result_ttl for o in outcomes],
         [o.attempt or o.status for o in outcomes],
+        [o.traceback for o in outcomes],
         owner,
         owner,
     ]
@@ -506,7 +507,7 @@ _FINISH = (
     UPDATE {s}.jobs j SET status = u.status, result = u.result::jsonb,
         last_error = CASE WHEN u.status = 'completed' THEN NULL
             ELSE coalesce(u.error, j.last_error) END,
-        run_at = coalesce(u.run_at, j.run_at),
+        last_traceback = u.traceback, run_at = coalesce(u.run_at, j.run_at),
         finished_at = CASE WHEN u.status = 'retry_wait' THEN NULL ELSE """
     + NOW
     + """ END,
@@ -516,15 +517,17 @@ _FINISH = (
     + """ + u.ttl END,
         lease_owner = NULL, lease_expires = NULL, cancel_requested = false
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
-        %s::float8[], %s::text[]) AS u(job_id, status, result, error, run_at, ttl, attempt)
+        %s::float8[], %s::text[], %s::text[])
+        AS u(job_id, status, result, error, run_at, ttl, attempt, traceback)
     WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
-    RETURNING j.job_id, j.status, j.attempts, u.error, u.attempt, j.started_at, j.finished_at
+    RETURNING j.job_id, j.status, j.attempts, u.error, u.attempt, j.started_at, j.finished_at,
+        u.traceback
 ), history AS (
     INSERT INTO {s}.attempts (job_id, number, status, error, started_at,
-        finished_at, worker)
+        finished_at, worker, traceback)
     SELECT job_id, attempts, attempt, error, started_at, coalesce(finished_at, """
     + NOW
-    + """), %s FROM done
+    + """), %s, traceback FROM done
 )
 """
 )

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -186,6 +186,12 @@ MIGRATIONS: list[list[str]] = [
     # reaper fails a job at the bound instead of queueing it again.
     [
         "ALTER TABLE {s}.jobs ADD COLUMN lease_expiries integer NOT NULL DEFAULT 0",
+    ],
+    # 10 (issue 23): a failed attempt's traceback, on the job (its last
+    # ended attempt's) and in its history.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN last_traceback text",
+        "ALTER TABLE {s}.attempts ADD COLUMN traceback text",
     ],
 ]
 

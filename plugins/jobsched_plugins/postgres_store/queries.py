@@ -24,7 +24,7 @@ async def get(db: Database, job_id: str) -> SharedJobRow | None:
                     (SELECT coalesce(array_agg(upstream ORDER BY upstream), '{{}}')
                      FROM {s}.dependencies WHERE job_id = j.job_id) AS depends_on,
                     (SELECT coalesce(json_agg(json_build_array(number, status, error,
-                        started_at, finished_at, worker) ORDER BY id), '[]')
+                        started_at, finished_at, worker, traceback) ORDER BY id), '[]')
                      FROM {s}.attempts WHERE job_id = j.job_id) AS history
                 FROM {s}.jobs j WHERE j.job_id = %s"""
             ),

@@ -51,10 +51,16 @@ def job_row(rec: Mapping[str, Any]) -> SharedJobRow:
 
 
 def _attempt(job_id: str, a: Any) -> AttemptRow:
-    if type(a) is not list or len(a) != 6:
+    if type(a) is not list or len(a) != 7:
         raise bad_column("job", job_id, "history", a, "an attempt")
     return AttemptRow(
-        number=a[0], status=a[1], error=a[2], started_at=a[3], finished_at=a[4], worker=a[5]
+        number=a[0],
+        status=a[1],
+        error=a[2],
+        started_at=a[3],
+        finished_at=a[4],
+        worker=a[5],
+        traceback=a[6],
     )
 
 

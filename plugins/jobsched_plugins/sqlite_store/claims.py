@@ -366,13 +366,16 @@ def finish(
             continue
         attempts, started_at = found
         written.append((o.job_id, o.status))
-        history.append((o.job_id, attempts, o.attempt or o.status, o.error, started_at, t, owner))
+        history.append(
+            (o.job_id, attempts, o.attempt or o.status, o.error, started_at, t, owner, o.traceback)
+        )
         updates.append(
             (
                 o.status,
                 o.result,  # JSON text already (Outcome.result)
                 o.status == "completed",
                 o.error,
+                o.traceback,
                 o.run_at,
                 None if o.status == "retry_wait" else t,
                 t + o.result_ttl if o.result_ttl is not None and o.status == "completed" else None,
@@ -383,7 +386,7 @@ def finish(
         conn.executemany(
             """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
                 last_error = CASE WHEN ? THEN NULL ELSE coalesce(?, last_error) END,
-                run_at = coalesce(?, run_at),
+                last_traceback = ?, run_at = coalesce(?, run_at),
                 finished_at = ?, result_expires = ?, lease_owner = NULL,
                 lease_expires = NULL, cancel_requested = 0
             WHERE job_id = ?""",
@@ -393,7 +396,7 @@ def finish(
         # The batch's attempts, in one statement.
         conn.executemany(
             "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
-            "finished_at, worker) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "finished_at, worker, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             history,
         )
     ended = [(job_id, status) for job_id, status in written if status in TERMINAL]

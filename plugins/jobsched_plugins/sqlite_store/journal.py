@@ -32,24 +32,26 @@ from .connection import Database
 
 _JOB_COLUMNS = (
     "job_id, key, type, args, options, depends_on, status, attempts, run_at, "
-    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule"
+    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule, "
+    "last_traceback"
 )
 # The write binds a row's attributes in this order, read in one C call
 # (`_job_values`), with the depends_on JSON appended last.
 _BOUND = (
     "job_id, key, type, args, options, status, attempts, run_at, "
-    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule"
+    "submitted_at, finished_at, seq, result, last_error, schedule_id, trigger_rule, "
+    "last_traceback"
 )
 _job_values = operator.attrgetter(*_BOUND.split(", "))
 _NO_DEPENDENCIES = ("[]",)
 # What never changes after submit (type, args, ...) is written by the insert
 # and left alone by the update.
 _UPSERT_JOB = f"""
-INSERT INTO jobsched_jobs ({_BOUND}, depends_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+INSERT INTO jobsched_jobs ({_BOUND}, depends_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT (job_id) DO UPDATE SET
     status = excluded.status, attempts = excluded.attempts, run_at = excluded.run_at,
     finished_at = excluded.finished_at, result = excluded.result,
-    last_error = excluded.last_error,
+    last_error = excluded.last_error, last_traceback = excluded.last_traceback,
     -- A job written again without its schedule (a retried job, an expired
     -- result) keeps the one it was fired by: a schedule is never taken away.
     schedule_id = coalesce(excluded.schedule_id, jobsched_jobs.schedule_id)
@@ -176,6 +178,8 @@ def job_rows(
         # A file from before version 4, read before it is migrated (or
         # readonly, never migrated): every job has the default rule.
         columns = columns.replace("trigger_rule", "'all_success'")
+    if not has_column(conn, "jobsched_jobs", "last_traceback"):
+        columns = columns.replace("last_traceback", "NULL")  # before version 9
     return [
         JobRow(
             job_id=r[0],
@@ -194,6 +198,7 @@ def job_rows(
             last_error=r[13],
             schedule_id=r[14],
             trigger_rule=r[15],
+            last_traceback=r[16],
         )
         for r in conn.execute(f"SELECT {columns} FROM jobsched_jobs {tail}", params)
     ]

@@ -67,7 +67,8 @@ def retry(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
         moved.append(job_id)
     conn.executemany(
         "UPDATE jobsched_jobs SET status = 'pending', attempts = 0, run_at = ?, "
-        "finished_at = NULL, result = NULL, last_error = NULL WHERE job_id = ?",
+        "finished_at = NULL, result = NULL, last_error = NULL, last_traceback = NULL "
+        "WHERE job_id = ?",
         [(now(), job_id) for job_id in moved],
     )
     return moved

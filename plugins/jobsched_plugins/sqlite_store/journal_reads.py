@@ -209,6 +209,7 @@ def _shared(url: str, row: JobRow) -> SharedJobRow:
         unique_key=unique_key if isinstance(unique_key, str) else None,
         depends_on=row.depends_on,
         trigger_rule=row.trigger_rule,
+        last_traceback=row.last_traceback,
     )
 
 

@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -219,6 +219,12 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
     8: [
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN lease_expiries INTEGER NOT NULL DEFAULT 0",
     ],
+    # 9 (issue 23): a failed attempt's traceback, on the job (its last
+    # failed attempt's) and in its history.
+    9: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN last_traceback TEXT",
+        "ALTER TABLE jobsched_shared_attempts ADD COLUMN traceback TEXT",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
@@ -231,6 +237,10 @@ SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 6: an operator's pause survives a restart (shared files have had it since 3).
     6: [
         "ALTER TABLE jobsched_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+    ],
+    # 9 (issue 23): the traceback of a job's last failed attempt.
+    9: [
+        "ALTER TABLE jobsched_jobs ADD COLUMN last_traceback TEXT",
     ],
 }
 

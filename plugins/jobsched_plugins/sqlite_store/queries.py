@@ -35,12 +35,14 @@ BASE_JOB_COLUMNS = (
     "sort_key, unmet, lease_owner, lease_expires, cancel_requested, result, last_error, "
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
-JOB_COLUMNS = BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries"
+JOB_COLUMNS = (
+    BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback"
+)
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
     "last_job_id, fired, skipped, paused"
 )
-ATTEMPT_COLUMNS = "number, status, error, started_at, finished_at, worker"
+ATTEMPT_COLUMNS = "number, status, error, started_at, finished_at, worker, traceback"
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -100,6 +102,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             result_expires=r[23] if len(r) > 23 else None,
             trigger_rule=r[24] if len(r) > 24 else "all_success",
             lease_expiries=r[25] if len(r) > 25 else 0,
+            last_traceback=r[26] if len(r) > 26 else None,
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
@@ -154,7 +157,13 @@ def get(conn: sqlite3.Connection, job_id: str) -> SharedJobRow | None:
         return None
     history = tuple(
         AttemptRow(
-            number=a[0], status=a[1], error=a[2], started_at=a[3], finished_at=a[4], worker=a[5]
+            number=a[0],
+            status=a[1],
+            error=a[2],
+            started_at=a[3],
+            finished_at=a[4],
+            worker=a[5],
+            traceback=a[6],
         )
         for a in conn.execute(
             f"SELECT {ATTEMPT_COLUMNS} FROM jobsched_shared_attempts WHERE job_id = ? ORDER BY id",
