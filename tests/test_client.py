@@ -513,7 +513,8 @@ async def test_page_stats_and_progress(client: Client, worker: Worker) -> None:
     stats = await client.stats()
     assert isinstance(stats, Stats)
     assert (stats.counts["completed"], stats.counts["running"], stats.counts["failed"]) == (1, 1, 0)
-    assert len(stats.throughput) == 60 and stats.throughput[-1].completed == 1
+    # Summed: the job may have completed in the minute before the one `stats` was taken in.
+    assert len(stats.throughput) == 60 and sum(b.completed for b in stats.throughput) == 1
     assert [b.start for b in stats.throughput] == sorted(b.start for b in stats.throughput)
     assert stats.throughput[-1].start <= stats.at < stats.throughput[-1].start + 60
     assert [(w.worker, w.running) for w in stats.workers] == [(worker.identity, 1)]
