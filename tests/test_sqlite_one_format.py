@@ -25,9 +25,11 @@ import pytest
 
 from jobsched import Client, JobScheduler, JobStatus, LocalClient, StoreError, build_job
 from jobsched.store import StoreOwnedError
+from jobsched.web import create_app
 from jobsched_plugins.sqlite_store import SCHEMA_VERSION, SQLiteStore, migrations
 from test_cli import jobsched
 from test_web_browser import Process
+from web_support import serving
 
 FILES = Path(__file__).resolve().parent / "sqlite_files"
 ME = f"{socket.gethostname()}:{os.getpid()}"
@@ -241,3 +243,17 @@ async def test_schedules_pause_and_jobs_requeue_while_no_owner_runs(tmp_path: Pa
         assert await client.resume_schedule(schedule_id)
         assert [s.paused for s in await client.schedules()] == [False]
         assert (await client.get(failed)).attempts == 1  # it ran again
+
+
+async def test_the_job_page_of_a_single_owner_file_says_it_keeps_no_attempt_history(
+    tmp_path: Path,
+) -> None:
+    url = copied(tmp_path, "single-owner.db")
+    async with Client(url) as client:
+        dead = {info.key: info for info in await client.jobs()}["dead"]
+    assert dead.status is JobStatus.FAILED and dead.attempts == 1 and dead.history == ()
+    async with serving(create_app(url)) as http:
+        page = await http.get(f"/jobs/{dead.job_id}")
+    assert page.status_code == 200, page.text
+    assert "This store keeps no attempt history" in page.text
+    assert "No attempt has ended yet" not in page.text
