@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Set
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ._batcher import BatchWriter
 from ._codec import JobCodec, sort_key
@@ -73,6 +73,7 @@ from .backends.schedules import (
 from .store import (
     NewJob,
     SharedScheduleRow,
+    SharedStore,
     StoreContext,
     new_worker_id,
     offers_a_role,
@@ -148,7 +149,7 @@ class Client:
         # The roles a client needs to open; each other role (submit, operate,
         # ...) is needed by the methods that use it, and named when missing.
         needs = ("lookup", "limits") if limits else ("lookup",)
-        self.store: Any = require_roles(built, needs, "a Client")
+        self.store: SharedStore = require_roles(cast(SharedStore, built), needs, "a Client")
         self.limits = limits
         #: This client's name in the store (``submitted_by``).
         self.identity = new_worker_id()
