@@ -70,7 +70,9 @@ def observed(infos: list[JobInfo], ids: list[str]) -> list[dict[str, Any]]:
             "priority": info.priority,
             "key": info.key,
             "unique_key": info.unique_key,
-            "depends_on": [position.get(d, d) for d in info.depends_on],
+            # Every store lists dependencies by id, and each API makes its own
+            # ids: "job-9..." sorts after "job-10...". Compared as positions.
+            "depends_on": sorted(position.get(d, d) for d in info.depends_on),
             "trigger_rule": info.trigger_rule,
             "delayed": info.run_at > info.submitted_at,
             "options": {k: v for k, v in info.options.items() if k != "deadline"},
