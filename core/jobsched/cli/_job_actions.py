@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import attrs
+from rich.markup import escape
 
 from .. import JobInfo, JobStatus, OperatorAPI, PluginManager, UnknownJobError
 from ._common import BadInput, make_console, print_json
@@ -137,7 +138,10 @@ def show_stored_job(args: argparse.Namespace, plugins: PluginManager) -> int:
         print_json(shown)
         return 0
     console = make_console()
-    console.print(f"[bold]{info.job_id}[/]  {info.type}  {info.status.value}", markup=True)
+    # Only the id is styled: a job type's name is text, brackets included.
+    console.print(
+        f"[bold]{escape(info.job_id)}[/]  {escape(info.type)}  {info.status.value}", markup=True
+    )
     console.print(f"  attempts  {info.attempts}", markup=False)
     if info.status is JobStatus.COMPLETED:
         console.print(f"  result    {info.result!r}", markup=False)
