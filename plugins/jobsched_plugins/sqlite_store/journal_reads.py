@@ -29,7 +29,12 @@ from jobsched.store import (
 
 from .connection import TERMINAL
 from .journal import job_rows, schedule_rows
-from .queries import status_and_type_filter, text_filter
+from .queries import (
+    finished_by_minute,
+    running_by_type_and_executor,
+    status_and_type_filter,
+    text_filter,
+)
 
 
 def _decoded(url: str, what: str, column: str, text: str | None, default: Any) -> Any:
@@ -147,27 +152,10 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
     """The queue at a glance, as `queries.stats` reads a shared file: a
     journal holds no leases, limits' use or pause flag (its owner keeps
     them in memory)."""
-    finished = [
-        (float(minute), status, n)
-        for minute, status, n in conn.execute(
-            "SELECT CAST(finished_at / 60 AS INTEGER) * 60, status, count(*) "
-            "FROM jobsched_jobs WHERE finished_at >= ? "
-            "AND status IN ('completed', 'failed', 'timed_out', 'cancelled') GROUP BY 1, 2",
-            (since,),
-        )
-    ]
-    running_types: dict[str, int] = {}
-    running_executors: dict[str, int] = {}
-    for kind, executor, n in conn.execute(
-        "SELECT type, json_extract(options, '$.executor'), count(*) FROM jobsched_jobs "
-        "WHERE status = 'running' GROUP BY 1, 2"
-    ):
-        running_types[kind] = running_types.get(kind, 0) + n
-        if executor is not None:
-            running_executors[executor] = running_executors.get(executor, 0) + n
+    running_types, running_executors = running_by_type_and_executor(conn, "jobsched_jobs")
     return StoreStats(
         counts=counts(conn),
-        finished=finished,
+        finished=finished_by_minute(conn, "jobsched_jobs", since),
         leases=[],
         running_types=running_types,
         running_executors=running_executors,

@@ -342,17 +342,40 @@ def page(
     return [job_row(r) for r in cur], int(total)
 
 
-def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
-    """The queue at a glance (see `SharedStore.stats`), read in the caller's transaction."""
-    finished = [
+def finished_by_minute(
+    conn: sqlite3.Connection, table: str, since: float
+) -> list[tuple[float, str, int]]:
+    """How many jobs of `table` ended in each status, per minute since `since`
+    (the shared and the single-owner tables name these columns alike)."""
+    return [
         (float(minute), status, n)
         for minute, status, n in conn.execute(
             "SELECT CAST(finished_at / 60 AS INTEGER) * 60, status, count(*) "
-            "FROM jobsched_shared_jobs WHERE finished_at >= ? "
+            f"FROM {table} WHERE finished_at >= ? "
             "AND status IN ('completed', 'failed', 'timed_out', 'cancelled') GROUP BY 1, 2",
             (since,),
         )
     ]
+
+
+def running_by_type_and_executor(
+    conn: sqlite3.Connection, table: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """How many jobs of `table` run, by job type and by executor."""
+    running_types: dict[str, int] = {}
+    running_executors: dict[str, int] = {}
+    for kind, executor, n in conn.execute(
+        f"SELECT type, json_extract(options, '$.executor'), count(*) FROM {table} "
+        "WHERE status = 'running' GROUP BY 1, 2"
+    ):
+        running_types[kind] = running_types.get(kind, 0) + n
+        if executor is not None:
+            running_executors[executor] = running_executors.get(executor, 0) + n
+    return running_types, running_executors
+
+
+def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
+    """The queue at a glance (see `SharedStore.stats`), read in the caller's transaction."""
     leases = [
         (owner, n, expires)
         for owner, n, expires in conn.execute(
@@ -360,18 +383,10 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
             "WHERE status = 'running' AND lease_owner IS NOT NULL GROUP BY 1 ORDER BY 1"
         )
     ]
-    running_types: dict[str, int] = {}
-    running_executors: dict[str, int] = {}
-    for kind, executor, n in conn.execute(
-        "SELECT type, json_extract(options, '$.executor'), count(*) FROM jobsched_shared_jobs "
-        "WHERE status = 'running' GROUP BY 1, 2"
-    ):
-        running_types[kind] = running_types.get(kind, 0) + n
-        if executor is not None:
-            running_executors[executor] = running_executors.get(executor, 0) + n
+    running_types, running_executors = running_by_type_and_executor(conn, "jobsched_shared_jobs")
     return StoreStats(
         counts=kept_counts(conn),
-        finished=finished,
+        finished=finished_by_minute(conn, "jobsched_shared_jobs", since),
         leases=leases,
         running_types=running_types,
         running_executors=running_executors,
