@@ -33,6 +33,11 @@ P = ParamSpec("P")
 logger = structlog.get_logger("jobsched.client")
 
 
+#: The calls that take the application's connection (``conn=``), and the
+#: `Client` method running each in the calling thread.
+_ON_CONNECTION = {"submit": "_submit_on", "submit_many": "_submit_many_on"}
+
+
 class _Blocking(Generic[P, T]):
     """A `Client` coroutine as a plain method of `BlockingClient`: same
     parameters, same docstring, its result (or exception) returned in the
@@ -59,6 +64,12 @@ class _Blocking(Generic[P, T]):
         name = self.name
 
         def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            if kwargs.get("conn") is not None and name in _ON_CONNECTION:
+                # The application's own connection and transaction belong to
+                # this thread: the insert runs here, not on the portal's loop.
+                on: Callable[..., T] = getattr(client._ready(), _ON_CONNECTION[name])
+                client._portal_of()  # refused as every call is once closed
+                return on(kwargs.pop("conn"), *args, **kwargs)
             method: Callable[P, Coroutine[Any, Any, T]] = getattr(client._ready(), name)
             return client._portal_of().call(method, *args, **kwargs)
 

@@ -75,6 +75,7 @@ from .store import (
     SharedScheduleRow,
     SharedStore,
     StoreContext,
+    TransactionSubmit,
     new_worker_id,
     offers_a_role,
     require_roles,
@@ -98,6 +99,21 @@ def _storable(job: Any) -> Job:
         raise TypeError(f"submit() takes a Job, got {job!r}")
     return job
 
+
+#: `submit`'s options as it defaults them (`Client._submit_on` takes any of them).
+_SUBMIT_DEFAULTS: dict[str, Any] = {
+    "delay": 0.0,
+    "depends_on": (),
+    "key": None,
+    "unique_key": None,
+    "priority": None,
+    "timeout": NOT_GIVEN,
+    "retry": None,
+    "name": None,
+    "result_ttl": None,
+    "keep_result": None,
+    "trigger_rule": ALL_SUCCESS,
+}
 
 #: The stored jobs a submit without dependencies needs.
 _NOTHING: frozenset[str] = frozenset()
@@ -260,6 +276,7 @@ class Client:
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
+        conn: Any = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -296,7 +313,33 @@ class Client:
         `depends_on`, and the id of its last job is returned. A task job
         whose arguments hold `jobsched.result_of` markers depends on those
         upstreams too (the stored jobs' ids, or a `Job` of the same batch).
+
+        `conn` is the application's own connection to the store's database,
+        in a transaction (docs/client.md): the job is inserted there, not
+        through this client's connection, and workers are woken only when
+        that transaction commits; a rollback leaves no job. PostgreSQL takes
+        a psycopg connection (async or sync) or an SQLAlchemy connection or
+        session (async or sync) on psycopg; shared SQLite an
+        ``sqlite3.Connection`` on the store's file. The transaction is
+        never committed or rolled back here; a dependency may be a job
+        inserted earlier in it.
         """
+        if conn is not None:
+            planned, _ = self._submit_rows(
+                job,
+                delay=delay,
+                depends_on=depends_on,
+                key=key,
+                unique_key=unique_key,
+                priority=priority,
+                timeout=timeout,
+                retry=retry,
+                name=name,
+                result_ttl=result_ttl,
+                keep_result=keep_result,
+                trigger_rule=trigger_rule,
+            )
+            return (await self._in_transaction().insert_in_transaction(conn, planned))[-1]
         if isinstance(job, Workflow):
             check_workflow_options(
                 job,
@@ -372,7 +415,9 @@ class Client:
         for (_, _, future), job_id in zip(batch, ids, strict=True):
             _settle(future, result=job_id)
 
-    async def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
+    async def submit_many(
+        self, jobs: Iterable[Job | Submission | Workflow], *, conn: Any = None
+    ) -> list[str]:
         """Store several jobs in one transaction (one round trip); returns their ids.
 
         Each item is a `Job`, a `Submission` (a job with `submit`'s options)
@@ -380,11 +425,66 @@ class Client:
         gets an id, in its submit order); a `Submission` may depend on an
         earlier `Job` of the same batch by naming the object, and so may a
         `result_of` marker. Every job is checked before anything is stored:
-        one bad job stores none.
+        one bad job stores none. `conn`: in the application's transaction,
+        as `submit` takes it.
         """
         self._check_open()
         rows, outside = self._rows(jobs)
+        if conn is not None:
+            return await self._in_transaction().insert_in_transaction(conn, rows)
         return await self._store(rows, outside)
+
+    # ── submitting in the application's transaction ───────────────────
+    def _submit_rows(self, job: Job | Workflow, **options: Any) -> tuple[list[NewJob], Set[str]]:
+        """The rows `submit` stores for `job` (checked and encoded; the last
+        one's id is the answer), and the stored ids they depend on."""
+        if isinstance(job, Workflow):
+            check_workflow_options(
+                job,
+                delay=options["delay"],
+                given=tuple(
+                    options[o]
+                    for o in (
+                        "key",
+                        "unique_key",
+                        "priority",
+                        "retry",
+                        "name",
+                        "result_ttl",
+                        "keep_result",
+                    )
+                ),
+                timeout=options["timeout"],
+                trigger_rule=options["trigger_rule"],
+            )
+            self._check_open()
+            deps = tuple(id_list(options["depends_on"], "depends_on"))
+            return self._rows(
+                [Submission(j, depends_on=after or deps) for j, after in job.plan(())]
+            )
+        self._check_open()
+        options["depends_on"] = tuple(id_list(options["depends_on"], "depends_on"))
+        return self._rows([Submission(job, **options)])
+
+    def _in_transaction(self) -> TransactionSubmit:
+        """The store, if it inserts in a caller's transaction; else the refusal."""
+        if not isinstance(self.store, TransactionSubmit):
+            raise SchedulerError(
+                f"{self.store.url}: this store cannot insert in the caller's transaction "
+                "(conn=): it has no database connection of the application's to use"
+            )
+        return self.store
+
+    def _submit_on(self, conn: Any, job: Job | Workflow, **options: Any) -> str:
+        """`submit` with a sync `conn`, in the calling thread (`BlockingClient`)."""
+        rows, _ = self._submit_rows(job, **_SUBMIT_DEFAULTS | options)
+        return self._in_transaction().insert_in_transaction_sync(conn, rows)[-1]
+
+    def _submit_many_on(self, conn: Any, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
+        """`submit_many` with a sync `conn`, in the calling thread (`BlockingClient`)."""
+        self._check_open()
+        rows, _ = self._rows(jobs)
+        return self._in_transaction().insert_in_transaction_sync(conn, rows)
 
     def _rows(self, jobs: Iterable[Any]) -> tuple[list[NewJob], frozenset[str]]:
         """The store rows for `jobs` (as `submit_many` takes them), each checked

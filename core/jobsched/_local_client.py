@@ -139,6 +139,7 @@ class LocalClient:
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = ALL_SUCCESS,
+        conn: Any = None,
         **options: Any,
     ) -> str:
         """Queue `job` and return its id: `Client.submit`'s job, options and checks.
@@ -154,7 +155,11 @@ class LocalClient:
         Beyond `Client`: a plain function or coroutine function with its
         arguments and `FunctionJob`'s options, as `JobScheduler.submit` takes
         them (``submit(resize, "cat.png", retry="none")``).
+
+        `conn` (the application's transaction) is refused: an in-process
+        scheduler has no database to insert in.
         """
+        _no_connection(conn)
         # The job's own options, given or not, as the scheduler takes them.
         given = (("priority", priority), ("retry", retry), ("name", name))
         options.update((k, v) for k, v in given if v is not None)
@@ -177,7 +182,10 @@ class LocalClient:
         )
 
     async def submit_many(
-        self, jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]]
+        self,
+        jobs: Iterable[Job | Submission | Workflow | Callable[..., Any]],
+        *,
+        conn: Any = None,
     ) -> list[str]:
         """Queue several jobs; returns every job's id (`Client.submit_many`).
 
@@ -186,8 +194,9 @@ class LocalClient:
         object), a workflow (each of its jobs gets an id, in its submit
         order) or a plain function taking no arguments. Every item is checked
         before any is queued: a bad option, an unknown dependency or a job
-        already submitted queues none.
+        already submitted queues none. `conn` is refused, as by `submit`.
         """
+        _no_connection(conn)
         return self.scheduler.submit_many(jobs)
 
     async def get(self, job_id: str) -> JobInfo:
@@ -615,6 +624,15 @@ def _matches(info: JobInfo, needle: str) -> bool:
         return needle in encode_json(info.args).lower()
     except (TypeError, ValueError):
         return needle in json.dumps(info.args, default=repr).lower()
+
+
+def _no_connection(conn: Any) -> None:
+    if conn is not None:
+        raise SchedulerError(
+            f"conn={conn!r}: an in-process scheduler keeps its jobs in its own memory, "
+            "so it cannot insert them in an application's transaction; conn= needs a "
+            "Client on a database store (postgresql://, or a shared sqlite:/// file)"
+        )
 
 
 #: LocalClient implements the operator contract: mypy checks it here.

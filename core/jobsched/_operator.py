@@ -71,12 +71,15 @@ class OperatorAPI(Protocol):
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
+        conn: Any = None,
     ) -> str:
         """Queue `job` (or a workflow: its last job's id) and return its id
-        (`Client.submit` documents the options)."""
+        (`Client.submit` documents the options; `conn` needs a database store)."""
         ...
 
-    async def submit_many(self, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
+    async def submit_many(
+        self, jobs: Iterable[Job | Submission | Workflow], *, conn: Any = None
+    ) -> list[str]:
         """Queue several jobs, all or none; returns every job's id."""
         ...
 

@@ -94,6 +94,7 @@ from ._contracts import (
     StoreBase,
     StoreReader,
     SubmitRole,
+    TransactionSubmit,
 )
 from ._encoding import (
     TRACEBACK_LIMIT,
@@ -179,6 +180,7 @@ __all__ = [
     "StoreReader",
     "StoreStats",
     "SubmitRole",
+    "TransactionSubmit",
     "Upstreams",
     "as_shared_store",
     "as_store",

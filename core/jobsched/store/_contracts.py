@@ -131,6 +131,34 @@ class SubmitRole(StoreBase, Protocol):
 
 
 @runtime_checkable
+class TransactionSubmit(Protocol):
+    """Optional, beside the submit role: insert in the **application's own
+    transaction** (`Client.submit` with ``conn=``).
+
+    `conn` is a connection of the application to the store's database (for
+    PostgreSQL a psycopg connection or an SQLAlchemy connection or session;
+    for SQLite an ``sqlite3.Connection`` on the store's file). The jobs are
+    inserted there, as `SubmitRole.insert` would insert them (the same rows,
+    keys, unique keys and dependencies, which may be jobs inserted earlier
+    in that transaction), and processes are woken only once it commits: a
+    rolled-back transaction leaves no job and wakes nobody. Never commit or
+    roll back the caller's transaction. A connection of another kind, to
+    another database, or not in a transaction raises `StoreError` naming
+    it; an unknown dependency `UnknownJobError`.
+    """
+
+    async def insert_in_transaction(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert `jobs` on `conn`, an async connection (awaited) or a sync
+        one (used in the calling thread, as the application does)."""
+        ...
+
+    def insert_in_transaction_sync(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert `jobs` on `conn`, a sync connection, in the calling thread
+        (`BlockingClient`); an async connection raises `StoreError`."""
+        ...
+
+
+@runtime_checkable
 class QueueRole(StoreBase, Protocol):
     """The **queue** role: a worker's side of the queue (``jobsched worker``).
 

@@ -115,9 +115,13 @@ class Database:
         self.url = redact(url)
         self.dsn, self.schema, self.options = parse_url(url)
         try:
-            psycopg.conninfo.conninfo_to_dict(self.dsn)  # libpq's own check of its parameters
+            # libpq's own check of its parameters
+            params = psycopg.conninfo.conninfo_to_dict(self.dsn)
         except psycopg.ProgrammingError as exc:
             raise StoreError(f"{self.url}: {exc}".strip()) from None
+        #: The database the URL names (None: libpq's default), which an
+        #: application's connection must be on to insert in its transaction.
+        self.database: str | None = None if params.get("dbname") is None else str(params["dbname"])
         #: The LISTEN/NOTIFY channel of this schema's processes.
         self.channel = f"jobsched_{self.schema}"
         self._closed = False

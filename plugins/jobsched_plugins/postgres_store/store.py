@@ -17,10 +17,11 @@ from jobsched.store import (
     StoreContext,
     StoreError,
     StoreStats,
+    TransactionSubmit,
 )
 
 from .._wakeups import DelegatedWakeups
-from . import claims, migrations, operations, queries, schedules, submit
+from . import claims, in_transaction, migrations, operations, queries, schedules, submit
 from .connection import Database, Wakeups
 
 if TYPE_CHECKING:
@@ -120,6 +121,20 @@ class PostgresStore(DelegatedWakeups):
         it may be due at once, or cancelled.
         """
         return await submit.insert(self.db, jobs)
+
+    async def insert_in_transaction(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """`insert` on the application's connection, in its transaction
+        (`jobsched.store.TransactionSubmit`): workers are woken when it commits.
+
+        `conn` is a psycopg 3 ``AsyncConnection`` or ``Connection`` (a sync one
+        runs in the calling thread) or an SQLAlchemy ``AsyncConnection``,
+        ``AsyncSession``, ``Connection`` or ``Session`` on psycopg.
+        """
+        return await in_transaction.insert_async(self.db, conn, jobs)
+
+    def insert_in_transaction_sync(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """`insert_in_transaction` for a sync connection, in the calling thread."""
+        return in_transaction.insert_sync(self.db, conn, jobs)
 
     # ── Claims, leases and limits ───────────────────────────────────
     async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
@@ -287,3 +302,4 @@ class PostgresStore(DelegatedWakeups):
 
 # mypy checks here that the store keeps the shared-store contract.
 _CONTRACT: type[SharedStore] = PostgresStore
+_IN_TRANSACTION: type[TransactionSubmit] = PostgresStore

@@ -37,16 +37,16 @@ if TYPE_CHECKING:
     import psycopg
 
 #: Statuses of an unfinished job: the ones a unique key is held in.
-_UNFINISHED = ("pending", "running", "retry_wait")
+UNFINISHED = ("pending", "running", "retry_wait")
 
 # How often a batch is planned again because another process inserted a job
 # it collides with in the meantime (each retry sees that job, so one is
 # almost always enough).
-_ATTEMPTS = 5
+ATTEMPTS = 5
 
 # The batch travels as one JSON document (json.dumps is far cheaper than
 # adapting fifteen arrays); `upstreams` lists the dependencies it inserts.
-_INSERT = (
+INSERT = (
     """
 WITH batch AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%s::json)
@@ -86,7 +86,7 @@ _COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted
 # or has committed first (and is read as finished). Without it, a job that
 # completes between this read and the commit leaves its new dependent waiting
 # for it forever.
-_LOOKUP = """
+LOOKUP = """
 SELECT job_id, key, unique_key, status FROM {s}.jobs
 WHERE job_id = ANY(%s) OR key = ANY(%s)
     OR (unique_key = ANY(%s) AND status IN ('pending', 'running', 'retry_wait'))
@@ -95,8 +95,8 @@ FOR SHARE
 
 
 @attrs.define
-class _Stored:
-    """What the database holds that bears on a batch (from `_LOOKUP`)."""
+class Stored:
+    """What the database holds that bears on a batch (from `LOOKUP`)."""
 
     #: job id -> status, for the batch's stored dependencies and every stored
     #: job one of the batch's ids, keys or unique keys names.
@@ -143,7 +143,7 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
     in_batch = {job.job_id for job in jobs}
     upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
     if not upstreams:
-        plan = _plan(jobs, _Stored())
+        plan = plan_batch(jobs, Stored())
 
         async def optimistic(conn: psycopg.AsyncConnection[Any]) -> None:
             await _write(db, conn, plan)
@@ -156,15 +156,15 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
 
     async def informed(conn: psycopg.AsyncConnection[Any]) -> list[str]:
         stored = await _lookup(db, conn, jobs, upstreams)
-        plan = _plan(jobs, stored)
+        plan = plan_batch(jobs, stored)
         await _write(db, conn, plan)
         return plan.ids
 
-    for attempt in range(_ATTEMPTS):
+    for attempt in range(ATTEMPTS):
         try:
             return await db.transaction(informed)
         except _unique_violation():
-            if attempt == _ATTEMPTS - 1:
+            if attempt == ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -177,22 +177,22 @@ def _unique_violation() -> type[Exception]:
 
 async def _lookup(
     db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], upstreams: list[str]
-) -> _Stored:
+) -> Stored:
     """The stored jobs the batch depends on or collides with; refuses unknown dependencies."""
     cur = await conn.execute(
-        db.q(_LOOKUP),
+        db.q(LOOKUP),
         [
             [job.job_id for job in jobs] + upstreams,
             [job.key for job in jobs if job.key is not None],
             [job.unique_key for job in jobs if job.unique_key is not None],
         ],
     )
-    stored = _Stored()
+    stored = Stored()
     for row in await cur.fetchall():
         stored.status[row["job_id"]] = row["status"]
         if row["key"] is not None:
             stored.by_key[row["key"]] = row["job_id"]
-        if row["unique_key"] is not None and row["status"] in _UNFINISHED:
+        if row["unique_key"] is not None and row["status"] in UNFINISHED:
             stored.by_unique_key[row["unique_key"]] = row["job_id"]
     missing = [d for d in upstreams if d not in stored.status]
     if missing:
@@ -200,7 +200,7 @@ async def _lookup(
     return stored
 
 
-def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
+def plan_batch(jobs: Sequence[NewJob], stored: Stored) -> _Plan:
     """Decide, in batch order, what each job becomes, as inserting them one by
     one would: the jobs of the batch see the ones before them."""
     plan = _Plan()
@@ -249,8 +249,8 @@ async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) 
     every job resolved to a stored one.
     """
     await conn.execute(
-        db.q(_INSERT),
-        [_batch_json(plan), db.channel, plan.ready, WORK, CHANGED, bool(plan.rows)],
+        db.q(INSERT),
+        [batch_json(plan), db.channel, plan.ready, WORK, CHANGED, bool(plan.rows)],
     )
 
 
@@ -313,7 +313,7 @@ def _array_text(values: Sequence[float]) -> str:
     return "{" + ",".join(_float_text(float(x)) for x in values) + "}"
 
 
-def _batch_json(plan: _Plan) -> str:
+def batch_json(plan: _Plan) -> str:
     records = [
         {
             "job_id": job.job_id,

@@ -23,6 +23,7 @@ from jobsched.store import (
     StoreContext,
     StoreError,
     StoreStats,
+    TransactionSubmit,
     check_max_lease_expiries,
 )
 
@@ -163,6 +164,18 @@ class SQLiteStore(DelegatedWakeups):
             # views are told directly (dependents still waiting, cancelled ones).
             self.wakeups.changed()
         return ids
+
+    def insert_in_transaction_sync(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """`insert` on the application's ``sqlite3.Connection`` to this file, in
+        its transaction, in the calling thread (`jobsched.store.TransactionSubmit`):
+        other processes see the jobs when it commits, by their poll."""
+        self._need(migrations.SHARED, "submitting jobs")
+        return submit.insert_in_transaction(conn, jobs, url=self.url, path=self.path)
+
+    async def insert_in_transaction(self, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
+        """`insert_in_transaction_sync`: an ``sqlite3.Connection`` belongs to
+        the thread that uses it, so it runs in the calling thread."""
+        return self.insert_in_transaction_sync(conn, jobs)
 
     # ── Shared mode: claims, leases and limits ──────────────────────
     async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
@@ -539,3 +552,4 @@ class SQLiteStore(DelegatedWakeups):
 # The contracts, checked by mypy: this one class implements both protocols.
 _single_owner: type[Store] = SQLiteStore
 _shared: type[SharedStore] = SQLiteStore
+_in_transaction: type[TransactionSubmit] = SQLiteStore

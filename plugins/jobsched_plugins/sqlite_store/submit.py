@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from jobsched import UnknownJobError
 from jobsched.store import NewJob, StoreError, settle_at_insert
 
 from .connection import now, pack_sort_key, to_json
@@ -20,14 +22,18 @@ ON CONFLICT DO NOTHING
 """
 
 
-def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str], bool]:
+def insert(
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    unknown: Callable[[str], Exception] = StoreError,
+) -> tuple[list[str], bool]:
     """Insert jobs and their dependencies; ``(their ids, whether one is ready now)``.
 
     A job whose `key` (or id) already exists, or whose `unique_key` an
     unfinished job holds, is not inserted: the existing job's id is returned
     in its place. Dependencies that already ended are settled by the job's
     trigger rule (`settle_at_insert`): it may be due at once, or cancelled.
-    An unknown dependency refuses the whole batch.
+    An unknown dependency refuses the whole batch (`unknown` makes the error).
     """
     if not any(job.depends_on for job in jobs):
         inserted = _insert_independent(conn, jobs)
@@ -44,7 +50,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
             statuses[upstream] = r[0]
     missing = [d for d in upstreams if d not in statuses]
     if missing:
-        raise StoreError(f"unknown dependencies: {missing}")
+        raise unknown(f"unknown dependencies: {missing}")
     ids: list[str] = []
     ready = False
     alias: dict[str, str] = {}  # id in this batch -> id of the job its key resumed
@@ -157,3 +163,42 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
         conn.execute("ROLLBACK TO jobsched_insert")
     conn.execute("RELEASE jobsched_insert")
     return [job.job_id for job in jobs] if complete else None
+
+
+def insert_in_transaction(conn: Any, jobs: Sequence[NewJob], *, url: str, path: str) -> list[str]:
+    """Insert `jobs` on the application's `conn`, in its transaction
+    (``Client.submit(conn=...)``), which this never commits or rolls back.
+
+    Other processes see them at its commit, by their poll of ``PRAGMA
+    data_version``, as any commit to the file; a rollback leaves nothing.
+    `conn` must be an ``sqlite3.Connection`` on the store's file (`path`) in
+    a transaction, or one that opens one itself (the ``sqlite3`` module's
+    default: the transaction is begun here, as its next INSERT would).
+    """
+    if not isinstance(conn, sqlite3.Connection):
+        what = f"{type(conn).__module__}.{type(conn).__qualname__}"
+        raise StoreError(
+            f"{url}: conn= is a {what}; this store takes an sqlite3.Connection on its file {path}"
+        )
+    try:
+        files = [r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"]
+        on = files[0] if files else ""
+        if not on or not os.path.exists(on) or not os.path.samefile(on, path):
+            raise StoreError(
+                f"{url}: conn= is a connection to {on or 'an in-memory database'!s}, "
+                f"not to this store's file {path}"
+            )
+        if not conn.in_transaction:
+            if getattr(conn, "autocommit", -1) is True or conn.isolation_level is None:
+                raise StoreError(
+                    f"{url}: conn= is in autocommit mode outside a transaction, so the jobs "
+                    "would be committed at once, not with the application's work: "
+                    'open a transaction (conn.execute("BEGIN")) or submit without conn='
+                )
+            conn.execute(f"BEGIN {conn.isolation_level}")
+        ids, _ = insert(conn, jobs, UnknownJobError)
+    except sqlite3.Error as exc:
+        raise StoreError(
+            f"{url}: could not insert in the caller's transaction on {path}: {exc}"
+        ) from exc
+    return ids
