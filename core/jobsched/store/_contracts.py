@@ -159,6 +159,18 @@ class TransactionSubmit(Protocol):
 
 
 @runtime_checkable
+class SchemaScript(Protocol):
+    """Optional: the store's schema as SQL a DBA applies (``jobsched store sql``)."""
+
+    def migration_sql(self, since: int = 0) -> str:
+        """The SQL that brings the store's schema from version `since` (0:
+        none yet) to the version this code writes, as opening the store
+        would; a store opened on the result migrates nothing. Another
+        `since` raises `ValueError` naming the versions there are."""
+        ...
+
+
+@runtime_checkable
 class QueueRole(StoreBase, Protocol):
     """The **queue** role: a worker's side of the queue (``jobsched worker``).
 

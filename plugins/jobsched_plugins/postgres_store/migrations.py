@@ -196,6 +196,38 @@ MIGRATIONS: list[list[str]] = [
 ]
 
 
+def script(db: Database, since: int = 0) -> str:
+    """The SQL `create_or_migrate` runs to bring the schema from version
+    `since` (0: no schema yet) to `SCHEMA_VERSION`, as one transaction a DBA
+    can read and apply (``jobsched store sql``); a store opened on the result
+    finds nothing to migrate."""
+    if isinstance(since, bool) or not isinstance(since, int) or not 0 <= since <= SCHEMA_VERSION:
+        raise ValueError(
+            f"--from {since!r}: a PostgreSQL schema version is 0 (none) to {SCHEMA_VERSION}"
+        )
+    from psycopg import sql
+
+    def text(statement: str) -> str:
+        return str(db.q(statement).as_string(None)).strip()
+
+    lines = [
+        f"-- jobsched PostgreSQL store, schema {db.schema}: version {since} to {SCHEMA_VERSION}.",
+        f"-- Workers and clients are woken by NOTIFY on channel {db.channel}.",
+        "BEGIN;",
+        # As create_or_migrate: one migration at a time, the stores' included.
+        f"SELECT pg_advisory_xact_lock(hashtext({sql.Literal(db.channel).as_string(None)}));",
+    ]
+    if since == 0:
+        lines.append(text("CREATE SCHEMA IF NOT EXISTS {s}") + ";")
+        lines.append(text("CREATE TABLE IF NOT EXISTS {s}.schema_version (version int)") + ";")
+    for target in range(since + 1, SCHEMA_VERSION + 1):
+        lines.append(f"-- version {target}")
+        lines.extend(text(statement) + ";" for statement in MIGRATIONS[target - 1])
+        lines.append(text(f"INSERT INTO {{s}}.schema_version (version) VALUES ({target})") + ";")
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
 async def create_or_migrate(db: Database) -> None:
     """Bring the store's schema to `SCHEMA_VERSION`, creating it if need be.
 

@@ -10,6 +10,7 @@ from jobsched.store import (
     MAX_LEASE_EXPIRIES,
     NewJob,
     Outcome,
+    SchemaScript,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
@@ -93,6 +94,11 @@ class PostgresStore(DelegatedWakeups):
     async def schema_version(self) -> int:
         """The version the database is at."""
         return await migrations.schema_version(self.db)
+
+    def migration_sql(self, since: int = 0) -> str:
+        """The DDL from version `since` (0: no schema) to the current one, for
+        this URL's schema, in one transaction (``jobsched store sql``)."""
+        return migrations.script(self.db, since)
 
     async def check_schema(self) -> None:
         """`SchemaTooNewError` naming both versions if a newer jobsched migrated
@@ -303,3 +309,4 @@ class PostgresStore(DelegatedWakeups):
 # mypy checks here that the store keeps the shared-store contract.
 _CONTRACT: type[SharedStore] = PostgresStore
 _IN_TRANSACTION: type[TransactionSubmit] = PostgresStore
+_SCRIPT: type[SchemaScript] = PostgresStore

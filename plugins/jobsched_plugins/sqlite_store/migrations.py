@@ -357,3 +357,36 @@ def create(conn: sqlite3.Connection, mode: str) -> None:
     conn.execute("INSERT INTO jobsched_meta VALUES ('schema_version', ?)", (str(version),))
     if mode == SHARED:
         conn.execute("INSERT INTO jobsched_meta VALUES ('mode', ?)", (SHARED,))
+
+
+def shared_script(since: int = 0) -> str:
+    """The SQL that brings a shared file from version `since` (0: a new,
+    empty file) to `SCHEMA_VERSION`, as `create` and `migrate_shared` do,
+    for ``sqlite3 FILE < script`` (``jobsched store sql --store sqlite:///...``)."""
+    valid = since == 0 or (
+        not isinstance(since, bool)
+        and isinstance(since, int)
+        and SHARED_VERSION <= since <= SCHEMA_VERSION
+    )
+    if not valid:
+        raise ValueError(
+            f"--from {since!r}: a shared SQLite file's schema version is 0 (a new file) "
+            f"or {SHARED_VERSION} to {SCHEMA_VERSION}"
+        )
+    lines = [
+        f"-- jobsched shared SQLite store: version {since} to {SCHEMA_VERSION}.",
+        "PRAGMA journal_mode=WAL;",
+        "BEGIN IMMEDIATE;",
+    ]
+    if since == 0:
+        lines.extend(s.strip() + ";" for s in SHARED_SCHEMA.split(";") if s.strip())
+        lines.append(f"INSERT INTO jobsched_meta VALUES ('schema_version', '{SHARED_VERSION}');")
+        lines.append(f"INSERT INTO jobsched_meta VALUES ('mode', '{SHARED}');")
+    for target in range(max(since, SHARED_VERSION) + 1, SCHEMA_VERSION + 1):
+        lines.append(f"-- version {target}")
+        lines.extend(statement.strip() + ";" for statement in SHARED_MIGRATIONS.get(target, ()))
+        lines.append(
+            f"UPDATE jobsched_meta SET value = '{target}' WHERE name = 'schema_version';"
+        )
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from jobsched.store import (
     Outcome,
     PurgeRow,
     ScheduleRow,
+    SchemaScript,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
@@ -106,6 +107,11 @@ class SQLiteStore(DelegatedWakeups):
             # An operator hears of the owner's commits: no cancel requests there.
             self.wakeups.start(context.worker_id, cancels=not self.operator)
         return snapshot
+
+    def migration_sql(self, since: int = 0) -> str:
+        """The SQL of a shared file from version `since` (0: a new file) to
+        the current one (``jobsched store sql``)."""
+        return migrations.shared_script(since)
 
     async def check_schema(self) -> None:
         """`SchemaTooNewError` naming both versions if a newer jobsched migrated
@@ -553,3 +559,4 @@ class SQLiteStore(DelegatedWakeups):
 _single_owner: type[Store] = SQLiteStore
 _shared: type[SharedStore] = SQLiteStore
 _in_transaction: type[TransactionSubmit] = SQLiteStore
+_script: type[SchemaScript] = SQLiteStore
