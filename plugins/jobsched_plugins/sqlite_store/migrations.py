@@ -385,8 +385,6 @@ def shared_script(since: int = 0) -> str:
     for target in range(max(since, SHARED_VERSION) + 1, SCHEMA_VERSION + 1):
         lines.append(f"-- version {target}")
         lines.extend(statement.strip() + ";" for statement in SHARED_MIGRATIONS.get(target, ()))
-        lines.append(
-            f"UPDATE jobsched_meta SET value = '{target}' WHERE name = 'schema_version';"
-        )
+        lines.append(f"UPDATE jobsched_meta SET value = '{target}' WHERE name = 'schema_version';")
     lines.append("COMMIT;")
     return "\n".join(lines) + "\n"

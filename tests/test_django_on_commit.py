@@ -1,0 +1,113 @@
+"""``jobsched.integrations.django``: a job submitted when Django's transaction
+commits, on a shared store (a `BlockingClient`) and in process (a
+`JobScheduler` or `LocalClient`), and never for a rolled-back one."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import django
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+
+from jobsched import (
+    BlockingClient,
+    Client,
+    Job,
+    JobScheduler,
+    JobStatus,
+    LocalClient,
+    Submission,
+    build_job,
+)
+from jobsched.integrations.django import submit_many_on_commit, submit_on_commit
+
+if not settings.configured:
+    # A file, not ":memory:": Django opens a connection per thread, and the
+    # in-process tests run the view in a thread of its own.
+    _DATABASE = Path(tempfile.mkdtemp(prefix="jobsched-django-")) / "app.db"
+    settings.configure(
+        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_DATABASE)}},
+        INSTALLED_APPS=[],
+        USE_TZ=True,
+    )
+    django.setup()
+
+
+class Rollback(Exception):
+    """Raised in an ``atomic()`` block to roll it back."""
+
+
+def email(to: str) -> Job:
+    return build_job("email", {"to": to, "subject": "hello", "latency": 0})
+
+
+@pytest.fixture
+def orders() -> Iterator[None]:
+    """The app's own table, in Django's database."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE orders")
+
+
+def place_order(client: object, order_id: int, *, fail: bool = False) -> list[str]:
+    """A view's work: the order row, and its email once the row is committed."""
+    submitted: list[str] = []
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO orders VALUES (%s)", [order_id])
+        submit_on_commit(client, email(f"{order_id}@example.com"), then=submitted.append)  # type: ignore[arg-type]
+        assert submitted == []  # not before the commit
+        if fail:
+            raise Rollback
+    return submitted
+
+
+def test_a_blocking_client_submits_after_the_commit_only(tmp_path: Path, orders: None) -> None:
+    with BlockingClient(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
+        (job_id,) = place_order(client, 1)
+        with pytest.raises(Rollback):
+            place_order(client, 2, fail=True)
+        infos = client.jobs()
+        assert [(i.job_id, i.args["to"]) for i in infos] == [(job_id, "1@example.com")]
+        with transaction.atomic():
+            submit_many_on_commit(
+                client,
+                [email("a@example.com"), Submission(email("b@example.com"), priority="high")],
+                then=lambda ids: infos.extend(client.get(i) for i in ids),
+            )
+        assert [i.args["to"] for i in infos] == ["1@example.com", "a@example.com", "b@example.com"]
+        # Outside atomic(), Django runs the callback at once.
+        submit_on_commit(client, email("now@example.com"), priority="low")
+        assert client.jobs()[-1].priority.name == "LOW"
+
+
+async def test_an_in_process_scheduler_gets_the_job_on_its_loop(orders: None) -> None:
+    async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
+        for target in (scheduler, local):
+            (job_id,) = await asyncio.to_thread(place_order, target, 1 if target is local else 3)
+            # The submit was handed to the loop before to_thread's answer.
+            done = await local.wait(job_id, timeout=30)
+            assert done.status is JobStatus.COMPLETED
+        with pytest.raises(Rollback):
+            await asyncio.to_thread(place_order, local, 2, fail=True)
+        assert len(await local.jobs()) == 2
+
+
+async def test_clients_it_cannot_use_are_refused(tmp_path: Path) -> None:
+    async with Client(f"sqlite:///{tmp_path / 'jobs.db'}") as client:
+        with pytest.raises(TypeError, match=r"async Client.*give a BlockingClient"):
+            submit_on_commit(client, email("a@example.com"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="takes a BlockingClient, a JobScheduler or a LocalClient"):
+        submit_on_commit("postgresql://db/jobs", email("a@example.com"))  # type: ignore[arg-type]
+    async with JobScheduler() as scheduler:
+        with pytest.raises(TypeError, match="submit_many_on_commit\\(\\) takes a BlockingClient"):
+            submit_many_on_commit(scheduler, [email("a@example.com")])  # type: ignore[arg-type]
