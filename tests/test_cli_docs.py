@@ -52,6 +52,8 @@ def test_every_command_and_option_is_documented() -> None:
         "queue pause",
         "queue resume",
         "queue status",
+        "store",
+        "store sql",
         "worker",
     }
     for name, parser in commands.items():

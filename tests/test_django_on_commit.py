@@ -5,14 +5,18 @@ commits, on a shared store (a `BlockingClient`) and in process (a
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import django
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from jobsched import (
     BlockingClient,
@@ -26,12 +30,27 @@ from jobsched import (
 )
 from jobsched.integrations.django import submit_many_on_commit, submit_on_commit
 
+#: Django's own connection to the test PostgreSQL database, when there is one.
+_PG = urlsplit(os.environ.get("JOBSCHED_TEST_POSTGRES_DSN", ""))
+
 if not settings.configured:
     # A file, not ":memory:": Django opens a connection per thread, and the
     # in-process tests run the view in a thread of its own.
     _DATABASE = Path(tempfile.mkdtemp(prefix="jobsched-django-")) / "app.db"
+    databases: dict[str, dict[str, Any]] = {
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_DATABASE)}
+    }
+    if _PG.hostname:
+        databases["pg"] = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": _PG.path.lstrip("/"),
+            "USER": _PG.username or "",
+            "PASSWORD": _PG.password or "",
+            "HOST": _PG.hostname,
+            "PORT": _PG.port or 5432,
+        }
     settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_DATABASE)}},
+        DATABASES=databases,
         INSTALLED_APPS=[],
         USE_TZ=True,
     )
@@ -111,3 +130,64 @@ async def test_clients_it_cannot_use_are_refused(tmp_path: Path) -> None:
     async with JobScheduler() as scheduler:
         with pytest.raises(TypeError, match="submit_many_on_commit\\(\\) takes a BlockingClient"):
             submit_many_on_commit(scheduler, [email("a@example.com")])  # type: ignore[arg-type]
+
+
+# ── docs/integrations.md ───────────────────────────────────────────────
+@pytest.fixture
+def signups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The page's ``signups`` package (its tasks, its client, members.py) on
+    sys.path, with the ``members`` table in Django's database."""
+    from test_integrations_docs import files
+
+    package = tmp_path / "signups"
+    package.mkdir()
+    (package / "__init__.py").touch()
+    for name in ("tasks.py", "jobs.py", "members.py"):
+        (package / name).write_text(files()[f"signups/{name}"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE members (email TEXT)")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE members")
+        for name in [m for m in sys.modules if m == "signups" or m.startswith("signups.")]:
+            del sys.modules[name]
+
+
+def test_the_pages_sign_up_submits_once_the_member_is_committed(
+    tmp_path: Path, signups: None
+) -> None:
+    from signups.jobs import client, open_client  # type: ignore[import-not-found]
+    from signups.members import sign_up  # type: ignore[import-not-found]
+
+    opened = open_client(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        sign_up("ann@example.com")
+        with pytest.raises(Rollback), transaction.atomic():
+            sign_up("bob@example.com")  # its savepoint is released into ours...
+            raise Rollback  # ...which rolls back: no member, no job
+        (job,) = client().jobs()
+        assert job.args == {"email": "ann@example.com"}
+        assert job.unique_key == "welcome:ann@example.com"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT email FROM members")
+            assert cursor.fetchall() == [("ann@example.com",)]
+    finally:
+        opened.close()
+
+
+def test_django_s_own_postgres_connection_takes_the_job_in_its_transaction(
+    pg_schema: tuple[str, str],
+) -> None:
+    """docs/integrations.md: ``conn=connection.connection`` inside ``atomic()``."""
+    pg = connections["pg"]
+    with BlockingClient(pg_schema[0]) as client:
+        with transaction.atomic(using="pg"):
+            kept = client.submit(email("kept@example.com"), conn=pg.connection)
+        with pytest.raises(Rollback), transaction.atomic(using="pg"):
+            client.submit(email("dropped@example.com"), conn=pg.connection)
+            raise Rollback
+        assert [info.job_id for info in client.jobs()] == [kept]
+    pg.close()

@@ -3,6 +3,7 @@ what it printed migrates nothing and matches a schema the store made."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import uuid
@@ -13,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobsched import Client
+from jobsched import Client, JobPriority, JobScheduler, JobStatus
 from jobsched.cli import main
 from jobsched_plugins.postgres_store import migrations as pg_migrations
 from jobsched_plugins.sqlite_store import migrations as sqlite_migrations
@@ -175,3 +176,36 @@ def test_the_console_script_prints_it() -> None:
     done = jobsched("store", "sql", "--store", "sqlite")
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.startswith("-- jobsched shared SQLite store: version 0 to")
+
+
+# ── docs/postgres.md: a job inserted with plain SQL ──────────────────────
+def sql_example() -> str:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "postgres.md").read_text()
+    (body,) = re.findall(r"```sql\n(-- file: enqueue\.sql\n.*?)```", text, flags=re.S)
+    return body
+
+
+async def test_the_documented_plain_sql_insert_is_run_by_a_waiting_worker(
+    pg_schema: tuple[str, str],
+) -> None:
+    url, schema = pg_schema
+    script = sql_example().replace("jobsched.jobs", f'"{schema}".jobs')
+    script = script.replace("'jobsched_jobsched'", f"'jobsched_{schema}'")
+    async with JobScheduler(store=url, shared=True), Client(url) as client:
+        applied = subprocess.run(
+            ["psql", base_dsn(), "-v", "ON_ERROR_STOP=1", "-q"],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert applied.returncode == 0, applied.stderr
+        (stored,) = await client.jobs()
+        done = await client.wait(stored.job_id, timeout=30)
+    assert stored.job_id.startswith("sql-")
+    assert (done.status, done.result, done.name) == (
+        JobStatus.COMPLETED,
+        "sent to ada@example.com",
+        "welcome mail",
+    )
+    assert done.priority is JobPriority.MEDIUM

@@ -5,7 +5,11 @@ wakes the workers; a rollback leaves no job and wakes nobody."""
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,6 +34,7 @@ from jobsched import (
     UnknownJobError,
     build_job,
 )
+from test_client_docs import project, worker  # noqa: F401 - fixtures
 
 
 def email(to: str) -> Job:
@@ -374,3 +379,41 @@ def test_sqlite_blocking_client_and_refusals(tmp_path: Path) -> None:
             for conn in (other, memory, auto):
                 conn.close()
         assert len(client.jobs()) == 1
+
+
+# ── docs/client.md's example ───────────────────────────────────────────
+def orders_example() -> tuple[str, str]:
+    """docs/client.md's ``# file: orders.py`` block and the output it prints."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    ((code, output),) = re.findall(
+        r"```python\n(# file: orders\.py\n.*?)```\n\n```text\n(.*?)```", text, flags=re.S
+    )
+    return code, output
+
+
+def test_the_client_page_example_commits_the_order_and_its_email(
+    worker: str,  # noqa: F811 - the fixture imported above
+    project: Path,  # noqa: F811 - the fixture imported above
+    pg_schema: tuple[str, str],
+) -> None:
+    url, schema = pg_schema
+    dsn = plain_dsn(url)
+    code, output = orders_example()
+    code = code.replace('"postgresql://app@db/shop"', repr(dsn))
+    code = code.replace("?schema=jobsched", f"?schema={schema}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{schema}".orders (email text)')
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        # The application's tables are in the test's schema, not in public.
+        env={**os.environ, "PGOPTIONS": f"-c search_path={schema}"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == output
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f'SELECT email FROM "{schema}".orders').fetchall()
+    assert rows == [("ada@example.com",)]
