@@ -306,6 +306,15 @@ async def test_connections_that_cannot_take_the_jobs_are_refused(
 
 
 async def test_in_process_clients_refuse_a_connection(tmp_path: Path) -> None:
+    async with Client("memory://txenqueue") as client:
+        with (
+            sqlite3.connect(tmp_path / "x.db") as conn,
+            pytest.raises(
+                SchedulerError, match="memory://txenqueue: this store cannot insert in the caller"
+            ),
+        ):
+            await client.submit(email("a@example.com"), conn=conn)
+        assert await client.jobs() == []
     async with JobScheduler() as scheduler, LocalClient(scheduler) as local:
         with sqlite3.connect(tmp_path / "x.db") as conn:
             with pytest.raises(SchedulerError, match=r"in-process scheduler .* cannot insert"):

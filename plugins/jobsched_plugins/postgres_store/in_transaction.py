@@ -11,14 +11,16 @@ A batch with keys or unique keys runs in a savepoint: a job another
 transaction inserts with the same key after the read makes the INSERT fail
 with a unique violation, which is rolled back to the savepoint (the caller's
 transaction lives on) and planned again from a new read, as the store's own
-insert does. A batch without them, or dependencies, is one statement.
+insert does. A batch without keys, unique keys or stored dependencies is
+one statement (the first on a connection also checks which database and
+schema it reaches, once).
 
 The connection is the application's: a psycopg 3 ``Connection`` or
 ``AsyncConnection``, or an SQLAlchemy ``Connection``, ``Session``,
 ``AsyncConnection`` or ``AsyncSession`` on the psycopg driver (unwrapped to
 its psycopg connection, after SQLAlchemy began its transaction, as its own
 first statement would). The statements are planned once, as data
-(`_Attempt`), and sent by a sync or an async driver.
+(`submit.InTransaction`), and sent by a sync or an async driver.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 from jobsched import UnknownJobError
 from jobsched.store import NewJob, StoreError
 
-from .connection import CHANGED, WORK, Database
-from .submit import ATTEMPTS, INSERT, LOOKUP, UNFINISHED, Stored, batch_json, plan_batch
+from .connection import Database
+from .submit import InTransaction
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,58 +55,6 @@ _KINDS = (
     "a psycopg 3 Connection or AsyncConnection, or an SQLAlchemy Connection, Session, "
     "AsyncConnection or AsyncSession on the psycopg driver"
 )
-
-
-class _Attempt:
-    """One try at the batch: its read (if it needs one), then its insert."""
-
-    def __init__(self, db: Database, jobs: Sequence[NewJob]) -> None:
-        self.db = db
-        self.jobs = jobs
-        in_batch = {job.job_id for job in jobs}
-        self.upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
-        #: Keys or unique keys: another transaction may insert the same meanwhile.
-        self.racy = any(job.key is not None or job.unique_key is not None for job in jobs)
-        self.ids: list[str] = []
-
-    @property
-    def reads(self) -> bool:
-        """Whether the batch depends on stored jobs or may collide with one
-        (a batch of fresh random ids without keys cannot)."""
-        return self.racy or bool(self.upstreams)
-
-    def lookup(self) -> tuple[Any, list[Any]]:
-        return self.db.q(LOOKUP), [
-            [job.job_id for job in self.jobs] + self.upstreams,
-            [job.key for job in self.jobs if job.key is not None],
-            [job.unique_key for job in self.jobs if job.unique_key is not None],
-        ]
-
-    def write(self, found: list[dict[str, Any]]) -> tuple[Any, list[Any]] | None:
-        """The INSERT for the batch given the stored jobs `found`; None if
-        every job resolved to a stored one."""
-        stored = Stored()
-        for row in found:
-            stored.status[row["job_id"]] = row["status"]
-            if row["key"] is not None:
-                stored.by_key[row["key"]] = row["job_id"]
-            if row["unique_key"] is not None and row["status"] in UNFINISHED:
-                stored.by_unique_key[row["unique_key"]] = row["job_id"]
-        missing = [d for d in self.upstreams if d not in stored.status]
-        if missing:
-            raise UnknownJobError(f"unknown dependencies: {missing}")
-        plan = plan_batch(self.jobs, stored)
-        self.ids = plan.ids
-        if not plan.rows:
-            return None
-        return self.db.q(INSERT), [
-            batch_json(plan),
-            self.db.channel,
-            plan.ready,
-            WORK,
-            CHANGED,
-            True,
-        ]
 
 
 # ── what the caller gave ───────────────────────────────────────────────
@@ -245,13 +195,13 @@ def insert_sync(db: Database, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
     _check_transaction(db, raw)
     from psycopg.rows import dict_row
 
-    attempt = _Attempt(db, jobs)
+    attempt = InTransaction(db, jobs)
     try:
         with raw.cursor(row_factory=dict_row) as cur:
             if not _checked(db, raw):
                 cur.execute(*_place_query(db))
                 _check_place(db, raw, cur.fetchone())
-            for n in range(ATTEMPTS):
+            for n in range(attempt.attempts):
                 if attempt.racy:
                     cur.execute(_SAVEPOINT)
                 try:
@@ -259,7 +209,7 @@ def insert_sync(db: Database, conn: Any, jobs: Sequence[NewJob]) -> list[str]:
                     if attempt.reads:
                         cur.execute(*attempt.lookup())
                         found = cur.fetchall()
-                    statement = attempt.write(found)
+                    statement = attempt.write(found, UnknownJobError)
                     if statement is not None:
                         cur.execute(*statement)
                 except Exception as exc:
@@ -291,13 +241,13 @@ async def insert_async(db: Database, conn: Any, jobs: Sequence[NewJob]) -> list[
     _check_transaction(db, raw)
     from psycopg.rows import dict_row
 
-    attempt = _Attempt(db, jobs)
+    attempt = InTransaction(db, jobs)
     try:
         async with raw.cursor(row_factory=dict_row) as cur:
             if not _checked(db, raw):
                 await cur.execute(*_place_query(db))
                 _check_place(db, raw, await cur.fetchone())
-            for n in range(ATTEMPTS):
+            for n in range(attempt.attempts):
                 if attempt.racy:
                     await cur.execute(_SAVEPOINT)
                 try:
@@ -305,7 +255,7 @@ async def insert_async(db: Database, conn: Any, jobs: Sequence[NewJob]) -> list[
                     if attempt.reads:
                         await cur.execute(*attempt.lookup())
                         found = await cur.fetchall()
-                    statement = attempt.write(found)
+                    statement = attempt.write(found, UnknownJobError)
                     if statement is not None:
                         await cur.execute(*statement)
                 except Exception as exc:
@@ -327,7 +277,8 @@ async def insert_async(db: Database, conn: Any, jobs: Sequence[NewJob]) -> list[
 def _again(exc: Exception, attempt: int) -> bool:
     """Whether to plan the batch again: another transaction inserted a job
     with one of its keys after the read (the next read sees it)."""
-    return isinstance(exc, _psycopg().errors.UniqueViolation) and attempt < ATTEMPTS - 1
+    unique = isinstance(exc, _psycopg().errors.UniqueViolation)
+    return unique and attempt < InTransaction.attempts - 1
 
 
 def _failed(db: Database, exc: Exception) -> StoreError:

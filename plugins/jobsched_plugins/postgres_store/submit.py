@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -35,18 +35,19 @@ from .connection import CHANGED, NOW, WORK, Database, to_json
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg import sql
 
 #: Statuses of an unfinished job: the ones a unique key is held in.
-UNFINISHED = ("pending", "running", "retry_wait")
+_UNFINISHED = ("pending", "running", "retry_wait")
 
 # How often a batch is planned again because another process inserted a job
 # it collides with in the meantime (each retry sees that job, so one is
 # almost always enough).
-ATTEMPTS = 5
+_ATTEMPTS = 5
 
 # The batch travels as one JSON document (json.dumps is far cheaper than
 # adapting fifteen arrays); `upstreams` lists the dependencies it inserts.
-INSERT = (
+_INSERT = (
     """
 WITH batch AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%s::json)
@@ -86,7 +87,7 @@ _COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted
 # or has committed first (and is read as finished). Without it, a job that
 # completes between this read and the commit leaves its new dependent waiting
 # for it forever.
-LOOKUP = """
+_LOOKUP = """
 SELECT job_id, key, unique_key, status FROM {s}.jobs
 WHERE job_id = ANY(%s) OR key = ANY(%s)
     OR (unique_key = ANY(%s) AND status IN ('pending', 'running', 'retry_wait'))
@@ -95,8 +96,8 @@ FOR SHARE
 
 
 @attrs.define
-class Stored:
-    """What the database holds that bears on a batch (from `LOOKUP`)."""
+class _Stored:
+    """What the database holds that bears on a batch (from `_LOOKUP`)."""
 
     #: job id -> status, for the batch's stored dependencies and every stored
     #: job one of the batch's ids, keys or unique keys names.
@@ -143,7 +144,7 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
     in_batch = {job.job_id for job in jobs}
     upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
     if not upstreams:
-        plan = plan_batch(jobs, Stored())
+        plan = _plan(jobs, _Stored())
 
         async def optimistic(conn: psycopg.AsyncConnection[Any]) -> None:
             await _write(db, conn, plan)
@@ -156,15 +157,15 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
 
     async def informed(conn: psycopg.AsyncConnection[Any]) -> list[str]:
         stored = await _lookup(db, conn, jobs, upstreams)
-        plan = plan_batch(jobs, stored)
+        plan = _plan(jobs, stored)
         await _write(db, conn, plan)
         return plan.ids
 
-    for attempt in range(ATTEMPTS):
+    for attempt in range(_ATTEMPTS):
         try:
             return await db.transaction(informed)
         except _unique_violation():
-            if attempt == ATTEMPTS - 1:
+            if attempt == _ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -177,30 +178,40 @@ def _unique_violation() -> type[Exception]:
 
 async def _lookup(
     db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob], upstreams: list[str]
-) -> Stored:
+) -> _Stored:
     """The stored jobs the batch depends on or collides with; refuses unknown dependencies."""
-    cur = await conn.execute(
-        db.q(LOOKUP),
-        [
-            [job.job_id for job in jobs] + upstreams,
-            [job.key for job in jobs if job.key is not None],
-            [job.unique_key for job in jobs if job.unique_key is not None],
-        ],
-    )
-    stored = Stored()
-    for row in await cur.fetchall():
+    cur = await conn.execute(*_lookup_statement(db, jobs, upstreams))
+    return _stored(await cur.fetchall(), upstreams, StoreError)
+
+
+def _lookup_statement(
+    db: Database, jobs: Sequence[NewJob], upstreams: list[str]
+) -> tuple[sql.Composed, list[Any]]:
+    return db.q(_LOOKUP), [
+        [job.job_id for job in jobs] + upstreams,
+        [job.key for job in jobs if job.key is not None],
+        [job.unique_key for job in jobs if job.unique_key is not None],
+    ]
+
+
+def _stored(
+    rows: list[dict[str, Any]], upstreams: list[str], unknown: Callable[[str], Exception]
+) -> _Stored:
+    """What `_LOOKUP` found; `unknown` makes the error for a missing dependency."""
+    stored = _Stored()
+    for row in rows:
         stored.status[row["job_id"]] = row["status"]
         if row["key"] is not None:
             stored.by_key[row["key"]] = row["job_id"]
-        if row["unique_key"] is not None and row["status"] in UNFINISHED:
+        if row["unique_key"] is not None and row["status"] in _UNFINISHED:
             stored.by_unique_key[row["unique_key"]] = row["job_id"]
     missing = [d for d in upstreams if d not in stored.status]
     if missing:
-        raise StoreError(f"unknown dependencies: {missing}")
+        raise unknown(f"unknown dependencies: {missing}")
     return stored
 
 
-def plan_batch(jobs: Sequence[NewJob], stored: Stored) -> _Plan:
+def _plan(jobs: Sequence[NewJob], stored: _Stored) -> _Plan:
     """Decide, in batch order, what each job becomes, as inserting them one by
     one would: the jobs of the batch see the ones before them."""
     plan = _Plan()
@@ -248,10 +259,12 @@ async def _write(db: Database, conn: psycopg.AsyncConnection[Any], plan: _Plan) 
     live views (dependents still waiting, jobs cancelled at once); none if
     every job resolved to a stored one.
     """
-    await conn.execute(
-        db.q(INSERT),
-        [batch_json(plan), db.channel, plan.ready, WORK, CHANGED, bool(plan.rows)],
-    )
+    await conn.execute(*_insert_statement(db, plan))
+
+
+def _insert_statement(db: Database, plan: _Plan) -> tuple[sql.Composed, list[Any]]:
+    notify = [db.channel, plan.ready, WORK, CHANGED, bool(plan.rows)]
+    return db.q(_INSERT), [_batch_json(plan), *notify]
 
 
 async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:
@@ -313,7 +326,7 @@ def _array_text(values: Sequence[float]) -> str:
     return "{" + ",".join(_float_text(float(x)) for x in values) + "}"
 
 
-def batch_json(plan: _Plan) -> str:
+def _batch_json(plan: _Plan) -> str:
     records = [
         {
             "job_id": job.job_id,
@@ -362,3 +375,44 @@ def _float_text(x: float) -> str:
     if math.isnan(x):
         return "NaN"
     return "Infinity" if x > 0 else "-Infinity"
+
+
+class InTransaction:
+    """One try at inserting a batch on a connection of the application's, in
+    its transaction (``Client.submit(conn=...)``, `in_transaction`): the
+    statements of `insert`'s informed path, as data for a sync or an async
+    driver to send. Its read first (when `reads`), then its INSERT, whose
+    NOTIFY reaches the workers when that transaction commits.
+    """
+
+    #: How often a batch is planned again after a unique violation.
+    attempts = _ATTEMPTS
+
+    def __init__(self, db: Database, jobs: Sequence[NewJob]) -> None:
+        self.db = db
+        self.jobs = jobs
+        in_batch = {job.job_id for job in jobs}
+        self.upstreams = sorted({d for job in jobs for d in job.depends_on} - in_batch)
+        #: Keys or unique keys: another transaction may insert the same ones meanwhile.
+        self.racy = any(job.key is not None or job.unique_key is not None for job in jobs)
+        #: The answer, once `write` planned the batch.
+        self.ids: list[str] = []
+
+    @property
+    def reads(self) -> bool:
+        """Whether the batch depends on stored jobs or may collide with one
+        (a batch of fresh random ids without keys cannot)."""
+        return self.racy or bool(self.upstreams)
+
+    def lookup(self) -> tuple[sql.Composed, list[Any]]:
+        """The read of the stored jobs the batch names (``FOR SHARE``)."""
+        return _lookup_statement(self.db, self.jobs, self.upstreams)
+
+    def write(
+        self, found: list[dict[str, Any]], unknown: Callable[[str], Exception]
+    ) -> tuple[sql.Composed, list[Any]] | None:
+        """The INSERT, planned with what `lookup` `found`; None if every job
+        resolved to a stored one. An unknown dependency raises `unknown`."""
+        plan = _plan(self.jobs, _stored(found, self.upstreams, unknown))
+        self.ids = plan.ids
+        return _insert_statement(self.db, plan) if plan.rows else None
