@@ -228,10 +228,14 @@ async def test_a_unique_key_taken_by_a_concurrent_transaction_resolves_to_its_jo
         thread = threading.Thread(target=submit_second)
         thread.start()
         with psycopg.connect(dsn, autocommit=True) as watch:
-            while not watch.execute(
-                "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                [second_pid],
-            ).fetchone()[0]:
+            # Until its INSERT waits on the first's row (or the thread failed).
+            while (
+                thread.is_alive()
+                and not watch.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    [second_pid],
+                ).fetchone()[0]
+            ):
                 watch.execute("SELECT pg_sleep(0.01)")
         first.commit()
         thread.join(30)
