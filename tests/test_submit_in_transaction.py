@@ -143,7 +143,9 @@ def sqlalchemy_url(dsn: str, driver: str = "psycopg") -> str:
     return dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
 
 
-async def test_sqlalchemy_connections_and_sessions(pg: tuple[Client, str, str]) -> None:
+async def test_sqlalchemy_connections_and_sessions(
+    pg: tuple[Client, str, str], pg_schema: tuple[str, str]
+) -> None:
     client, dsn, _ = pg
     engine = sqlalchemy.create_engine(sqlalchemy_url(dsn))
     try:
@@ -155,6 +157,12 @@ async def test_sqlalchemy_connections_and_sessions(pg: tuple[Client, str, str]) 
             conn.rollback()
         with Session(engine) as session, session.begin():
             in_session = await client.submit(email("session@example.com"), conn=session)
+        with BlockingClient(pg_schema[0]) as blocking, Session(engine) as session:
+            with session.begin():
+                from_blocking = blocking.submit(email("blocking@example.com"), conn=session)
+            with session.begin():
+                blocking.submit_many([email("rolled@example.com")], conn=session)
+                session.rollback()
     finally:
         engine.dispose()
     async_engine = create_async_engine(sqlalchemy_url(dsn))
@@ -168,10 +176,17 @@ async def test_sqlalchemy_connections_and_sessions(pg: tuple[Client, str, str]) 
         async with async_engine.connect() as conn:
             on_async_conn = await client.submit(email("aconn@example.com"), conn=conn)
             await conn.commit()
+            with (
+                BlockingClient(pg_schema[0]) as blocking,
+                pytest.raises(
+                    StoreError, match=r"AsyncConnection \(async\): give it to an async Client"
+                ),
+            ):
+                blocking.submit(email("a@example.com"), conn=conn)
     finally:
         await async_engine.dispose()
     stored = [info.job_id for info in await client.jobs()]
-    assert stored == [kept, in_session, in_async, on_async_conn]
+    assert stored == [kept, in_session, from_blocking, in_async, on_async_conn]
 
 
 async def test_an_sqlalchemy_connection_on_another_driver_is_refused(
