@@ -23,13 +23,14 @@ scheduler is composed. There are two contracts, both built on `StoreBase`
   order under a lease (`SharedJobRow`), finished (`Outcome`), and recurring
   schedules (`SharedScheduleRow`) fire once per period for the whole cluster.
 
-`SharedStore` is the intersection of seven **roles** (`ROLES`), each a
+`SharedStore` is the intersection of eight **roles** (`ROLES`), each a
 protocol of its own: ``submit`` (`SubmitRole`), ``queue`` (`QueueRole`:
 claims, leases, outcomes), ``lookup`` (`LookupRole`), ``inspect``
 (`InspectRole`: pages, counts, stats), ``operate`` (`OperateRole`: retry,
-requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`) and ``limits``
-(`LimitsRole`). A store may implement only some: `Client` needs ``submit``
-and ``lookup``, ``jobsched worker`` all of them, and each of them says, naming
+requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`), ``limits``
+(`LimitsRole`) and ``workers`` (`WorkersRole`: the worker registry). A
+store may implement only some: `Client` needs ``submit`` and ``lookup``,
+``jobsched worker`` all of them, and each of them says, naming
 the store and the role, when a store lacks one (`require_roles`,
 `MissingRoleError`). docs/plugins.md has the table.
 
@@ -73,6 +74,7 @@ from ._checks import (
     check_snapshot,
     checked_shared_job,
     checked_shared_schedule,
+    checked_worker,
     json_column,
 )
 from ._contracts import (
@@ -94,6 +96,7 @@ from ._contracts import (
     StoreBase,
     StoreReader,
     SubmitRole,
+    WorkersRole,
 )
 from ._encoding import (
     TRACEBACK_LIMIT,
@@ -122,6 +125,7 @@ from ._resolve import (
 )
 from ._rows import (
     MAX_LEASE_EXPIRIES,
+    WORKER_RETENTION,
     AttemptRow,
     JobRow,
     LimitsData,
@@ -134,6 +138,7 @@ from ._rows import (
     Snapshot,
     StoreContext,
     StoreStats,
+    WorkerRow,
     check_max_lease_expiries,
     lease_expired_error,
 )
@@ -150,6 +155,7 @@ __all__ = [
     "STORE_MEMBERS",
     "TRACEBACK_LIMIT",
     "TRIGGER_RULES",
+    "WORKER_RETENTION",
     "AttemptRow",
     "BadRowError",
     "InspectRole",
@@ -180,6 +186,8 @@ __all__ = [
     "StoreStats",
     "SubmitRole",
     "Upstreams",
+    "WorkerRow",
+    "WorkersRole",
     "as_shared_store",
     "as_store",
     "as_store_reader",
@@ -189,6 +197,7 @@ __all__ = [
     "check_trigger_rule",
     "checked_shared_job",
     "checked_shared_schedule",
+    "checked_worker",
     "cut_middle",
     "decode_result",
     "encode_json",
