@@ -36,16 +36,15 @@ async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> Non
     async def body(conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.execute(
             db.q(
-                "WITH gone AS (DELETE FROM {s}.workers WHERE last_seen < "
+                "WITH t AS (SELECT "
                 + NOW
-                + " - %s AND worker_id <> %s) "
-                "INSERT INTO {s}.workers ("
+                + """ AS now),
+                gone AS (DELETE FROM {s}.workers
+                    WHERE last_seen < (SELECT now FROM t) - %s AND worker_id <> %s)
+                INSERT INTO {s}.workers ("""
                 + _COLUMNS
-                + ") VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, "
-                + NOW
-                + ", "
-                + NOW
-                + """, %s, %s, %s)
+                + """) SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, t.now, t.now, %s, %s, %s
+                FROM t
                 ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host,
                     pid = excluded.pid, queues = excluded.queues,
                     job_types = excluded.job_types, version = excluded.version,
