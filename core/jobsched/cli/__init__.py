@@ -21,7 +21,18 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from .. import PluginManager, __version__
-from . import _demo, _jobs, _plugins, _queue, _run, _schedule, _schedules, _status, _worker
+from . import (
+    _demo,
+    _jobs,
+    _plugins,
+    _queue,
+    _run,
+    _schedule,
+    _schedules,
+    _status,
+    _worker,
+    _workers,
+)
 from ._commands import PluginCommands, failure_line
 from ._common import (
     BAD_INPUT_ERRORS,
@@ -33,7 +44,18 @@ from ._common import (
 )
 
 #: The command modules, in the order ``jobsched --help`` lists them.
-COMMANDS = (_run, _status, _worker, _demo, _jobs, _plugins, _schedule, _schedules, _queue)
+COMMANDS = (
+    _run,
+    _status,
+    _worker,
+    _workers,
+    _demo,
+    _jobs,
+    _plugins,
+    _schedule,
+    _schedules,
+    _queue,
+)
 
 
 class _Parser(argparse.ArgumentParser):
