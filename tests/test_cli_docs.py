@@ -53,6 +53,7 @@ def test_every_command_and_option_is_documented() -> None:
         "queue resume",
         "queue status",
         "worker",
+        "workers",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

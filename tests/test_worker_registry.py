@@ -10,7 +10,9 @@ a worker's time since its last heartbeat is driven by moving its row's
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,7 @@ from jobsched import (
 )
 from jobsched.store import WORKER_RETENTION, BadRowError, WorkerRow
 from shared_support import Target
+from test_cli import assert_bad_input, jobsched
 
 
 def sched(target: Target, **kwargs: Any) -> JobScheduler:
@@ -291,3 +294,54 @@ async def test_the_blocking_client_lists_workers(db_target: Target) -> None:
         [w] = await asyncio.to_thread(listed)
         assert (w.worker_id, w.state) == (s.kernel.backend.identity, "idle")  # type: ignore[attr-defined]
     assert await asyncio.to_thread(listed) == []
+
+
+# ── the command line ──────────────────────────────────────────────────
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.mark.slow  # two `jobsched status` processes beside a worker: about 5 s
+async def test_jobsched_status_says_which_jobs_wait_for_a_worker(db_target: Target) -> None:
+    async with producer(db_target) as client:
+        await client.pause_queue()
+        await client.submit(registry_jobs.Newer(n=1))
+        async with sched(db_target):
+            table = await asyncio.to_thread(jobsched, "status", "--store", db_target.url)
+            document = await asyncio.to_thread(
+                jobsched, "status", "--store", db_target.url, "--json"
+            )
+    assert table.returncode == 0, table.stderr
+    assert (
+        "1 due job of type 'registry.newer' waits for a worker: no live worker runs job type "
+        "'registry.newer'" in " ".join(table.stdout.split())
+    )
+    assert json.loads(document.stdout)["waiting_for_worker"] == {"registry.newer": 1}
+
+
+async def test_jobsched_workers_prints_the_documented_table(db_target: Target) -> None:
+    s = sched(db_target, num_workers=3)
+    async with s:
+        table = await asyncio.to_thread(jobsched, "workers", "--store", db_target.url)
+    assert table.returncode == 0 and table.stderr == "", table
+    header, _, row, summary = table.stdout.strip().splitlines()
+    doc = (DOCS / "cli.md").read_text().split("$ jobsched workers --store")[1]
+    documented = doc.splitlines()[1]
+    assert header.split() == documented.split()
+    me = s.kernel.backend.identity  # type: ignore[attr-defined]
+    assert row.split()[:6] == [me, socket.gethostname(), str(os.getpid()), "idle", "default=3", "0"]
+    assert summary == "1 worker: 1 idle"
+    assert re.search(r"^\d+ workers: 1 live, 1 lost$", doc, flags=re.M)
+
+
+@pytest.mark.parametrize(
+    ("store", "fragment"),
+    [
+        ("memory://", "is not a store several processes can share"),
+        ("sqlite:///{tmp}/missing.db", "no such file"),
+        ("nosuch://x", "unknown store"),
+    ],
+)
+def test_jobsched_workers_bad_input_is_one_line(store: str, fragment: str, tmp_path: Path) -> None:
+    url = store.format(tmp=tmp_path)
+    assert_bad_input(jobsched("workers", "--store", url), fragment)
+    assert not (tmp_path / "missing.db").exists()

@@ -362,7 +362,8 @@ def print_status(view: StoreView, *, limit: int, filtered: bool) -> None:
         console.print(f"{view.matching} {matching}", markup=False)
     for job_type, n in view.unserved.items():
         console.print(
-            f"{n} due job{'s' if n != 1 else ''} of type {job_type!r} wait for a worker: no live "
+            f"{n} due job{'s' if n != 1 else ''} of type {job_type!r} "
+            f"wait{'' if n != 1 else 's'} for a worker: no live "
             f"worker runs job type {job_type!r} (start one that registers it; jobsched workers "
             "lists what each worker runs)",
             markup=False,
