@@ -345,3 +345,20 @@ def test_jobsched_workers_bad_input_is_one_line(store: str, fragment: str, tmp_p
     url = store.format(tmp=tmp_path)
     assert_bad_input(jobsched("workers", "--store", url), fragment)
     assert not (tmp_path / "missing.db").exists()
+
+
+async def test_unserved_types_look_at_a_bounded_head_of_the_due_jobs(target: Target) -> None:
+    """The count walks the due jobs in claim order and stops after `scan` of
+    them: a bounded read however long the backlog."""
+    async with producer(target) as client:
+        for n in range(3):
+            await client.submit(registry_jobs.Newer(n=n))
+        await client.submit(target.rec("r"))
+        store = await target.open_store()
+        try:
+            assert await store.unserved_types([], 10) == {"registry.newer": 3, "record": 1}
+            assert await store.unserved_types(["record"], 10) == {"registry.newer": 3}
+            assert await store.unserved_types(["record"], 2) == {"registry.newer": 2}
+            assert await store.unserved_types(["record", "registry.newer"], 10) == {}
+        finally:
+            await store.close()

@@ -74,6 +74,7 @@ from .backends.schedules import (
     triggered_job,
 )
 from .store import (
+    UNSERVED_SCAN,
     NewJob,
     SharedScheduleRow,
     SharedStore,
@@ -726,7 +727,7 @@ class Client:
         except MissingRoleError:
             return {}
         known = served_types(WorkerRecord.from_row(row, now) for row in rows)
-        return await self.store.unserved_types(known)
+        return await self.store.unserved_types(known, UNSERVED_SCAN)
 
     async def workers(self) -> list[WorkerRecord]:
         """Every worker in the store's registry, by id: live (running jobs),

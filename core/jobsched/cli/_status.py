@@ -30,6 +30,7 @@ from .. import (
     WorkerRecord,
 )
 from ..store import (
+    UNSERVED_SCAN,
     BadRowError,
     SharedJobRow,
     StoreContext,
@@ -229,7 +230,9 @@ async def _unserved(reader: StoreReader) -> dict[str, int]:
         rows, now = await reader.workers()  # type: ignore[attr-defined]
         live = [WorkerRecord.from_row(row, now) for row in rows]
         known = sorted({t for w in live if not w.lost for t in w.job_types})
-        found: dict[str, int] = await reader.unserved_types(known)  # type: ignore[attr-defined]
+        found: dict[str, int] = await reader.unserved_types(  # type: ignore[attr-defined]
+            known, UNSERVED_SCAN
+        )
     except BadRowError:
         raise
     except StoreError:

@@ -125,6 +125,7 @@ from ._resolve import (
 )
 from ._rows import (
     MAX_LEASE_EXPIRIES,
+    UNSERVED_SCAN,
     WORKER_RETENTION,
     AttemptRow,
     JobRow,
@@ -155,6 +156,7 @@ __all__ = [
     "STORE_MEMBERS",
     "TRACEBACK_LIMIT",
     "TRIGGER_RULES",
+    "UNSERVED_SCAN",
     "WORKER_RETENTION",
     "AttemptRow",
     "BadRowError",

@@ -499,14 +499,19 @@ class WorkersRole(StoreBase, Protocol):
         """Delete a worker's row (it stopped cleanly); False if there was none."""
         ...
 
-    async def unserved_types(self, known: Sequence[str]) -> dict[str, int]:
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
         """How many due jobs of each job type not in `known` wait to be
-        claimed: pending or retry_wait, released by their dependencies, with
-        ``run_at <= now``. With `known` the types live workers registered,
-        these are the jobs that wait for a worker that knows their type.
-        One pass over the due jobs (the claim's index), off the hot path. A
-        store with no registry (a single-owner file, whose owner runs what
-        it was given) returns none."""
+        claimed, among the first `scan` due jobs in claim order.
+
+        Due as `QueueRole.claim` takes them (pending or retry_wait, released
+        by their dependencies, ``run_at <= now``), in ascending ``(sort_key,
+        seq)``: the walk the claim makes, stopped after `scan` jobs
+        (`UNSERVED_SCAN`), so that a backlog of millions costs a bounded
+        read. With `known` the types live workers registered, these are the
+        jobs that wait for a worker that knows their type; they stay at the
+        head of that order, as no worker takes them. A store with no
+        registry (a single-owner file, whose owner runs what it was given)
+        returns none."""
         ...
 
 

@@ -401,6 +401,12 @@ class WorkerRow:
 WORKER_RETENTION = 3600.0
 
 
+#: How many due jobs, in claim order, `WorkersRole.unserved_types` looks at
+#: for jobs no live worker can run: `Client.stats` stays a bounded read
+#: however long the backlog (the counts are exact up to that many due jobs).
+UNSERVED_SCAN = 10_000
+
+
 #: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
 #: {name: max running}, "job_types": {type: max running}, "rates": {type:
 #: {"per_second": float, "burst": int}}}``. See docs/limits.md.

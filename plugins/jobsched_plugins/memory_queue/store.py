@@ -611,19 +611,23 @@ class SharedMemoryStore(DelegatedWakeups):
         """Delete a worker's row; False if there was none."""
         return self._run(lambda q, t: q.workers.pop(worker_id, None) is not None)
 
-    async def unserved_types(self, known: Sequence[str]) -> dict[str, int]:
-        """Due jobs per job type not in `known`."""
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due
+        ones in claim order."""
         skip = set(known)
 
         def body(q: Queue, t: float) -> dict[str, int]:
+            due = sorted(
+                (
+                    r
+                    for r in q.jobs.values()
+                    if r.status in ("pending", "retry_wait") and r.unmet == 0 and r.run_at <= t
+                ),
+                key=lambda r: (r.sort_key, r.seq),
+            )
             counts: dict[str, int] = {}
-            for r in q.jobs.values():
-                if (
-                    r.status in ("pending", "retry_wait")
-                    and r.unmet == 0
-                    and r.run_at <= t
-                    and r.type not in skip
-                ):
+            for r in due[:scan]:
+                if r.type not in skip:
                     counts[r.type] = counts.get(r.type, 0) + 1
             return counts
 

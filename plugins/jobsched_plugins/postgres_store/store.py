@@ -300,9 +300,9 @@ class PostgresStore(DelegatedWakeups):
         """Delete a worker's row (a clean stop); False if there was none."""
         return await registry.forget_worker(self.db, worker_id)
 
-    async def unserved_types(self, known: Sequence[str]) -> dict[str, int]:
-        """Due jobs per job type not in `known`."""
-        return await registry.unserved_types(self.db, known)
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due ones."""
+        return await registry.unserved_types(self.db, known, scan)
 
 
 # mypy checks here that the store keeps the shared-store contract.

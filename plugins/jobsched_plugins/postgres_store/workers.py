@@ -105,19 +105,21 @@ async def forget_worker(db: Database, worker_id: str) -> bool:
     return await db.statement(body)
 
 
-async def unserved_types(db: Database, known: Sequence[str]) -> dict[str, int]:
-    """Due jobs per job type not in `known` (walks the claim's partial index)."""
+async def unserved_types(db: Database, known: Sequence[str], scan: int) -> dict[str, int]:
+    """Due jobs per job type not in `known`, among the first `scan` due jobs
+    in claim order (the claim's walk of ``jobs_ready``, stopped there)."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
         cur = await conn.execute(
             db.q(
-                """SELECT type, count(*)::int AS n FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-                  AND run_at <= """
+                """SELECT type, count(*)::int AS n FROM (
+                    SELECT type FROM {s}.jobs
+                    WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= """
                 + NOW
-                + " AND NOT (type = ANY(%s)) GROUP BY type"
+                + """ ORDER BY sort_key, seq LIMIT %s
+                ) AS due WHERE NOT (type = ANY(%s)) GROUP BY type"""
             ),
-            [list(known)],
+            [scan, list(known)],
         )
         return {r["type"]: r["n"] for r in await cur.fetchall()}
 

@@ -561,12 +561,12 @@ class SQLiteStore(DelegatedWakeups):
             lambda conn: registry.forget_worker(conn, worker_id), "forget a worker in"
         )
 
-    async def unserved_types(self, known: Sequence[str]) -> dict[str, int]:
-        """Due jobs per job type not in `known` (none in a single-owner file,
-        whose owner runs what it was given)."""
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due
+        ones (none in a single-owner file, whose owner runs what it was given)."""
         if self.mode == migrations.SINGLE_OWNER:
             return {}
-        return await self._read(lambda conn: registry.unserved_types(conn, known, now()))
+        return await self._read(lambda conn: registry.unserved_types(conn, known, scan, now()))
 
 
 # The contracts, checked by mypy: this one class implements both protocols.

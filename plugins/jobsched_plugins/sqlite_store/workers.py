@@ -72,14 +72,18 @@ def forget_worker(conn: sqlite3.Connection, worker_id: str) -> bool:
     return cur.rowcount > 0
 
 
-def unserved_types(conn: sqlite3.Connection, known: Sequence[str], now: float) -> dict[str, int]:
-    """Due jobs per job type not in `known` (walks the claim's partial index)."""
+def unserved_types(
+    conn: sqlite3.Connection, known: Sequence[str], scan: int, now: float
+) -> dict[str, int]:
+    """Due jobs per job type not in `known`, among the first `scan` due jobs
+    in claim order (the claim's walk of its index, stopped there)."""
     marks = ", ".join("?" * len(known))
     return dict(
         conn.execute(
-            "SELECT type, count(*) FROM jobsched_shared_jobs INDEXED BY jobsched_shared_ready "
+            "SELECT type, count(*) FROM ("
+            "SELECT type FROM jobsched_shared_jobs INDEXED BY jobsched_shared_ready "
             "WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= ? "
-            f"AND type NOT IN ({marks}) GROUP BY type",
-            (now, *known),
+            f"ORDER BY sort_key, seq LIMIT ?) WHERE type NOT IN ({marks}) GROUP BY type",
+            (now, scan, *known),
         ).fetchall()
     )
