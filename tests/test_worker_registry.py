@@ -362,3 +362,33 @@ async def test_unserved_types_look_at_a_bounded_head_of_the_due_jobs(target: Tar
             assert await store.unserved_types(["record", "registry.newer"], 10) == {}
         finally:
             await store.close()
+
+
+async def test_a_worker_whose_heartbeat_fails_runs_on_and_says_why(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry is advisory: a store refusing heartbeats (or the goodbye)
+    costs the worker its row, never its jobs."""
+    from jobsched.store import StoreError
+    from kernel_support import captured_logs
+
+    async def refuse(self: Any, *args: Any) -> Any:
+        raise StoreError(f"{self.url}: the registry is down")
+
+    kind = type(target.store())
+    monkeypatch.setattr(kind, "heartbeat", refuse)
+    monkeypatch.setattr(kind, "forget_worker", refuse)
+    with captured_logs() as logs:
+        async with producer(target) as client, sched(target):
+            done = await client.wait(await client.submit(target.rec("r")), timeout=30)
+            assert done.status.value == "completed"
+            assert await client.workers() == []
+    events = {(e["event"], e.get("error")) for e in logs if e["log_level"] == "warning"}
+    assert (
+        "could not write the worker's heartbeat",
+        f"{target.url}: the registry is down",
+    ) in events
+    assert (
+        "could not remove the worker's registry row",
+        f"{target.url}: the registry is down",
+    ) in events

@@ -13,7 +13,7 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   died (expired leases), and writes this process's heartbeat row in the
   worker registry (`SharedStore.heartbeat`: ``running``, ``draining`` once
   it stops claiming; deleted on a clean stop), which also forgets workers
-  lost for longer than `worker_retention`;
+  lost for longer than `WORKER_RETENTION`;
 * a claimed job starts only while its lease is sure to be alive: a process
   that was paused or stalled past its lease (another process may have run
   the job meanwhile) hands the job back unstarted; an attempt whose lease
@@ -124,14 +124,10 @@ class SharedBackend(LocalBackend):
         identity: str | None = None,
         poll_interval: float = 5.0,
         max_lease_expiries: int = MAX_LEASE_EXPIRIES,
-        worker_retention: float = WORKER_RETENTION,
     ) -> None:
         super().__init__(store)
         self.store: SharedStore = store
         self.identity = identity or process_identity()
-        #: Seconds a lost worker's registry row is kept before this process's
-        #: heartbeat deletes it (`SharedStore.heartbeat`).
-        self.worker_retention = worker_retention
         self._draining = False  # stop_claiming() began: the registry says "draining"
         #: A job whose lease expired this many times fails instead of running
         #: again (this process's reaper applies it: `SharedStore.reap_expired`).
@@ -593,21 +589,15 @@ class SharedBackend(LocalBackend):
     async def _heartbeat(self) -> None:
         """Write this process's registry row (never raises: a missed beat is
         only a worker shown late, or lost for a while)."""
-        beat = getattr(self.store, "heartbeat", None)
-        if beat is None:  # a store without the workers role keeps no registry
-            return
         try:
-            await beat(self.worker_row(), self.worker_retention)
+            await self.store.heartbeat(self.worker_row(), WORKER_RETENTION)
         except Exception as exc:
             self._log.warning("could not write the worker's heartbeat", error=str(exc))
 
     async def _forget(self) -> None:
         """Delete this process's registry row: a clean stop, jobs drained."""
-        forget = getattr(self.store, "forget_worker", None)
-        if forget is None:
-            return
         try:
-            await forget(self.identity)
+            await self.store.forget_worker(self.identity)
         except Exception as exc:  # it shows lost, then goes after the retention
             self._log.warning("could not remove the worker's registry row", error=str(exc))
 
