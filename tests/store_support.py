@@ -289,6 +289,8 @@ class FakeSharedStore:
         self.on_cancel: Any = None
         self.on_work: Any = None
         self.on_resync: Any = None
+        #: Every registry row the backend wrote (`heartbeat`), in order.
+        self.heartbeats: list[Any] = []
 
     async def open(self, context: Any) -> None:
         return None
@@ -334,6 +336,12 @@ class FakeSharedStore:
     async def purge(self, before: float, statuses: Any) -> int:
         return 0
 
+    async def heartbeat(self, worker: Any, forget_after: float) -> None:
+        self.heartbeats.append(worker)
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        return any(w.worker_id == worker_id for w in self.heartbeats)
+
     # The rest of the contract: not used by the tests that use this store.
     async def _unused(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("FakeSharedStore does not implement this call")
@@ -342,4 +350,4 @@ class FakeSharedStore:
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
     wait_changed = set_queue_paused = queue_paused = schedules = _unused
-    set_schedule_paused = trigger_schedule = _unused
+    set_schedule_paused = trigger_schedule = workers = unserved_types = _unused

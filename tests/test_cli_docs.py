@@ -55,6 +55,7 @@ def test_every_command_and_option_is_documented() -> None:
         "store",
         "store sql",
         "worker",
+        "workers",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

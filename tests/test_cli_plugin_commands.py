@@ -115,6 +115,12 @@ SHARED_STORE = """
         async def schedules(self):
             return []
 
+        async def workers(self):  # the registry: which due jobs no worker runs
+            return [], 0.0
+
+        async def unserved_types(self, known, scan):
+            return {}
+
         async def close(self):
             pass
 

@@ -48,7 +48,16 @@ JOB_KEYS = {
     "args",
     "options",
 }
-DOC_KEYS = {"store", "counts", "filters", "limit", "matching", "jobs", "schedules"}
+DOC_KEYS = {
+    "store",
+    "counts",
+    "filters",
+    "limit",
+    "matching",
+    "jobs",
+    "schedules",
+    "waiting_for_worker",
+}
 COLUMNS = ["ID", "JOB ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT RUN", "HELD BY", "RESULT / ERROR"]
 
 

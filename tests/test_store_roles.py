@@ -122,3 +122,26 @@ def test_the_error_line_of_docs_plugins_md_is_what_jobsched_says() -> None:
     said = str(MissingRoleError("'redis://queue'", "jobsched web", lacking))
     schedules = ", ".join(ROLE_MEMBERS["schedules"])
     assert shown == "jobsched: error: " + said.replace(f"({schedules})", "(...)")
+
+
+WORKERS = "heartbeat, workers, forget_worker, unserved_types"
+
+
+async def test_a_store_without_the_workers_role_keeps_no_registry(partial_plugin: str) -> None:
+    async with Client(partial_plugin) as client:
+        with pytest.raises(MissingRoleError) as caught:
+            await client.workers()
+    assert str(caught.value) == (
+        f"store {partial_plugin!r} cannot serve a Client's workers: it lacks the workers role "
+        f"({WORKERS}) (docs/plugins.md#store-roles says which roles serve what)"
+    )
+
+
+def test_jobsched_workers_refuses_a_store_without_the_workers_role(
+    partial_plugin: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["workers", "--store", partial_plugin]) == 2
+    assert one_error_line(capsys.readouterr().err) == (
+        f"store {partial_plugin!r} cannot serve this command: it lacks the workers role "
+        f"({WORKERS}) (docs/plugins.md#store-roles says which roles serve what)"
+    )

@@ -62,6 +62,7 @@ from ._progress import (
     progress_sender,
 )
 from ._records import (
+    WORKER_STATES,
     Attempt,
     JobInfo,
     JobPage,
@@ -71,6 +72,7 @@ from ._records import (
     Stats,
     ThroughputBucket,
     WorkerInfo,
+    WorkerRecord,
 )
 from ._recurring import (
     COALESCE_POLICIES,
@@ -92,6 +94,7 @@ from ._strategy import (
 from ._submission import Submission
 from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
+from ._version import __version__ as __version__
 from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of
 from .store import (
     StoreError,
@@ -100,7 +103,6 @@ from .store import (
 #: Marks a plugin's hook implementations: ``@hookimpl def jobsched_register_strategies(...)``.
 hookimpl = pluggy.HookimplMarker("jobsched")
 
-__version__ = "0.1.0"
 
 __all__ = [
     "COALESCE_POLICIES",
@@ -114,6 +116,7 @@ __all__ = [
     "MIN_INTERVAL",
     "PROGRESS_INTERVAL",
     "TRIGGER_RULES",
+    "WORKER_STATES",
     "AgingPriorityStrategy",
     "ArgumentInfo",
     "AsyncJob",
@@ -176,6 +179,7 @@ __all__ = [
     "UnknownJobError",
     "UnknownScheduleError",
     "WorkerInfo",
+    "WorkerRecord",
     "Workflow",
     "build_job",
     "cancel_token",

@@ -29,6 +29,7 @@ from ._batcher import BatchWriter
 from ._codec import JobCodec, sort_key
 from ._errors import (
     InvalidTransitionError,
+    MissingRoleError,
     SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
@@ -51,11 +52,13 @@ from ._records import (
     JobPage,
     ScheduleInfo,
     Stats,
+    WorkerRecord,
     check_page_query,
     check_purge,
     check_requeue,
     check_seconds,
     finished_result,
+    served_types,
     wanted_statuses,
 )
 from ._result_of import markers_in
@@ -71,6 +74,7 @@ from .backends.schedules import (
     triggered_job,
 )
 from .store import (
+    UNSERVED_SCAN,
     NewJob,
     SharedScheduleRow,
     SharedStore,
@@ -812,7 +816,27 @@ class Client:
         self._check_open()
         now = time.time()
         first = (math.floor(now / 60) - (THROUGHPUT_MINUTES - 1)) * 60.0
-        return Stats.from_store(await self.store.stats(first))
+        raw = await self.store.stats(first)
+        return Stats.from_store(raw, await self._unserved())
+
+    async def _unserved(self) -> dict[str, int]:
+        """Due jobs per job type no live worker registered (none for a store
+        without the workers role: it keeps no registry to tell)."""
+        try:
+            rows, now = await self.store.workers()
+        except MissingRoleError:
+            return {}
+        known = served_types(WorkerRecord.from_row(row, now) for row in rows)
+        return await self.store.unserved_types(known, UNSERVED_SCAN)
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Every worker in the store's registry, by id: live (running jobs),
+        idle, draining (stopping: claims nothing new) and lost (no heartbeat
+        for longer than its lease time; its row goes after
+        `jobsched.store.WORKER_RETENTION` seconds). Needs the ``workers`` role."""
+        self._check_open()
+        rows, now = await self.store.workers()
+        return [WorkerRecord.from_row(row, now) for row in rows]
 
     # ── operator actions: jobs ──────────────────────────────────────
     async def retry(self, job_id: str) -> JobInfo:

@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -40,6 +42,7 @@ from ._records import (
     Stats,
     ThroughputBucket,
     WorkerInfo,
+    WorkerRecord,
     check_page_query,
     check_purge,
     check_requeue,
@@ -51,6 +54,7 @@ from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobPriority, JobStatus
 from ._submission import Submission
 from ._trigger_rules import ALL_SUCCESS
+from ._version import __version__
 from ._workflow import Workflow
 from .backends import SharedBackend
 from .store import encode_json, result_as_json
@@ -346,6 +350,33 @@ class LocalClient:
             at=now,
             abandoned=len(scheduler.abandoned_calls()),
         )
+
+    async def workers(self) -> list[WorkerRecord]:
+        """This process as the one worker, once its scheduler started (none
+        before): its queue, job types, running count and state (``draining``
+        once it is stopping)."""
+        kernel = self.scheduler.kernel
+        started = kernel.started_at
+        if started is None:
+            return []
+        running = kernel.running
+        state = "draining" if kernel.stopping else "live" if running else "idle"
+        host, pid = socket.gethostname(), os.getpid()
+        return [
+            WorkerRecord(
+                worker_id=f"{host}:{pid}",
+                host=host,
+                pid=pid,
+                queues={"default": kernel.num_workers},
+                job_types=tuple(kernel.plugins.names("job_types")),
+                version=__version__,
+                started_at=started,
+                last_seen=kernel.clock.time(),
+                running=running,
+                state=state,
+                seen_ago=0.0,
+            )
+        ]
 
     def _limit_uses(self) -> list[LimitUse]:
         limiter = self.scheduler.limiter

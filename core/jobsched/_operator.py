@@ -18,7 +18,7 @@ from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
     from ._job import Job
-    from ._records import JobInfo, JobPage, ScheduleInfo, Stats
+    from ._records import JobInfo, JobPage, ScheduleInfo, Stats, WorkerRecord
     from ._submission import Submission
     from ._workflow import Workflow
 
@@ -136,6 +136,11 @@ class OperatorAPI(Protocol):
 
     async def stats(self) -> Stats:
         """The queue at a glance: counts, throughput, workers, limits."""
+        ...
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Every worker the registry knows, by id: live, idle, draining and
+        lost ones (docs/client.md#workers)."""
         ...
 
     # ── operator actions ────────────────────────────────────────────

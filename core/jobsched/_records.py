@@ -15,7 +15,7 @@ from ._errors import JobFailedError
 from ._options import to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
-from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats
+from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats, WorkerRow
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
 THROUGHPUT_MINUTES = 60
@@ -213,6 +213,73 @@ class WorkerInfo:
     lease_expires: float | None
 
 
+#: A registered worker's state (`WorkerRecord.state`): running jobs, running
+#: none, stopping (claims nothing new, finishes what it runs), or not heard
+#: of for longer than its bound (died, stalled or cut off from the store).
+WORKER_STATES = ("live", "idle", "draining", "lost")
+
+
+@attrs.frozen(kw_only=True)
+class WorkerRecord:
+    """A worker as the registry knows it (`Client.workers`): its heartbeat row
+    and what it means now."""
+
+    #: Its lease owner identity (``host:pid``): what its leases and attempts name.
+    worker_id: str
+    host: str
+    pid: int
+    #: Each queue it claims from, with how many jobs it runs from it at once.
+    queues: Mapping[str, int]
+    #: The job types it registered (can build and run), sorted.
+    job_types: tuple[str, ...]
+    #: Its jobsched version.
+    version: str
+    #: When it started and when it last wrote its heartbeat (wall clock, the store's).
+    started_at: float
+    last_seen: float
+    #: Jobs it ran at its last heartbeat.
+    running: int
+    #: One of `WORKER_STATES`: ``live`` (running jobs), ``idle`` (running
+    #: none), ``draining`` (stopping) or ``lost`` (no heartbeat for longer
+    #: than its lease time; its row goes after `WORKER_RETENTION` seconds).
+    state: str
+    #: Seconds since its last heartbeat, by the store's clock.
+    seen_ago: float
+
+    @property
+    def lost(self) -> bool:
+        return self.state == "lost"
+
+    @classmethod
+    def from_row(cls, row: WorkerRow, now: float) -> WorkerRecord:
+        """The record of a registry row read at `now` (the store's clock)."""
+        ago = max(now - row.last_seen, 0.0)
+        if ago > row.lost_after:
+            state = "lost"
+        elif row.state == "draining":
+            state = "draining"
+        else:
+            state = "live" if row.running else "idle"
+        return cls(
+            worker_id=row.worker_id,
+            host=row.host,
+            pid=row.pid,
+            queues=dict(row.queues),
+            job_types=tuple(row.job_types),
+            version=row.version,
+            started_at=row.started_at,
+            last_seen=row.last_seen,
+            running=row.running,
+            state=state,
+            seen_ago=ago,
+        )
+
+
+def served_types(workers: Iterable[WorkerRecord]) -> list[str]:
+    """The job types some worker that is not lost registered, sorted."""
+    return sorted({t for w in workers if not w.lost for t in w.job_types})
+
+
 @attrs.frozen(kw_only=True)
 class LimitUse:
     """One cluster limit and how much of it is used now (`Stats.limits`)."""
@@ -244,9 +311,14 @@ class Stats:
     #: process (`JobScheduler.abandoned_calls`): `LocalClient` counts its
     #: scheduler's; None from a `Client`, which cannot see the workers' threads.
     abandoned: int | None = None
+    #: Due jobs that wait for a worker that knows their type, per job type:
+    #: no live worker in the registry registered it (`Client.workers`).
+    #: Always empty in process (`LocalClient`): a scheduler refuses a job it
+    #: cannot build when it is submitted.
+    unserved: Mapping[str, int] = attrs.field(factory=dict)
 
     @classmethod
-    def from_store(cls, raw: StoreStats) -> Stats:
+    def from_store(cls, raw: StoreStats, unserved: Mapping[str, int] | None = None) -> Stats:
         """The record of a shared store's statistics (`SharedStore.stats`),
         its throughput buckets following the store's clock."""
         last = math.floor(raw.at / 60) * 60.0
@@ -272,6 +344,7 @@ class Stats:
             limits=_limit_uses(raw),
             queue_paused=raw.queue_paused,
             at=raw.at,
+            unserved=dict(sorted((unserved or {}).items())),
         )
 
 

@@ -9,8 +9,11 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   job is due, or on a slow safety-net poll; claimed rows become `Job` objects
   in the local ready queue (their dependencies were resolved in the database);
 * the **renewer** extends the leases of the jobs this process holds, picks up
-  cancel requests a lost notification missed, and re-queues jobs whose owner
-  died (expired leases);
+  cancel requests a lost notification missed, re-queues jobs whose owner
+  died (expired leases), and writes this process's heartbeat row in the
+  worker registry (`SharedStore.heartbeat`: ``running``, ``draining`` once
+  it stops claiming; deleted on a clean stop), which also forgets workers
+  lost for longer than `WORKER_RETENTION`;
 * a claimed job starts only while its lease is sure to be alive: a process
   that was paused or stalled past its lease (another process may have run
   the job meanwhile) hands the job back unstarted; an attempt whose lease
@@ -55,14 +58,17 @@ from .._job import Job
 from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
+from .._version import __version__
 from ..store import (
     MAX_LEASE_EXPIRIES,
+    WORKER_RETENTION,
     NewJob,
     Outcome,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
     StoreContext,
+    WorkerRow,
     check_max_lease_expiries,
     encode_result,
     storable_text,
@@ -122,6 +128,7 @@ class SharedBackend(LocalBackend):
         super().__init__(store)
         self.store: SharedStore = store
         self.identity = identity or process_identity()
+        self._draining = False  # stop_claiming() began: the registry says "draining"
         #: A job whose lease expired this many times fails instead of running
         #: again (this process's reaper applies it: `SharedStore.reap_expired`).
         self.max_lease_expiries = check_max_lease_expiries(max_lease_expiries)
@@ -187,6 +194,7 @@ class SharedBackend(LocalBackend):
             await self.store.close()
             raise
         self._opened = True
+        await self._heartbeat()  # an operator sees the worker from its start
         self.store.on_cancel = self._on_cancel
         self.store.on_work = self._wake.set
         self.store.on_resync = self._wake.set
@@ -260,12 +268,16 @@ class SharedBackend(LocalBackend):
         await sync(data)
 
     async def stop_claiming(self) -> None:
-        """Claim nothing more (called first thing in stop())."""
+        """Claim nothing more (called first thing in stop()); the registry
+        says so (``draining``) while the running jobs finish."""
         for task in self._tasks[:1]:
             task.cancel()
         if self._schedule_server is not None:
             await self._schedule_server.close()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)
+        self._draining = True
+        if self._opened:
+            await self._heartbeat()
 
     async def close(self) -> BaseException | None:
         """After the workers exited: hand back unstarted jobs, flush, close the store."""
@@ -285,6 +297,7 @@ class SharedBackend(LocalBackend):
         if self._opened:
             if unstarted:
                 await self.store.release(unstarted, self.identity)
+            await self._forget()
             await self.store.close()
         self._log.info("shared scheduler stopped")
         return None
@@ -554,6 +567,39 @@ class SharedBackend(LocalBackend):
                 await self.store.reap_expired(self.max_lease_expiries)
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
+            await self._heartbeat()
+
+    # ── The worker registry ─────────────────────────────────────────
+    def worker_row(self) -> WorkerRow:
+        """This process's registry row as it stands (the store stamps the times)."""
+        return WorkerRow(
+            worker_id=self.identity,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues={"default": self.kernel.num_workers},
+            job_types=self.kernel.plugins.names("job_types"),
+            version=__version__,
+            started_at=0.0,
+            last_seen=0.0,
+            lost_after=self.store.lease_seconds,
+            running=self.kernel.running,
+            state="draining" if self._draining else "running",
+        )
+
+    async def _heartbeat(self) -> None:
+        """Write this process's registry row (never raises: a missed beat is
+        only a worker shown late, or lost for a while)."""
+        try:
+            await self.store.heartbeat(self.worker_row(), WORKER_RETENTION)
+        except Exception as exc:
+            self._log.warning("could not write the worker's heartbeat", error=str(exc))
+
+    async def _forget(self) -> None:
+        """Delete this process's registry row: a clean stop, jobs drained."""
+        try:
+            await self.store.forget_worker(self.identity)
+        except Exception as exc:  # it shows lost, then goes after the retention
+            self._log.warning("could not remove the worker's registry row", error=str(exc))
 
     # ── Retention: expired results and old finished jobs ────────────
     async def _reap(self) -> None:

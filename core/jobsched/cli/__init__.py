@@ -32,6 +32,7 @@ from . import (
     _status,
     _store,
     _worker,
+    _workers,
 )
 from ._commands import PluginCommands, failure_line
 from ._common import (
@@ -48,6 +49,7 @@ COMMANDS = (
     _run,
     _status,
     _worker,
+    _workers,
     _demo,
     _jobs,
     _plugins,

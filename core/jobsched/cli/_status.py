@@ -20,13 +20,24 @@ from typing import Any
 
 import attrs
 
-from .. import JobInfo, JobStatus, PluginManager, ScheduleInfo, SchedulerError, StoreError
+from .. import (
+    JobInfo,
+    JobStatus,
+    PluginManager,
+    ScheduleInfo,
+    SchedulerError,
+    StoreError,
+    WorkerRecord,
+)
 from ..store import (
+    UNSERVED_SCAN,
+    BadRowError,
     SharedJobRow,
     StoreContext,
     StoreReader,
     as_store_reader,
     new_worker_id,
+    offers,
     resolve_store,
 )
 from ._common import BadInput, configure_logging, make_console, print_json
@@ -132,6 +143,9 @@ class StoreView:
     schedules: list[ScheduleInfo]
     #: When the store was read (wall clock).
     at: float
+    #: Due jobs per job type that no live worker registered: they wait for a
+    #: worker that knows their type (a store with a worker registry only).
+    unserved: dict[str, int] = attrs.field(factory=dict)
 
 
 def status_command(args: argparse.Namespace, plugins: PluginManager) -> int:
@@ -195,6 +209,7 @@ async def read_view(
         rows, matching = await reader.page(statuses, job_type, None, limit, 0)
         counts = _every_status(await reader.counts())
         schedules = await reader.schedules()
+        unserved = await _unserved(reader)
     now = time.time()
     return StoreView(
         url=url,
@@ -203,7 +218,28 @@ async def read_view(
         matching=matching,
         schedules=[ScheduleInfo.from_row(row, now) for row in schedules],
         at=now,
+        unserved=unserved,
     )
+
+
+async def _unserved(reader: StoreReader) -> dict[str, int]:
+    """Due jobs per job type no live worker of the registry runs (`Stats.unserved`)."""
+    if not offers(reader, "workers"):
+        return {}
+    try:
+        rows, now = await reader.workers()  # type: ignore[attr-defined]
+        live = [WorkerRecord.from_row(row, now) for row in rows]
+        known = sorted({t for w in live if not w.lost for t in w.job_types})
+        found: dict[str, int] = await reader.unserved_types(  # type: ignore[attr-defined]
+            known, UNSERVED_SCAN
+        )
+    except BadRowError:
+        raise
+    except StoreError:
+        # Read-only, nothing is migrated: a store from before the registry
+        # has none to tell (its first worker of this version adds it).
+        return {}
+    return dict(sorted(found.items()))
 
 
 def _info(url: str, row: SharedJobRow) -> JobInfo:
@@ -254,6 +290,7 @@ def status_json(
         "matching": view.matching,
         "jobs": [job_json(info, view.at) for info in view.jobs],
         "schedules": [schedule_json(info) for info in view.schedules],
+        "waiting_for_worker": view.unserved,
     }
 
 
@@ -326,6 +363,15 @@ def print_status(view: StoreView, *, limit: int, filtered: bool) -> None:
         )
     elif filtered:
         console.print(f"{view.matching} {matching}", markup=False)
+    for job_type, n in view.unserved.items():
+        console.print(
+            f"{n} due job{'s' if n != 1 else ''} of type {job_type!r} "
+            f"wait{'' if n != 1 else 's'} for a worker: no live "
+            f"worker runs job type {job_type!r} (start one that registers it; jobsched workers "
+            "lists what each worker runs)",
+            markup=False,
+            soft_wrap=True,
+        )
     if view.schedules:
         schedules = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
         for column in SCHEDULE_COLUMNS:

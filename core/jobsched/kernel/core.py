@@ -198,6 +198,8 @@ class Kernel:
         self._submit_hooks = plugins.submit_hooks()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
+        #: When `start` opened the backend (the clock's wall time), None before.
+        self.started_at: float | None = None
         self._stopping = False
         self._stopped = False
         self._stop_done = asyncio.Event()
@@ -700,6 +702,7 @@ class Kernel:
         except BaseException:
             self._started = False
             raise
+        self.started_at = self.clock.time()
         self.plugins.scheduler_started(self._subject)
         self.progress.bind_loop(self._loop)
         self.workers.start()

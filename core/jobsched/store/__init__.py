@@ -23,13 +23,14 @@ scheduler is composed. There are two contracts, both built on `StoreBase`
   order under a lease (`SharedJobRow`), finished (`Outcome`), and recurring
   schedules (`SharedScheduleRow`) fire once per period for the whole cluster.
 
-`SharedStore` is the intersection of seven **roles** (`ROLES`), each a
+`SharedStore` is the intersection of eight **roles** (`ROLES`), each a
 protocol of its own: ``submit`` (`SubmitRole`), ``queue`` (`QueueRole`:
 claims, leases, outcomes), ``lookup`` (`LookupRole`), ``inspect``
 (`InspectRole`: pages, counts, stats), ``operate`` (`OperateRole`: retry,
-requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`) and ``limits``
-(`LimitsRole`). A store may implement only some: `Client` needs ``submit``
-and ``lookup``, ``jobsched worker`` all of them, and each of them says, naming
+requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`), ``limits``
+(`LimitsRole`) and ``workers`` (`WorkersRole`: the worker registry). A
+store may implement only some: `Client` needs ``submit`` and ``lookup``,
+``jobsched worker`` all of them, and each of them says, naming
 the store and the role, when a store lacks one (`require_roles`,
 `MissingRoleError`). docs/plugins.md has the table.
 
@@ -73,6 +74,7 @@ from ._checks import (
     check_snapshot,
     checked_shared_job,
     checked_shared_schedule,
+    checked_worker,
     json_column,
 )
 from ._contracts import (
@@ -96,6 +98,7 @@ from ._contracts import (
     StoreReader,
     SubmitRole,
     TransactionSubmit,
+    WorkersRole,
 )
 from ._encoding import (
     TRACEBACK_LIMIT,
@@ -124,6 +127,8 @@ from ._resolve import (
 )
 from ._rows import (
     MAX_LEASE_EXPIRIES,
+    UNSERVED_SCAN,
+    WORKER_RETENTION,
     AttemptRow,
     JobRow,
     LimitsData,
@@ -136,6 +141,7 @@ from ._rows import (
     Snapshot,
     StoreContext,
     StoreStats,
+    WorkerRow,
     check_max_lease_expiries,
     lease_expired_error,
 )
@@ -152,6 +158,8 @@ __all__ = [
     "STORE_MEMBERS",
     "TRACEBACK_LIMIT",
     "TRIGGER_RULES",
+    "UNSERVED_SCAN",
+    "WORKER_RETENTION",
     "AttemptRow",
     "BadRowError",
     "InspectRole",
@@ -184,6 +192,8 @@ __all__ = [
     "SubmitRole",
     "TransactionSubmit",
     "Upstreams",
+    "WorkerRow",
+    "WorkersRole",
     "as_shared_store",
     "as_store",
     "as_store_reader",
@@ -193,6 +203,7 @@ __all__ = [
     "check_trigger_rule",
     "checked_shared_job",
     "checked_shared_schedule",
+    "checked_worker",
     "cut_middle",
     "decode_result",
     "encode_json",

@@ -10,7 +10,7 @@ from typing import Any
 from .._errors import BadRowError, StoreError
 from .._status import JobStatus
 from .._trigger_rules import TRIGGER_RULES
-from ._rows import JobRow, ScheduleRow, SharedJobRow, SharedScheduleRow, Snapshot
+from ._rows import JobRow, ScheduleRow, SharedJobRow, SharedScheduleRow, Snapshot, WorkerRow
 
 # ── checking what a store returned ─────────────────────────────────────
 _STATUSES = frozenset(s.value for s in JobStatus)
@@ -351,6 +351,38 @@ def checked_shared_schedule(row: SharedScheduleRow) -> SharedScheduleRow:
     """`row` if every column holds what `SharedScheduleRow` says, else a
     `BadRowError` naming the schedule and the column."""
     _check("recurring schedule", row.schedule_id, row, _SHARED_SCHEDULE_CHECKS)
+    return row
+
+
+def _are_queues(value: object) -> bool:
+    return type(value) is dict and all(
+        type(k) is str and type(n) is int and n >= 0 for k, n in value.items()
+    )
+
+
+def _are_names(value: object) -> bool:
+    return type(value) is list and all(type(n) is str for n in value)
+
+
+_WORKER_CHECKS: tuple[_Check, ...] = (
+    ("worker_id", _is_id, "a worker id"),
+    ("host", lambda v: type(v) is str, "text"),
+    ("pid", _is_count, "a process id"),
+    ("queues", _are_queues, "an object of queue names to counts"),
+    ("job_types", _are_names, "a list of job type names"),
+    ("version", lambda v: type(v) is str, "text"),
+    ("started_at", _is_time, "a time"),
+    ("last_seen", _is_time, "a time"),
+    ("lost_after", _is_number, "a number of seconds"),
+    ("running", _is_count, "a count"),
+    ("state", lambda v: v in ("running", "draining"), "'running' or 'draining'"),
+)
+
+
+def checked_worker(row: WorkerRow) -> WorkerRow:
+    """`row` if every column holds what `WorkerRow` says, else a `BadRowError`
+    naming the worker and the column (a registry row changed by hand)."""
+    _check("worker", row.worker_id, row, _WORKER_CHECKS)
     return row
 
 

@@ -18,6 +18,7 @@ from ._rows import (
     Snapshot,
     StoreContext,
     StoreStats,
+    WorkerRow,
 )
 
 
@@ -512,6 +513,49 @@ class LimitsRole(StoreBase, Protocol):
 
 
 @runtime_checkable
+class WorkersRole(StoreBase, Protocol):
+    """The **workers** role: the worker registry, a heartbeat row per worker
+    (``jobsched workers``, the dashboard's Workers page)."""
+
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
+        """Write `worker`'s row, in one transaction with the registry's housekeeping.
+
+        Inserts the row or replaces the one with its ``worker_id``, stamping
+        ``last_seen`` with the store's clock (and ``started_at`` too on the
+        first write: a later one keeps it; the row's own values are ignored).
+        In the same transaction, deletes every row whose ``last_seen`` is
+        more than `forget_after` seconds old: lost workers, kept that long
+        for operators to see (`WORKER_RETENTION`).
+        """
+        ...
+
+    async def workers(self) -> tuple[list[WorkerRow], float]:
+        """Every registered worker, by id, and the store's clock when it read
+        them (a worker is lost once ``now - last_seen > lost_after``). A store
+        with no registry (a single-owner file) has no rows."""
+        ...
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row (it stopped cleanly); False if there was none."""
+        ...
+
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """How many due jobs of each job type not in `known` wait to be
+        claimed, among the first `scan` due jobs in claim order.
+
+        Due as `QueueRole.claim` takes them (pending or retry_wait, released
+        by their dependencies, ``run_at <= now``), in ascending ``(sort_key,
+        seq)``: the walk the claim makes, stopped after `scan` jobs
+        (`UNSERVED_SCAN`), so that a backlog of millions costs a bounded
+        read. With `known` the types live workers registered, these are the
+        jobs that wait for a worker that knows their type; they stay at the
+        head of that order, as no worker takes them. A store with no
+        registry (a single-owner file, whose owner runs what it was given)
+        returns none."""
+        ...
+
+
+@runtime_checkable
 class SharedStore(
     SubmitRole,
     QueueRole,
@@ -520,6 +564,7 @@ class SharedStore(
     OperateRole,
     ScheduleRole,
     LimitsRole,
+    WorkersRole,
     Protocol,
 ):
     """A store **several processes share** as one queue (PostgreSQL): every role.
@@ -580,6 +625,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "trigger_schedule",
     ),
     "limits": ("sync_limits", "set_limits"),
+    "workers": ("heartbeat", "workers", "forget_worker", "unserved_types"),
 }
 #: The protocol of each role, by the same names.
 ROLES: dict[str, type] = {
@@ -590,6 +636,7 @@ ROLES: dict[str, type] = {
     "operate": OperateRole,
     "schedules": ScheduleRole,
     "limits": LimitsRole,
+    "workers": WorkersRole,
 }
 #: Every role: what `SharedStore` is.
 SHARED_ROLES = tuple(ROLES)

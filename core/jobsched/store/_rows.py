@@ -362,6 +362,51 @@ class SharedScheduleRow:
     paused: bool = False
 
 
+@attrs.frozen(kw_only=True)
+class WorkerRow:
+    """One worker's heartbeat row in the registry (`WorkersRole`).
+
+    Every process that claims jobs from a shared store (``jobsched worker``,
+    a `JobScheduler` on a shared store) keeps one, written on its lease
+    renewal cadence, and deletes it when it stops cleanly.
+    """
+
+    #: The worker's lease owner identity (``host:pid``; ``host:pid/N`` for a
+    #: second scheduler in a process): what its leases and attempts name.
+    worker_id: str
+    host: str
+    pid: int
+    #: Each queue it claims from, with how many jobs it runs from it at once.
+    queues: dict[str, int]
+    #: The job type names it has registered, sorted: what it can build.
+    job_types: list[str]
+    #: Its jobsched version.
+    version: str
+    #: When it started, and when it last wrote its row (wall clock, the
+    #: store's clock: `WorkersRole.heartbeat` stamps both).
+    started_at: float
+    last_seen: float
+    #: Seconds after `last_seen` past which the worker counts as lost (it
+    #: stopped heartbeating: died, stalled or cut off); its lease time.
+    lost_after: float
+    #: Jobs it runs now.
+    running: int
+    #: ``"running"``, or ``"draining"`` once it is stopping: it claims no
+    #: new job and finishes the ones it runs.
+    state: str
+
+
+#: Seconds a lost worker's row is kept (shown marked lost) before a live
+#: worker's heartbeat deletes it (`WorkersRole.heartbeat`'s ``forget_after``).
+WORKER_RETENTION = 3600.0
+
+
+#: How many due jobs, in claim order, `WorkersRole.unserved_types` looks at
+#: for jobs no live worker can run: `Client.stats` stays a bounded read
+#: however long the backlog (the counts are exact up to that many due jobs).
+UNSERVED_SCAN = 10_000
+
+
 #: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
 #: {name: max running}, "job_types": {type: max running}, "rates": {type:
 #: {"per_second": float, "burst": int}}}``. See docs/limits.md.

@@ -24,7 +24,7 @@ from jobsched import (
     UnknownJobError,
     UnknownScheduleError,
 )
-from jobsched.store import StoreOwnedError
+from jobsched.store import MissingRoleError, StoreOwnedError
 
 from . import _params
 from ._deps import dependents, upstream
@@ -113,6 +113,15 @@ def _statuses(request: Request) -> list[str] | None:
 
 async def stats(request: Request, board: Dashboard) -> Any:
     return to_json(await board.client.stats())
+
+
+async def workers(request: Request, board: Dashboard) -> Any:
+    """The worker registry; ``registry: false`` (and no workers) for a store without one."""
+    try:
+        found = await board.client.workers()
+    except MissingRoleError:
+        return {"workers": [], "registry": False}
+    return {"workers": to_json(found), "registry": True}
 
 
 async def jobs(request: Request, board: Dashboard) -> Any:
@@ -230,6 +239,7 @@ def api_routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
+        get("/api/workers", workers, "api_workers"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),

@@ -183,6 +183,36 @@ def _document() -> dict[str, Any]:
                     "description": "calls given up on that still run on a thread or pool "
                     "process (an in-process scheduler; null from a store)",
                 },
+                "unserved": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "due jobs per job type that no live worker registered: "
+                    "they wait for a worker that knows their type",
+                },
+            },
+        },
+        "Worker": {
+            "type": "object",
+            "description": "jobsched.WorkerRecord: a worker's heartbeat row in the registry",
+            "properties": {
+                "worker_id": {"type": "string"},
+                "host": {"type": "string"},
+                "pid": {"type": "integer"},
+                "queues": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "each queue it claims from, with its concurrency",
+                },
+                "job_types": {"type": "array", "items": {"type": "string"}},
+                "version": {"type": "string"},
+                "started_at": {"type": "number"},
+                "last_seen": {"type": "number"},
+                "running": {"type": "integer"},
+                "state": {"enum": ["live", "idle", "draining", "lost"]},
+                "seen_ago": {
+                    "type": "number",
+                    "description": "seconds since its last heartbeat, by the store's clock",
+                },
             },
         },
         "Schedule": {
@@ -269,6 +299,26 @@ def _document() -> dict[str, Any]:
             "get": {
                 "summary": "counts, throughput, workers, limits",
                 "responses": {"200": _json(_ref("Stats")), **_errors()},
+            }
+        },
+        "/api/workers": {
+            "get": {
+                "summary": "the worker registry: live, idle, draining and lost workers",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "workers": {"type": "array", "items": _ref("Worker")},
+                                "registry": {
+                                    "type": "boolean",
+                                    "description": "false: the store keeps no worker registry",
+                                },
+                            },
+                        }
+                    ),
+                    **_errors(),
+                },
             }
         },
         "/api/jobs": {

@@ -1,4 +1,4 @@
-"""The HTML pages: overview, jobs, job detail, schedules, limits.
+"""The HTML pages: overview, jobs, job detail, schedules, limits, workers.
 
 Each page reads the operator API (`Client` or `LocalClient`) and renders a
 template (``templates/<page>.html``). A request from htmx (``HX-Request``)
@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import UnknownJobError
+from jobsched import WORKER_STATES, JobStatus, UnknownJobError
+from jobsched.store import MissingRoleError
 
 from . import _params, _views
 from ._deps import dependents, upstream
@@ -44,6 +45,7 @@ def page_routes() -> list[BaseRoute]:
         Route("/jobs/{job_id:path}", _guarded(job), methods=["GET"], name="job"),
         Route("/schedules", _guarded(schedules), methods=["GET"], name="schedules"),
         Route("/limits", _guarded(limits), methods=["GET"], name="limits"),
+        Route("/workers", _guarded(workers), methods=["GET"], name="workers"),
     ]
 
 
@@ -89,6 +91,7 @@ async def overview(request: Request) -> Response:
     context = {
         "title": "Overview",
         "stats": stats,
+        "registry": await _registry(client),
         "chart": _views.throughput_chart(stats.throughput),
         "recent": recent.jobs,
     }
@@ -144,6 +147,7 @@ async def job(request: Request) -> Response:
     context = {
         "title": _views.clip(found.name or found.type),
         "job": found,
+        "no_worker": await _no_worker(client, found),
         "progress": _views.progress_view(found.progress),
         "graph": await _graph(client, found),
         "retryable": _views.RETRYABLE,
@@ -168,6 +172,41 @@ async def schedules(request: Request) -> Response:
         for schedule in await board.client.schedules()
     ]
     return _show(request, "schedules", {"title": "Schedules", "schedules": rows})
+
+
+async def workers(request: Request) -> Response:
+    client = dashboard(request).client
+    registry = await _registry(client)
+    stats = await client.stats()
+    context = {
+        "title": "Workers",
+        "registry": registry,
+        "states": {s: sum(1 for w in registry or () if w.state == s) for s in WORKER_STATES},
+        "unserved": stats.unserved,
+    }
+    return _show(request, "workers", context)
+
+
+async def _registry(client: Any) -> list[Any] | None:
+    """The registry's workers; None for a store that keeps no registry."""
+    try:
+        found: list[Any] = await client.workers()
+    except MissingRoleError:
+        return None
+    return found
+
+
+async def _no_worker(client: Any, job: Any) -> bool:
+    """Whether `job` is due and waits for a worker that knows its type (no
+    live worker registered it: `Stats.unserved`)."""
+    waiting = job.status in (JobStatus.PENDING, JobStatus.RETRY_WAIT)
+    if not waiting or job.run_at > time.time():
+        return False
+    try:
+        unserved = (await client.stats()).unserved
+    except MissingRoleError:
+        return False
+    return bool(job.type in unserved)
 
 
 async def limits(request: Request) -> Response:

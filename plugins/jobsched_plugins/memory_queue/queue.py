@@ -22,6 +22,7 @@ from jobsched.store import (
     SharedJobRow,
     SharedScheduleRow,
     StoreError,
+    WorkerRow,
     encode_json,
     lease_expired_error,
     settle_at_insert,
@@ -66,6 +67,8 @@ class Queue:
         self.limits: LimitsData | None = None
         self.rate_tats: dict[str, float] = {}
         self.paused = False
+        #: The worker registry: each worker's heartbeat row by its id.
+        self.workers: dict[str, WorkerRow] = {}
         #: The stores open on it (each is told of changes on its own loop).
         self.stores: set[Any] = set()
 

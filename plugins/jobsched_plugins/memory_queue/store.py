@@ -24,6 +24,7 @@ from jobsched.store import (
     StoreContext,
     StoreError,
     StoreStats,
+    WorkerRow,
     check_max_lease_expiries,
     encode_json,
 )
@@ -580,6 +581,57 @@ class SharedMemoryStore(DelegatedWakeups):
         if done:
             self._wake("work")
         return done
+
+    # ── workers ────────────────────────────────────────────────────────
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
+        """Write `worker`'s row stamped now (its first ``started_at`` kept) and
+        forget the rows not seen for `forget_after` seconds."""
+
+        def body(q: Queue, t: float) -> None:
+            for worker_id, row in list(q.workers.items()):
+                if row.last_seen < t - forget_after and worker_id != worker.worker_id:
+                    del q.workers[worker_id]
+            before = q.workers.get(worker.worker_id)
+            started = t if before is None else before.started_at
+            q.workers[worker.worker_id] = attrs.evolve(
+                worker,
+                queues=dict(worker.queues),
+                job_types=list(worker.job_types),
+                started_at=started,
+                last_seen=t,
+            )
+
+        self._run(body)
+
+    async def workers(self) -> tuple[list[WorkerRow], float]:
+        """Every registered worker, by id, and the time read."""
+        return self._run(lambda q, t: ([q.workers[k] for k in sorted(q.workers)], t))
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row; False if there was none."""
+        return self._run(lambda q, t: q.workers.pop(worker_id, None) is not None)
+
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due
+        ones in claim order."""
+        skip = set(known)
+
+        def body(q: Queue, t: float) -> dict[str, int]:
+            due = sorted(
+                (
+                    r
+                    for r in q.jobs.values()
+                    if r.status in ("pending", "retry_wait") and r.unmet == 0 and r.run_at <= t
+                ),
+                key=lambda r: (r.sort_key, r.seq),
+            )
+            counts: dict[str, int] = {}
+            for r in due[:scan]:
+                if r.type not in skip:
+                    counts[r.type] = counts.get(r.type, 0) + 1
+            return counts
+
+        return self._run(body)
 
     # ── limits ─────────────────────────────────────────────────────────
     async def sync_limits(self, data: LimitsData | None) -> LimitsData | None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -192,6 +192,23 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE {s}.jobs ADD COLUMN last_traceback text",
         "ALTER TABLE {s}.attempts ADD COLUMN traceback text",
+    ],
+    # 11 (issue 23): the worker registry, a heartbeat row per worker
+    # (`WorkersRole`); queues and job_types are JSON.
+    [
+        """CREATE TABLE {s}.workers (
+            worker_id text PRIMARY KEY,
+            host text NOT NULL,
+            pid integer NOT NULL,
+            queues jsonb NOT NULL,
+            job_types jsonb NOT NULL,
+            version text NOT NULL,
+            started_at float8 NOT NULL,
+            last_seen float8 NOT NULL,
+            lost_after float8 NOT NULL,
+            running integer NOT NULL,
+            state text NOT NULL
+        )""",
     ],
 ]
 

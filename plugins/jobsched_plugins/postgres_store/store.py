@@ -19,10 +19,12 @@ from jobsched.store import (
     StoreError,
     StoreStats,
     TransactionSubmit,
+    WorkerRow,
 )
 
 from .._wakeups import DelegatedWakeups
 from . import claims, in_transaction, migrations, operations, queries, schedules, submit
+from . import workers as registry
 from .connection import Database, Wakeups
 
 if TYPE_CHECKING:
@@ -304,6 +306,24 @@ class PostgresStore(DelegatedWakeups):
     async def trigger_schedule(self, schedule_id: str, job: NewJob) -> bool:
         """Insert `job` for the schedule now without moving its next fire."""
         return await operations.trigger_schedule(self.db, schedule_id, job)
+
+    # ── The worker registry ─────────────────────────────────────────
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
+        """Write `worker`'s row (stamped by the server's clock) and delete the
+        rows not seen for `forget_after` seconds, in one statement."""
+        await registry.heartbeat(self.db, worker, forget_after)
+
+    async def workers(self) -> tuple[list[WorkerRow], float]:
+        """Every registered worker, by id, and the server's clock."""
+        return await registry.workers(self.db)
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row (a clean stop); False if there was none."""
+        return await registry.forget_worker(self.db, worker_id)
+
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due ones."""
+        return await registry.unserved_types(self.db, known, scan)
 
 
 # mypy checks here that the store keeps the shared-store contract.

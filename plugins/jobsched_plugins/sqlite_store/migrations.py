@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -225,10 +225,27 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN last_traceback TEXT",
         "ALTER TABLE jobsched_shared_attempts ADD COLUMN traceback TEXT",
     ],
+    # 10 (issue 23): the worker registry, a heartbeat row per worker
+    # (`WorkersRole`); queues and job_types are JSON text.
+    10: [
+        """CREATE TABLE jobsched_shared_workers (
+            worker_id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            queues TEXT NOT NULL,
+            job_types TEXT NOT NULL,
+            version TEXT NOT NULL,
+            started_at REAL NOT NULL,
+            last_seen REAL NOT NULL,
+            lost_after REAL NOT NULL,
+            running INTEGER NOT NULL,
+            state TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5, 7 and 8).
+# listed here (none for 2, 3, 5, 7, 8 and 10).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [

@@ -25,6 +25,7 @@ from jobsched.store import (
     StoreError,
     StoreStats,
     TransactionSubmit,
+    WorkerRow,
     check_max_lease_expiries,
 )
 
@@ -40,6 +41,7 @@ from . import (
     schedules,
     submit,
 )
+from . import workers as registry
 from .connection import Database, Wakeups, now, seconds_option
 
 T = TypeVar("T")
@@ -553,6 +555,37 @@ class SQLiteStore(DelegatedWakeups):
             f"{self.url}: {call} is a {mode}-mode call, but this store was opened in "
             f"{self.mode} mode"
         )
+
+    # ── Shared mode: the worker registry ────────────────────────────
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
+        """Write `worker`'s row (stamped now) and delete the rows not seen for
+        `forget_after` seconds, in one transaction."""
+        self._need(migrations.SHARED, "heartbeat")
+        await self.db.transaction(
+            lambda conn: registry.heartbeat(conn, worker, forget_after, now()),
+            "write a worker's heartbeat in",
+        )
+
+    async def workers(self) -> tuple[list[WorkerRow], float]:
+        """Every registered worker, by id, and the time read (none in a
+        single-owner file: its owner is not registered)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return [], now()
+        return await self._read(lambda conn: (registry.workers(conn), now()))
+
+    async def forget_worker(self, worker_id: str) -> bool:
+        """Delete a worker's row (a clean stop); False if there was none."""
+        self._need(migrations.SHARED, "forget_worker")
+        return await self.db.transaction(
+            lambda conn: registry.forget_worker(conn, worker_id), "forget a worker in"
+        )
+
+    async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
+        """Due jobs per job type not in `known`, among the first `scan` due
+        ones (none in a single-owner file, whose owner runs what it was given)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return {}
+        return await self._read(lambda conn: registry.unserved_types(conn, known, scan, now()))
 
 
 # The contracts, checked by mypy: this one class implements both protocols.

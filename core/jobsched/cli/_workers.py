@@ -1,0 +1,94 @@
+"""``jobsched workers``: the worker registry of a shared store, one row per worker."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import OperatorAPI, PluginManager, WorkerRecord
+from ._common import make_console, print_json
+from ._operate import add_store_options, format_duration, iso_time, operate, wall_time
+
+
+def add_parser(subparsers: Any) -> None:
+    sub = subparsers.add_parser(
+        "workers",
+        help="list the workers of a shared store: live, idle, draining and lost",
+        description="List the workers a shared store's registry knows: each worker's id, "
+        "host and pid, its queues with their concurrency, the jobs it runs, when it was last "
+        "seen, its jobsched version and its state (live, idle, draining or lost: no heartbeat "
+        "for longer than its lease time; a lost worker's row goes after an hour).",
+    )
+    add_store_options(sub, "print a JSON list")
+    sub.set_defaults(handler=workers_command)
+
+
+def worker_json(w: WorkerRecord) -> dict[str, Any]:
+    """One worker of ``workers --json`` (and of the dashboard's API)."""
+    return {
+        "worker_id": w.worker_id,
+        "host": w.host,
+        "pid": w.pid,
+        "queues": dict(w.queues),
+        "job_types": list(w.job_types),
+        "version": w.version,
+        "started_at": w.started_at,
+        "started_at_local": iso_time(w.started_at),
+        "last_seen": w.last_seen,
+        "seen_ago": w.seen_ago,
+        "running": w.running,
+        "state": w.state,
+    }
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 1:
+        return "now"
+    return f"{format_duration(float(round(seconds)))} ago"
+
+
+def workers_command(args: argparse.Namespace, plugins: PluginManager) -> int:
+    async def workers(client: OperatorAPI) -> list[WorkerRecord]:
+        return await client.workers()
+
+    found = operate(args, plugins, workers, needs=("workers",))
+    if args.json:
+        print_json([worker_json(w) for w in found])
+        return 0
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    console = make_console()
+    if found:
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
+        columns = ("WORKER", "HOST", "PID", "STATE", "QUEUES", "RUNNING", "LAST SEEN", "STARTED")
+        for column in (*columns, "VERSION"):
+            table.add_column(column, justify="right" if column in ("PID", "RUNNING") else "left")
+        for w in found:
+            queues = ", ".join(f"{name}={n}" for name, n in sorted(w.queues.items()))
+            table.add_row(
+                *(
+                    Text(cell)
+                    for cell in (
+                        w.worker_id,
+                        w.host,
+                        str(w.pid),
+                        w.state.upper() if w.lost else w.state,
+                        queues or "-",
+                        str(w.running),
+                        _ago(w.seen_ago),
+                        wall_time(w.started_at),
+                        w.version,
+                    )
+                )
+            )
+        console.print(table)
+    states = {state: sum(1 for w in found if w.state == state) for state in _ORDER}
+    plural = "" if len(found) == 1 else "s"
+    detail = ", ".join(f"{n} {state}" for state, n in states.items() if n)
+    console.print(f"{len(found)} worker{plural}" + (f": {detail}" if detail else ""), markup=False)
+    return 0
+
+
+_ORDER = ("live", "idle", "draining", "lost")

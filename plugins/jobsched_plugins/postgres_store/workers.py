@@ -1,0 +1,126 @@
+"""The worker registry: a heartbeat row per worker in ``{s}.workers`` (`WorkersRole`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobsched.store import WorkerRow, checked_worker
+
+from .connection import NOW, Database
+
+if TYPE_CHECKING:
+    import psycopg
+
+_FIELDS = (
+    "worker_id",
+    "host",
+    "pid",
+    "queues",
+    "job_types",
+    "version",
+    "started_at",
+    "last_seen",
+    "lost_after",
+    "running",
+    "state",
+)
+_COLUMNS = ", ".join(_FIELDS)
+
+
+async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> None:
+    """Upsert the worker's row stamped with the server's clock, and delete
+    the rows not seen for `forget_after` seconds, in one statement."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(
+            db.q(
+                "WITH t AS (SELECT "
+                + NOW
+                + """ AS now),
+                gone AS (DELETE FROM {s}.workers
+                    WHERE last_seen < (SELECT now FROM t) - %s AND worker_id <> %s)
+                INSERT INTO {s}.workers ("""
+                + _COLUMNS
+                + """) SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, t.now, t.now, %s, %s, %s
+                FROM t
+                ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host,
+                    pid = excluded.pid, queues = excluded.queues,
+                    job_types = excluded.job_types, version = excluded.version,
+                    last_seen = excluded.last_seen, lost_after = excluded.lost_after,
+                    running = excluded.running, state = excluded.state"""
+            ),
+            [
+                forget_after,
+                worker.worker_id,
+                worker.worker_id,
+                worker.host,
+                worker.pid,
+                json.dumps(worker.queues),
+                json.dumps(worker.job_types),
+                worker.version,
+                worker.lost_after,
+                worker.running,
+                worker.state,
+            ],
+        )
+
+    await db.statement(body)
+
+
+async def workers(db: Database) -> tuple[list[WorkerRow], float]:
+    """Every worker's row, by id, and the server's clock."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[WorkerRow], float]:
+        cur = await conn.execute(
+            db.q(
+                "SELECT "
+                + _COLUMNS
+                + ", "
+                + NOW
+                + " AS now FROM {s}.workers UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, "
+                "NULL, NULL, NULL, NULL, NULL, NULL, " + NOW + " ORDER BY worker_id NULLS LAST"
+            )
+        )
+        records = await cur.fetchall()
+        now = float(records[-1]["now"])
+        return [worker_row(r) for r in records[:-1]], now
+
+    return await db.statement(body)
+
+
+def worker_row(r: dict[str, Any]) -> WorkerRow:
+    """A registry row as read (jsonb columns come decoded), checked."""
+    return checked_worker(WorkerRow(**{k: r[k] for k in _FIELDS}))
+
+
+async def forget_worker(db: Database, worker_id: str) -> bool:
+    """Delete a worker's row; False if there was none."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(db.q("DELETE FROM {s}.workers WHERE worker_id = %s"), [worker_id])
+        return cur.rowcount > 0
+
+    return await db.statement(body)
+
+
+async def unserved_types(db: Database, known: Sequence[str], scan: int) -> dict[str, int]:
+    """Due jobs per job type not in `known`, among the first `scan` due jobs
+    in claim order (the claim's walk of ``jobs_ready``, stopped there)."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+        cur = await conn.execute(
+            db.q(
+                """SELECT type, count(*)::int AS n FROM (
+                    SELECT type FROM {s}.jobs
+                    WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= """
+                + NOW
+                + """ ORDER BY sort_key, seq LIMIT %s
+                ) AS due WHERE NOT (type = ANY(%s)) GROUP BY type"""
+            ),
+            [scan, list(known)],
+        )
+        return {r["type"]: r["n"] for r in await cur.fetchall()}
+
+    return await db.statement(body)
