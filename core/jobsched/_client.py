@@ -140,6 +140,7 @@ class Client:
         self.strategy = strategy
         self.codec = JobCodec(self.plugins)
         self._submit_hooks = self.plugins.submit_hooks()
+        self._submit_batch = self.plugins.submit_batch()
         built = resolve_store(store, self.plugins)
         if built is None or not offers_a_role(built):
             raise SchedulerError(
@@ -383,8 +384,12 @@ class Client:
         one bad job stores none.
         """
         self._check_open()
-        rows, outside = self._rows(jobs)
-        return await self._store(rows, outside)
+        if self._submit_batch is None:
+            rows, outside = self._rows(jobs)
+            return await self._store(rows, outside)
+        with self._submit_batch():
+            rows, outside = self._rows(jobs)
+            return await self._store(rows, outside)
 
     def _rows(self, jobs: Iterable[Any]) -> tuple[list[NewJob], frozenset[str]]:
         """The store rows for `jobs` (as `submit_many` takes them), each checked
