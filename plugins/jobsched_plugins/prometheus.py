@@ -128,14 +128,15 @@ COMPLETED = JobStatus.COMPLETED
 PENDING = JobStatus.PENDING
 #: The target statuses the listener is added for: an attempt's end and a
 #: cancel, not an attempt's start (the kernel then skips that call).
+#: COMPLETED first: the kernel tests ``status in STATUSES`` per job end.
 STATUSES = (
-    RETRY_WAIT,
     COMPLETED,
+    RETRY_WAIT,
     JobStatus.FAILED,
     JobStatus.TIMED_OUT,
     JobStatus.CANCELLED,
 )
-_OUTCOME_INDEX = {status: OUTCOMES.index(status.value) for status in STATUSES[1:]}
+_OUTCOME_INDEX = {status: OUTCOMES.index(status.value) for status in STATUSES if status.is_terminal}
 
 _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
