@@ -301,7 +301,8 @@ class SchedulerMetrics:
             if ended is None:
                 ended = self._now()
             retried = False
-        error = job.last_error if outcome == _FAILED else None
+        # Every failed attempt gets an error_type ("other" when it has no error text).
+        error = (job.last_error or "") if outcome == _FAILED else None
         self._other.append((job, outcome, retried, due, job.started_at, ended, error))
 
     def fold(self) -> None:
@@ -369,14 +370,10 @@ class SchedulerMetrics:
         head = error.partition(":")[0]
         found = self._error_names.get(head)
         if found is None:
-            named = head.isidentifier() or all(p.isidentifier() for p in head.split("."))
-            if named and len(self._error_names) < MAX_ERROR_TYPES:
-                found = head
-            else:
-                found = "other"
-                if not named:
-                    return found  # not remembered: free text must not fill the table
-            self._error_names[head] = found
+            named = all(part.isidentifier() for part in head.split("."))
+            if not named or len(self._error_names) >= MAX_ERROR_TYPES:
+                return "other"  # not remembered: the table never grows past the cap
+            found = self._error_names[head] = head
         return found
 
     def misfired(self, schedule: RecurringSchedule, fires: int) -> None:
