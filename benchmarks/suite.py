@@ -799,7 +799,7 @@ async def _prometheus_fold(n: int, plugins: PluginManager) -> Row:
     return Row(
         f"`prometheus`: folding {held:,} attempts' records into the counts (at a scrape)",
         _us(elapsed / max(held, 1)),
-        "",
+        "per attempt, on the scrape's thread (the loop's share: the row above)",
         "",
         "(info)",
         None,

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,15 @@ from opentelemetry.semconv._incubating.attributes import error_attributes, messa
 from opentelemetry.trace import SpanKind, StatusCode
 
 import obs_support
-from jobsched import FunctionJob, JobScheduler, build_job, default_plugin_manager
+from jobsched import (
+    FunctionJob,
+    JobScheduler,
+    PluginManager,
+    SchedulerStoppedError,
+    build_job,
+    default_plugin_manager,
+    hookimpl,
+)
 from jobsched._codec import JobCodec
 from jobsched_plugins import otel
 from worker_support import wait_started
@@ -505,3 +514,46 @@ def test_carriers_round_trip() -> None:
     assert otel.decode_carrier("[1]") == {"traceparent": "[1]"}
     assert otel.decode_carrier('{"a": 1, "b": "c"}') == {"b": "c"}
     assert otel.decode_carrier("{bad") == {}
+
+
+class _BatchRecorder:
+    """A plugin that records what happens inside each ``submit_many`` batch."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    @hookimpl
+    def jobsched_submit_hook(self) -> Any:
+        return lambda job: self.log.append(f"{self.name}: job")
+
+    @hookimpl
+    def jobsched_submit_batch_hook(self) -> Any:
+        @contextmanager
+        def batch() -> Iterator[None]:
+            self.log.append(f"{self.name}: enter")
+            try:
+                yield
+            except BaseException as exc:
+                self.log.append(f"{self.name}: {type(exc).__name__}")
+                raise
+            self.log.append(f"{self.name}: exit")
+
+        return batch
+
+
+async def test_submit_batch_hooks_wrap_every_submit_of_a_batch() -> None:
+    log: list[str] = []
+    plugins = PluginManager([_BatchRecorder("a", log), _BatchRecorder("b", log)])
+    scheduler = JobScheduler(plugins=plugins)
+    scheduler.submit(ok)
+    assert log == ["a: job", "b: job"]  # no batch for a plain submit
+    log.clear()
+    scheduler.submit_many([ok, ok])
+    assert log[:2] == ["a: enter", "b: enter"] and log[-2:] == ["b: exit", "a: exit"]
+    assert log[2:-2].count("a: job") == 2 and len(log) == 8
+    log.clear()
+    await scheduler.stop()
+    with pytest.raises(SchedulerStoppedError):
+        scheduler.submit_many([ok])
+    assert log == ["a: enter", "b: enter", "b: SchedulerStoppedError", "a: SchedulerStoppedError"]
+    assert JobScheduler(plugins=PluginManager([]))._submit_batch is None  # nothing to enter
