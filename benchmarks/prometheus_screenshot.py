@@ -50,6 +50,8 @@ GRAPHED = (
     ("Attempt duration p95, by type", 0),
     ("Worker utilisation", 0),
     ("Retries, misfires and limits per second", 0),
+    ("Backlog age: the oldest due job's wait", 0),
+    ("Failed attempts per second, by error type", 0),
 )
 
 

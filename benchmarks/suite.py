@@ -722,8 +722,10 @@ async def bench_drift(sizes: Sizes) -> list[Row]:
 
 # ── Case 6: the observability plugins switched on ─────────────────────
 #: The most a switched-on observability plugin may add to the async no-op
-#: dispatch (issue 12), as a fraction of the same case with it off.
-PLUGIN_OVERHEAD_TARGET = 0.15
+#: dispatch (issue 24), as a fraction of the same case with it off...
+PLUGIN_OVERHEAD_TARGET = 0.20
+#: ...and in loop-thread CPU time per attempt (issue 24: both must hold).
+PLUGIN_OVERHEAD_TARGET_SECONDS = 0.25e-6
 
 
 async def _plugin_rounds(
@@ -750,22 +752,57 @@ async def _plugin_rounds(
 
 
 def _plugin_row(what: str, n: int, times: dict[str, list[float]], key: str, *, target: bool) -> Row:
-    """The setup `key` against "off" in the same rounds: the median of the rounds' ratios."""
+    """The setup `key` against "off" in the same rounds: the medians of the rounds' ratios
+    and of their differences per job."""
     ours, off = times[key], times["off"]
     extra = statistics.median(a / b for a, b in zip(ours, off, strict=True)) - 1
+    per_job = statistics.median((a - b) / n for a, b in zip(ours, off, strict=True))
     rounds = ", ".join(f"{a / b - 1:+.0%}" for a, b in zip(ours, off, strict=True))
+    met = extra <= PLUGIN_OVERHEAD_TARGET and per_job <= PLUGIN_OVERHEAD_TARGET_SECONDS
     return Row(
         f"{n:,} no-op async jobs, dispatch + run (pre-submitted; loop-thread CPU time), {what}",
         _us(statistics.median(ours) / n),
         f"{_us(statistics.median(off) / n)} (plugins off)",
-        f"{extra:+.1%} (rounds: {rounds})",
-        f"<= +{PLUGIN_OVERHEAD_TARGET:.0%}" if target else "(info)",
-        extra <= PLUGIN_OVERHEAD_TARGET if target else None,
+        f"{extra:+.1%}, {per_job * 1e6:+.3f} µs/job (rounds: {rounds})",
+        f"<= +{PLUGIN_OVERHEAD_TARGET:.0%} and <= {PLUGIN_OVERHEAD_TARGET_SECONDS * 1e6:.2f} µs/job"
+        if target
+        else "(info)",
+        met if target else None,
         note=(
-            f"{what}: {extra:+.1%} on the loop thread's CPU time per no-op job (the median "
-            f"of {len(ours)} rounds' ratios: {rounds}). See docs/observability.md#overhead "
-            "for what the listener does per job and where the time goes."
+            f"{what}: {extra:+.1%} ({per_job * 1e6:+.3f} µs) on the loop thread's CPU time per "
+            f"no-op job (the medians of {len(ours)} rounds' ratios and differences; ratios: "
+            f"{rounds}). See docs/observability.md#overhead for what the listener does per job."
         ),
+    )
+
+
+async def _prometheus_fold(n: int, plugins: PluginManager) -> Row:
+    """What the `prometheus` plugin defers to a scrape: folding `n` attempts' records.
+
+    Off the loop thread in a real process (a scrape runs on the HTTP server's
+    thread), but the same interpreter: its cost is reported, not hidden.
+    """
+    from jobsched_plugins import prometheus
+
+    scheduler = JobScheduler(num_workers=WORKERS, plugins=plugins)
+    for _ in range(n):
+        scheduler.submit(NoopAsync("noop"))
+    await scheduler.start()
+    await scheduler.join()
+    metrics = prometheus.metrics_for(scheduler)
+    assert metrics is not None
+    held = metrics.pending_records()
+    t0 = time.thread_time()
+    metrics.fold()
+    elapsed = time.thread_time() - t0
+    await scheduler.stop()
+    return Row(
+        f"`prometheus`: folding {held:,} attempts' records into the counts (at a scrape)",
+        _us(elapsed / max(held, 1)),
+        "per attempt, on the scrape's thread (the loop's share: the row above)",
+        "",
+        "(info)",
+        None,
     )
 
 
@@ -808,6 +845,11 @@ async def bench_plugins(sizes: Sizes) -> list[Row]:
         prometheus.disable()
     what = "`prometheus` switched on (`prometheus.enable()`)"
     rows.append(_plugin_row(what, n, times, "prometheus", target=True))
+    prometheus.enable()
+    try:
+        rows.append(await _prometheus_fold(n, with_prometheus))
+    finally:
+        prometheus.disable()
     if no_sdk_yet:
         what = "`otel` with OpenTelemetry's API imported, no SDK (the no-op tracer)"
         rows.append(_plugin_row(what, n, times, "otel", target=True))

@@ -39,6 +39,7 @@ def dump(out: Path) -> None:
             "attributes": dict(s.attributes or {}),
             "status": s.status.status_code.name,
             "events": [{"name": e.name, **dict(e.attributes or {})} for e in s.events],
+            "links": [f"{link.context.span_id:016x}" for link in s.links],
         }
         for s in EXPORTER.get_finished_spans()
     ]

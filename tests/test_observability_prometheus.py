@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from prometheus_client.registry import CollectorRegistry
 
 import obs_support
 from jobsched import Client, Job, JobScheduler, JobStatus, Limits, Submission, build_job
+from jobsched import __version__ as jobsched_version
 from jobsched.testing import VirtualClock
 from jobsched_plugins import prometheus
 
@@ -39,7 +41,7 @@ def samples(text: str) -> Samples:
     }
 
 
-def total(found: Samples, name: str, **labels: str) -> float:
+def total(found: Samples, name: str, /, **labels: str) -> float:
     """The sum of the samples called `name` whose labels include `labels`."""
     wanted = set(labels.items())
     return sum(v for (n, ls), v in found.items() if n == name and wanted <= ls)
@@ -100,12 +102,16 @@ async def test_counts_per_outcome_and_attempt_in_one_scheduler() -> None:
     assert total(found, "jobsched_attempts_total", **mine, type="bad", outcome="failed") == 6
     # A timed-out attempt that is retried still counts as timed out.
     assert total(found, "jobsched_attempts_total", **mine, type="hang", outcome="timed_out") == 2
-    assert total(found, "jobsched_job_duration_seconds_count", **mine) == 5 + 6 + 2
+    assert total(found, "jobsched_attempt_duration_seconds_count", **mine) == 5 + 6 + 2
     assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 5 + 6 + 2
-    assert total(found, "jobsched_workers_total", **mine) == 4
+    assert total(found, "jobsched_worker_slots", **mine) == 4
     assert total(found, "jobsched_unfinished_jobs", **mine) == 0
     # Histograms are cumulative: +Inf holds every observation.
-    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, le="+Inf") == 13
+    assert total(found, "jobsched_attempt_duration_seconds_bucket", **mine, le="+Inf") == 13
+    # A failed attempt names its exception's type; the others have no error_type.
+    failed = {"type": "bad", "outcome": "failed", "error_type": "ValueError"}
+    assert total(found, "jobsched_attempts_total", **mine, **failed) == 6
+    assert total(found, "jobsched_attempts_total", **mine, type="ok", error_type="") == 5
 
 
 async def raises_timeout_error() -> None:
@@ -148,9 +154,12 @@ async def test_the_attempt_outcome_comes_from_the_kernel_flag_not_the_error_text
     assert total(found, "jobsched_attempts_total", **mine, outcome="timed_out") == 2
     # Virtual time: each timed-out attempt ran exactly its 5 s timeout.
     hang_runs = {"type": "hang"}
-    assert total(found, "jobsched_job_duration_seconds_sum", **mine, **hang_runs) == 10
-    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, **hang_runs, le="2.5") == 0
-    assert total(found, "jobsched_job_duration_seconds_bucket", **mine, **hang_runs, le="5.0") == 2
+    duration = "jobsched_attempt_duration_seconds"
+    assert total(found, f"{duration}_sum", **mine, **hang_runs) == 10
+    assert total(found, f"{duration}_bucket", **mine, **hang_runs, le="2.5") == 0
+    assert total(found, f"{duration}_bucket", **mine, **hang_runs, le="5.0") == 2
+    raised_error = {"error_type": "TimeoutError"}
+    assert total(found, "jobsched_attempts_total", **mine, **raised, **raised_error) == 2
 
 
 async def test_a_job_cancelled_while_waiting_is_a_job_not_an_attempt() -> None:
@@ -220,7 +229,7 @@ async def test_two_schedulers_in_one_process_have_their_own_series() -> None:
     assert first is not None and second is not None and first.label != second.label
     assert total(found, "jobsched_jobs_total", scheduler=first.label) == 1
     assert total(found, "jobsched_jobs_total", scheduler=second.label) == 3
-    assert total(found, "jobsched_workers_total", scheduler=second.label) == 2
+    assert total(found, "jobsched_worker_slots", scheduler=second.label) == 2
 
 
 async def test_limits_held_back_are_counted_by_limit() -> None:
@@ -236,10 +245,11 @@ async def test_limits_held_back_are_counted_by_limit() -> None:
         found = samples(generate_latest(registry).decode())
     finally:
         await scheduler.stop()
-    held = total(
-        found, "jobsched_limit_held_back_total", scheduler=metrics.label, limit="executor:async"
-    )
+    mine = {"scheduler": metrics.label}
+    held = total(found, "jobsched_limit_held_back_total", **mine, kind="executor", name="async")
     assert held >= 1
+    # The deprecated label names the same series.
+    assert total(found, "jobsched_limit_held_back_total", **mine, limit="executor:async") == held
 
 
 def sync_ok() -> int:
@@ -286,7 +296,7 @@ async def test_transitions_reach_the_counters_from_the_loop_thread_only() -> Non
     assert total(found, "jobsched_jobs_total", **mine) == 10 + 20 + 1 + 1 + 1
     assert total(found, "jobsched_attempts_total", **mine) == 10 + 20 + 2 + 1
     assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 33
-    assert total(found, "jobsched_job_duration_seconds_count", **mine) == 33
+    assert total(found, "jobsched_attempt_duration_seconds_count", **mine) == 33
     assert total(found, "jobsched_unfinished_jobs", **mine) == 0
     assert total(found, "jobsched_workers_busy", **mine) == 0
 
@@ -486,9 +496,12 @@ async def test_scraped_worker_counts_equal_the_jobs_run(shared_url: str) -> None
     assert total(found, attempts) == JOBS + 100  # the 100 retries
     assert total(found, attempts, type="flaky-upload", outcome="failed") == 200
     assert total(found, attempts, type="sleep", outcome="timed_out") == 100
-    assert total(found, "jobsched_job_duration_seconds_count") == JOBS + 100
+    assert total(found, attempts, type="flaky-upload", error_type="ConnectionError") == 200
+    assert total(found, "jobsched_attempt_duration_seconds_count") == JOBS + 100
     assert total(found, "jobsched_queue_wait_seconds_count") == JOBS + 100
-    assert total(found, "jobsched_workers_total") == 8
+    assert total(found, "jobsched_worker_slots") == 8
+    assert total(found, "jobsched_oldest_due_age_seconds") == 0
+    assert total(found, "jobsched_build_info", version=jobsched_version) == 1
     assert total(found, "jobsched_leases_held") == 0
     assert total(found, "jobsched_unfinished_jobs") == 0
 
@@ -524,3 +537,254 @@ async def test_a_retried_attempt_waits_from_its_own_due_time_not_the_retrys(
     assert total(found, "jobsched_queue_wait_seconds_bucket", **waits, le="5.0") == 2
     hang_waits = {"scheduler": metrics.label, "type": "hang"}
     assert total(found, "jobsched_queue_wait_seconds_sum", **hang_waits) == 0
+
+
+# ── the names of issue 24, and the ones kept for a release ────────────
+async def test_deprecated_names_repeat_the_new_ones() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=3)
+    async with scheduler:
+        for _ in range(4):
+            scheduler.submit(ok)
+        await scheduler.join()
+        text = generate_latest(registry).decode()
+    metrics = prometheus.metrics_for(scheduler)
+    assert metrics is not None
+    found = samples(text)
+    mine = {"scheduler": metrics.label}
+    new = {
+        (n.replace("jobsched_attempt_duration", "jobsched_job_duration"), ls): v
+        for (n, ls), v in found.items()
+        if n.startswith("jobsched_attempt_duration_seconds") and ("scheduler", metrics.label) in ls
+    }
+    old = {
+        key: v
+        for key, v in found.items()
+        if key[0].startswith("jobsched_job_duration_seconds")
+        and ("scheduler", metrics.label) in key[1]
+    }
+    assert new == old and total(found, "jobsched_job_duration_seconds_count", **mine) == 4
+    assert total(found, "jobsched_workers_total", **mine) == 3
+    assert total(found, "jobsched_worker_slots", **mine) == 3
+    # The help text says what replaces a deprecated name.
+    assert "# HELP jobsched_workers_total Deprecated: jobsched_worker_slots" in text
+    assert (
+        "# HELP jobsched_job_duration_seconds Deprecated: jobsched_attempt_duration_seconds" in text
+    )
+
+
+async def test_build_info_names_the_versions() -> None:
+    registry = private_registry()
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    (sample,) = families["jobsched_build_info"].samples
+    assert families["jobsched_build_info"].type == "gauge"
+    assert sample.value == 1
+    assert sample.labels == {"version": jobsched_version, "python": platform.python_version()}
+
+
+def failing(name: str) -> Any:
+    error = type(name, (Exception,), {})
+
+    async def fail() -> None:
+        raise error("a message that differs every time")
+
+    fail.__qualname__ = "fail"  # one job type, many exception types
+    return fail
+
+
+async def test_error_type_keeps_its_cardinality_capped() -> None:
+    registry = private_registry()
+    scheduler = JobScheduler(num_workers=4)
+    names = [f"Error{i:02d}" for i in range(prometheus.MAX_ERROR_TYPES + 5)]
+    async with scheduler:
+        for name in names:
+            scheduler.submit(failing(name), retry="none")
+        scheduler.submit(failing(names[0]), retry="none")  # a name seen before: its own series
+        await scheduler.join()
+        found = samples(generate_latest(registry).decode())
+    metrics = prometheus.metrics_for(scheduler)
+    assert metrics is not None
+    by_error = {
+        dict(ls)["error_type"]: v
+        for (n, ls), v in found.items()
+        if n == "jobsched_attempts_total" and ("scheduler", metrics.label) in ls
+    }
+    assert len(by_error) == prometheus.MAX_ERROR_TYPES + 1
+    assert sum(by_error.values()) == len(names) + 1
+    assert by_error["other"] == 5
+    # Which names got a series depends on the order the attempts ended in;
+    # the total per name does not.
+    assert set(by_error) <= {*names, "other"}
+
+
+async def test_an_error_that_names_no_exception_type_is_other(
+    virtual_clock: VirtualClock, virtual_scheduler: Any
+) -> None:
+    registry = private_registry()
+    scheduler = virtual_scheduler(num_workers=1)
+    async with scheduler:
+        job_id = scheduler.submit(hang, timeout=None, retry="none")
+        await virtual_clock.advance(0)
+        await scheduler.stop(cancel_running=True)  # the attempt ends "cancelled"
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    assert scheduler.get(job_id).status is JobStatus.CANCELLED
+    mine = {"scheduler": metrics.label}
+    assert total(found, "jobsched_attempts_total", **mine, outcome="cancelled", error_type="") == 1
+    # The error_type of free text, checked on the parser the fold uses.
+    assert metrics._error_type("lease expired 3 times") == "other"
+    assert metrics._error_type("pkg.mod.CustomError: boom") == "pkg.mod.CustomError"
+
+
+async def test_queue_wait_buckets_reach_an_hour(
+    virtual_clock: VirtualClock, virtual_scheduler: Any
+) -> None:
+    registry = private_registry()
+    scheduler = virtual_scheduler(num_workers=1)
+    async with scheduler:
+        scheduler.pause_queue()
+        scheduler.submit(ok)
+        await virtual_clock.advance(1000)
+        scheduler.resume_queue()
+        await scheduler.join()
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    waits = {"scheduler": metrics.label, "type": "ok"}
+    name = "jobsched_queue_wait_seconds_bucket"
+    assert max(prometheus.WAIT_BUCKETS) == 3600
+    assert total(found, name, **waits, le="600.0") == 0
+    assert total(found, name, **waits, le="1200.0") == 1
+    assert total(found, "jobsched_queue_wait_seconds_sum", **waits) == 1000
+    # Run times keep their own buckets, which end at five minutes.
+    assert total(found, "jobsched_attempt_duration_seconds_bucket", **waits, le="3600.0") == 0
+
+
+async def test_oldest_due_age_counts_due_jobs_only(
+    virtual_clock: VirtualClock, virtual_scheduler: Any
+) -> None:
+    registry = private_registry()
+    scheduler = virtual_scheduler(num_workers=1)
+    async with scheduler:
+        scheduler.pause_queue()  # nothing starts: every due job waits
+        blocker = scheduler.submit(ok)
+        await virtual_clock.advance(10)
+        scheduler.submit(ok, depends_on=[blocker])  # older than the next, but blocked
+        await virtual_clock.advance(5)
+        scheduler.submit(ok)
+        scheduler.submit(ok, delay=3600)  # not due
+        await virtual_clock.advance(20)
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        label = {"scheduler": metrics.label}
+        found = samples(generate_latest(registry).decode())
+        assert total(found, "jobsched_oldest_due_age_seconds", **label) == 35  # the blocker
+        scheduler.cancel(blocker)  # its dependent is cancelled with it
+        found = samples(generate_latest(registry).decode())
+        assert total(found, "jobsched_oldest_due_age_seconds", **label) == 20
+        scheduler.resume_queue()
+        await virtual_clock.advance(0)
+        found = samples(generate_latest(registry).decode())
+        assert total(found, "jobsched_oldest_due_age_seconds", **label) == 0
+        await scheduler.stop(cancel_running=True)
+
+
+async def test_limit_and_in_use_gauges() -> None:
+    registry = private_registry()
+    limits = Limits(executors={"async": 3}, job_types={"hang": 1})
+    scheduler = JobScheduler(num_workers=4, limits=limits)
+    await scheduler.start()
+    try:
+        scheduler.submit(hang, timeout=None)
+        scheduler.submit(hang, timeout=None)  # parked: the job-type limit is 1
+        while scheduler.kernel.running == 0:
+            await asyncio.sleep(0)
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        found = samples(generate_latest(registry).decode())
+    finally:
+        await scheduler.stop(cancel_running=True)
+    mine = {"scheduler": metrics.label}
+    assert total(found, "jobsched_limit", **mine, kind="executor", name="async") == 3
+    assert total(found, "jobsched_limit", **mine, kind="job_type", name="hang") == 1
+    assert total(found, "jobsched_limit_in_use", **mine, kind="executor", name="async") == 1
+    assert total(found, "jobsched_limit_in_use", **mine, kind="job_type", name="hang") == 1
+    held = {"kind": "job_type", "name": "hang", "limit": "job_type:hang"}
+    assert total(found, "jobsched_limit_held_back_total", **mine, **held) == 1
+
+
+# ── recorded on the loop, folded elsewhere ────────────────────────────
+async def test_records_wait_for_a_scrape_and_a_stop_folds_them() -> None:
+    scheduler = JobScheduler(num_workers=2)
+    prometheus.enable(CollectorRegistry())
+    await scheduler.start()
+    metrics = prometheus.metrics_for(scheduler)
+    assert metrics is not None
+    for _ in range(5):
+        scheduler.submit(ok)
+    scheduler.submit(bad, retry={"policy": "fixed", "seconds": 0, "max_retries": 1})
+    await scheduler.join()
+    # Recorded, not counted: the loop did no counting per attempt.
+    assert metrics.pending_records() == 5 + 2
+    assert metrics._by_name == {}
+    await scheduler.stop()
+    assert metrics.pending_records() == 0  # a stopped scheduler's jobs are not held
+    (counts,) = [c for c in metrics.types() if c.name == "ok"]
+    assert counts.jobs() == [5, 0, 0, 0]
+
+
+async def test_a_loop_with_no_scrape_folds_what_piled_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    scheduler = JobScheduler(num_workers=2)
+    prometheus.enable(CollectorRegistry())
+    async with scheduler:
+        metrics = prometheus.metrics_for(scheduler)
+        assert metrics is not None
+        scheduler.submit(ok)
+        await scheduler.join()
+        loop = asyncio.get_running_loop()
+        metrics._check(loop)  # the once-a-second check: 1 record is below FOLD_AT
+        assert metrics.pending_records() == 1
+        monkeypatch.setattr(prometheus, "FOLD_AT", 1)
+        metrics._check(loop)
+        assert metrics.pending_records() == 0
+        assert [c.jobs() for c in metrics._by_name.values()] == [[1, 0, 0, 0]]
+
+
+def test_a_scrape_from_another_thread_while_jobs_end_loses_nothing() -> None:
+    # Appends on the loop thread and folds on this one interleave; every
+    # attempt is counted exactly once in the end.
+    registry = private_registry()
+    done = threading.Event()
+    scrapes = 0
+
+    def scrape_until_done() -> None:
+        nonlocal scrapes
+        while not done.is_set():
+            generate_latest(registry)
+            scrapes += 1
+
+    async def run() -> JobScheduler:
+        scheduler = JobScheduler(num_workers=8)
+        async with scheduler:
+            for _ in range(20_000):
+                scheduler.submit(ok)
+            await scheduler.join()
+        return scheduler
+
+    scraper = threading.Thread(target=scrape_until_done)
+    scraper.start()
+    try:
+        scheduler = asyncio.run(run())
+    finally:
+        done.set()
+        scraper.join()
+    metrics = prometheus.metrics_for(scheduler)
+    assert metrics is not None and scrapes >= 1
+    found = samples(generate_latest(registry).decode())
+    mine = {"scheduler": metrics.label}
+    assert total(found, "jobsched_jobs_total", **mine) == 20_000
+    assert total(found, "jobsched_attempt_duration_seconds_count", **mine) == 20_000
+    assert total(found, "jobsched_queue_wait_seconds_count", **mine) == 20_000

@@ -160,6 +160,7 @@ class Client:
         self.strategy = strategy
         self.codec = JobCodec(self.plugins)
         self._submit_hooks = self.plugins.submit_hooks()
+        self._submit_batch = self.plugins.submit_batch()
         built = resolve_store(store, self.plugins)
         if built is None or not offers_a_role(built):
             raise SchedulerError(
@@ -433,7 +434,15 @@ class Client:
         as `submit` takes it.
         """
         self._check_open()
-        rows, outside = self._rows(jobs)
+        if self._submit_batch is None:
+            rows, outside = self._rows(jobs)
+            return await self._store_rows(rows, outside, conn)
+        with self._submit_batch():
+            rows, outside = self._rows(jobs)
+            return await self._store_rows(rows, outside, conn)
+
+    async def _store_rows(self, rows: list[NewJob], outside: Set[str], conn: Any) -> list[str]:
+        """Store `rows` through this client, or in the application's transaction on `conn`."""
         if conn is not None:
             return await self._in_transaction().insert_in_transaction(conn, rows)
         return await self._store(rows, outside)

@@ -23,8 +23,10 @@ deadline    wall-clock epoch seconds; left out when there is none
 retry_on    the exception names worth a retry (``["TimeoutError",
             "myapp.errors.Transient"]``); left out when empty
 no_retry_on the exception names never retried; left out when empty
-traceparent the W3C trace context of the submit (``00-<trace id>-<span
-            id>-<flags>``), set by a tracing plugin (``otel``) through the
+traceparent the trace context of the submit: a W3C ``traceparent``
+            (``00-<trace id>-<span id>-<flags>``), or (``otel``, when its
+            propagator writes more: tracestate, baggage, B3) its headers as
+            a JSON object; set by a tracing plugin through the
             ``jobsched_submit_hook``; left out when there is none
 result_ttl  seconds a completed job's result is kept (then a reaper
             removes it); left out when it is kept for good (or for the

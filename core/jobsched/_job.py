@@ -228,8 +228,10 @@ class Job(ABC):
 
     @property
     def traceparent(self) -> str | None:
-        """The W3C trace context of the submit (set by a tracing plugin, kept by
-        stores as the ``traceparent`` option): the attempts join that trace."""
+        """The trace context of the submit (set by a tracing plugin, kept by
+        stores as the ``traceparent`` option): a W3C ``traceparent``, or the
+        ``otel`` plugin's propagator headers as a JSON object. The attempts
+        join that trace."""
         extras = self._extras
         return None if extras is None else extras.traceparent
 

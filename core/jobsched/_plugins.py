@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib.metadata
@@ -9,7 +10,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -545,6 +546,25 @@ class PluginManager:
         """What the ``jobsched_submit_hook`` implementations return: plain ``(job)`` callables."""
         returned = reversed(self._pm.hook.jobsched_submit_hook())
         return tuple(hook for hook in returned if hook is not None)
+
+    def submit_batch(self) -> Callable[[], contextlib.AbstractContextManager[None]] | None:
+        """What ``submit_many`` enters around a batch (``jobsched_submit_batch_hook``), or None."""
+        hooks: tuple[Callable[[], contextlib.AbstractContextManager[None]], ...] = tuple(
+            h for h in reversed(self._pm.hook.jobsched_submit_batch_hook()) if h is not None
+        )
+        if not hooks:
+            return None
+        if len(hooks) == 1:
+            return hooks[0]
+
+        @contextlib.contextmanager
+        def every_batch_hook() -> Iterator[None]:
+            with contextlib.ExitStack() as stack:
+                for hook in hooks:
+                    stack.enter_context(hook())
+                yield
+
+        return every_batch_hook
 
     def loaded_plugin(self, name: str) -> object | None:
         """The plugin object (module) loaded under `name`, or None if it did not load."""

@@ -157,6 +157,8 @@ class JobScheduler:
             subject=self,
         )
         self._store = resolved
+        # Asked once, as the per-job submit hooks are (by the kernel).
+        self._submit_batch = plugins.submit_batch()
 
     @property
     def kernel(self) -> Kernel:
@@ -282,6 +284,14 @@ class JobScheduler:
             in_memory=in_memory,
             look_up=in_memory or kernel.started,
         )
+        batch = self._submit_batch
+        if batch is not None:
+            with batch():
+                return self._submit_planned(planned)
+        return self._submit_planned(planned)
+
+    def _submit_planned(self, planned: Iterable[tuple[Submission, Job]]) -> list[str]:
+        kernel = self._kernel
         ids: list[str] = []
         ids_of: dict[int, str] = {}
         for item, job in planned:

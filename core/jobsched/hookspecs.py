@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -380,6 +381,28 @@ def jobsched_submit_hook() -> Callable[[Job], None] | None:
                 job.traceparent = current_traceparent()
 
             return join_trace
+    """
+
+
+@hookspec
+def jobsched_submit_batch_hook() -> Callable[[], AbstractContextManager[None]] | None:
+    """Return what ``submit_many`` should enter around a batch, or None.
+
+    Asked once, like `jobsched_submit_hook`, when a `JobScheduler` or a
+    `jobsched.Client` is composed. ``submit_many`` calls the returned
+    callable and enters the context manager it gives around the whole batch:
+    every job's `jobsched_submit_hook` call happens inside it (for a
+    `Client`, the store's write too). A plugin with nothing to do returns
+    None, and ``submit_many`` pays nothing for it. The ``otel`` plugin
+    records a batch's ``send`` span this way.
+
+    Example::
+
+        @hookimpl
+        def jobsched_submit_batch_hook():
+            if not tracing_configured():
+                return None
+            return open_batch_span  # a contextlib.contextmanager
     """
 
 

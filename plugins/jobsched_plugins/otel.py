@@ -5,40 +5,48 @@ application brings the SDK and configures it). Without opentelemetry-api the
 plugin does not load and ``jobsched plugins list`` shows it as failed with the
 install line; everything else works. The API is imported on first use.
 
-Following the OpenTelemetry messaging conventions:
+The spans follow OpenTelemetry's messaging semantic conventions
+(`SEMCONV_VERSION`; docs/observability.md lists every attribute):
 
 - ``submit`` inside an active span (a `JobScheduler`'s or a `Client`'s)
-  records a ``jobsched.submit`` span of kind PRODUCER and keeps its W3C
-  ``traceparent`` with the job (``job.traceparent``; stores keep it as the
+  records a ``send {job type}`` span of kind PRODUCER, and keeps the context
+  the configured propagator injects (``opentelemetry.propagate.inject``:
+  ``traceparent``, and ``tracestate``, ``baggage``, B3 headers when they are
+  configured) with the job, as ``job.traceparent`` (stores keep it as the
   ``traceparent`` option), so the job's attempts, in this process or in a
-  worker on another host, belong to the same trace. Outside a span it does
-  nothing.
-- Each attempt is a ``jobsched.attempt`` span of kind CONSUMER, a child of
-  the submit span (every retry too), with ``jobsched.job.id``,
-  ``jobsched.job.type``, ``jobsched.job.attempt``, ``jobsched.executor`` and,
-  when it ends, ``jobsched.outcome`` (``completed``, ``failed``,
-  ``timed_out``, ``cancelled``). A failure is recorded as an ``exception``
-  event with status ERROR; a timeout has status ERROR and
-  ``jobsched.timed_out = true``; a cancellation ``jobsched.cancelled = true``.
-  While an async attempt runs, its span is the current span: the job's own
-  spans are its children.
+  worker on another host, find their creation context. Outside a span it
+  does nothing. ``submit_many`` inside a span records one ``send`` span with
+  ``messaging.batch.message_count``, linked to a ``create {job type}`` span
+  per job, which is that job's creation context.
+- Each attempt is a ``process {job type}`` span of kind CONSUMER with a link
+  to the creation context, and by default that context as its parent (every
+  retry too: one trace); after ``configure(new_trace_per_attempt=True)``,
+  each attempt starts a trace of its own, linked and not parented, so a
+  schedule that runs for months does not grow one giant trace. A failure is
+  recorded with ``span.record_exception`` and ``error.type``, status ERROR;
+  a timeout has ``error.type = "timeout"``. While an async attempt runs, its
+  span is the current span (with the submit's baggage): the job's own spans
+  are its children.
 
 Attempt spans are recorded by schedulers started after a tracer provider was
 set (``trace.set_tracer_provider``), submit spans by schedulers and clients
 composed after it; with none (the API's no-op tracer), the plugin adds no
 listener and no submit hook, and costs the per-job path nothing. Until the
 application imports ``opentelemetry.trace`` (it must, to configure anything),
-the plugin does not import it either. A scheduler or client composed before
-OpenTelemetry is configured pays nothing per submit (and joins no trace), so
-configure OpenTelemetry first.
+the plugin does not import it either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib.util
+import json
+import os
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from jobsched import FunctionJob, Job, JobScheduler, JobStatus, hookimpl, job_type_of
@@ -50,10 +58,31 @@ if importlib.util.find_spec("opentelemetry") is None:
         "(or disable it: JOBSCHED_DISABLE_PLUGINS=otel)"
     )
 
-__all__ = ["TRACER_NAME", "format_traceparent", "parse_traceparent"]
+__all__ = [
+    "DEFAULT_DESTINATION",
+    "MESSAGING_SYSTEM",
+    "SCHEMA_URL",
+    "SEMCONV_VERSION",
+    "TRACER_NAME",
+    "JobError",
+    "configure",
+    "decode_carrier",
+    "encode_carrier",
+    "format_traceparent",
+    "parse_traceparent",
+]
 
 #: The instrumentation scope of every span this plugin records.
 TRACER_NAME = "jobsched"
+#: The OpenTelemetry semantic conventions the spans follow (messaging spans,
+#: status "development" there: names may still change upstream).
+SEMCONV_VERSION = "1.44.0"
+#: The schema URL the tracer declares.
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+#: ``messaging.system`` of every span.
+MESSAGING_SYSTEM = "jobsched"
+#: ``messaging.destination.name`` of a job with no ``queue``.
+DEFAULT_DESTINATION = "default"
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
@@ -62,6 +91,34 @@ TIMED_OUT = JobStatus.TIMED_OUT
 CANCELLED = JobStatus.CANCELLED
 
 _api: Any = None  # the opentelemetry modules, imported on first use
+_new_trace_per_attempt = False
+# The creation contexts of the jobs a `submit_many` inside a span submitted so far.
+_batch: contextvars.ContextVar[list[tuple[Any, str, str]] | None] = contextvars.ContextVar(
+    "jobsched_otel_batch", default=None
+)
+_CLIENT_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class JobError(Exception):
+    """A failed attempt's error as `span.record_exception` records it.
+
+    The exception object itself stays where the job ran (another thread, a
+    process, a worker on another host); the span gets its type name,
+    message and traceback as the job recorded them.
+    """
+
+
+def configure(*, new_trace_per_attempt: bool) -> None:
+    """Choose how attempts of schedulers started from now on relate to their submit.
+
+    False (the default): an attempt is a child of its creation context and
+    linked to it, so a job and its retries are one trace with the request
+    that submitted it. True: each attempt is the root of a trace of its own,
+    linked to the creation context: for long-lived recurring schedules,
+    whose runs would otherwise all join one trace.
+    """
+    global _new_trace_per_attempt
+    _new_trace_per_attempt = bool(new_trace_per_attempt)
 
 
 def _otel() -> Any:
@@ -69,9 +126,9 @@ def _otel() -> Any:
     if _api is None:
         from types import SimpleNamespace
 
-        from opentelemetry import context, trace
+        from opentelemetry import context, propagate, trace
 
-        _api = SimpleNamespace(trace=trace, context=context)
+        _api = SimpleNamespace(trace=trace, context=context, propagate=propagate)
     return _api
 
 
@@ -99,6 +156,46 @@ def parse_traceparent(value: str) -> Any:
     return context if context.is_valid else None
 
 
+def encode_carrier(carrier: dict[str, str]) -> str | None:
+    """What `job.traceparent` keeps of a propagator's carrier (None: nothing to keep).
+
+    A carrier that holds only ``traceparent`` (W3C trace context, the
+    default propagator with no baggage) is kept as that bare value, which
+    every jobsched version reads; any other (``tracestate``, ``baggage``,
+    B3 headers) as a JSON object.
+    """
+    if not carrier:
+        return None
+    if carrier.keys() == {"traceparent"}:
+        return carrier["traceparent"]
+    return json.dumps(carrier, sort_keys=True, separators=(",", ":"))
+
+
+def decode_carrier(value: str) -> dict[str, str]:
+    """The carrier `encode_carrier` made (a bare value is a ``traceparent``); {} if unreadable."""
+    if not value.startswith("{"):
+        return {"traceparent": value}
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {k: v for k, v in loaded.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _destination(job: Job) -> str:
+    """``messaging.destination.name``: the job's queue, when jobs have one."""
+    queue = getattr(job, "queue", None)
+    return queue if isinstance(queue, str) and queue else DEFAULT_DESTINATION
+
+
+def _error_type(error: str) -> str:
+    """``error.type`` of a failed attempt: its exception's type name, else ``_OTHER``."""
+    head = error.partition(":")[0]
+    return head if all(part.isidentifier() for part in head.split(".")) else "_OTHER"
+
+
 def _configurable() -> bool:
     """Whether OpenTelemetry can be in use: the application imported its trace API.
 
@@ -109,38 +206,102 @@ def _configurable() -> bool:
     return _api is not None or "opentelemetry.trace" in sys.modules
 
 
+def _tracing() -> bool:
+    """Whether a tracer provider is set (not the API's no-op one)."""
+    if not _configurable():
+        return False
+    trace = _otel().trace
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 @hookimpl
 def jobsched_submit_hook() -> Callable[[Job], None] | None:
     # Asked once per scheduler or client: without a tracer provider set, submit
     # pays nothing (asking the API for the current span costs half a microsecond).
-    if not _configurable():
-        return None
-    trace = _otel().trace
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return None  # the no-op tracer: no span to record, no trace to join
-    return _join_trace
+    return _send if _tracing() else None
 
 
-def _join_trace(job: Job) -> None:
-    """Record a ``jobsched.submit`` span and keep its trace context on the job."""
-    trace = (_api or _otel()).trace
+@hookimpl
+def jobsched_submit_batch_hook() -> Callable[[], AbstractContextManager[None]] | None:
+    return _send_batch if _tracing() else None
+
+
+def _send(job: Job) -> None:
+    """Record the job's ``send`` (or, in a batch, ``create``) span and keep its context."""
+    api = _api or _otel()
+    trace = api.trace
     if not trace.get_current_span().get_span_context().is_valid:
         return  # not inside a span: nothing to join
-    tracer = trace.get_tracer(TRACER_NAME)
-    attributes = {"jobsched.job.type": job_type_of(job), "jobsched.job.name": job.name}
+    kind = job_type_of(job)
+    batch = _batch.get()
+    operation = "send" if batch is None else "create"
+    attributes = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": operation,
+        "messaging.destination.name": _destination(job),
+        "messaging.message.id": job.job_id,
+        "messaging.client.id": _CLIENT_ID,
+        "jobsched.job.type": kind,
+        "jobsched.job.name": job.name,
+    }
+    tracer = trace.get_tracer(TRACER_NAME, schema_url=SCHEMA_URL)
     with tracer.start_as_current_span(
-        "jobsched.submit", kind=trace.SpanKind.PRODUCER, attributes=attributes
+        f"{operation} {kind}", kind=trace.SpanKind.PRODUCER, attributes=attributes
     ) as span:
-        job.traceparent = format_traceparent(span.get_span_context())
+        carrier: dict[str, str] = {}
+        api.propagate.inject(carrier)
+        job.traceparent = encode_carrier(carrier)
+        if batch is not None:
+            batch.append((span.get_span_context(), kind, _destination(job)))
+
+
+@contextmanager
+def _send_batch() -> Iterator[None]:
+    """One ``send`` span for a ``submit_many``, linked to each job's ``create`` span."""
+    trace = (_api or _otel()).trace
+    if not trace.get_current_span().get_span_context().is_valid or _batch.get() is not None:
+        yield  # outside a span nothing is recorded; a nested batch is the outer one's
+        return
+    created: list[tuple[Any, str, str]] = []
+    token = _batch.set(created)
+    # Started first, not current: the create spans are children of the caller's span.
+    span = trace.get_tracer(TRACER_NAME, schema_url=SCHEMA_URL).start_span(
+        "send",
+        kind=trace.SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.name": "send",
+            "messaging.operation.type": "send",
+            "messaging.client.id": _CLIENT_ID,
+        },
+    )
+    try:
+        yield
+    except BaseException as exc:
+        span.set_attribute("error.type", type(exc).__qualname__)
+        span.record_exception(exc)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+        raise
+    finally:
+        _batch.reset(token)
+        for context, _, _ in created:
+            span.add_link(context)
+        attributes: dict[str, Any] = {"messaging.batch.message_count": len(created)}
+        destinations = {destination for _, _, destination in created}
+        if len(destinations) == 1:
+            attributes["messaging.destination.name"] = destinations.pop()
+        kinds = {kind for _, kind, _ in created}
+        if len(kinds) == 1:  # named as a single send is; a mixed batch is plain "send"
+            span.update_name(f"send {kinds.pop()}")
+        span.set_attributes(attributes)
+        span.end()
 
 
 @hookimpl
 def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
-    if not _configurable():
-        return  # OpenTelemetry is not in use: no import, no listener
-    trace = _otel().trace
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return  # OpenTelemetry is not configured: no listener, no cost
+    if not _tracing():
+        return  # OpenTelemetry is not in use or not configured: no listener, no cost
     scheduler.add_listener(_AttemptSpans(scheduler).on_transition)
 
 
@@ -151,7 +312,13 @@ class _AttemptSpans:
         api = _otel()
         self._trace = api.trace
         self._context = api.context
-        self._tracer = api.trace.get_tracer(TRACER_NAME)
+        self._extract = api.propagate.extract
+        self._tracer = api.trace.get_tracer(TRACER_NAME, schema_url=SCHEMA_URL)
+        self._new_trace = _new_trace_per_attempt
+        backend = scheduler.kernel.backend
+        # A shared store's worker is known there by its identity (its leases' holder).
+        identity = getattr(backend, "identity", None)
+        self._client_id = identity if isinstance(identity, str) else _CLIENT_ID
         registered = scheduler.plugins.registry["job_types"].values()
         self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
         self._type_names: dict[type, str] = {}  # job class -> its type name (not function jobs)
@@ -168,25 +335,42 @@ class _AttemptSpans:
 
     def _start(self, job: Job) -> None:
         trace = self._trace
-        parent = parse_traceparent(job.traceparent) if job.traceparent else None
         # Never the worker task's own context: an attempt belongs to its submit.
         context = self._root
-        if parent is not None:
-            context = trace.set_span_in_context(trace.NonRecordingSpan(parent), context)
+        if job.traceparent:
+            carrier = decode_carrier(job.traceparent)
+            if carrier:
+                context = self._extract(carrier, context=self._root)
+        creation = trace.get_current_span(context).get_span_context()
+        links = None
+        parent = context
+        if creation.is_valid:
+            links = [trace.Link(creation)]
+            if self._new_trace:  # a root span; the extracted baggage stays
+                parent = trace.set_span_in_context(trace.INVALID_SPAN, context)
+        kind = self._type_name(job)
         model = job.model
         span = self._tracer.start_span(
-            "jobsched.attempt",
-            context=context,
+            f"process {kind}",
+            context=parent,
             kind=trace.SpanKind.CONSUMER,
+            links=links,
             attributes={
-                "jobsched.job.id": job.job_id,
-                "jobsched.job.type": self._type_name(job),
+                "messaging.system": MESSAGING_SYSTEM,
+                "messaging.operation.name": "process",
+                "messaging.operation.type": "process",
+                "messaging.destination.name": _destination(job),
+                "messaging.message.id": job.job_id,
+                "messaging.client.id": self._client_id,
+                "jobsched.job.type": kind,
                 "jobsched.job.attempt": job.attempts + 1,  # counted when it starts
                 "jobsched.executor": str(getattr(model, "value", model)),
             },
         )
         task = _current_task()
-        token = self._context.attach(trace.set_span_in_context(span)) if task else None
+        token = None
+        if task is not None:
+            token = self._context.attach(trace.set_span_in_context(span, context))
         self._open[id(job)] = (span, token, task)
 
     def _type_name(self, job: Job) -> str:
@@ -213,12 +397,20 @@ class _AttemptSpans:
         elif new is CANCELLED:
             attributes = {"jobsched.outcome": "cancelled", "jobsched.cancelled": True}
         elif timed_out:
-            attributes = {"jobsched.outcome": "timed_out", "jobsched.timed_out": True}
+            attributes = {
+                "jobsched.outcome": "timed_out",
+                "jobsched.timed_out": True,
+                "error.type": "timeout",
+            }
             span.set_status(trace.Status(trace.StatusCode.ERROR, error))
         else:
-            attributes = {"jobsched.outcome": "failed"}
-            kind, _, message = error.partition(": ")
-            span.add_event("exception", {"exception.type": kind, "exception.message": message})
+            kind = _error_type(error)
+            attributes = {"jobsched.outcome": "failed", "error.type": kind}
+            message = error.partition(": ")[2] if kind != "_OTHER" else error
+            recorded = {"exception.type": kind if kind != "_OTHER" else "JobError"}
+            if job.last_traceback:
+                recorded["exception.stacktrace"] = job.last_traceback
+            span.record_exception(JobError(message), attributes=recorded)
             span.set_status(trace.Status(trace.StatusCode.ERROR, error))
         if new is RETRY_WAIT:
             attributes["jobsched.retry"] = True

@@ -11,28 +11,17 @@ imports nothing and adds no listener, so the extra costs nothing where it is
 merely installed. Once enabled, every running scheduler and every scheduler
 started later is counted.
 
-A counted scheduler gets its own counters (a listener added with
-``scheduler.add_listener(..., statuses=STATUSES)``, called once per attempt,
-at its end: plain int increments on the loop thread, no prometheus-client
-call per job). One collector, registered in the registry
-metrics were enabled for (prometheus-client's default one unless told
-otherwise), reports every counted scheduler with a ``scheduler`` label:
-``"1"`` for the first scheduler counted in the process, ``"2"`` for the next,
-so several schedulers in one process never collide. The metric names are API
-(docs/observability.md):
-
-==================================== ========= ===============================
-``jobsched_jobs_total``              counter   terminal outcomes {type, status}
-``jobsched_attempts_total``          counter   ended attempts {type, outcome}
-``jobsched_job_duration_seconds``    histogram attempt run time {type}
-``jobsched_queue_wait_seconds``      histogram due -> start {type}
-``jobsched_unfinished_jobs``         gauge     unfinished jobs held {status}
-``jobsched_workers_busy``            gauge     attempts running
-``jobsched_workers_total``           gauge     worker slots
-``jobsched_leases_held``             gauge     claimed jobs (shared stores)
-``jobsched_schedule_misfires_total`` counter   skipped fires {schedule}
-``jobsched_limit_held_back_total``   counter   jobs a limit held back {limit}
-==================================== ========= ===============================
+A counted scheduler gets a listener (added with ``scheduler.add_listener(...,
+statuses=STATUSES)``, called once per attempt, at its end) that only records
+what happened: a completed attempt appends the job to a list, any other end
+appends a tuple of the figures that will change before the job's next
+attempt. Nothing is counted on the loop thread per attempt: the collector
+folds the records into the counts when Prometheus scrapes (or, if nobody
+scrapes, the scheduler's loop folds them once a second when many have piled
+up), then reports every counted scheduler with a ``scheduler`` label: ``"1"``
+for the first scheduler counted in the process, ``"2"`` for the next. The
+metric names are API; docs/observability.md lists them, with the names kept
+for one more release as deprecated aliases.
 
 Expose them with `start_http_server` (what ``jobsched worker --metrics-port``
 does), `make_asgi_app` (mount it in an ASGI app), or call `enable` and read
@@ -45,12 +34,15 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
+import platform
 import threading
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
+from heapq import heapify, heappop
 from typing import TYPE_CHECKING, Any
 
+import jobsched
 from jobsched import (
     FunctionJob,
     Job,
@@ -73,8 +65,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUCKETS",
+    "FOLD_AT",
+    "MAX_ERROR_TYPES",
     "OUTCOMES",
     "STATUSES",
+    "WAIT_BUCKETS",
     "SchedulerMetrics",
     "TypeCounts",
     "disable",
@@ -85,28 +80,63 @@ __all__ = [
     "store_metrics_text",
 ]
 
-#: Histogram buckets (seconds) of the duration and queue-wait histograms.
+#: Buckets (seconds) of the attempt-duration histogram.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Buckets (seconds) of the queue-wait histogram: a backlog is measured in
+#: minutes, so they reach an hour.
+WAIT_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1200.0,
+    1800.0,
+    3600.0,
+)
 _BOUNDS = (*BUCKETS, float("inf"))
+_WAIT_BOUNDS = (*WAIT_BUCKETS, float("inf"))
 #: The statuses of the ``jobsched_unfinished_jobs`` gauge (`JobScheduler.job_counts`).
 GAUGE_STATUSES = ("pending", "delayed", "blocked", "retry_wait", "running")
 #: Terminal statuses (``jobsched_jobs_total``) and attempt outcomes
 #: (``jobsched_attempts_total``), in the order of `TypeCounts.ended`.
 OUTCOMES = ("completed", "failed", "timed_out", "cancelled")
 _FAILED, _TIMED_OUT, _CANCELLED = 1, 2, 3  # indexes into OUTCOMES
+_WAITING = -1  # a record's outcome: cancelled before it was ever taken
+#: The most distinct ``error_type`` values a scheduler reports; later
+#: exception type names are counted as ``"other"``.
+MAX_ERROR_TYPES = 20
+#: Records a scheduler's loop lets pile up before folding them itself (checked
+#: once a second), for a process whose metrics nobody scrapes.
+FOLD_AT = 16_384
+_FOLD_EVERY = 1.0  # seconds between those checks
 
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
 COMPLETED = JobStatus.COMPLETED
+PENDING = JobStatus.PENDING
 #: The target statuses the listener is added for: an attempt's end and a
 #: cancel, not an attempt's start (the kernel then skips that call).
+#: COMPLETED first: the kernel tests ``status in STATUSES`` per job end.
 STATUSES = (
-    RETRY_WAIT,
     COMPLETED,
+    RETRY_WAIT,
     JobStatus.FAILED,
     JobStatus.TIMED_OUT,
     JobStatus.CANCELLED,
 )
+_OUTCOME_INDEX = {status: OUTCOMES.index(status.value) for status in STATUSES if status.is_terminal}
 
 _labels = itertools.count(1)
 _metrics: weakref.WeakKeyDictionary[JobScheduler, SchedulerMetrics] = weakref.WeakKeyDictionary()
@@ -127,16 +157,15 @@ _uncounted: weakref.WeakKeyDictionary[JobScheduler, asyncio.AbstractEventLoop] =
 
 
 class TypeCounts:
-    """One job type's counters in one scheduler: list slots and floats, nothing else.
+    """One job type's counts in one scheduler, as folded from the listener's records.
 
-    Counters a scrape can add up are not kept twice, so an attempt's end
-    costs one increment: ``ended[i]`` counts attempts that ended the job with
-    `OUTCOMES` status i (one attempt and one job each), ``retried[i]``
-    attempts that failed or timed out and were retried, ``cancelled_waiting``
-    jobs cancelled with no attempt running. The histograms are per-bucket
-    counts over `BUCKETS` and +Inf plus the sum of the observations; the scrape
-    makes them cumulative. An observation is one comparison (most fall in the
-    first bucket), at worst one bisect, and two adds.
+    ``ended[i]`` counts attempts that ended the job with `OUTCOMES` status i
+    (one attempt and one job each), ``retried[i]`` attempts that failed or
+    timed out and were retried, ``cancelled_waiting`` jobs cancelled with no
+    attempt running, ``errors`` failed attempts by ``error_type``. The
+    histograms are per-bucket counts over `BUCKETS` (duration) and
+    `WAIT_BUCKETS` (queue wait), +Inf last, plus the sum of the
+    observations; the scrape makes them cumulative.
     """
 
     __slots__ = (
@@ -144,6 +173,7 @@ class TypeCounts:
         "duration_buckets",
         "duration_sum",
         "ended",
+        "errors",
         "name",
         "retried",
         "wait_buckets",
@@ -155,9 +185,10 @@ class TypeCounts:
         self.ended = [0] * len(OUTCOMES)
         self.retried = [0] * len(OUTCOMES)
         self.cancelled_waiting = 0
+        self.errors: dict[str, int] = {}
         self.duration_buckets = [0] * len(_BOUNDS)
         self.duration_sum = 0.0
-        self.wait_buckets = [0] * len(_BOUNDS)
+        self.wait_buckets = [0] * len(_WAIT_BOUNDS)
         self.wait_sum = 0.0
 
     def jobs(self) -> list[int]:
@@ -168,15 +199,35 @@ class TypeCounts:
 
     def attempts(self) -> list[int]:
         """Attempts that ended with each `OUTCOMES` outcome."""
-        return [a + b for a, b in zip(self.ended, list(self.retried), strict=True)]
+        return [a + b for a, b in zip(self.ended, self.retried, strict=True)]
+
+    def observe(self, due: float, started: float | None, ended: float | None) -> None:
+        """One attempt's queue wait and run time (no run time if it never started)."""
+        if started is None or ended is None:
+            # Taken, then cancelled before its attempt started: it waited
+            # until the cancel, and there is no run time to observe.
+            wait = (ended if ended is not None else due) - due
+        else:
+            wait = started - due
+            ran = ended - started
+            self.duration_buckets[bisect_left(_BOUNDS, ran) if ran > BUCKETS[0] else 0] += 1
+            if ran > 0.0:
+                self.duration_sum += ran
+        # A clock read just before run_at is no wait: the sum never goes down.
+        self.wait_buckets[bisect_left(_WAIT_BOUNDS, wait) if wait > WAIT_BUCKETS[0] else 0] += 1
+        if wait > 0.0:
+            self.wait_sum += wait
 
 
 class SchedulerMetrics:
-    """One counted scheduler's metrics, written by its listener on the loop thread.
+    """One counted scheduler's metrics: the listener's records and what they fold into.
 
-    A job's counters are found by its class (a function job: its function),
-    the type name worked out once per class. A scrape (another thread) copies
-    each list and dict in one C call, so it never sees one change size under it.
+    The listener runs on the scheduler's loop thread and only appends. `fold`
+    (a scrape, on the HTTP server's thread, or the loop's own check) takes
+    what was appended so far, each list in two C calls (a copy, then a
+    ``del`` of that many from the front, so an append in between is kept for
+    the next fold), and counts it under a lock, so two folds never take the
+    same records.
     """
 
     def __init__(self, scheduler: JobScheduler, label: str) -> None:
@@ -184,99 +235,123 @@ class SchedulerMetrics:
         self._scheduler = weakref.ref(scheduler)  # the collector must not keep it alive
         registered = scheduler.plugins.registry["job_types"].values()
         self._registered = {r.factory: r.name for r in registered if isinstance(r.factory, type)}
-        self._by_key: dict[Any, TypeCounts] = {}  # job class or function -> its counters
+        self._by_key: dict[Any, TypeCounts] = {}  # job class or function -> its counts
         self._by_name: dict[str, TypeCounts] = {}
+        self._error_names: dict[str, str] = {}  # exception type name -> its error_type
         self.misfires: dict[str, int] = {}
-        #: The transition listener (``listener(job, old, new)``) that keeps these
-        #: counts, for transitions into `STATUSES` only.
-        self.on_transition = self._listener(scheduler.kernel.clock.now)
+        #: Completed jobs not folded yet: nothing about a completed job changes.
+        self._completed: list[Job] = []
+        #: Other ends not folded yet, as (job, outcome index, retried, due,
+        #: started, ended, error): a retried job's figures change at its next attempt.
+        self._other: list[tuple[Any, ...]] = []
+        self._fold_lock = threading.Lock()
+        self._now = scheduler.kernel.clock.now
+        self._timer: asyncio.TimerHandle | None = None
+        #: The transition listener (``listener(job, old, new)``) that records
+        #: attempts' ends, for transitions into `STATUSES` only.
+        self.on_transition = self._listener()
 
     @property
     def scheduler(self) -> JobScheduler | None:
         return self._scheduler()
 
     def types(self) -> list[TypeCounts]:
-        """Every job type counted so far (safe from any thread)."""
+        """Every job type counted so far, records folded first (safe from any thread)."""
+        self.fold()
         return list(self._by_name.copy().values())
 
-    def _listener(self, now: Callable[[], float]) -> Callable[[Job, JobStatus, JobStatus], None]:
-        """The listener, a closure: it runs once per attempt, so it reads only locals.
+    def pending_records(self) -> int:
+        """Attempt ends recorded and not folded into the counts yet."""
+        return len(self._completed) + len(self._other)
 
-        Added for `STATUSES` only: an attempt's end (or a cancel before
-        one), never its start. The queue wait is worked out at the end too,
-        from the attempt's start and the time it was due (`Job.run_at`, or
-        for an attempt that is retried `Job.previous_run_at`, as `run_at`
-        already holds the retry's time). A bound method would look up
-        ``self`` attributes and module globals on every call; here every
-        name is a closure cell. Counters are list slots and float adds,
-        compared by identity (an enum hashes slowly).
+    def _listener(self) -> Callable[[Job, JobStatus, JobStatus], None]:
+        """The listener, a closure over two locals: it runs once per attempt.
+
+        A completed attempt (nearly every one) costs one identity comparison
+        and one ``list.append``; the figures are read when the record is
+        folded, as a completed job's never change again.
         """
-        by_key = self._by_key
-        add_key = self._add_key
-        counts_named = self._counts_named
-        registered = self._registered
-        function_job, running, retry_wait, completed = FunctionJob, RUNNING, RETRY_WAIT, COMPLETED
-        first, bounds = _BOUNDS[0], _BOUNDS
-        failed, timed_out, index_of = _FAILED, _TIMED_OUT, OUTCOMES.index
+        append = self._completed.append
+        record = self._record
+        completed = COMPLETED
 
         def on_transition(job: Job, old: JobStatus, new: JobStatus) -> None:
-            key = job.__class__
-            if key is function_job:
-                key = job.fn  # type: ignore[attr-defined]
-            try:
-                counts = by_key[key]
-            except KeyError:
-                counts = add_key(job, key)
-            except TypeError:  # an unhashable callable: its name is worked out each time
-                counts = counts_named(job_type_of(job, registered))
-            if old is not running:  # cancelled while it waited: no attempt ended
-                counts.cancelled_waiting += 1
-                return
             if new is completed:
-                counts.ended[0] += 1
-                ended_at = job.finished_at  # set just before a terminal transition: no clock read
-                due = job.run_at
-            elif new is retry_wait:
-                counts.retried[timed_out if job.last_failure_timed_out else failed] += 1
-                ended_at = now()
-                previous = job.previous_run_at  # run_at is the retry's time by now
-                due = job.run_at if previous is None else previous
-            else:  # failed, timed out or cancelled: the attempt's outcome is the job's
-                counts.ended[index_of(new.value)] += 1
-                ended_at = job.finished_at
-                due = job.run_at
-            started = job.started_at
-            if started is None or ended_at is None:
-                # Taken, then cancelled before its attempt started: it waited
-                # until the cancel, and there is no run time to observe.
-                wait = (now() if ended_at is None else ended_at) - due
-                counts.wait_buckets[bisect_left(bounds, wait) if wait > first else 0] += 1
-                if wait > 0.0:
-                    counts.wait_sum += wait
-                return
-            # started_at is read right after the RUNNING transition: the same
-            # wait as a clock read there, without a second call per attempt.
-            wait = started - due
-            if wait <= first:  # one comparison: with idle workers, most waits
-                counts.wait_buckets[0] += 1
-                if wait > 0.0:  # a clock read just before run_at is no wait
-                    counts.wait_sum += wait
+                append(job)
             else:
-                counts.wait_buckets[bisect_left(bounds, wait)] += 1
-                counts.wait_sum += wait
-            ran = ended_at - started
-            if ran <= first:
-                counts.duration_buckets[0] += 1
-            else:
-                counts.duration_buckets[bisect_left(bounds, ran)] += 1
-            counts.duration_sum += ran
+                record(job, old, new)
 
         return on_transition
 
-    def _add_key(self, job: Job, key: Any) -> TypeCounts:
-        counts = self._counts_named(job_type_of(job, self._registered))
-        self._by_key[key] = counts
-        return counts
+    def _record(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        """Record an end that is not a completion, with the figures as they are now."""
+        if old is not RUNNING:  # cancelled while it waited: no attempt ended
+            self._other.append((job, _WAITING, False, 0.0, None, None, None))
+            return
+        if new is RETRY_WAIT:
+            outcome = _TIMED_OUT if job.last_failure_timed_out else _FAILED
+            previous = job.previous_run_at  # run_at is the retry's time by now
+            due = job.run_at if previous is None else previous
+            ended: float | None = self._now()
+            retried = True
+        else:  # failed, timed out or cancelled: the attempt's outcome is the job's
+            outcome = _OUTCOME_INDEX[new]
+            due = job.run_at
+            ended = job.finished_at
+            if ended is None:
+                ended = self._now()
+            retried = False
+        # Every failed attempt gets an error_type ("other" when it has no error text).
+        error = (job.last_error or "") if outcome == _FAILED else None
+        self._other.append((job, outcome, retried, due, job.started_at, ended, error))
+
+    def fold(self) -> None:
+        """Count the records appended so far (from any thread)."""
+        with self._fold_lock:
+            completed = self._completed
+            done = completed[:]
+            del completed[: len(done)]
+            other = self._other
+            ends = other[:]
+            del other[: len(ends)]
+            counts_for = self._counts_for
+            last: Any = None
+            counts: TypeCounts | None = None
+            for job in done:
+                key = job.__class__
+                if key is FunctionJob:
+                    key = job.fn  # type: ignore[attr-defined]
+                if key is not last or counts is None:  # runs of one type are common
+                    counts = counts_for(job, key)
+                    last = key
+                counts.ended[0] += 1
+                counts.observe(job.run_at, job.started_at, job.finished_at)
+            for job, outcome, retried, due, started, ended, error in ends:
+                key = job.__class__
+                if key is FunctionJob:
+                    key = job.fn
+                counts = counts_for(job, key)
+                if outcome == _WAITING:
+                    counts.cancelled_waiting += 1
+                    continue
+                if retried:
+                    counts.retried[outcome] += 1
+                else:
+                    counts.ended[outcome] += 1
+                if error is not None:
+                    name = self._error_type(error)
+                    counts.errors[name] = counts.errors.get(name, 0) + 1
+                counts.observe(due, started, ended)
+
+    def _counts_for(self, job: Job, key: Any) -> TypeCounts:
+        try:
+            return self._by_key[key]
+        except KeyError:
+            counts = self._counts_named(job_type_of(job, self._registered))
+            self._by_key[key] = counts
+            return counts
+        except TypeError:  # an unhashable callable: its name is worked out each time
+            return self._counts_named(job_type_of(job, self._registered))
 
     def _counts_named(self, name: str) -> TypeCounts:
         counts = self._by_name.get(name)
@@ -284,9 +359,70 @@ class SchedulerMetrics:
             counts = self._by_name[name] = TypeCounts(name)
         return counts
 
+    def _error_type(self, error: str) -> str:
+        """The ``error_type`` of a failed attempt: its exception's type name, capped.
+
+        The kernel writes an attempt's error as ``"TypeName: message"`` (or
+        the bare type name). Text that names no exception type, and any
+        name after the first `MAX_ERROR_TYPES`, is ``"other"``: a label
+        value per distinct message would grow without bound.
+        """
+        head = error.partition(":")[0]
+        found = self._error_names.get(head)
+        if found is None:
+            named = all(part.isidentifier() for part in head.split("."))
+            if not named or len(self._error_names) >= MAX_ERROR_TYPES:
+                return "other"  # not remembered: the table never grows past the cap
+            found = self._error_names[head] = head
+        return found
+
     def misfired(self, schedule: RecurringSchedule, fires: int) -> None:
         name = schedule.name or schedule.schedule_id
         self.misfires[name] = self.misfires.get(name, 0) + fires
+
+    # ── folding when nobody scrapes ───────────────────────────────────
+    def start_checks(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Check once a second on `loop` whether `FOLD_AT` records piled up."""
+        if self._timer is None:
+            self._timer = loop.call_later(_FOLD_EVERY, self._check, loop)
+
+    def stop_checks(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.fold()  # a stopped scheduler holds no job in the records
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.pending_records() >= FOLD_AT:
+            self.fold()
+        self._timer = loop.call_later(_FOLD_EVERY, self._check, loop)
+
+    # ── read at a scrape ──────────────────────────────────────────────
+    def oldest_due_age(self, scheduler: JobScheduler) -> float:
+        """Seconds the oldest job that is due and not started has waited (0: none).
+
+        A job is due once its run time came (submitted, delay or retry
+        backoff over) and nothing it depends on is unfinished; it waits in
+        the ready queue, or parked by a limit, or for the queue's pause.
+        Read from `JobScheduler.jobs` at a scrape, so it costs the scrape a
+        pass over the jobs this scheduler holds, and the loop nothing.
+        """
+        now = self._now()
+        candidates = [
+            (job.run_at, job.job_id)
+            for job in scheduler.jobs()
+            if (job.status is PENDING or job.status is RETRY_WAIT) and job.run_at <= now
+        ]
+        heapify(candidates)  # oldest first, popped only past the blocked ones
+        while candidates:
+            run_at, job_id = heappop(candidates)
+            try:
+                blocked = scheduler.waiting_on(job_id)
+            except Exception:  # gone since the listing (purged): not waiting any more
+                continue
+            if not blocked:
+                return now - run_at
+        return 0.0
 
 
 def metrics_for(scheduler: JobScheduler) -> SchedulerMetrics | None:
@@ -337,11 +473,12 @@ def _attach_on(loop: asyncio.AbstractEventLoop, scheduler: JobScheduler) -> None
 
 
 def _attach(scheduler: JobScheduler) -> None:
-    if scheduler in _metrics:
-        return
-    metrics = SchedulerMetrics(scheduler, str(next(_labels)))
-    _metrics[scheduler] = metrics
-    scheduler.add_listener(metrics.on_transition, statuses=STATUSES)
+    metrics = _metrics.get(scheduler)
+    if metrics is None:
+        metrics = SchedulerMetrics(scheduler, str(next(_labels)))
+        _metrics[scheduler] = metrics
+        scheduler.add_listener(metrics.on_transition, statuses=STATUSES)
+    metrics.start_checks(asyncio.get_running_loop())
 
 
 @hookimpl
@@ -358,6 +495,9 @@ def jobsched_scheduler_started(scheduler: JobScheduler) -> None:
 def jobsched_scheduler_stopped(scheduler: JobScheduler) -> None:
     with _state_lock:
         _uncounted.pop(scheduler, None)
+    metrics = _metrics.get(scheduler)
+    if metrics is not None:
+        metrics.stop_checks()
 
 
 @hookimpl
@@ -370,8 +510,14 @@ def jobsched_schedule_misfired(
 
 
 # ── the collector ──────────────────────────────────────────────────────
+def _limit_labels(label: str) -> tuple[str, str]:
+    """``"executor:async"`` -> ``("executor", "async")``: the limiter's key as kind, name."""
+    kind, _, name = label.partition(":")
+    return kind, name
+
+
 class _Collector:
-    """Reports every live scheduler's metrics when prometheus-client collects."""
+    """At a scrape: folds every live scheduler's records, then reports its metrics."""
 
     def describe(self) -> list[Any]:
         return []  # no fixed names to check at registration: all are ours
@@ -383,6 +529,12 @@ class _Collector:
             HistogramMetricFamily,
         )
 
+        build = GaugeMetricFamily(
+            "jobsched_build_info",
+            "Always 1: the jobsched and Python versions of this process",
+            labels=["version", "python"],
+        )
+        build.add_metric([jobsched.__version__, platform.python_version()], 1)
         jobs = CounterMetricFamily(
             "jobsched_jobs",
             "Jobs that reached a terminal status",
@@ -390,18 +542,29 @@ class _Collector:
         )
         attempts = CounterMetricFamily(
             "jobsched_attempts",
-            "Attempts that ended, by outcome (completed, failed, timed_out, cancelled)",
-            labels=["scheduler", "type", "outcome"],
+            "Attempts that ended, by outcome (completed, failed, timed_out, cancelled) "
+            "and, for failed ones, the exception's type",
+            labels=["scheduler", "type", "outcome", "error_type"],
         )
         duration = HistogramMetricFamily(
-            "jobsched_job_duration_seconds",
+            "jobsched_attempt_duration_seconds",
             "How long attempts ran",
+            labels=["scheduler", "type"],
+        )
+        old_duration = HistogramMetricFamily(
+            "jobsched_job_duration_seconds",
+            "Deprecated: jobsched_attempt_duration_seconds (how long attempts ran)",
             labels=["scheduler", "type"],
         )
         wait = HistogramMetricFamily(
             "jobsched_queue_wait_seconds",
             "From when a job was due (submitted, delay or backoff over, or claimed) to its start",
             labels=["scheduler", "type"],
+        )
+        oldest = GaugeMetricFamily(
+            "jobsched_oldest_due_age_seconds",
+            "How long the oldest job that is due and not started has waited (0: none)",
+            labels=["scheduler"],
         )
         # Not "jobsched_jobs": that is the family of the jobsched_jobs_total
         # counter, and a second TYPE line for one name fails the scrape.
@@ -413,7 +576,14 @@ class _Collector:
         busy = GaugeMetricFamily(
             "jobsched_workers_busy", "Attempts running now", labels=["scheduler"]
         )
-        total = GaugeMetricFamily("jobsched_workers_total", "Worker slots", labels=["scheduler"])
+        slots = GaugeMetricFamily(
+            "jobsched_worker_slots", "Attempts the scheduler runs at once", labels=["scheduler"]
+        )
+        old_slots = GaugeMetricFamily(
+            "jobsched_workers_total",
+            "Deprecated: jobsched_worker_slots (attempts the scheduler runs at once)",
+            labels=["scheduler"],
+        )
         leases = GaugeMetricFamily(
             "jobsched_leases_held",
             "Jobs claimed from a shared store and not yet written back",
@@ -426,8 +596,19 @@ class _Collector:
         )
         held = CounterMetricFamily(
             "jobsched_limit_held_back",
-            "Times a limit held a job back (parked, or delayed for a rate token)",
-            labels=["scheduler", "limit"],
+            "Times a limit held a job back (parked, or delayed for a rate token); "
+            "the limit label is deprecated (kind:name)",
+            labels=["scheduler", "kind", "name", "limit"],
+        )
+        limit = GaugeMetricFamily(
+            "jobsched_limit",
+            "The most attempts a concurrency limit lets run at once",
+            labels=["scheduler", "kind", "name"],
+        )
+        in_use = GaugeMetricFamily(
+            "jobsched_limit_in_use",
+            "Attempts running under a concurrency limit",
+            labels=["scheduler", "kind", "name"],
         )
         for metrics in sorted(_metrics.values(), key=lambda m: int(m.label)):
             label = metrics.label
@@ -436,15 +617,23 @@ class _Collector:
                 for outcome, n in zip(OUTCOMES, counts.jobs(), strict=True):
                     if n:
                         jobs.add_metric([label, kind, outcome], n)
+                errors = sorted(counts.errors.copy().items())
                 for outcome, n in zip(OUTCOMES, counts.attempts(), strict=True):
-                    if n:
-                        attempts.add_metric([label, kind, outcome], n)
-                for family, buckets, summed in (
-                    (duration, list(counts.duration_buckets), counts.duration_sum),
-                    (wait, list(counts.wait_buckets), counts.wait_sum),
-                ):
-                    if any(buckets):
-                        family.add_metric([label, kind], _cumulative(buckets), summed)
+                    if outcome == "failed" and errors:
+                        for error_type, failed in errors:
+                            attempts.add_metric([label, kind, outcome, error_type], failed)
+                    elif n:
+                        attempts.add_metric([label, kind, outcome, ""], n)
+                buckets = list(counts.duration_buckets)
+                if any(buckets):
+                    cumulative = _cumulative(_BOUNDS, buckets)
+                    duration.add_metric([label, kind], cumulative, counts.duration_sum)
+                    old_duration.add_metric([label, kind], cumulative, counts.duration_sum)
+                buckets = list(counts.wait_buckets)
+                if any(buckets):
+                    wait.add_metric(
+                        [label, kind], _cumulative(_WAIT_BOUNDS, buckets), counts.wait_sum
+                    )
             for name, n in sorted(metrics.misfires.copy().items()):
                 misfires.add_metric([label, name], n)
             scheduler = metrics.scheduler
@@ -454,21 +643,46 @@ class _Collector:
             for status in GAUGE_STATUSES:
                 depth.add_metric([label, status], held_now[status])
             busy.add_metric([label], held_now["running"])
-            total.add_metric([label], scheduler.num_workers)
+            slots.add_metric([label], scheduler.num_workers)
+            old_slots.add_metric([label], scheduler.num_workers)
+            oldest.add_metric([label], metrics.oldest_due_age(scheduler))
             held_leases = getattr(scheduler.kernel.backend, "leases_held", None)
             if held_leases is not None:
                 leases.add_metric([label], held_leases)
-            if scheduler.limiter is not None:
-                for limit, n in sorted(scheduler.limiter.held_back.copy().items()):
-                    held.add_metric([label, limit], n)
-        yield from (jobs, attempts, duration, wait, depth, busy, total, leases, misfires, held)
+            limiter = scheduler.limiter
+            if limiter is not None:
+                for key, n in sorted(limiter.held_back.copy().items()):
+                    held.add_metric([label, *_limit_labels(key), key], n)
+                configured = limiter.limits
+                for name, most in sorted(configured.executors.items()):
+                    limit.add_metric([label, "executor", name], most)
+                    in_use.add_metric([label, "executor", name], limiter.running(executor=name))
+                for name, most in sorted(configured.job_types.items()):
+                    limit.add_metric([label, "job_type", name], most)
+                    in_use.add_metric([label, "job_type", name], limiter.running(job_type=name))
+        yield from (
+            build,
+            jobs,
+            attempts,
+            duration,
+            wait,
+            oldest,
+            depth,
+            busy,
+            slots,
+            leases,
+            misfires,
+            held,
+            limit,
+            in_use,
+            old_duration,
+            old_slots,
+        )
 
 
-def _cumulative(buckets: list[int]) -> list[tuple[str, int]]:
+def _cumulative(bounds: tuple[float, ...], buckets: list[int]) -> list[tuple[str, int]]:
     """Per-bucket counts as Prometheus wants them: (le, observations <= le)."""
-    return [
-        (_le(bound), n) for bound, n in zip(_BOUNDS, itertools.accumulate(buckets), strict=True)
-    ]
+    return [(_le(bound), n) for bound, n in zip(bounds, itertools.accumulate(buckets), strict=True)]
 
 
 def _le(bound: float) -> str:
