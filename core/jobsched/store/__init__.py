@@ -121,6 +121,7 @@ from ._resolve import (
     store_name,
 )
 from ._rows import (
+    MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     AttemptRow,
     JobRow,
@@ -134,6 +135,8 @@ from ._rows import (
     Snapshot,
     StoreContext,
     StoreStats,
+    build_refused_error,
+    check_max_build_refusals,
     check_max_lease_expiries,
     lease_expired_error,
 )
@@ -141,6 +144,7 @@ from ._settle import settle_at_insert, settle_dependent
 
 __all__ = [
     "BASE_MEMBERS",
+    "MAX_BUILD_REFUSALS",
     "MAX_LEASE_EXPIRIES",
     "READER_MEMBERS",
     "ROLES",
@@ -184,6 +188,8 @@ __all__ = [
     "as_store",
     "as_store_reader",
     "bad_column",
+    "build_refused_error",
+    "check_max_build_refusals",
     "check_max_lease_expiries",
     "check_snapshot",
     "check_trigger_rule",
