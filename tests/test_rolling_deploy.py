@@ -1,21 +1,22 @@
 """Workers claim only what they can run (issue 23): real ``jobsched worker``
 processes with two versions of one task module, on PostgreSQL and SQLite.
 
-The old version has ``deploy.greet(name, shout=False)``; the new one has
-``deploy.greet(name, punctuation="!")`` and a new task, ``deploy.report``.
-Each version is a module written into its own folder, and each worker gets
-its folder on PYTHONPATH (``--import deploy_tasks``), as two releases of an
-application would be deployed.
+The two releases are docs/reliability.md's (Rolling deploys): the old one
+has ``deploy.greet(name, shout=False)``; the new one has ``deploy.greet(name,
+punctuation="!")`` and a new task, ``deploy.report``. Each version is a
+module written into its own folder, and each worker gets its folder on
+PYTHONPATH (``--import deploy_tasks``), as two releases of an application
+would be deployed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,29 +30,20 @@ from jobsched_plugins.postgres_store import PostgresStore
 from jobsched_plugins.sqlite_store import SQLiteStore
 from worker_support import Log, shared_store, wait_started
 
-OLD = """
-from jobsched import task
+DOC = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
 
-@task(name="deploy.greet")
-def greet(name: str, shout: bool = False) -> str:
-    text = f"old hello {name}"
-    return text.upper() if shout else text
-"""
-
-NEW = """
-from jobsched import task
+def release_source(which: str) -> str:
+    """docs/reliability.md's ``# file: deploy_tasks.py (WHICH release)`` block."""
+    header = f"# file: deploy_tasks.py ({which} release)\n"
+    (body,) = re.findall(r"```python\n(" + re.escape(header) + r".*?)```", DOC.read_text(), re.S)
+    return body
 
 
-@task(name="deploy.greet")
-def greet(name: str, punctuation: str = "!") -> str:
-    return f"new hello {name}{punctuation}"
-
-
-@task(name="deploy.report")
-def report(n: int) -> int:
-    return 2 * n
-"""
+def shown_in_doc() -> str:
+    """The ``jobsched jobs show`` output docs/reliability.md prints for the refused job."""
+    (body,) = re.findall(r"```text\n(old-args .*?)```", DOC.read_text(), re.S)
+    return body
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -63,7 +55,7 @@ def release(tmp_path: Path, name: str, source: str) -> Path:
     """A folder holding one version of the application's task module."""
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "deploy_tasks.py").write_text(textwrap.dedent(source))
+    (folder / "deploy_tasks.py").write_text(source)
     return folder
 
 
@@ -131,7 +123,8 @@ async def until(client: Client, job_id: str, check: Callable[[JobInfo], bool]) -
 async def test_a_rolling_deploy_fails_no_job_for_the_version_skew(
     store_url: str, tmp_path: Path
 ) -> None:
-    old, new = release(tmp_path, "old", OLD), release(tmp_path, "new", NEW)
+    old = release(tmp_path, "old", release_source("old"))
+    new = release(tmp_path, "new", release_source("new"))
     store = await opened(store_url)
     try:
         async with Client(store_url) as client:
@@ -196,3 +189,13 @@ async def test_a_rolling_deploy_fails_no_job_for_the_version_skew(
             assert len(second.refusals("old-args")) == 1
     finally:
         await store.close()
+    # What an operator reads, as docs/reliability.md shows it.
+    shown = subprocess.run(
+        [sys.executable, "-m", "jobsched", "jobs", "show", "old-args", "--store", store_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "1000"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == shown_in_doc()
