@@ -246,3 +246,48 @@ async def stored_rows(target: Target) -> list[Any]:
         return list(await store.jobs())
     finally:
         await store.close()
+
+
+async def test_a_refused_job_waits_and_its_refuser_does_not_claim_it_again(
+    target: Target,
+) -> None:
+    import time
+
+    from jobsched.store import NewJob
+
+    a = sched(target, num_workers=1)
+    async with a:
+        store = a.kernel.backend.store  # type: ignore[attr-defined]
+        now = time.time()
+        await store.insert(
+            [
+                NewJob(
+                    job_id="bad-args",
+                    type="record",
+                    args={"nope": 1},
+                    run_at=now,
+                    submitted_at=now,
+                    sort_key=(0.0,),
+                )
+            ]
+        )
+        # Woken by every job that follows, it never takes the refused one again.
+        for n in range(3):
+            a.submit(rec(target, f"after-{n}"))
+            await a.join()
+    # Read once the scheduler stopped: its refusal is written by then.
+    probe = await target.open_store()
+    try:
+        row = await probe.get("bad-args")
+    finally:
+        await probe.close()
+    assert (row.status, row.attempts, row.lease_owner) == ("pending", 0, None)
+    assert (row.build_refusals, len(row.refused_by)) == (1, 1)
+    assert row.last_error is None and "unknown argument 'nope'" in row.last_refusal
+
+
+def test_max_build_refusals_is_checked_and_needs_a_shared_store(target: Target) -> None:
+    with pytest.raises(ValueError, match="max_build_refusals must be a whole number"):
+        sched(target, max_build_refusals=0)
+    with pytest.raises(ValueError, match="bounds the claims of a shared store; this scheduler"):
+        JobScheduler(max_build_refusals=3)

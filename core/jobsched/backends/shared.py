@@ -289,6 +289,9 @@ class SharedBackend(LocalBackend):
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
         self._closing = True
+        # Refusals under way may fail a job at the bound: that outcome is
+        # flushed with the others.
+        await asyncio.gather(*self._side_tasks, return_exceptions=True)
         await self.flush()
         if self._schedule_server is not None:
             await self._schedule_server.close()
