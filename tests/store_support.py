@@ -306,7 +306,9 @@ class FakeSharedStore:
         self.inserted.extend(jobs)
         return [job.job_id for job in jobs]
 
-    async def claim(self, n: int, owner: str) -> tuple[list[FakeClaim], float | None]:
+    async def claim(
+        self, n: int, owner: str, types: Any = None, refuser: Any = None
+    ) -> tuple[list[FakeClaim], float | None]:
         taken, self.queue = self.queue[:n], self.queue[n:]
         return taken, None
 
@@ -346,6 +348,7 @@ class FakeSharedStore:
     async def _unused(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("FakeSharedStore does not implement this call")
 
+    refuse = _unused
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused

@@ -480,6 +480,7 @@ async def test_a_workers_default_result_ttl_and_retention(store_url: str, client
         ("--retention", "-1d"),
         ("--retention", "0"),
         ("--max-lease-expiries", "0"),
+        ("--max-build-refusals", "0"),
     ],
 )
 def test_a_bad_retention_duration_exits_2(store_url: str, option: str, value: str) -> None:

@@ -117,50 +117,60 @@ async def test_retries_and_delays_go_through_the_store(target: Target) -> None:
     assert rows[later].started_at >= rows[later].submitted_at + 0.2
 
 
-async def test_a_claimed_row_that_cannot_be_built_fails_without_running(target: Target) -> None:
+async def test_a_job_no_type_here_fits_waits_and_one_that_cannot_be_built_is_refused(
+    target: Target,
+) -> None:
     import time
 
     from jobsched.store import NewJob
 
-    a = sched(target, num_workers=1)
+    a = sched(target, num_workers=1, max_build_refusals=1)
     async with a:
         store = a.kernel.backend.store  # type: ignore[attr-defined]
         now = time.time()
         await store.insert(
             [
                 NewJob(
-                    job_id="ghost",
-                    type="no-such-type",
-                    args={},
+                    job_id=job_id,
+                    type=kind,
+                    args=args,
                     run_at=now,
                     submitted_at=now,
                     sort_key=(0.0,),
-                ),
-                NewJob(
-                    job_id="bad-args",
-                    type="record",
-                    args={"nope": 1},
-                    run_at=now,
-                    submitted_at=now,
-                    sort_key=(0.0,),
-                ),
+                )
+                for job_id, kind, args in (
+                    ("ghost", "no-such-type", {}),
+                    ("bad-args", "record", {"nope": 1}),
+                )
             ]
         )
+        after = a.submit(rec(target, "after"))
+        await a.join()  # "after" ran: the claims passed both rows by
 
-        async def both_failed() -> list[object]:
+        async def refused() -> Any:
             while True:
-                rows = await store.jobs(["ghost", "bad-args"])
-                if all(r.status == "failed" for r in rows):
-                    return rows
+                row = await store.get("bad-args")
+                if row.status == "failed":
+                    return row
                 await store.wait_finished(5)
 
-        rows = await asyncio.wait_for(both_failed(), 60)
-    assert all(r.last_error.startswith("JobSpecError: cannot build job:") for r in rows)  # type: ignore[attr-defined]
+        bad = await asyncio.wait_for(refused(), 60)
+        ghost = await store.get("ghost")
+    # No worker knows its type: never claimed, it waits for one that does.
+    assert (ghost.status, ghost.attempts, ghost.build_refusals) == ("pending", 0, 0)
+    # Its type is known, its arguments do not fit: refused, and with a bound
+    # of one refusal, failed, saying which type and why.
+    assert (bad.build_refusals, len(bad.refused_by)) == (1, 1)
+    assert "unknown argument 'nope'" in bad.last_refusal
+    assert bad.last_error.startswith(
+        "JobSpecError: 1 worker process could not build this 'record' job"
+    )
+    assert bad.last_error.endswith(bad.last_refusal)
     # Its type is a real one, as for any other failure (not "Error").
-    failures = [JobFailedError.from_job(r.job_id, r.status, r.last_error, r.attempts) for r in rows]  # type: ignore[attr-defined]
-    assert {f.error_type for f in failures} == {"JobSpecError"}
-    assert "no-such-type" in rows[0].last_error  # type: ignore[attr-defined]
-    assert target.executions() == []
+    failure = JobFailedError.from_job(bad.job_id, bad.status, bad.last_error, bad.attempts)
+    assert failure.error_type == "JobSpecError"
+    assert [tag for _, tag, _ in target.executions()] == ["after"]
+    assert after
 
 
 async def test_jobs_that_cannot_be_data_are_refused_at_submit(target: Target) -> None:
@@ -236,3 +246,48 @@ async def stored_rows(target: Target) -> list[Any]:
         return list(await store.jobs())
     finally:
         await store.close()
+
+
+async def test_a_refused_job_waits_and_its_refuser_does_not_claim_it_again(
+    target: Target,
+) -> None:
+    import time
+
+    from jobsched.store import NewJob
+
+    a = sched(target, num_workers=1)
+    async with a:
+        store = a.kernel.backend.store  # type: ignore[attr-defined]
+        now = time.time()
+        await store.insert(
+            [
+                NewJob(
+                    job_id="bad-args",
+                    type="record",
+                    args={"nope": 1},
+                    run_at=now,
+                    submitted_at=now,
+                    sort_key=(0.0,),
+                )
+            ]
+        )
+        # Woken by every job that follows, it never takes the refused one again.
+        for n in range(3):
+            a.submit(rec(target, f"after-{n}"))
+            await a.join()
+    # Read once the scheduler stopped: its refusal is written by then.
+    probe = await target.open_store()
+    try:
+        row = await probe.get("bad-args")
+    finally:
+        await probe.close()
+    assert (row.status, row.attempts, row.lease_owner) == ("pending", 0, None)
+    assert (row.build_refusals, len(row.refused_by)) == (1, 1)
+    assert row.last_error is None and "unknown argument 'nope'" in row.last_refusal
+
+
+def test_max_build_refusals_is_checked_and_needs_a_shared_store(target: Target) -> None:
+    with pytest.raises(ValueError, match="max_build_refusals must be a whole number"):
+        sched(target, max_build_refusals=0)
+    with pytest.raises(ValueError, match="bounds the claims of a shared store; this scheduler"):
+        JobScheduler(max_build_refusals=3)

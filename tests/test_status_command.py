@@ -40,6 +40,8 @@ JOB_KEYS = {
     "result",
     "error",
     "traceback",
+    "build_refusals",
+    "last_refusal",
     "schedule_id",
     "held_by",
     "lease_expires_in",

@@ -539,7 +539,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
                 "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
             ).fetchone()[0]
         )
-        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "10"
+        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "11"
         # Version 5: a job's own dependencies are read by an index.
         plan = await store.call(
             lambda conn: conn.execute(
@@ -559,6 +559,8 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
         assert row.trigger_rule == "all_success"  # version 4 gave old jobs the default
         assert row.lease_expiries == 0  # version 8 counts from 0
         assert row.last_traceback is None  # version 9 adds it, empty
+        # version 11: nobody refused it
+        assert (row.build_refusals, row.last_refusal, row.refused_by) == (0, None, ())
     finally:
         await store.close()
     # Opening again migrates nothing more.

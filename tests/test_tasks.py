@@ -438,19 +438,28 @@ async def test_a_task_worker_runs_process_tasks(task_worker: str) -> None:
 
 
 @pytest.mark.slow
-async def test_a_worker_that_does_not_know_the_task_fails_its_jobs(store_url: str) -> None:
-
+async def test_a_task_waits_for_a_worker_that_knows_it(store_url: str) -> None:
+    # A worker without the task's module claims only the types it knows.
     worker = Worker(store_url)
     try:
         async with Client(store_url) as client:
-            info = await client.wait(await client.submit(add.job(1)), timeout=60)
+            total = await client.submit(add.job(1))
+            other = await client.submit(jobsched.build_job("sleep", {"name": "s", "seconds": 0}))
+            ran = await client.wait(other, timeout=60)
+            waiting = await client.get(total)
     finally:
         worker.stop()
-    assert (info.status, info.attempts) == (JobStatus.FAILED, 1)  # the claim counts
-    assert info.last_error is not None
-    assert info.last_error.startswith(
-        f"JobSpecError: cannot build job: job {info.job_id}: unknown job type 'examples.add'"
-    )
+    assert ran.status is JobStatus.COMPLETED
+    # Never claimed: not failed, no attempt counted, nothing refused.
+    assert (waiting.status, waiting.attempts, waiting.build_refusals) == (JobStatus.PENDING, 0, 0)
+    # A worker that imports the task runs it as soon as it starts.
+    knowing = TaskWorker(store_url)
+    try:
+        async with Client(store_url) as client:
+            info = await client.wait(total, timeout=60)
+    finally:
+        knowing.stop()
+    assert (info.status, info.result, info.attempts) == (JobStatus.COMPLETED, 1.5, 1)
 
 
 async def test_a_durable_scheduler_keeps_task_jobs_as_data(tmp_path: Path) -> None:

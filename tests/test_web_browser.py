@@ -578,3 +578,39 @@ def test_a_script_in_a_job_is_shown_as_text(
     )
     assert tab.tab.evaluate(f"{injected}.length") == 0
     assert tab.dialogs == [] and tab.errors == []
+
+
+def test_a_job_workers_refused_says_why_on_its_page(
+    client: BlockingClient, store_url: str, plugins: PluginManager, tab: Browser, tmp_path: Path
+) -> None:
+    import asyncio
+    import concurrent.futures
+
+    from jobsched.store import StoreContext
+    from jobsched_plugins.postgres_store import PostgresStore
+    from jobsched_plugins.sqlite_store import SQLiteStore
+
+    job_id = client.submit(gated(plugins, tmp_path / "never", "skewed"))
+
+    async def refuse() -> None:
+        # A worker of another release claims it and cannot build it.
+        store = PostgresStore(store_url) if "postgres" in store_url else SQLiteStore(store_url)
+        await store.open(StoreContext(worker_id="old-worker", shared=True))
+        try:
+            claimed, _ = await store.claim(5, "old-worker", ["gated"], "old-worker#1")
+            assert [r.job_id for r in claimed] == [job_id]
+            why = f"JobSpecError: job {job_id} (gated): unknown argument 'label'"
+            assert await store.refuse([(job_id, why)], "old-worker", "old-worker#1", 5) == []
+        finally:
+            await store.close()
+
+    # On a thread of its own: the browser's driver runs an event loop on this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, refuse()).result(timeout=60)
+    tab.open(f"/jobs/{job_id}")
+    expect(tab.tab.locator("[data-testid=job-status]")).to_contain_text("pending")
+    expect(tab.tab.get_by_text("waiting for a worker that can build it")).to_be_visible()
+    panel = tab.tab.locator("[data-testid=job-refusals]")
+    expect(panel).to_contain_text("by 1 worker that could not build it from its arguments")
+    expect(panel).to_contain_text("unknown argument 'label'")
+    assert tab.dialogs == [] and tab.errors == []

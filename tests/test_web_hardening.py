@@ -424,6 +424,8 @@ def as_written_before_the_kept_counts(url: str) -> None:
             conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN last_traceback")
             conn.execute("ALTER TABLE jobsched_shared_attempts DROP COLUMN traceback")
             conn.execute("DROP TABLE jobsched_shared_workers")
+            for column in ("build_refusals", "last_refusal", "refused_by"):
+                conn.execute(f"ALTER TABLE jobsched_shared_jobs DROP COLUMN {column}")
             conn.execute("DROP TRIGGER jobsched_shared_counted_update")
             conn.execute("DROP TRIGGER jobsched_shared_counted_delete")
             conn.execute("DROP TABLE jobsched_shared_counts")
@@ -436,6 +438,8 @@ def as_written_before_the_kept_counts(url: str) -> None:
         conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN last_traceback')
         conn.execute(f'ALTER TABLE "{schema}".attempts DROP COLUMN traceback')
         conn.execute(f'DROP TABLE "{schema}".workers')
+        for column in ("build_refusals", "last_refusal", "refused_by"):
+            conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN {column}')
         conn.execute(f'DROP TABLE "{schema}".job_counts')
         for name in ("inserted", "updated", "deleted"):
             conn.execute(f'DROP FUNCTION "{schema}".count_{name}_jobs() CASCADE')

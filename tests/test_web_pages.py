@@ -233,3 +233,22 @@ async def test_a_failed_jobs_page_shows_its_traceback_collapsed() -> None:
     assert "<details open" not in text
     assert "in innermost_frame" in api["traceback"]
     assert all("in innermost_frame" in a["traceback"] for a in api["history"])
+
+
+async def test_a_job_page_says_which_workers_refused_it_and_why(
+    client: Client, http: httpx.AsyncClient
+) -> None:
+    job_id = await client.submit(email("a@example.com"))
+    store = client.store
+    claimed, _ = await store.claim(1, "old-worker", ["email"], "old-worker#1")
+    assert [r.job_id for r in claimed] == [job_id]
+    why = f"JobSpecError: job {job_id} (email): unknown argument 'latency' {XSS}"
+    assert await store.refuse([(job_id, why)], "old-worker", "old-worker#1", 5) == []
+    text = await page(http, f"/jobs/{job_id}")
+    api = (await http.get(f"/api/jobs/{job_id}")).json()
+    assert "waiting for a worker that can build it" in text
+    panel = text[text.index('data-testid="job-refusals"') :]
+    assert "by 1 worker that could not build it from its arguments" in panel
+    assert "unknown argument &#39;latency&#39;" in panel or "unknown argument 'latency'" in panel
+    assert XSS not in text and html.escape(XSS, quote=False) in panel
+    assert (api["build_refusals"], api["last_refusal"]) == (1, why)

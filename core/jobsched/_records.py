@@ -142,6 +142,12 @@ class JobInfo:
     #: The traceback of its last failed attempt's exception (as
     #: `Attempt.traceback`), None if that attempt raised none or the job completed.
     traceback: str | None = None
+    #: How many worker processes claimed it and could not build it from its
+    #: stored arguments (they run another version of its job type), and the
+    #: last one's error; it waits for a worker that can, and fails once
+    #: ``max_build_refusals`` refused it (docs/reliability.md). Shared stores only.
+    build_refusals: int = 0
+    last_refusal: str | None = None
 
     @property
     def done(self) -> bool:
@@ -180,6 +186,8 @@ class JobInfo:
             options=row.options,
             result_expires=row.result_expires,
             traceback=None if row.status == "completed" else row.last_traceback,
+            build_refusals=row.build_refusals,
+            last_refusal=row.last_refusal,
         )
 
 

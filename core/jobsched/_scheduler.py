@@ -31,7 +31,14 @@ from .kernel.operations import Operations
 from .kernel.progress import ProgressBoard
 from .kernel.table import JobTable
 from .kernel.timers import Timers
-from .store import StoreBase, as_shared_store, as_store, resolve_store
+from .store import (
+    MAX_BUILD_REFUSALS,
+    MAX_LEASE_EXPIRIES,
+    StoreBase,
+    as_shared_store,
+    as_store,
+    resolve_store,
+)
 
 __all__ = ["JobListener", "JobScheduler", "choose_backend"]
 
@@ -112,7 +119,12 @@ class JobScheduler:
     job's lease may expire, its worker dying or stalling while it ran,
     before this process's reaper fails it ("lease expired N times") instead
     of queueing it again: a job that kills or blocks its worker cannot walk
-    the cluster (docs/durability.md).
+    the cluster (docs/durability.md). `max_build_refusals` (shared stores
+    only; default 5) is how many worker processes may claim a job and fail
+    to build it from its stored arguments (they run another version of its
+    job type: a rolling deploy hands it back, untouched, for another
+    worker) before it fails, naming the type and the error
+    (docs/reliability.md).
 
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
@@ -137,6 +149,7 @@ class JobScheduler:
         result_ttl: float | None = None,
         retention: float | None = None,
         max_lease_expiries: int | None = None,
+        max_build_refusals: int | None = None,
     ) -> None:
         if plugins is None:
             plugins = default_plugin_manager()
@@ -146,7 +159,12 @@ class JobScheduler:
         self._kernel = Kernel(
             strategy,
             plugins=plugins,
-            backend=choose_backend(resolved, shared=shared, max_lease_expiries=max_lease_expiries),
+            backend=choose_backend(
+                resolved,
+                shared=shared,
+                max_lease_expiries=max_lease_expiries,
+                max_build_refusals=max_build_refusals,
+            ),
             num_workers=num_workers,
             rng=rng,
             history_limit=history_limit,
@@ -311,7 +329,11 @@ class JobScheduler:
 
 
 def choose_backend(
-    store: StoreBase | None, *, shared: bool | None, max_lease_expiries: int | None = None
+    store: StoreBase | None,
+    *,
+    shared: bool | None,
+    max_lease_expiries: int | None = None,
+    max_build_refusals: int | None = None,
 ) -> Backend:
     """The backend for `store` (see `JobScheduler`): picked once, never branched on later."""
     if shared is not None and not isinstance(shared, bool):
@@ -337,12 +359,20 @@ def choose_backend(
                 f"shared=True: {exc}; this store is for one process at a time "
                 "(leave shared unset), or use a store that implements SharedStore"
             ) from None
-        if max_lease_expiries is None:
-            return SharedBackend(shared_store)
-        return SharedBackend(shared_store, max_lease_expiries=max_lease_expiries)
+        return SharedBackend(
+            shared_store,
+            max_lease_expiries=(
+                MAX_LEASE_EXPIRIES if max_lease_expiries is None else max_lease_expiries
+            ),
+            max_build_refusals=(
+                MAX_BUILD_REFUSALS if max_build_refusals is None else max_build_refusals
+            ),
+        )
+    where = f"{store!r} is not shared" if durable else "this scheduler keeps its jobs in memory"
     if max_lease_expiries is not None:
-        where = f"{store!r} is not shared" if durable else "this scheduler keeps its jobs in memory"
         raise ValueError(f"max_lease_expiries bounds the leases of a shared store; {where}")
+    if max_build_refusals is not None:
+        raise ValueError(f"max_build_refusals bounds the claims of a shared store; {where}")
     if durable:
         assert store is not None
         if asked is False and store.shared:

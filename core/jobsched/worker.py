@@ -60,6 +60,7 @@ async def run_worker(
     retention: float | None = None,
     block_limit: float | None = None,
     max_lease_expiries: int | None = None,
+    max_build_refusals: int | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -79,7 +80,8 @@ async def run_worker(
 
     `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
     ``--retention`` (seconds; see `JobScheduler`), `max_lease_expiries`
-    ``--max-lease-expiries`` (None: the default, 3).
+    ``--max-lease-expiries`` (None: the default, 3), `max_build_refusals`
+    ``--max-build-refusals`` (None: the default, 5).
     """
     scheduler = JobScheduler(
         strategy,
@@ -90,6 +92,7 @@ async def run_worker(
         result_ttl=result_ttl,
         retention=retention,
         max_lease_expiries=max_lease_expiries,
+        max_build_refusals=max_build_refusals,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -55,11 +55,11 @@ from .._batcher import BatchWriter
 from .._codec import JobCodec, wall_offset
 from .._errors import ResultUnavailableError, SchedulerError, SchemaTooNewError
 from .._job import Job
-from .._jobtypes import JobSpecError
 from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
 from .._status import JobStatus
 from .._version import __version__
 from ..store import (
+    MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     WORKER_RETENTION,
     NewJob,
@@ -69,6 +69,8 @@ from ..store import (
     SharedStore,
     StoreContext,
     WorkerRow,
+    build_refused_error,
+    check_max_build_refusals,
     check_max_lease_expiries,
     encode_result,
     storable_text,
@@ -124,6 +126,7 @@ class SharedBackend(LocalBackend):
         identity: str | None = None,
         poll_interval: float = 5.0,
         max_lease_expiries: int = MAX_LEASE_EXPIRIES,
+        max_build_refusals: int = MAX_BUILD_REFUSALS,
     ) -> None:
         super().__init__(store)
         self.store: SharedStore = store
@@ -132,12 +135,22 @@ class SharedBackend(LocalBackend):
         #: A job whose lease expired this many times fails instead of running
         #: again (this process's reaper applies it: `SharedStore.reap_expired`).
         self.max_lease_expiries = check_max_lease_expiries(max_lease_expiries)
+        #: A job that this many worker processes claimed and could not build
+        #: from its stored arguments fails (`SharedStore.refuse`).
+        self.max_build_refusals = check_max_build_refusals(max_build_refusals)
         # Jobs go to the store as data, and come back from it, through one codec
         # (built in bind(), with the kernel's plugins).
         self._bound_codec: JobCodec | None = None
         self.poll_interval = poll_interval
         # A random part makes job ids unique across processes and restarts.
         self._id_suffix = secrets.token_hex(6)
+        # Who refused a job, in its row: this process and no other, even one
+        # that later runs with the same host:pid (a restarted container).
+        self._refuser = f"{self.identity}#{self._id_suffix}"
+        # The job types this process claims: its registry's names, read again
+        # when the registry changes (a task's module imported late).
+        self._types_of: object = None
+        self._types: tuple[str, ...] = ()
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
@@ -288,6 +301,9 @@ class SharedBackend(LocalBackend):
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
         self._closing = True
+        # Refusals under way may fail a job at the bound: that outcome is
+        # flushed with the others.
+        await asyncio.gather(*self._side_tasks, return_exceptions=True)
         await self.flush()
         if self._schedule_server is not None:
             await self._schedule_server.close()
@@ -399,7 +415,9 @@ class SharedBackend(LocalBackend):
             if room >= target // 2 or (room > 0 and not queued):
                 asked_at = s.clock.now()  # the leases begin after this
                 try:
-                    rows, next_due = await self.store.claim(room, self.identity)
+                    rows, next_due = await self.store.claim(
+                        room, self.identity, self.claim_types(), self._refuser
+                    )
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
                     await self._check_schema()
@@ -422,14 +440,69 @@ class SharedBackend(LocalBackend):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
 
+    def claim_types(self) -> tuple[str, ...]:
+        """The job types this process claims: every one its plugins registered
+        (entry points, ``@task`` in imported modules, registered types), the
+        only ones it can build. A stored type name is never imported."""
+        registry = self.kernel.plugins.registry["job_types"]
+        if registry is not self._types_of:
+            self._types_of, self._types = registry, tuple(sorted(registry))
+        return self._types
+
     def _take(self, rows: list[SharedJobRow], asked_at: float) -> None:
-        """Adopt claimed rows; one that cannot be made a job fails alone, saying why."""
+        """Adopt claimed rows; one that cannot be made a job fails alone, saying
+        why, and one this process's job types cannot build is refused."""
+        refused: list[tuple[SharedJobRow, str]] = []
         for row in rows:
             try:
-                self._adopt(row, asked_at)
+                refusal = self._adopt(row, asked_at)
             except Exception as exc:
                 self._log.exception("cannot take claimed job", job_id=row.job_id)
                 self._outcome(row.job_id, "failed", error=f"cannot take job: {exc!r}")
+                continue
+            if refusal is not None:
+                refused.append((row, refusal))
+        if refused:
+            task = asyncio.get_running_loop().create_task(self._refuse(refused))
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
+
+    async def _refuse(self, refused: list[tuple[SharedJobRow, str]]) -> None:
+        """Hand back jobs this process cannot build (`SharedStore.refuse`): they
+        wait for a worker with another version of their type. One that has
+        been refused `max_build_refusals` times fails, naming why."""
+        bound = self.max_build_refusals
+        try:
+            at_bound = set(
+                await self.store.refuse(
+                    [(row.job_id, error) for row, error in refused],
+                    self.identity,
+                    self._refuser,
+                    bound,
+                )
+            )
+        except Exception as exc:  # their leases expire and the reaper queues them again
+            self._log.error(
+                "could not hand back jobs it cannot build",
+                job_ids=[row.job_id for row, _ in refused],
+                error=str(exc),
+            )
+            return
+        for row, error in refused:
+            if row.job_id in at_bound:
+                self._log.error(
+                    "job failed: too many workers could not build it",
+                    job_id=row.job_id,
+                    type=row.type,
+                    max_build_refusals=bound,
+                )
+                self._outcome(
+                    row.job_id,
+                    "failed",
+                    error=build_refused_error(row.type, row.build_refusals + 1, bound, error),
+                )
+        if len(at_bound) < len(refused):
+            self._wake.set()
 
     async def _with_results(self, rows: list[SharedJobRow]) -> list[SharedJobRow]:
         """Claimed rows with their `result_of` markers replaced by the upstreams'
@@ -461,8 +534,12 @@ class SharedBackend(LocalBackend):
             ready.append(row)
         return ready
 
-    def _adopt(self, row: SharedJobRow, asked_at: float) -> None:
-        """Make a claimed row a local job in the ready queue (no await: atomic)."""
+    def _adopt(self, row: SharedJobRow, asked_at: float) -> str | None:
+        """Make a claimed row a local job in the ready queue (no await: atomic).
+
+        Returns why it cannot be built (the job is refused, see `_refuse`),
+        or None.
+        """
         s = self.kernel
         earlier = s.find(row.job_id)
         if row.job_id in self._writing or (earlier is not None and not earlier.status.is_terminal):
@@ -471,18 +548,24 @@ class SharedBackend(LocalBackend):
             # written over this claim, so this claim is handed back.
             self._lose(row.job_id, "claimed again while its earlier attempt is here")
             self._hand_back([row.job_id])
-            return
+            return None
         offset = wall_offset(s.clock)
         try:
             job = self._codec.build(row.type, row.args, row.options, offset, f"job {row.job_id}")
         except Exception as exc:
-            # Never run what cannot be rebuilt; say so in the store.
-            # "Type: message", as any failure reads (`JobFailedError.error_type`).
-            self._outcome(
-                row.job_id, "failed", error=f"{JobSpecError.__name__}: cannot build job: {exc}"
+            # Never run what cannot be rebuilt. The type is one of ours (the
+            # claim asked for those only), so the job was stored by another
+            # version of it (a rolling deploy): a worker of that version
+            # may run it. Said once: this process never claims it again.
+            error = f"{type(exc).__name__}: {exc}"
+            self._log.warning(
+                "cannot build claimed job; handed back for a worker of another version",
+                job_id=row.job_id,
+                type=row.type,
+                error=str(exc),
             )
-            self._log.error("cannot build claimed job", job_id=row.job_id, error=str(exc))
-            return
+            return error
+
         job.job_id = row.job_id
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
@@ -491,6 +574,7 @@ class SharedBackend(LocalBackend):
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
             s.cancel(job.job_id)
+        return None
 
     # ── Leases, cancel requests, dead owners ────────────────────────
     def _starting_job(self, job: Job) -> bool:
@@ -577,7 +661,7 @@ class SharedBackend(LocalBackend):
             host=socket.gethostname(),
             pid=os.getpid(),
             queues={"default": self.kernel.num_workers},
-            job_types=self.kernel.plugins.names("job_types"),
+            job_types=list(self.claim_types()),
             version=__version__,
             started_at=0.0,
             last_seen=0.0,

@@ -147,6 +147,12 @@ def show_stored_job(args: argparse.Namespace, plugins: PluginManager) -> int:
         console.print(f"  result    {info.result!r}", markup=False)
     elif info.last_error is not None:
         console.print(f"  error     {info.last_error}", markup=False)
+    if info.build_refusals:
+        console.print(
+            f"  refused   by {info.build_refusals} worker(s) that could not build it: "
+            f"{info.last_refusal}",
+            markup=False,
+        )
     if info.traceback is not None:
         console.print("  traceback (last failed attempt):", markup=False)
         for line in info.traceback.rstrip("\n").splitlines():

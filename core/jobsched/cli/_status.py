@@ -266,6 +266,8 @@ def job_json(info: JobInfo, now: float) -> dict[str, Any]:
         "result": info.result,
         "error": info.last_error,
         "traceback": info.traceback,
+        "build_refusals": info.build_refusals,
+        "last_refusal": info.last_refusal,
         "schedule_id": info.schedule_id,
         "held_by": info.lease_owner,
         "lease_expires_in": None

@@ -21,6 +21,7 @@ import structlog
 
 from .. import MAX_WORKERS, PluginManager, SchedulerError
 from ..store import (
+    MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     SHARED_ROLES,
     SharedStore,
@@ -103,6 +104,15 @@ def add_parser(subparsers: Any) -> None:
         help="fail a job whose lease expired N times (each worker that ran it died or "
         "stalled) instead of running it again (default: %(default)s)",
     )
+    worker.add_argument(
+        "--max-build-refusals",
+        type=int,
+        default=MAX_BUILD_REFUSALS,
+        metavar="N",
+        help="fail a job that N worker processes claimed and could not build from its "
+        "stored arguments (they run another version of its job type; each hands it back "
+        "untouched and never claims it again) (default: %(default)s)",
+    )
     add_import_option(worker)
     add_metrics_options(worker)
     add_logging_options(worker, default_level="info")
@@ -139,6 +149,8 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
         raise BadInput("--retention must be longer than 0 (leave it out to keep finished jobs)")
     if args.max_lease_expiries < 1:
         raise BadInput(f"--max-lease-expiries must be at least 1, got {args.max_lease_expiries}")
+    if args.max_build_refusals < 1:
+        raise BadInput(f"--max-build-refusals must be at least 1, got {args.max_build_refusals}")
     store = _shared_store(args.store, plugins)
     block_limit = args.block_limit
     if block_limit is None:
@@ -157,6 +169,7 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             retention=retention,
             block_limit=block_limit,
             max_lease_expiries=args.max_lease_expiries,
+            max_build_refusals=args.max_build_refusals,
         )
     )
     return 0

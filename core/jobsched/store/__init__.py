@@ -126,6 +126,7 @@ from ._resolve import (
     store_name,
 )
 from ._rows import (
+    MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     UNSERVED_SCAN,
     WORKER_RETENTION,
@@ -142,6 +143,8 @@ from ._rows import (
     StoreContext,
     StoreStats,
     WorkerRow,
+    build_refused_error,
+    check_max_build_refusals,
     check_max_lease_expiries,
     lease_expired_error,
 )
@@ -149,6 +152,7 @@ from ._settle import settle_at_insert, settle_dependent
 
 __all__ = [
     "BASE_MEMBERS",
+    "MAX_BUILD_REFUSALS",
     "MAX_LEASE_EXPIRIES",
     "READER_MEMBERS",
     "ROLES",
@@ -198,6 +202,8 @@ __all__ = [
     "as_store",
     "as_store_reader",
     "bad_column",
+    "build_refused_error",
+    "check_max_build_refusals",
     "check_max_lease_expiries",
     "check_snapshot",
     "check_trigger_rule",

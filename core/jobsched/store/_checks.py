@@ -206,6 +206,10 @@ def _is_sort_key(value: object) -> bool:
     return type(value) is tuple and all(_is_number(x) for x in value)
 
 
+def _are_texts(value: object) -> bool:
+    return type(value) is tuple and all(type(x) is str for x in value)
+
+
 def _are_ids(value: object) -> bool:
     return type(value) is tuple and all(_is_id(x) for x in value)
 
@@ -238,6 +242,9 @@ _SHARED_JOB_CHECKS: tuple[_Check, ...] = (
     ("result_expires", _is_time_or_none, "a time"),
     ("depends_on", _are_ids, "a list of job ids"),
     ("trigger_rule", _is_rule, f"one of {', '.join(TRIGGER_RULES)}"),
+    ("build_refusals", _is_count, "a count"),
+    ("last_refusal", _is_text, "text"),
+    ("refused_by", _are_texts, "a list of texts"),
 )
 _ATTEMPT_CHECKS: tuple[_Check, ...] = (
     ("number", _is_count, "a count"),
@@ -339,6 +346,11 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and type(row.depends_on) is tuple
         and not row.depends_on
         and not row.history
+        and type(row.build_refusals) is int
+        and row.build_refusals >= 0
+        and type(row.last_refusal) in _TEXT_OR_NONE
+        and type(row.refused_by) is tuple
+        and not row.refused_by
     ):
         return row
     _check("job", row.job_id, row, _SHARED_JOB_CHECKS)

@@ -192,12 +192,23 @@ class QueueRole(StoreBase, Protocol):
     #: ``on_resync()``: notifications may have been missed (a reconnect).
     on_resync: Callable[[], None] | None
 
-    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+    async def claim(
+        self,
+        n: int,
+        owner: str,
+        types: Sequence[str] | None = None,
+        refuser: str | None = None,
+    ) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs for `owner`, in strategy order.
 
         Due means pending or retry_wait, released by its dependencies
         (``unmet`` 0: for ``all_success``, every one completed; see
-        `NewJob.trigger_rule`), and ``run_at <= now``. Order is ascending
+        `NewJob.trigger_rule`), and ``run_at <= now``. With `types`, only
+        jobs of those job types are due (a worker claims what it can build;
+        the others wait for a worker that knows them); with `refuser`, no
+        job it refused (`refuse`; in the job's ``refused_by``). Both are
+        terms of the claim's own statement, never a second round trip.
+        Order is ascending
         ``(sort_key, seq)``. No job is claimed by two processes (lock rows,
         e.g. ``FOR UPDATE SKIP LOCKED``, or serialize claims). Each claimed
         job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
@@ -209,9 +220,10 @@ class QueueRole(StoreBase, Protocol):
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
-        none), so the caller can sleep until then. A claimed row that cannot
-        be read (changed by hand: `checked_shared_job` raises `BadRowError`)
-        is not returned: its job is failed with that error, as `finish`
+        none; only jobs this claim could take count), so the caller can
+        sleep until then. A claimed row that cannot be read (changed by
+        hand: `checked_shared_job` raises `BadRowError`) is not returned:
+        its job is failed with that error, as `finish`
         would write it, and the other rows are returned.
         """
         ...
@@ -241,6 +253,25 @@ class QueueRole(StoreBase, Protocol):
         """Give back jobs `owner` claimed but never started (shutting down):
         ``pending`` again, lease cleared, the claim's attempt uncounted.
         Returns how many were released."""
+        ...
+
+    async def refuse(
+        self, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+    ) -> list[str]:
+        """Hand back claimed jobs `owner` cannot build: ``(job_id, error)`` each.
+
+        A worker that runs another version of a job's type (a rolling
+        deploy) refuses it untouched: for each job still ``running`` under
+        `owner`'s lease, in one transaction, ``build_refusals + 1``,
+        ``last_refusal = error`` and `refuser` appended to ``refused_by``
+        (a claim with that `refuser` skips it from then on); then, below
+        `bound` refusals, it is ``pending`` again as `release` leaves it
+        (lease cleared, the claim's attempt uncounted). A job whose count
+        reaches `bound` stays running under `owner`, which fails it with
+        `finish` (naming the type and the error: `build_refused_error`).
+        Returns the ids that reached the bound; jobs `owner` does not hold
+        are left alone. Wakes waiting processes when a job is pending again.
+        """
         ...
 
     async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
@@ -385,7 +416,8 @@ class OperateRole(StoreBase, Protocol):
 
         Each job of `job_ids` that is in one of those statuses becomes
         ``pending`` with ``attempts`` 0, ``run_at`` now, no lease,
-        ``finished_at``, result, ``result_expires``, progress or cancel request;
+        ``finished_at``, result, ``result_expires``, progress, cancel request,
+        lease expiries or build refusals (``refused_by`` empty);
         its history stays. A job that waits for dependencies counts the ones
         not completed again (``unmet``; with a trigger rule other than
         ``all_success``, the ones not finished: it runs once they have).
@@ -598,6 +630,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "renew",
         "reap_expired",
         "release",
+        "refuse",
         "finish",
         "wait",
         "cancel_requests",

@@ -241,6 +241,13 @@ class SharedJobRow:
     #: The traceback of its last ended attempt's exception (`Outcome.traceback`),
     #: None if that attempt raised none.
     last_traceback: str | None = None
+    #: How many worker processes claimed it and could not build it from its
+    #: stored arguments (`SharedStore.refuse`: they run another version of
+    #: its job type), and the last one's error. Each refuser is in
+    #: `refused_by` (the ``refuser`` it gave), and claims no more for it.
+    build_refusals: int = 0
+    last_refusal: str | None = None
+    refused_by: tuple[str, ...] = ()
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -425,6 +432,29 @@ def lease_expired_error(count: int | str, bound: int) -> str:
         f"lease expired {count} times: its worker stopped renewing it each time "
         f"(died, stalled or blocked); not run again (max_lease_expiries={bound})"
     )
+
+
+#: How many worker processes may refuse a job (claim it and fail to build it
+#: from its stored arguments: version skew in a rolling deploy) before it
+#: fails (``jobsched worker --max-build-refusals``; `SharedStore.refuse`).
+MAX_BUILD_REFUSALS = 5
+
+
+def build_refused_error(type_name: str, count: int, bound: int, error: str) -> str:
+    """The error of a job failed because `count` workers refused to build it."""
+    return (
+        f"JobSpecError: {count} worker process{'' if count == 1 else 'es'} could not build "
+        f"this {type_name!r} job "
+        f"from its stored arguments; not claimed again (max_build_refusals={bound}); "
+        f"the last said: {error}"
+    )
+
+
+def check_max_build_refusals(value: Any) -> int:
+    """`value` as a bound on build refusals: an int of at least 1."""
+    if type(value) is not int or value < 1:
+        raise ValueError(f"max_build_refusals must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 def check_max_lease_expiries(value: Any) -> int:

@@ -61,6 +61,12 @@ def _document() -> dict[str, Any]:
                 "description": "its last failed attempt's traceback (at most 16 KiB), or null",
                 "oneOf": [{"type": "null"}, {"type": "string"}],
             },
+            "build_refusals": {
+                "type": "integer",
+                "description": "worker processes that claimed it and could not build it "
+                "from its arguments (another version of its type)",
+            },
+            "last_refusal": _STRING_OR_NULL,
             "result": {"description": "a completed job's result (JSON); only in the detail"},
             "progress": {"oneOf": [{"type": "null"}, _ref("Progress")]},
             "history": {"type": "array", "items": _ref("Attempt")},

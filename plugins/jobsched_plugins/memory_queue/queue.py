@@ -155,14 +155,28 @@ class Queue:
         return ids, ready
 
     def claim(
-        self, t: float, n: int, owner: str, lease_seconds: float
+        self,
+        t: float,
+        n: int,
+        owner: str,
+        lease_seconds: float,
+        kinds: frozenset[str] | None = None,
+        refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
-        """Take up to `n` due jobs in strategy order under the cluster's limits;
-        ``(the rows, when the next waiting job is due)`` (`QueueRole.claim`)."""
+        """Take up to `n` due jobs of `kinds` (job types; None: any) that `refuser` did not
+        refuse, in strategy order under the cluster's limits; ``(the rows,
+        when the next waiting job is due)`` (`QueueRole.claim`)."""
         if self.paused:
             return [], None
         due = sorted(
-            (r for r in self.jobs.values() if r.status in _DUE and r.unmet == 0),
+            (
+                r
+                for r in self.jobs.values()
+                if r.status in _DUE
+                and r.unmet == 0
+                and (kinds is None or r.type in kinds)
+                and refuser not in r.refused_by
+            ),
             key=lambda r: (r.sort_key, r.seq),
         )
         limits = self.limits or {}
@@ -225,6 +239,36 @@ class Queue:
             waiting += [token_at(k) for k in rates if token_at(k) > t + 1e-9]
             next_due = min(waiting) if waiting else None
         return taken, next_due
+
+    def refuse(
+        self, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+    ) -> tuple[list[str], bool]:
+        """Count refusals of jobs `owner` holds and cannot build, and hand them
+        back below `bound` (`QueueRole.refuse`); ``(the ids at the bound,
+        whether one is pending again)``."""
+        at_bound: list[str] = []
+        released = False
+        for job_id, error in refusals:
+            if not self.holds(job_id, owner):
+                continue
+            row = self.job(
+                job_id,
+                build_refusals=self.jobs[job_id].build_refusals + 1,
+                last_refusal=error,
+                refused_by=(*self.jobs[job_id].refused_by, refuser),
+            )
+            if row.build_refusals >= bound:
+                at_bound.append(job_id)
+                continue
+            self.job(
+                job_id,
+                status="pending",
+                lease_owner=None,
+                lease_expires=None,
+                attempts=row.attempts - 1,
+            )
+            released = True
+        return at_bound, released
 
     def holds(self, job_id: str, owner: str) -> bool:
         """Whether `owner` holds `job_id`'s lease (it runs it)."""
@@ -394,6 +438,9 @@ class Queue:
                 last_error=None,
                 last_traceback=None,
                 lease_expiries=0,
+                build_refusals=0,
+                last_refusal=None,
+                refused_by=(),
                 unmet=unmet,
             )
             if r.unique_key is not None:

@@ -147,11 +147,22 @@ class SharedMemoryStore(DelegatedWakeups):
         return ids
 
     # ── queue: claims, leases, outcomes ────────────────────────────────
-    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
-        """Take up to `n` due jobs in strategy order under a lease (`QueueRole.claim`)."""
+    async def claim(
+        self,
+        n: int,
+        owner: str,
+        types: Sequence[str] | None = None,
+        refuser: str | None = None,
+    ) -> tuple[list[SharedJobRow], float | None]:
+        """Take up to `n` due jobs in strategy order under a lease (`QueueRole.claim`);
+        only jobs of `types` (None: any) that `refuser` did not refuse."""
         if n <= 0:
             return [], None
-        rows, next_due = self._run(lambda q, t: q.claim(t, n, owner, self.lease_seconds))
+        kinds = None if types is None else frozenset(types)
+        who = owner if refuser is None else refuser
+        rows, next_due = self._run(
+            lambda q, t: q.claim(t, n, owner, self.lease_seconds, kinds, who)
+        )
         if rows:
             self._wake("changed")
         return rows, next_due
@@ -179,6 +190,17 @@ class SharedMemoryStore(DelegatedWakeups):
         if reaped:
             self._wake("work", *(("finished",) if failed else ()))
         return reaped
+
+    async def refuse(
+        self, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+    ) -> list[str]:
+        """Hand back claimed jobs `owner` cannot build (`QueueRole.refuse`);
+        the ids that reached `bound` (still held, for `owner` to fail)."""
+        batch = list(refusals)
+        at_bound, released = self._run(lambda q, t: q.refuse(batch, owner, refuser, bound))
+        if released:
+            self._wake("work")
+        return at_bound
 
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
         """Give back claimed jobs that never started; their attempt uncounted."""

@@ -42,22 +42,42 @@ class LimitsSeen:
         self.found = False
 
 
+def claimable(types: Sequence[str] | None, refuser: str) -> tuple[str, list[Any]]:
+    """The WHERE terms (and their parameters) of what a worker can take: jobs
+    of its `types` (None: any) that `refuser` did not refuse (`refuse`)."""
+    if types is None:
+        return " AND %s <> ALL(refused_by)", [refuser]
+    return " AND %s <> ALL(refused_by) AND type = ANY(%s)", [refuser, list(types)]
+
+
 async def claim(
-    db: Database, limits: LimitsSeen, lease_seconds: float, n: int, owner: str
+    db: Database,
+    limits: LimitsSeen,
+    lease_seconds: float,
+    n: int,
+    owner: str,
+    types: Sequence[str] | None = None,
+    refuser: str | None = None,
 ) -> tuple[list[SharedJobRow], float | None]:
     """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
-    Returns the rows (now ``running``, attempts counted) and, when fewer
-    than `n` were due, the wall time the next waiting job becomes due
-    (None if there is none), so the caller can sleep exactly that long.
-    With cluster limits stored (`sync_limits`) the claim enforces them
-    instead, in a transaction of its own (see `_claim_limited`).
+    Only jobs of `types` (None: any) that `refuser` (default: `owner`) did
+    not refuse are taken (`claimable`). Returns the rows (now ``running``,
+    attempts counted) and, when fewer than `n` were due, the wall time the
+    next waiting job this claim could take becomes due (None if there is
+    none), so the caller can sleep exactly that long. With cluster limits
+    stored (`sync_limits`) the claim enforces them instead, in a transaction
+    of its own (see `_claim_limited`).
     """
     if n <= 0:
         return [], None
+    terms, term_params = claimable(types, owner if refuser is None else refuser)
 
     async def plain(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
-        cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
+        cur = await conn.execute(
+            db.q(_CLAIM if types is None else _CLAIM_TYPED),
+            [*term_params, n, owner, lease_seconds, db.channel, CHANGED],
+        )
         return await cur.fetchall()
 
     # One statement on the autocommit connection (one round trip for a busy
@@ -76,8 +96,9 @@ async def claim(
                 "SELECT min(run_at) AS t, "
                 "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
                 "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
-                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
-            )
+                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0" + terms
+            ),
+            term_params,
         )
         rec = await cur.fetchone()
         if rec is not None and rec["paused"]:
@@ -85,7 +106,13 @@ async def claim(
         if rec is not None and rec["limits"]:
             limits.found = True
             return await _claim_limited(
-                db, conn, lease_seconds, n - len(taken), owner, checked_limits(rec["limits"])
+                db,
+                conn,
+                lease_seconds,
+                n - len(taken),
+                owner,
+                checked_limits(rec["limits"]),
+                (terms, term_params),
             )
         return [], rec["t"] if rec else None
 
@@ -127,15 +154,20 @@ async def _readable(
 # filter runs once and sends one "changed" NOTIFY if anything was picked, so
 # an idle worker's empty claim sends nothing. (Wrapping the UPDATE in a CTE
 # to test its RETURNING rows instead copies every claimed row once more.)
-_CLAIM = (
-    "WITH now AS (SELECT "
-    + NOW
-    + """ AS t), picked AS (
+#
+# `claimable`'s terms end the filter: its parameters come first.
+def _claim_statement(terms: str) -> str:
+    return (
+        "WITH now AS (SELECT "
+        + NOW
+        + """ AS t), picked AS (
     SELECT job_id FROM {s}.jobs
     WHERE status IN ('pending', 'retry_wait') AND unmet = 0
       AND run_at <= (SELECT t FROM now)
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
-      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused)"""
+        + terms
+        + """
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)
 UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
@@ -144,7 +176,11 @@ UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
 FROM picked WHERE j.job_id = picked.job_id
     AND (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM picked LIMIT 1) AS one) = 1
 RETURNING j.*"""
-)
+    )
+
+
+_CLAIM = _claim_statement(claimable(None, "")[0])
+_CLAIM_TYPED = _claim_statement(claimable((), "")[0])
 
 
 async def _claim_limited(
@@ -154,6 +190,7 @@ async def _claim_limited(
     n: int,
     owner: str,
     limits: dict[str, Any],
+    filters: tuple[str, list[Any]],
 ) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, inside the claim transaction.
 
@@ -165,7 +202,10 @@ async def _claim_limited(
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at
     a limit is skipped, not waited for: the jobs behind it are claimed.
+    Only jobs that pass `filters` count (`claimable`'s WHERE terms and
+    their parameters).
     """
+    terms, term_params = filters
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
@@ -220,11 +260,13 @@ async def _claim_limited(
                 """SELECT job_id, type, options->>'executor' AS exe FROM {s}.jobs
                 WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= %s
                   AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
-                  AND job_id <> ALL(%s)
+                  AND job_id <> ALL(%s)"""
+                + terms
+                + """
                 ORDER BY sort_key, seq
                 LIMIT %s FOR UPDATE SKIP LOCKED"""
             ),
-            [now, full_t, full_e, seen, n - len(taken)],
+            [now, full_t, full_e, seen, *term_params, n - len(taken)],
         )
         candidates = await cur.fetchall()
         if not candidates:
@@ -280,8 +322,9 @@ async def _claim_limited(
                 """SELECT min(run_at) AS t FROM {s}.jobs
                 WHERE status IN ('pending', 'retry_wait') AND unmet = 0
                   AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)"""
+                + terms
             ),
-            [full_t, full_e],
+            [full_t, full_e, *term_params],
         )
         rec = await cur.fetchone()
         due = [rec["t"]] if rec and rec["t"] is not None else []
@@ -447,6 +490,45 @@ async def release(db: Database, job_ids: Iterable[str], owner: str) -> int:
         if count:
             await db.notify_work(conn)
         return count
+
+    return await db.transaction(body)
+
+
+async def refuse(
+    db: Database, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+) -> list[str]:
+    """Hand back claimed jobs `owner` cannot build, counting the refusal
+    (`SharedStore.refuse`); returns the ids that reached `bound`, left
+    running for `owner` to fail."""
+    if not refusals:
+        return []
+    ids = [job_id for job_id, _ in refusals]
+    errors = [error for _, error in refusals]
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        cur = await conn.execute(
+            db.q(
+                """UPDATE {s}.jobs j SET build_refusals = j.build_refusals + 1,
+                    last_refusal = u.error,
+                    refused_by = array_append(j.refused_by, %s::text),
+                    status = CASE WHEN j.build_refusals + 1 >= %s
+                        THEN j.status ELSE 'pending' END,
+                    lease_owner = CASE WHEN j.build_refusals + 1 >= %s
+                        THEN j.lease_owner END,
+                    lease_expires = CASE WHEN j.build_refusals + 1 >= %s
+                        THEN j.lease_expires END,
+                    attempts = CASE WHEN j.build_refusals + 1 >= %s
+                        THEN j.attempts ELSE j.attempts - 1 END
+                FROM unnest(%s::text[], %s::text[]) AS u(job_id, error)
+                WHERE j.job_id = u.job_id AND j.lease_owner = %s AND j.status = 'running'
+                RETURNING j.job_id, j.status"""
+            ),
+            [refuser, bound, bound, bound, bound, ids, errors, owner],
+        )
+        done = await cur.fetchall()
+        if any(r["status"] == "pending" for r in done):
+            await db.notify_work(conn)
+        return [r["job_id"] for r in done if r["status"] == "running"]
 
     return await db.transaction(body)
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -209,6 +209,14 @@ MIGRATIONS: list[list[str]] = [
             running integer NOT NULL,
             state text NOT NULL
         )""",
+    ],
+    # 12 (issue 23): workers that claimed a job and could not build it from
+    # its stored arguments (another version of its type), the last one's
+    # error, and who they were (a claim skips what its worker refused).
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN build_refusals integer NOT NULL DEFAULT 0",
+        "ALTER TABLE {s}.jobs ADD COLUMN last_refusal text",
+        "ALTER TABLE {s}.jobs ADD COLUMN refused_by text[] NOT NULL DEFAULT '{{}}'",
     ],
 ]
 

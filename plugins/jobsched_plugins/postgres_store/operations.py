@@ -44,6 +44,7 @@ WITH locked AS (
         lease_owner = NULL, lease_expires = NULL, cancel_requested = false,
         started_at = NULL, finished_at = NULL, result = NULL, result_expires = NULL,
         progress = NULL, last_error = NULL, last_traceback = NULL, lease_expiries = 0,
+        build_refusals = 0, last_refusal = NULL, refused_by = '{{}}',
         unmet = (SELECT count(*) FROM {s}.dependencies d JOIN {s}.jobs u
                  ON u.job_id = d.upstream
                  WHERE d.job_id = j.job_id AND u.status <> 'completed'

@@ -45,6 +45,8 @@ def job_row(rec: Mapping[str, Any]) -> SharedJobRow:
     values["sort_key"] = tuple(sort_key)
     if "depends_on" in values:
         values["depends_on"] = tuple(values["depends_on"])
+    if "refused_by" in values:
+        values["refused_by"] = tuple(values["refused_by"])
     if "history" in values:
         values["history"] = tuple(_attempt(rec["job_id"], a) for a in values["history"])
     return checked_shared_job(SharedJobRow(**values))

@@ -145,16 +145,25 @@ class PostgresStore(DelegatedWakeups):
         return in_transaction.insert_sync(self.db, conn, jobs)
 
     # ── Claims, leases and limits ───────────────────────────────────
-    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+    async def claim(
+        self,
+        n: int,
+        owner: str,
+        types: Sequence[str] | None = None,
+        refuser: str | None = None,
+    ) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
+        Only jobs of `types` (None: any) that `refuser` did not refuse.
         Returns the rows (now ``running``, attempts counted) and, when fewer
         than `n` were due, the wall time the next waiting job becomes due
         (None if there is none), so the caller can sleep exactly that long.
         With cluster limits stored (`sync_limits`) the claim also enforces
         them, in the same transaction.
         """
-        return await claims.claim(self.db, self._limits, self.lease_seconds, n, owner)
+        return await claims.claim(
+            self.db, self._limits, self.lease_seconds, n, owner, types, refuser
+        )
 
     async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
         """Agree on the cluster's limits; returns the limits in force.
@@ -181,6 +190,13 @@ class PostgresStore(DelegatedWakeups):
     async def release(self, job_ids: Iterable[str], owner: str) -> int:
         """Give back claimed jobs that never started (their attempt is not counted)."""
         return await claims.release(self.db, job_ids, owner)
+
+    async def refuse(
+        self, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+    ) -> list[str]:
+        """Hand back claimed jobs `owner` cannot build (`SharedStore.refuse`);
+        returns the ids that reached `bound` (still held, for `owner` to fail)."""
+        return await claims.refuse(self.db, refusals, owner, refuser, bound)
 
     async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
         """Record attempts that ended, in one transaction; returns the ids written.

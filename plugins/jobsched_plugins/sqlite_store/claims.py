@@ -86,35 +86,56 @@ def fail_unreadable(conn: sqlite3.Connection, errors: Sequence[BadRowError], own
     )
 
 
+def claimable(types: Sequence[str] | None, refuser: str) -> tuple[str, list[Any]]:
+    """The WHERE terms (and their parameters) of what a worker can take: jobs
+    of its `types` (None: any) that `refuser` did not refuse (`refuse`)."""
+    terms = (
+        " AND (refused_by IS NULL OR NOT EXISTS "
+        "(SELECT 1 FROM json_each(refused_by) WHERE value = ?))"
+    )
+    if types is None:
+        return terms, [refuser]
+    return f"{terms} AND type IN ({_in(types)})", [refuser, *types]
+
+
 def claim(
-    conn: sqlite3.Connection, lease_seconds: float, n: int, owner: str
+    conn: sqlite3.Connection,
+    lease_seconds: float,
+    n: int,
+    owner: str,
+    types: Sequence[str] | None = None,
+    refuser: str | None = None,
 ) -> tuple[list[SharedJobRow], float | None, bool]:
     """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
-    Returns the rows (now ``running``, attempts counted), the wall time the
-    next waiting job becomes due when fewer than `n` were (None if none),
-    and whether cluster limits are stored (finishing a job then frees a slot).
+    Only jobs of `types` (None: any) that `refuser` (default: `owner`) did
+    not refuse are taken (`claimable`). Returns the rows (now ``running``,
+    attempts counted), the wall time the next waiting job this claim could
+    take becomes due when fewer than `n` were (None if none), and whether
+    cluster limits are stored (finishing a job then frees a slot).
     """
     t = now()
     if queue_paused(conn):
         return [], None, False
+    filters = claimable(types, owner if refuser is None else refuser)
+    terms, term_params = filters
     limits = stored_limits(conn)
     if limits:
-        rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t)
+        rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t, filters)
         return rows, next_due, True
     picked = [
         r[0]
         for r in conn.execute(
-            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ? "
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ?{terms} "
             "ORDER BY sort_key, seq LIMIT ?",
-            (t, n),
+            (t, *term_params, n),
         )
     ]
     rows = _take(conn, picked, owner, lease_seconds, t)
     next_due = None
     if len(rows) < n:
         next_due = conn.execute(
-            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE}"
+            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE}{terms}", term_params
         ).fetchone()[0]
     return rows, next_due, False
 
@@ -126,8 +147,10 @@ def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     t: float,
+    filters: tuple[str, list[Any]],
 ) -> tuple[list[SharedJobRow], float | None]:
-    """The claim under cluster limits (the PostgreSQL store's rules, see there).
+    """The claim under cluster limits (the PostgreSQL store's rules, see there),
+    of the jobs that pass `filters` (`claimable`'s terms and parameters).
 
     Slots are counted from the ``running`` rows (a claimed job holds its
     slot until its outcome is written or its expired lease is reaped);
@@ -170,12 +193,14 @@ def _claim_limited(
         full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
         return sorted(full_t), full_e
 
+    terms, term_params = filters
+
     def due_query(full_t: list[str], full_e: list[str], *, select: str) -> tuple[str, list[Any]]:
         return (
             f"SELECT {select} FROM jobsched_shared_jobs WHERE {_DUE} "
             f"AND type NOT IN ({_in(full_t)}) "
-            f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)})",
-            [*full_t, *full_e],
+            f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)})" + terms,
+            [*full_t, *full_e, *term_params],
         )
 
     taken: list[str] = []
@@ -332,6 +357,40 @@ def release(conn: sqlite3.Connection, job_ids: list[str], owner: str) -> int:
         )
         count += len(cur.fetchall())
     return count
+
+
+def refuse(
+    conn: sqlite3.Connection,
+    refusals: Sequence[tuple[str, str]],
+    owner: str,
+    refuser: str,
+    bound: int,
+) -> tuple[list[str], bool]:
+    """Hand back claimed jobs `owner` cannot build, counting the refusal
+    (`SharedStore.refuse`): ``(the ids that reached `bound`, left running
+    for `owner` to fail; whether a job is pending again)``."""
+    at_bound: list[str] = []
+    released = False
+    for job_id, error in refusals:
+        r = conn.execute(
+            "UPDATE jobsched_shared_jobs SET build_refusals = build_refusals + 1, "
+            "last_refusal = ?, refused_by = json_insert(coalesce(refused_by, '[]'), '$[#]', ?) "
+            "WHERE job_id = ? AND lease_owner = ? AND status = 'running' "
+            "RETURNING build_refusals",
+            (error, refuser, job_id, owner),
+        ).fetchone()
+        if r is None:
+            continue
+        if r[0] >= bound:
+            at_bound.append(job_id)
+            continue
+        conn.execute(
+            "UPDATE jobsched_shared_jobs SET status = 'pending', lease_owner = NULL, "
+            "lease_expires = NULL, attempts = attempts - 1 WHERE job_id = ?",
+            (job_id,),
+        )
+        released = True
+    return at_bound, released
 
 
 def finish(

@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -242,10 +242,19 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
             state TEXT NOT NULL
         ) WITHOUT ROWID""",
     ],
+    # 11 (issue 23): workers that claimed a job and could not build it from
+    # its stored arguments (another version of its type), the last one's
+    # error, and who they were (a JSON list: a claim skips what its worker
+    # refused).
+    11: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN build_refusals INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN last_refusal TEXT",
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN refused_by TEXT",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5, 7, 8 and 10).
+# listed here (none for 2, 3, 5, 7, 8, 10 and 11).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [

@@ -53,6 +53,7 @@ def retry(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
                 lease_owner = NULL, lease_expires = NULL, cancel_requested = 0,
                 started_at = NULL, finished_at = NULL, result = NULL, result_expires = NULL,
                 progress = NULL, last_error = NULL, last_traceback = NULL, lease_expiries = 0,
+                build_refusals = 0, last_refusal = NULL, refused_by = NULL,
                 unmet = (SELECT count(*) FROM jobsched_shared_dependencies d
                     JOIN jobsched_shared_jobs u ON u.job_id = d.upstream
                     WHERE d.job_id = jobsched_shared_jobs.job_id AND (u.status <> 'completed'

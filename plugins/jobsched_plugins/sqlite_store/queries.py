@@ -36,7 +36,8 @@ BASE_JOB_COLUMNS = (
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
 JOB_COLUMNS = (
-    BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback"
+    BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback, "
+    "build_refusals, last_refusal, refused_by"
 )
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
@@ -103,13 +104,32 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             trigger_rule=r[24] if len(r) > 24 else "all_success",
             lease_expiries=r[25] if len(r) > 25 else 0,
             last_traceback=r[26] if len(r) > 26 else None,
+            build_refusals=r[27] if len(r) > 27 else 0,
+            last_refusal=r[28] if len(r) > 28 else None,
+            refused_by=_refusers(r[0], r[29]) if len(r) > 29 else (),
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
     return checked_shared_job(row)
 
 
-_JSON_JOB_COLUMNS = ((3, "args"), (4, "options"), (15, "result"), (22, "progress"))
+_JSON_JOB_COLUMNS = (
+    (3, "args"),
+    (4, "options"),
+    (15, "result"),
+    (22, "progress"),
+    (29, "refused_by"),
+)
+
+
+def _refusers(job_id: Any, text: Any) -> tuple[Any, ...]:
+    """The ``refused_by`` column: NULL or a JSON list (of refusers' names)."""
+    if text is None:
+        return ()
+    value = json.loads(text)
+    if type(value) is not list:
+        raise bad_column("job", job_id, "refused_by", text, "a JSON list")
+    return tuple(value)
 
 
 def _undecodable(r: Sequence[Any]) -> BadRowError:

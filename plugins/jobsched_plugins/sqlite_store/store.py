@@ -186,9 +186,16 @@ class SQLiteStore(DelegatedWakeups):
         return self.insert_in_transaction_sync(conn, jobs)
 
     # ── Shared mode: claims, leases and limits ──────────────────────
-    async def claim(self, n: int, owner: str) -> tuple[list[SharedJobRow], float | None]:
+    async def claim(
+        self,
+        n: int,
+        owner: str,
+        types: Sequence[str] | None = None,
+        refuser: str | None = None,
+    ) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
+        Only jobs of `types` (None: any) that `refuser` did not refuse.
         Returns the rows (now ``running``, attempts counted) and, when fewer
         than `n` were due, the wall time the next waiting job becomes due
         (None if there is none). Cluster limits (`sync_limits`) are enforced
@@ -198,7 +205,8 @@ class SQLiteStore(DelegatedWakeups):
         if n <= 0:
             return [], None
         rows, next_due, self._limits_found = await self.db.transaction(
-            lambda conn: claims.claim(conn, self.lease_seconds, n, owner), "claim jobs in"
+            lambda conn: claims.claim(conn, self.lease_seconds, n, owner, types, refuser),
+            "claim jobs in",
         )
         if rows:
             self.wakeups.changed()  # an event set: other processes see it by their poll
@@ -258,6 +266,22 @@ class SQLiteStore(DelegatedWakeups):
         if count:
             self.wakeups.work()
         return count
+
+    async def refuse(
+        self, refusals: Sequence[tuple[str, str]], owner: str, refuser: str, bound: int
+    ) -> list[str]:
+        """Hand back claimed jobs `owner` cannot build (`SharedStore.refuse`);
+        returns the ids that reached `bound` (still held, for `owner` to fail)."""
+        self._need(migrations.SHARED, "refuse")
+        batch = list(refusals)
+        if not batch:
+            return []
+        at_bound, released = await self.db.transaction(
+            lambda conn: claims.refuse(conn, batch, owner, refuser, bound), "refuse jobs in"
+        )
+        if released:
+            self.wakeups.work()
+        return at_bound
 
     async def finish(self, outcomes: Sequence[Outcome], owner: str) -> list[str]:
         """Record attempts that ended, in one transaction; returns the ids written.
