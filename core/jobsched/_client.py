@@ -260,6 +260,7 @@ class Client:
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
+        queue: str | None = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -276,7 +277,9 @@ class Client:
         `result_ttl` (seconds the result is kept once completed; then a
         worker's reaper removes it) and `keep_result` (False: store no result)
         override the job's own; None keeps them (the workers' ``--result-ttl``
-        applies to a job without one).
+        applies to a job without one). `queue` puts the job in that queue
+        instead of its own (``"default"`` unless its type or task names one):
+        only a worker serving it claims it (docs/queues.md).
 
         `trigger_rule` says when a job with `depends_on` runs, given how they
         end: ``"all_success"`` (the default: every one completed; cancelled
@@ -301,7 +304,7 @@ class Client:
             check_workflow_options(
                 job,
                 delay=delay,
-                given=(key, unique_key, priority, retry, name, result_ttl, keep_result),
+                given=(key, unique_key, priority, retry, name, result_ttl, keep_result, queue),
                 timeout=timeout,
                 trigger_rule=trigger_rule,
             )
@@ -324,6 +327,7 @@ class Client:
             and name is None
             and result_ttl is None
             and keep_result is None
+            and queue is None
             and trigger_rule == ALL_SUCCESS
             and not getattr(job, "takes_results", True)
         ):
@@ -343,6 +347,7 @@ class Client:
                 result_ttl=result_ttl,
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
+                queue=queue,
             )
             rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -461,6 +466,7 @@ class Client:
             submitted_at=now,
             sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
             submitted_by=self.identity,
+            queue=job.queue,
         )
 
     async def _store(self, rows: list[NewJob], outside: Set[str]) -> list[str]:

@@ -386,7 +386,9 @@ class SharedBackend(LocalBackend):
             if room >= target // 2 or (room > 0 and not queued):
                 asked_at = s.clock.now()  # the leases begin after this
                 try:
-                    rows, next_due = await self.store.claim(room, self.identity)
+                    rows, next_due = await self.store.claim(
+                        room, self.identity, s.claim_rooms(room, self._held_by_queue)
+                    )
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
                     await self._check_schema()
@@ -408,6 +410,17 @@ class SharedBackend(LocalBackend):
             if not self._wake.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _held_by_queue(self) -> dict[str, int]:
+        """Jobs claimed here and not yet ended, by queue (a queue's concurrency
+        bounds what the feeder claims of it: `KernelPort.claim_rooms`)."""
+        held: dict[str, int] = {}
+        find = self.kernel.find
+        for job_id in self._held:
+            job = find(job_id)
+            if job is not None:
+                held[job.queue] = held.get(job.queue, 0) + 1
+        return held
 
     def _take(self, rows: list[SharedJobRow], asked_at: float) -> None:
         """Adopt claimed rows; one that cannot be made a job fails alone, saying why."""
@@ -471,6 +484,8 @@ class SharedBackend(LocalBackend):
             self._log.error("cannot build claimed job", job_id=row.job_id, error=str(exc))
             return
         job.job_id = row.job_id
+        if row.queue != job.queue:  # the store's column is the truth (a plain SQL insert)
+            job.queue = row.queue
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
         self._held[job.job_id] = asked_at

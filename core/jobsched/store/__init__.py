@@ -128,6 +128,7 @@ from ._rows import (
     NewJob,
     Outcome,
     PurgeRow,
+    QueueStatsRow,
     ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
@@ -136,6 +137,7 @@ from ._rows import (
     StoreStats,
     check_max_lease_expiries,
     lease_expired_error,
+    queue_rows,
 )
 from ._settle import settle_at_insert, settle_dependent
 
@@ -163,6 +165,7 @@ __all__ = [
     "Outcome",
     "PurgeRow",
     "QueueRole",
+    "QueueStatsRow",
     "ScheduleRole",
     "ScheduleRow",
     "SchemaTooNewError",
@@ -200,6 +203,7 @@ __all__ = [
     "offers",
     "offers_a_role",
     "offers_shared",
+    "queue_rows",
     "read_store",
     "require_roles",
     "resolve_store",

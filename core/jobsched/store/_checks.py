@@ -238,6 +238,7 @@ _SHARED_JOB_CHECKS: tuple[_Check, ...] = (
     ("result_expires", _is_time_or_none, "a time"),
     ("depends_on", _are_ids, "a list of job ids"),
     ("trigger_rule", _is_rule, f"one of {', '.join(TRIGGER_RULES)}"),
+    ("queue", _is_id, "a queue name"),
 )
 _ATTEMPT_CHECKS: tuple[_Check, ...] = (
     ("number", _is_count, "a count"),
@@ -336,6 +337,8 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and (row.progress is None or type(row.progress) is dict)
         and type(row.trigger_rule) is str
         and row.trigger_rule in TRIGGER_RULES
+        and type(row.queue) is str
+        and row.queue
         and type(row.depends_on) is tuple
         and not row.depends_on
         and not row.history

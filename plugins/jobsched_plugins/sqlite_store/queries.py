@@ -16,6 +16,7 @@ from jobsched.store import (
     AttemptRow,
     BadRowError,
     JobRow,
+    QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
@@ -24,6 +25,7 @@ from jobsched.store import (
     checked_shared_job,
     checked_shared_schedule,
     json_column,
+    queue_rows,
 )
 
 from .connection import TERMINAL, unpack_sort_key
@@ -36,7 +38,8 @@ BASE_JOB_COLUMNS = (
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
 JOB_COLUMNS = (
-    BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback"
+    BASE_JOB_COLUMNS
+    + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback, queue"
 )
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
@@ -103,6 +106,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             trigger_rule=r[24] if len(r) > 24 else "all_success",
             lease_expiries=r[25] if len(r) > 25 else 0,
             last_traceback=r[26] if len(r) > 26 else None,
+            queue=r[27] if len(r) > 27 else "default",
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
@@ -408,6 +412,39 @@ def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
     return data
 
 
-def queue_paused(conn: sqlite3.Connection) -> bool:
-    """Whether the queue is paused (a row in ``jobsched_shared_paused``)."""
-    return conn.execute("SELECT 1 FROM jobsched_shared_paused").fetchone() is not None
+def queue_paused(conn: sqlite3.Connection, queue: str | None = None) -> bool:
+    """Whether every queue is paused (a row in ``jobsched_shared_paused``), or
+    with `queue`, that queue on its own (``jobsched_shared_paused_queues``)."""
+    if queue is None:
+        return conn.execute("SELECT 1 FROM jobsched_shared_paused").fetchone() is not None
+    found = conn.execute(
+        "SELECT 1 FROM jobsched_shared_paused_queues WHERE queue = ?", (queue,)
+    ).fetchone()
+    return found is not None
+
+
+def paused_queues(conn: sqlite3.Connection) -> set[str]:
+    """The queues paused on their own."""
+    return {r[0] for r in conn.execute("SELECT queue FROM jobsched_shared_paused_queues")}
+
+
+def queue_stats(conn: sqlite3.Connection, since: float, at: float) -> list[QueueStatsRow]:
+    """Each queue at a glance (`SharedStore.queue_stats`), in the caller's
+    transaction: the unfinished jobs and those finished since `since`."""
+    found = {
+        queue: {"ready": ready, "oldest": oldest, "running": running, "finished": finished}
+        for queue, ready, oldest, running, finished in conn.execute(
+            """SELECT queue,
+                sum(status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= :at),
+                min(CASE WHEN status IN ('pending', 'retry_wait') AND unmet = 0
+                    AND run_at <= :at THEN run_at END),
+                sum(status = 'running'),
+                sum(finished_at >= :since
+                    AND status IN ('completed', 'failed', 'timed_out', 'cancelled'))
+            FROM jobsched_shared_jobs
+            WHERE status IN ('pending', 'retry_wait', 'running') OR finished_at >= :since
+            GROUP BY queue""",
+            {"at": at, "since": since},
+        )
+    }
+    return queue_rows(found, paused_queues(conn))
