@@ -41,6 +41,7 @@ from ._options import (
     NOT_GIVEN,
     NotGiven,
     check_job_id,
+    check_queue,
     id_list,
 )
 from ._plugins import PluginManager, default_plugin_manager
@@ -49,6 +50,7 @@ from ._records import (
     THROUGHPUT_MINUTES,
     JobInfo,
     JobPage,
+    QueueInfo,
     ScheduleInfo,
     Stats,
     check_page_query,
@@ -833,21 +835,39 @@ class Client:
         return job.job_id
 
     # ── operator actions: the queue ─────────────────────────────────
-    async def pause_queue(self) -> bool:
-        """Stop every worker claiming new jobs (running ones finish); False if
-        the queue was paused already."""
+    async def pause_queue(self, name: str | None = None) -> bool:
+        """Stop every worker claiming new jobs (running ones finish), of every
+        queue (`name` None) or of the queue `name` alone; False if it was
+        paused already."""
         self._check_open()
-        return bool(await self.store.set_queue_paused(True))
+        queue = None if name is None else check_queue(name)
+        return bool(await self.store.set_queue_paused(True, queue))
 
-    async def resume_queue(self) -> bool:
-        """Let workers claim again (they are woken); False if it was not paused."""
+    async def resume_queue(self, name: str | None = None) -> bool:
+        """Let workers claim again (they are woken), from every queue (`name`
+        None: undo a pause of all) or from the queue `name`; False if it was
+        not paused."""
         self._check_open()
-        return bool(await self.store.set_queue_paused(False))
+        queue = None if name is None else check_queue(name)
+        return bool(await self.store.set_queue_paused(False, queue))
 
-    async def queue_paused(self) -> bool:
-        """Whether the queue is paused."""
+    async def queue_paused(self, name: str | None = None) -> bool:
+        """Whether every queue is paused (`name` None); with a name, whether
+        workers hold that queue's jobs back (it is paused, or all are)."""
         self._check_open()
-        return bool(await self.store.queue_paused())
+        if name is None:
+            return bool(await self.store.queue_paused())
+        queue = check_queue(name)
+        return bool(await self.store.queue_paused()) or bool(await self.store.queue_paused(queue))
+
+    async def queues(self) -> list[QueueInfo]:
+        """Each queue at a glance, by name (`QueueInfo`): every queue holding
+        an unfinished job, finished one in the last minute or paused, and
+        ``"default"``. Reads the store's unfinished jobs (not a kept count)."""
+        self._check_open()
+        now = time.time()
+        rows = await self.store.queue_stats(now - 60.0)
+        return [QueueInfo.from_row(row, now) for row in rows]
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:

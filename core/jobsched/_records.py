@@ -1,5 +1,5 @@
-"""What the operator API returns: `JobInfo`, `JobPage`, `Stats`, `ScheduleInfo`
-and their parts, with the checks of the query arguments every client applies
+"""What the operator API returns: `JobInfo`, `JobPage`, `Stats`, `QueueInfo`,
+`ScheduleInfo` and their parts, with the checks of the query arguments every client applies
 the same way."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ._errors import JobFailedError
 from ._options import to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
-from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats
+from .store import AttemptRow, QueueStatsRow, SharedJobRow, SharedScheduleRow, StoreStats
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
 THROUGHPUT_MINUTES = 60
@@ -142,6 +142,8 @@ class JobInfo:
     #: The traceback of its last failed attempt's exception (as
     #: `Attempt.traceback`), None if that attempt raised none or the job completed.
     traceback: str | None = None
+    #: The queue it waits in (docs/queues.md).
+    queue: str = "default"
 
     @property
     def done(self) -> bool:
@@ -180,6 +182,7 @@ class JobInfo:
             options=row.options,
             result_expires=row.result_expires,
             traceback=None if row.status == "completed" else row.last_traceback,
+            queue=row.queue,
         )
 
 
@@ -272,6 +275,37 @@ class Stats:
             limits=_limit_uses(raw),
             queue_paused=raw.queue_paused,
             at=raw.at,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class QueueInfo:
+    """One queue at a glance (`Client.queues`)."""
+
+    name: str
+    #: Jobs ready to run now (pending or waiting to retry, due, not waiting
+    #: for dependencies).
+    depth: int
+    #: Seconds the oldest of those has been ready (None: none is).
+    oldest_age: float | None
+    running: int
+    #: Jobs of the queue that finished in the last minute.
+    throughput: int
+    #: Paused on its own (`Client.pause_queue` with its name); a pause of
+    #: every queue is `Stats.queue_paused`.
+    paused: bool
+
+    @classmethod
+    def from_row(cls, row: QueueStatsRow, at: float) -> QueueInfo:
+        """The record of a store's `QueueStatsRow` read at `at` (its clock)."""
+        oldest = row.oldest_run_at
+        return cls(
+            name=row.queue,
+            depth=row.ready,
+            oldest_age=None if oldest is None else max(0.0, at - oldest),
+            running=row.running,
+            throughput=row.finished,
+            paused=row.paused,
         )
 
 
