@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -60,6 +60,7 @@ async def run_worker(
     retention: float | None = None,
     block_limit: float | None = None,
     max_lease_expiries: int | None = None,
+    queues: Iterable[str] | Mapping[str, int | None] | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -79,7 +80,9 @@ async def run_worker(
 
     `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
     ``--retention`` (seconds; see `JobScheduler`), `max_lease_expiries`
-    ``--max-lease-expiries`` (None: the default, 3).
+    ``--max-lease-expiries`` (None: the default, 3). `queues` are the
+    queues it claims from (``--queue``; see `JobScheduler`): None, the
+    ``"default"`` queue alone.
     """
     scheduler = JobScheduler(
         strategy,
@@ -90,6 +93,7 @@ async def run_worker(
         result_ttl=result_ttl,
         retention=retention,
         max_lease_expiries=max_lease_expiries,
+        queues=queues,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
