@@ -446,6 +446,7 @@ class Client:
                     submitted_by=self.identity,
                     unique_key=item.unique_key,
                     trigger_rule=item.trigger_rule,
+                    queue=job.queue,
                 )
             )
         return rows, frozenset(outside)

@@ -354,6 +354,10 @@ class LocalClient:
             for name, n in sorted(limits.job_types.items())
         ]
         uses += [
+            LimitUse(kind="queue", name=name, limit=n, in_use=limiter.running(queue=name))
+            for name, n in sorted(limits.queues.items())
+        ]
+        uses += [
             LimitUse(kind="rate", name=name, limit=rate.burst, in_use=0)
             for name, rate in sorted(limits.rates.items())
         ]

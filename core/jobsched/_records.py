@@ -220,9 +220,9 @@ class WorkerInfo:
 class LimitUse:
     """One cluster limit and how much of it is used now (`Stats.limits`)."""
 
-    #: ``"executor"``, ``"job_type"`` or ``"rate"``.
+    #: ``"executor"``, ``"job_type"``, ``"queue"`` or ``"rate"``.
     kind: str
-    #: The executor or job type it limits.
+    #: The executor, job type or queue it limits.
     name: str
     #: Most running jobs (a rate: its burst).
     limit: int
@@ -452,6 +452,7 @@ def _limit_uses(raw: StoreStats) -> list[LimitUse]:
         for kind, key, running in (
             ("executor", "executors", raw.running_executors),
             ("job_type", "job_types", raw.running_types),
+            ("queue", "queues", raw.running_queues),
         )
         for name, limit in sorted((data.get(key) or {}).items())
     ]

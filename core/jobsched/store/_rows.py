@@ -304,6 +304,8 @@ class StoreStats:
     queue_paused: bool
     #: The store's clock when it looked.
     at: float
+    #: Running jobs per queue (for the queue limits' use).
+    running_queues: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)

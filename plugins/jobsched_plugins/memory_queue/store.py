@@ -351,6 +351,7 @@ class SharedMemoryStore(DelegatedWakeups):
             leases: dict[str, tuple[int, float | None]] = {}
             running_types: dict[str, int] = {}
             running_executors: dict[str, int] = {}
+            running_queues: dict[str, int] = {}
             for r in q.jobs.values():
                 if r.status in TERMINAL and r.finished_at is not None and r.finished_at >= since:
                     minute = float(int(r.finished_at / 60) * 60)
@@ -364,6 +365,7 @@ class SharedMemoryStore(DelegatedWakeups):
                         expires = latest
                     leases[r.lease_owner] = (n + 1, expires)
                 running_types[r.type] = running_types.get(r.type, 0) + 1
+                running_queues[r.queue] = running_queues.get(r.queue, 0) + 1
                 executor = r.options.get("executor")
                 if executor is not None:
                     running_executors[executor] = running_executors.get(executor, 0) + 1
@@ -377,6 +379,7 @@ class SharedMemoryStore(DelegatedWakeups):
                 rate_tats=dict(q.rate_tats),
                 queue_paused=q.paused,
                 at=t,
+                running_queues=running_queues,
             )
 
         return self._run(body)

@@ -136,17 +136,19 @@ async def stats(db: Database, since: float) -> StoreStats:
         finished = [(float(r["minute"]), r["status"], r["n"]) for r in await cur.fetchall()]
         cur = await conn.execute(
             db.q(
-                """SELECT type, options->>'executor' AS exe, lease_owner, count(*)::int AS n,
-                    max(lease_expires) AS expires
-                FROM {s}.jobs WHERE status = 'running' GROUP BY 1, 2, 3"""
+                """SELECT type, options->>'executor' AS exe, lease_owner, queue,
+                    count(*)::int AS n, max(lease_expires) AS expires
+                FROM {s}.jobs WHERE status = 'running' GROUP BY 1, 2, 3, 4"""
             )
         )
+        running_queues: dict[str, int] = {}
         running_types: dict[str, int] = {}
         running_executors: dict[str, int] = {}
         leases: dict[str, tuple[int, float | None]] = {}
         for r in await cur.fetchall():
             n = r["n"]
             running_types[r["type"]] = running_types.get(r["type"], 0) + n
+            running_queues[r["queue"]] = running_queues.get(r["queue"], 0) + n
             if r["exe"] is not None:
                 running_executors[r["exe"]] = running_executors.get(r["exe"], 0) + n
             if r["lease_owner"] is not None:
@@ -163,6 +165,7 @@ async def stats(db: Database, since: float) -> StoreStats:
             rate_tats={k: float(v) for k, v in head["tats"].items()},
             queue_paused=bool(head["paused"]),
             at=float(head["at"]),
+            running_queues=running_queues,
         )
 
     return await db.transaction(body)

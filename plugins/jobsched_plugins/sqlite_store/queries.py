@@ -398,6 +398,12 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
         rate_tats=dict(conn.execute("SELECT job_type, tat FROM jobsched_shared_rate_buckets")),
         queue_paused=queue_paused(conn),
         at=at,
+        running_queues=dict(
+            conn.execute(
+                "SELECT queue, count(*) FROM jobsched_shared_jobs WHERE status = 'running' "
+                "GROUP BY 1"
+            )
+        ),
     )
 
 
