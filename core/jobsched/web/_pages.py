@@ -1,4 +1,4 @@
-"""The HTML pages: overview, jobs, job detail, schedules, limits.
+"""The HTML pages: overview, jobs, job detail, schedules, queues, limits.
 
 Each page reads the operator API (`Client` or `LocalClient`) and renders a
 template (``templates/<page>.html``). A request from htmx (``HX-Request``)
@@ -43,6 +43,7 @@ def page_routes() -> list[BaseRoute]:
         Route("/jobs", _guarded(jobs), methods=["GET"], name="jobs"),
         Route("/jobs/{job_id:path}", _guarded(job), methods=["GET"], name="job"),
         Route("/schedules", _guarded(schedules), methods=["GET"], name="schedules"),
+        Route("/queues", _guarded(queues), methods=["GET"], name="queues"),
         Route("/limits", _guarded(limits), methods=["GET"], name="limits"),
     ]
 
@@ -168,6 +169,16 @@ async def schedules(request: Request) -> Response:
         for schedule in await board.client.schedules()
     ]
     return _show(request, "schedules", {"title": "Schedules", "schedules": rows})
+
+
+async def queues(request: Request) -> Response:
+    client = dashboard(request).client
+    context = {
+        "title": "Queues",
+        "queues": await client.queues(),
+        "all_paused": await client.queue_paused(),
+    }
+    return _show(request, "queues", context)
 
 
 async def limits(request: Request) -> Response:
