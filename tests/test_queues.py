@@ -211,6 +211,17 @@ async def test_pausing_one_queue_of_a_shared_store_leaves_the_others_running(url
         assert await client.resume_queue() is True
 
 
+async def test_the_jobs_a_schedule_fires_go_to_its_queue(url: str) -> None:
+    async with Client(url) as client:
+        schedule_id = await client.add_schedule(mail.job("ops@b.c"), every=3600, start_in=3600)
+        fired = await client.trigger_schedule(schedule_id)
+        assert (await client.get(fired)).queue == "emails"
+        async with JobScheduler(store=url, shared=True):  # the default queue: not this one
+            assert [q.depth for q in await client.queues() if q.name == "emails"] == [1]
+        async with JobScheduler(store=url, shared=True, queues=["emails"]):
+            assert (await client.wait(fired, timeout=30)).status is JobStatus.COMPLETED
+
+
 async def test_a_cluster_limit_per_queue_holds_its_running_jobs(url: str, tmp_path: Path) -> None:
     path = str(tmp_path / "held.txt")
     limits = {"queues": {"slow": 1}}
