@@ -65,6 +65,7 @@ def _document() -> dict[str, Any]:
             "status": {"enum": statuses},
             "name": _STRING_OR_NULL,
             "priority": {"type": "integer"},
+            "queue": {"type": "string", "description": "the queue it waits in"},
             "attempts": {"type": "integer"},
             "last_error": _STRING_OR_NULL,
             "traceback": {
