@@ -21,6 +21,7 @@ from jobsched import (
     FunctionJob,
     JobScheduler,
     JobStatus,
+    Limits,
     LocalClient,
     Submission,
     build_job,
@@ -85,6 +86,34 @@ def test_bad_queues_for_a_scheduler_are_refused_naming_them() -> None:
         JobScheduler(queues=[])
     with pytest.raises(ValueError, match="queues: a queue name must be a non-empty name"):
         JobScheduler(queues=[""])
+
+
+def test_a_bad_queue_limit_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"limits.queues\['emails'\] must be an integer >= 1"):
+        JobScheduler(limits={"queues": {"emails": 0}})
+    assert Limits.coerce({"queues": {"emails": 2}}).as_data() == {
+        "executors": {},
+        "job_types": {},
+        "rates": {},
+        "queues": {"emails": 2},
+    }
+    # Limits stored before queue limits existed compare equal to these.
+    assert "queues" not in (Limits(executors={"async": 2}).as_data() or {})
+
+
+async def test_a_queue_limit_and_its_concurrency_in_one_process_the_lower_wins(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "held.txt")
+    async with JobScheduler(
+        num_workers=4, queues={"slow": 3}, limits={"queues": {"slow": 1}}
+    ) as sched:
+        for i in range(4):
+            sched.submit(hold.job(path, f"s{i}"))
+        await sched.join()
+        uses = (await LocalClient(sched).stats()).limits
+        assert [(u.kind, u.name, u.limit) for u in uses] == [("queue", "slow", 1)]
+    assert most_at_once(path) == 1
 
 
 async def test_a_scheduler_in_memory_refuses_a_job_for_a_queue_it_does_not_serve() -> None:
