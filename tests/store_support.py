@@ -266,6 +266,7 @@ class FakeClaim:
     attempts: int = 1
     submitted_at: float = 0.0
     cancel_requested: bool = False
+    queue: str = "default"
 
 
 class FakeSharedStore:
@@ -304,7 +305,9 @@ class FakeSharedStore:
         self.inserted.extend(jobs)
         return [job.job_id for job in jobs]
 
-    async def claim(self, n: int, owner: str) -> tuple[list[FakeClaim], float | None]:
+    async def claim(
+        self, n: int, owner: str, queues: Any = None
+    ) -> tuple[list[FakeClaim], float | None]:
         taken, self.queue = self.queue[:n], self.queue[n:]
         return taken, None
 
@@ -341,5 +344,5 @@ class FakeSharedStore:
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
-    wait_changed = set_queue_paused = queue_paused = schedules = _unused
+    wait_changed = set_queue_paused = queue_paused = queue_stats = schedules = _unused
     set_schedule_paused = trigger_schedule = _unused
