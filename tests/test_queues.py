@@ -6,6 +6,7 @@ every shared store, across real worker processes too."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import uuid
@@ -330,3 +331,41 @@ async def test_jobs_of_a_store_written_before_queues_are_in_the_default_queue(
         infos = await client.jobs()
         assert infos and {info.queue for info in infos} == {"default"}
         assert [q.name for q in await client.queues()] == ["default"]
+
+
+# ── the command line ──────────────────────────────────────────────────
+def test_the_queue_commands_pause_one_queue_and_list_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobsched.cli import main
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+
+    async def submit() -> None:
+        async with Client(url) as client:
+            await client.submit(mail.job("a@b.c"))
+
+    asyncio.run(submit())
+    assert main(["queue", "pause", "emails", "--store", url]) == 0
+    assert capsys.readouterr().out == (
+        "queue 'emails' paused; it is paused: workers claim none of its jobs\n"
+    )
+    assert main(["queue", "list", "--store", url, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(q["name"], q["depth"], q["paused"]) for q in listed] == [
+        ("default", 0, False),
+        ("emails", 1, True),
+    ]
+    assert main(["queue", "list", "--store", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["QUEUE", "DEPTH", "OLDEST", "RUNNING", "DONE/MIN", "STATE"]
+    assert lines[2].split()[0::5] == ["emails", "paused"]
+    assert main(["queue", "status", " emails", "--store", url]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "jobsched: error: queue must be a non-empty name without surrounding spaces, "
+        "got string ' emails'"
+    )
+    assert main(["worker", "--store", url, "--queue", "emails=x"]) == 2
+    assert "--queue 'emails=x': the concurrency after '=' must be a whole number" in (
+        capsys.readouterr().err
+    )
