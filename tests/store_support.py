@@ -266,6 +266,7 @@ class FakeClaim:
     attempts: int = 1
     submitted_at: float = 0.0
     cancel_requested: bool = False
+    queue: str = "default"
 
 
 class FakeSharedStore:
@@ -307,7 +308,13 @@ class FakeSharedStore:
         return [job.job_id for job in jobs]
 
     async def claim(
-        self, n: int, owner: str, types: Any = None, refuser: Any = None
+        self,
+        n: int,
+        owner: str,
+        queues: Any = None,
+        *,
+        types: Any = None,
+        refuser: Any = None,
     ) -> tuple[list[FakeClaim], float | None]:
         taken, self.queue = self.queue[:n], self.queue[n:]
         return taken, None
@@ -352,5 +359,5 @@ class FakeSharedStore:
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
-    wait_changed = set_queue_paused = queue_paused = schedules = _unused
+    wait_changed = set_queue_paused = queue_paused = queue_stats = schedules = _unused
     set_schedule_paused = trigger_schedule = workers = unserved_types = _unused

@@ -52,6 +52,7 @@ def test_every_command_and_option_is_documented() -> None:
         "queue pause",
         "queue resume",
         "queue status",
+        "queue list",
         "store",
         "store sql",
         "worker",

@@ -73,6 +73,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         deadline=50.0,
         retry_on=[TimeoutError, "myapp.errors.Transient"],
         no_retry_on=[PermissionError],
+        queue="emails",
     )
     job.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     job.result_ttl, job.keep_result = 60.0, False
@@ -90,6 +91,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         "keep_result": False,
         "retry_on": ["TimeoutError", "myapp.errors.Transient"],
         "no_retry_on": ["PermissionError"],
+        "queue": "emails",
     }
     assert list(options) == list(OPTIONS)  # written in one order
     # Another process, whose monotonic clock started elsewhere.
@@ -98,6 +100,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
     assert (again.name, again.priority, again.timeout) == ("nightly", JobPriority.CRITICAL, 5.0)
     assert again.retry == FixedRetryPolicy(max_retries=4, seconds=2.0)
     assert again.deadline == pytest.approx(50.0 + OFFSET - 2_000_000.0)
+    assert again.queue == "emails"
     assert again.traceparent == job.traceparent
     assert (again.result_ttl, again.keep_result) == (60.0, False)
     assert (again.retry_on, again.no_retry_on) == (job.retry_on, job.no_retry_on)

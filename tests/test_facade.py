@@ -53,6 +53,8 @@ EXTRAS = [
     "plugins",
     "purge",
     "queue_paused",
+    "queues",
+    "paused_queues",
     "recurring",
     "remove_listener",
     "remove_progress_listener",

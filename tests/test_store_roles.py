@@ -89,7 +89,7 @@ def test_jobsched_web_refuses_a_store_without_the_roles_it_shows(
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith(
         f"store {partial_plugin!r} cannot serve jobsched web: it lacks the inspect role "
-        "(page, counts, schedules, stats, wait_changed) and the schedules role ("
+        "(page, counts, schedules, stats, queue_stats, wait_changed) and the schedules role ("
     )
     assert "operate" not in line  # read-only without a token: no actions to serve
 

@@ -290,6 +290,32 @@ async def test_the_queue_is_paused_and_resumed(env: Env) -> None:
     assert (await get_json(env, "/api/stats"))["queue_paused"] is False
 
 
+async def test_a_queue_is_listed_paused_and_resumed_by_name(env: Env) -> None:
+    listed = await get_json(env, "/api/queues")
+    assert listed["all_paused"] is False
+    assert [q["name"] for q in listed["queues"]] == ["default"]
+    assert await post_json(env, "/api/queues/default/pause") == {
+        "queue": "default",
+        "paused": True,
+        "changed": True,
+    }
+    assert (await post_json(env, "/api/queues/default/pause"))["changed"] is False
+    assert (await get_json(env, "/api/stats"))["queue_paused"] is False  # not every queue
+    job_id = await env.submit(Echo("held by its queue"))
+    [default] = (await get_json(env, "/api/queues"))["queues"]
+    assert default["paused"] is True and default["depth"] == 1 and default["running"] == 0
+    assert default["oldest_age"] is not None and default["oldest_age"] >= 0
+    page = await env.http.get("/queues")
+    assert page.status_code == 200
+    assert 'data-queue="default"' in page.text and "/api/queues/default/resume" in page.text
+    assert (await env.client.get(job_id)).status is JobStatus.PENDING
+    resumed = await post_json(env, "/api/queues/default/resume")
+    assert resumed == {"queue": "default", "paused": False, "changed": True}
+    assert (await env.wait(job_id)).status is JobStatus.COMPLETED
+    bad = await post_json(env, "/api/queues/%20x/pause", 400)
+    assert bad["error"].startswith("queue must be a non-empty name without surrounding spaces")
+
+
 # ── who may act ────────────────────────────────────────────────────────
 ACTIONS = [
     "/api/jobs/{job}/retry",
@@ -299,6 +325,8 @@ ACTIONS = [
     "/api/schedules/{schedule}/trigger",
     "/api/queue/pause",
     "/api/queue/resume",
+    "/api/queues/{queue}/pause",
+    "/api/queues/{queue}/resume",
 ]
 
 
@@ -306,6 +334,7 @@ async def _targets(env: Env) -> dict[str, str]:
     return {
         "job": await env.submit(Echo("x"), delay=3600),
         "schedule": await env.add_schedule("tick"),
+        "queue": "default",
     }
 
 
@@ -422,7 +451,7 @@ async def test_openapi_describes_every_route(env: Env) -> None:
     assert document["openapi"].startswith("3.1")
     paths = set(document["paths"])
     for action in ACTIONS:
-        assert action.format(job="{job_id}", schedule="{schedule_id}") in paths
+        assert action.format(job="{job_id}", schedule="{schedule_id}", queue="{name}") in paths
     assert {"/healthz", "/api/stats", "/api/jobs", "/api/jobs/{job_id}", "/api/schedules"} <= paths
 
 

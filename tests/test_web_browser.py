@@ -462,6 +462,44 @@ def test_retry_runs_a_failed_job_again_and_the_page_follows_live(
     assert tab.dialogs == [] and tab.errors == []
 
 
+def test_the_queues_page_pauses_and_resumes_one_queue(
+    client: BlockingClient,
+    plugins: PluginManager,
+    worker: Process,
+    tab: Browser,
+    screenshots: Path,
+) -> None:
+    def email(i: int, **options: Any) -> Any:
+        args = {"to": f"user{i}@example.com", "subject": "hi", "latency": 0}
+        return build_job("email", args, plugins=plugins, **options)
+
+    # The worker serves the default queue: "emails" waits, "default" runs.
+    done = [client.submit(email(i)) for i in range(3)]
+    waiting = [client.submit(email(i, queue="emails")) for i in range(4)]
+    client.wait_many(done, timeout=60)
+    tab.log_in()
+    tab.open("/queues")
+    tab.live()
+    tab.settled()
+    row = tab.tab.locator("tr[data-queue=emails]")
+    expect(row.locator("[data-testid=depth]")).to_have_text("4")
+    expect(row.locator("[data-testid=state]")).to_contain_text("active")
+    row.get_by_role("button", name="Pause").click()
+    tab.flash_says("Queue emails paused")
+    expect(row.locator("[data-testid=state]")).to_contain_text("paused")
+    expect(row.get_by_role("button", name="Resume")).to_be_visible()
+    default = tab.tab.locator("tr[data-queue=default]")
+    expect(default.locator("[data-testid=state]")).to_contain_text("active")
+    tab.shoot("queues", screenshots)
+    assert client.queue_paused("emails") and not client.queue_paused()
+    row.get_by_role("button", name="Resume").click()
+    tab.flash_says("Queue emails resumed")
+    expect(row.locator("[data-testid=state]")).to_contain_text("active")
+    assert not client.queue_paused("emails")
+    assert {client.get(i).status for i in waiting} == {JobStatus.PENDING}  # nobody serves it
+    assert tab.dialogs == [] and tab.errors == []
+
+
 def test_actions_need_the_token(
     client: BlockingClient, plugins: PluginManager, worker: Process, tab: Browser, tmp_path: Path
 ) -> None:

@@ -46,7 +46,16 @@ from ._jobtypes import (
 from ._limits import Limits, Rate, job_type_of
 from ._local_client import LocalClient
 from ._operator import OperatorAPI
-from ._options import MAX_DELAY, MAX_KEY_LENGTH, MAX_NESTING, MAX_RETRIES, MAX_WORKERS
+from ._options import (
+    DEFAULT_QUEUE,
+    MAX_DELAY,
+    MAX_KEY_LENGTH,
+    MAX_NESTING,
+    MAX_QUEUE_LENGTH,
+    MAX_RETRIES,
+    MAX_WORKERS,
+    check_queue,
+)
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
     PluginManager,
@@ -68,6 +77,7 @@ from ._records import (
     JobPage,
     LimitUse,
     Progress,
+    QueueInfo,
     ScheduleInfo,
     Stats,
     ThroughputBucket,
@@ -106,11 +116,13 @@ hookimpl = pluggy.HookimplMarker("jobsched")
 
 __all__ = [
     "COALESCE_POLICIES",
+    "DEFAULT_QUEUE",
     "DISABLE_PLUGINS_ENV",
     "MAX_DELAY",
     "MAX_INTERVAL",
     "MAX_KEY_LENGTH",
     "MAX_NESTING",
+    "MAX_QUEUE_LENGTH",
     "MAX_RETRIES",
     "MAX_WORKERS",
     "MIN_INTERVAL",
@@ -160,6 +172,7 @@ __all__ = [
     "PriorityStrategy",
     "Progress",
     "ProgressThrottle",
+    "QueueInfo",
     "Rate",
     "RecurringSchedule",
     "ResultUnavailableError",
@@ -184,6 +197,7 @@ __all__ = [
     "build_job",
     "cancel_token",
     "chain",
+    "check_queue",
     "chord",
     "default_plugin_manager",
     "describe_job_type",

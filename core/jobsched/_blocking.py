@@ -253,4 +253,5 @@ class BlockingClient:
     pause_queue = _Blocking(Client.pause_queue)
     resume_queue = _Blocking(Client.resume_queue)
     queue_paused = _Blocking(Client.queue_paused)
+    queues = _Blocking(Client.queues)
     wait_for_change = _Blocking(Client.wait_for_change)

@@ -42,6 +42,7 @@ from ._options import (
     NOT_GIVEN,
     NotGiven,
     check_job_id,
+    check_queue,
     id_list,
 )
 from ._plugins import PluginManager, default_plugin_manager
@@ -50,6 +51,7 @@ from ._records import (
     THROUGHPUT_MINUTES,
     JobInfo,
     JobPage,
+    QueueInfo,
     ScheduleInfo,
     Stats,
     WorkerRecord,
@@ -117,6 +119,7 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
     "result_ttl": None,
     "keep_result": None,
     "trigger_rule": ALL_SUCCESS,
+    "queue": None,
 }
 
 #: The stored jobs a submit without dependencies needs.
@@ -282,6 +285,7 @@ class Client:
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
         conn: Any = None,
+        queue: str | None = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -298,7 +302,9 @@ class Client:
         `result_ttl` (seconds the result is kept once completed; then a
         worker's reaper removes it) and `keep_result` (False: store no result)
         override the job's own; None keeps them (the workers' ``--result-ttl``
-        applies to a job without one).
+        applies to a job without one). `queue` puts the job in that queue
+        instead of its own (``"default"`` unless its type or task names one):
+        only a worker serving it claims it (docs/queues.md).
 
         `trigger_rule` says when a job with `depends_on` runs, given how they
         end: ``"all_success"`` (the default: every one completed; cancelled
@@ -343,13 +349,14 @@ class Client:
                 result_ttl=result_ttl,
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
+                queue=queue,
             )
             return (await self._in_transaction().insert_in_transaction(conn, planned))[-1]
         if isinstance(job, Workflow):
             check_workflow_options(
                 job,
                 delay=delay,
-                given=(key, unique_key, priority, retry, name, result_ttl, keep_result),
+                given=(key, unique_key, priority, retry, name, result_ttl, keep_result, queue),
                 timeout=timeout,
                 trigger_rule=trigger_rule,
             )
@@ -372,6 +379,7 @@ class Client:
             and name is None
             and result_ttl is None
             and keep_result is None
+            and queue is None
             and trigger_rule == ALL_SUCCESS
             and not getattr(job, "takes_results", True)
         ):
@@ -391,6 +399,7 @@ class Client:
                 result_ttl=result_ttl,
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
+                queue=queue,
             )
             rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -465,6 +474,7 @@ class Client:
                         "name",
                         "result_ttl",
                         "keep_result",
+                        "queue",
                     )
                 ),
                 timeout=options["timeout"],
@@ -552,6 +562,7 @@ class Client:
                     submitted_by=self.identity,
                     unique_key=item.unique_key,
                     trigger_rule=item.trigger_rule,
+                    queue=job.queue,
                 )
             )
         return rows, frozenset(outside)
@@ -574,6 +585,7 @@ class Client:
             submitted_at=now,
             sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
             submitted_by=self.identity,
+            queue=job.queue,
         )
 
     async def _store(self, rows: list[NewJob], outside: Set[str]) -> list[str]:
@@ -960,21 +972,39 @@ class Client:
         return job.job_id
 
     # ── operator actions: the queue ─────────────────────────────────
-    async def pause_queue(self) -> bool:
-        """Stop every worker claiming new jobs (running ones finish); False if
-        the queue was paused already."""
+    async def pause_queue(self, name: str | None = None) -> bool:
+        """Stop every worker claiming new jobs (running ones finish), of every
+        queue (`name` None) or of the queue `name` alone; False if it was
+        paused already."""
         self._check_open()
-        return bool(await self.store.set_queue_paused(True))
+        queue = None if name is None else check_queue(name)
+        return bool(await self.store.set_queue_paused(True, queue))
 
-    async def resume_queue(self) -> bool:
-        """Let workers claim again (they are woken); False if it was not paused."""
+    async def resume_queue(self, name: str | None = None) -> bool:
+        """Let workers claim again (they are woken), from every queue (`name`
+        None: undo a pause of all) or from the queue `name`; False if it was
+        not paused."""
         self._check_open()
-        return bool(await self.store.set_queue_paused(False))
+        queue = None if name is None else check_queue(name)
+        return bool(await self.store.set_queue_paused(False, queue))
 
-    async def queue_paused(self) -> bool:
-        """Whether the queue is paused."""
+    async def queue_paused(self, name: str | None = None) -> bool:
+        """Whether every queue is paused (`name` None); with a name, whether
+        workers hold that queue's jobs back (it is paused, or all are)."""
         self._check_open()
-        return bool(await self.store.queue_paused())
+        if name is None:
+            return bool(await self.store.queue_paused())
+        queue = check_queue(name)
+        return bool(await self.store.queue_paused()) or bool(await self.store.queue_paused(queue))
+
+    async def queues(self) -> list[QueueInfo]:
+        """Each queue at a glance, by name (`QueueInfo`): every queue holding
+        an unfinished job, finished one in the last minute or paused, and
+        ``"default"``. Reads the store's unfinished jobs (not a kept count)."""
+        self._check_open()
+        now = time.time()
+        rows = await self.store.queue_stats(now - 60.0)
+        return [QueueInfo.from_row(row, now) for row in rows]
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:

@@ -32,6 +32,9 @@ result_ttl  seconds a completed job's result is kept (then a reaper
             removes it); left out when it is kept for good (or for the
             worker's default, ``JobScheduler(result_ttl=...)``)
 keep_result ``false``: the result is not stored at all; left out when true
+queue       the queue the job waits in; left out when ``"default"`` (a
+            shared store also keeps it in a column of its own, which
+            claims filter on: `NewJob.queue`)
 =========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
@@ -59,7 +62,9 @@ from ._jobtypes import (
     retry_policy_data,
 )
 from ._options import (
+    DEFAULT_QUEUE,
     MAX_NESTING,
+    check_queue,
     describe_value,
     is_retry_spec,
     priority_name,
@@ -91,6 +96,7 @@ OPTIONS = (
     "keep_result",
     "retry_on",
     "no_retry_on",
+    "queue",
 )
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
@@ -355,6 +361,7 @@ class JobCodec:
                 job.keep_result,
                 job.retry_on,
                 job.no_retry_on,
+                job.queue,
             )
             cached = self._options.get(cache_key)
             if cached is not None and cached[0] is retry:
@@ -381,6 +388,9 @@ class JobCodec:
             options["retry_on"] = list(job.retry_on)
         if job.no_retry_on:
             options["no_retry_on"] = list(job.no_retry_on)
+        queue = job.queue
+        if queue != DEFAULT_QUEUE:
+            options["queue"] = queue
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -515,6 +525,9 @@ class JobCodec:
                 )
             if getattr(job, option) != tuple(names):
                 setattr(job, option, tuple(names))
+        queue = options.get("queue", DEFAULT_QUEUE)
+        if queue != job.queue:
+            job.queue = check_queue(queue)
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(
@@ -561,4 +574,5 @@ class JobCodec:
             submitted_by=submitted_by,
             unique_key=unique_key,
             trigger_rule=trigger_rule,
+            queue=job.queue,
         )

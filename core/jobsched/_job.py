@@ -15,6 +15,8 @@ import attrs
 
 from ._errors import BadArgumentsError
 from ._options import (
+    DEFAULT_QUEUE,
+    check_queue,
     check_retry_policy,
     to_keep_result,
     to_name,
@@ -60,13 +62,21 @@ class JobExtras:
     retry_on: tuple[str, ...] = ()
     no_retry_on: tuple[str, ...] = ()
     traceparent: str | None = None
+    queue: str = DEFAULT_QUEUE
     previous_run_at: float | None = None
     handed_back: bool = False
     last_traceback: str | None = None
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
-EXTRA_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent")
+EXTRA_OPTIONS = (
+    "result_ttl",
+    "keep_result",
+    "retry_on",
+    "no_retry_on",
+    "traceparent",
+    "queue",
+)
 #: Execution state kept in `JobExtras` (set by the kernel on retries only).
 EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback")
 
@@ -85,7 +95,9 @@ class Job(ABC):
     resolved when the job is submitted. `retry_on` and `no_retry_on` limit
     retries to the failures worth retrying: exception classes, or names
     (``"TimeoutError"``, ``"myapp.errors.Transient"``), kept as names (see
-    `jobsched.Retry` for a job that asks for a retry itself). Anything else is
+    `jobsched.Retry` for a job that asks for a retry itself). `queue` names
+    the queue the job waits in (default ``"default"``): only a scheduler or
+    worker serving that queue runs it (docs/queues.md). Anything else is
     refused here.
 
     Execution state (status, attempts, times, result, error) is written only by
@@ -139,6 +151,7 @@ class Job(ABC):
         deadline: float | None = None,
         retry_on: ExceptionNames = (),
         no_retry_on: ExceptionNames = (),
+        queue: str = DEFAULT_QUEUE,
     ) -> None:
         # The job file's spellings work here too (priority="low", timeout=False,
         # retry="none"); the defaults skip the checks, as most jobs use them.
@@ -162,6 +175,8 @@ class Job(ABC):
             self.retry_on = exception_names(retry_on, "retry_on")
         if no_retry_on:
             self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
+        if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
+            self.queue = check_queue(queue)
         self.status = JobStatus.PENDING
         self.attempts = 0
         self.result: Any = None
@@ -238,6 +253,17 @@ class Job(ABC):
     @traceparent.setter
     def traceparent(self, value: str | None) -> None:
         self._with_extras(traceparent=value)
+
+    @property
+    def queue(self) -> str:
+        """The queue the job waits in (``"default"`` unless given): a scheduler
+        runs only the jobs of the queues it serves (docs/queues.md)."""
+        extras = self._extras
+        return DEFAULT_QUEUE if extras is None else extras.queue
+
+    @queue.setter
+    def queue(self, value: str) -> None:
+        self._with_extras(queue=value)
 
     @property
     def previous_run_at(self) -> float | None:
@@ -348,6 +374,7 @@ FUNCTION_JOB_OPTIONS = (
     "deadline",
     "retry_on",
     "no_retry_on",
+    "queue",
     "kwargs",
 )
 
@@ -384,6 +411,7 @@ class FunctionJob(Job):
         deadline: float | None = None,
         retry_on: ExceptionNames = (),
         no_retry_on: ExceptionNames = (),
+        queue: str = DEFAULT_QUEUE,
         kwargs: Mapping[str, Any] | None = None,
         **fn_kwargs: Any,
     ) -> None:
@@ -425,6 +453,7 @@ class FunctionJob(Job):
             deadline=deadline,
             retry_on=retry_on,
             no_retry_on=no_retry_on,
+            queue=queue,
         )
         self.fn = fn
         self.args = args
@@ -542,7 +571,16 @@ def recorded_spec(job: Job) -> object | None:
 
 # ── attrs-defined job types ───────────────────────────────────────────
 #: The options every job accepts beside its arguments (see `Job`).
-JOB_OPTIONS = ("name", "priority", "timeout", "retry", "deadline", "retry_on", "no_retry_on")
+JOB_OPTIONS = (
+    "name",
+    "priority",
+    "timeout",
+    "retry",
+    "deadline",
+    "retry_on",
+    "no_retry_on",
+    "queue",
+)
 # Slots the kernel writes (and the options): an attrs field must not shadow them.
 _RESERVED = (frozenset(Job.__slots__) | frozenset(EXTRA_OPTIONS + EXTRA_STATE)) - {"name"}
 _ATTRS_METHODS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__repr__")

@@ -37,6 +37,8 @@ from ._job import (
     recorded_spec,
 )
 from ._options import (
+    DEFAULT_QUEUE,
+    check_queue,
     describe_value,
     priority_name,
     to_keep_result,
@@ -496,6 +498,11 @@ def _normalize_options(
                 except (TypeError, ValueError) as exc:
                     raise JobSpecError(str(exc)) from None
                 data[key] = list(kwargs[key])
+            elif key == "queue":
+                try:
+                    kwargs[key] = data[key] = check_queue(value)
+                except ValueError as exc:
+                    raise JobSpecError(str(exc)) from None
         except JobSpecError as exc:
             raise JobSpecError(f"{label}: {exc}") from None
     return kwargs, data
@@ -730,4 +737,6 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
     for option in ("retry_on", "no_retry_on"):
         if getattr(job, option):
             options[option] = list(getattr(job, option))
+    if job.queue != DEFAULT_QUEUE:
+        options["queue"] = job.queue
     return JobSpec(type=names[0], args=args, options=options)

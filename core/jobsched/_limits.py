@@ -1,4 +1,4 @@
-"""Concurrency limits per executor and per job type, and token-bucket rate limits.
+"""Concurrency limits per executor, job type and queue, and token-bucket rate limits.
 
 Enforced in the dispatch path (the last link of the kernel's admission chain,
 `kernel/queues.py`), with no polling:
@@ -122,6 +122,10 @@ def _job_type_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
     return _counts("job_types", value)
 
 
+def _queue_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
+    return _counts("queues", value)
+
+
 def _rates(value: Mapping[str, Any] | None) -> dict[str, Rate]:
     if value is None:
         return {}
@@ -146,39 +150,44 @@ class Limits:
     anything `Rate.parse` takes (``{"email": "10/s"}``). A job's type is its
     registered job-type name, else its class's ``job_type`` attribute, else -
     for a function job - the function's qualified name, else its class name
-    (see `job_type_of`). Bad values raise `ValueError` naming the key.
+    (see `job_type_of`). `queues` maps a queue to its most attempts at once
+    (``{"emails": 5}``; on a shared store, across the cluster). Bad values
+    raise `ValueError` naming the key.
     """
 
     executors: dict[str, int] = attrs.field(factory=dict, converter=_executor_counts)
     job_types: dict[str, int] = attrs.field(factory=dict, converter=_job_type_counts)
     rates: dict[str, Rate] = attrs.field(factory=dict, converter=_rates)
+    queues: dict[str, int] = attrs.field(factory=dict, converter=_queue_counts)
 
     @classmethod
     def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
-        """Limits from a `Limits` or a mapping with keys executors, job_types, rates."""
+        """Limits from a `Limits` or a mapping with keys executors, job_types, rates, queues."""
         if isinstance(value, Limits):
             return value
         if not isinstance(value, Mapping):
             raise TypeError(f"limits must be a Limits or a mapping, got {value!r}")
-        unknown = set(value) - {"executors", "job_types", "rates"}
+        unknown = set(value) - {"executors", "job_types", "rates", "queues"}
         if unknown:
             raise ValueError(
-                f"limits: unknown keys {sorted(unknown)} (expected executors, job_types, rates)"
+                f"limits: unknown keys {sorted(unknown)} "
+                "(expected executors, job_types, rates, queues)"
             )
         return cls(
             executors=value.get("executors"),
             job_types=value.get("job_types"),
             rates=value.get("rates"),
+            queues=value.get("queues"),
         )
 
     def __bool__(self) -> bool:
-        return bool(self.executors or self.job_types or self.rates)
+        return bool(self.executors or self.job_types or self.rates or self.queues)
 
     def as_data(self) -> dict[str, Any] | None:
         """These limits as the JSON a shared store keeps (None for no limits)."""
         if not self:
             return None
-        return {
+        data: dict[str, Any] = {
             "executors": dict(sorted(self.executors.items())),
             "job_types": dict(sorted(self.job_types.items())),
             "rates": {
@@ -186,6 +195,10 @@ class Limits:
                 for name, rate in sorted(self.rates.items())
             },
         }
+        # Only when set: limits stored before queues existed compare equal.
+        if self.queues:
+            data["queues"] = dict(sorted(self.queues.items()))
+        return data
 
     @staticmethod
     def unknown_name(
@@ -297,6 +310,7 @@ class Limiter:
         clock: Clock,
         requeue: Callable[[Job], None],
         registered_types: Mapping[type, str] | None = None,
+        queue_slots: Mapping[str, int | None] | None = None,
     ) -> None:
         self.limits = limits
         self._clock = clock
@@ -318,9 +332,17 @@ class Limiter:
             n: _Counter(f"job type {n!r}", v, f"job_type:{n}") for n, v in limits.job_types.items()
         }
         self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
+        # A queue's limit: the cluster's (`Limits.queues`) or this process's
+        # concurrency for it (`queue_slots`), whichever is lower.
+        caps = dict(limits.queues)
+        for name, slots in (queue_slots or {}).items():
+            if slots is not None:
+                caps[name] = min(caps.get(name, slots), slots)
+        self._queues = {n: _Counter(f"queue {n!r}", v, f"queue:{n}") for n, v in caps.items()}
         self._need_type = bool(self._types or self._buckets)
         self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
-        self._held: dict[Job, tuple[_Counter | None, _Counter | None]] = {}  # counted attempts
+        # Counted attempts: their executor's, job type's and queue's limits.
+        self._held: dict[Job, tuple[_Counter | None, _Counter | None, _Counter | None]] = {}
         # job class, or a function job's function -> its type's (concurrency, rate) limits
         self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
@@ -332,12 +354,20 @@ class Limiter:
     @property
     def parked(self) -> int:
         """Jobs waiting for room under a concurrency limit."""
-        counters = {id(c): c for c in (*self._executors.values(), *self._types.values())}
+        counters = {
+            id(c): c
+            for c in (*self._executors.values(), *self._types.values(), *self._queues.values())
+        }
         return sum(len(c.parked) for c in counters.values())
 
-    def running(self, *, executor: str | None = None, job_type: str | None = None) -> int:
-        """Attempts running under one executor's or job type's limit."""
-        counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
+    def running(
+        self, *, executor: str | None = None, job_type: str | None = None, queue: str | None = None
+    ) -> int:
+        """Attempts running under one executor's, job type's or queue's limit."""
+        if queue is not None:
+            counter = self._queues.get(queue)
+        else:
+            counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
         return counter.running if counter is not None else 0
 
     def admit(self, job: Job) -> float:
@@ -366,6 +396,15 @@ class Limiter:
                 self._held_back(exe.label)
                 if origin is not None and origin is not exe:
                     self._kick(origin)  # it did not use the room it was woken for
+                return -1.0
+        lane = None
+        if self._queues:
+            lane = self._queues.get(job.queue)
+            if lane is not None and lane.running >= lane.limit:
+                lane.parked.append(job)
+                self._held_back(lane.label)
+                if origin is not None and origin is not lane:
+                    self._kick(origin)
                 return -1.0
         kind = None
         if self._need_type:
@@ -402,8 +441,10 @@ class Limiter:
                 kind.running += 1
         if exe is not None:
             exe.running += 1
-        if exe is not None or kind is not None:
-            self._held[job] = (exe, kind)
+        if lane is not None:
+            lane.running += 1
+        if exe is not None or kind is not None or lane is not None:
+            self._held[job] = (exe, kind, lane)
         return 0.0
 
     def _held_back(self, label: str) -> None:
@@ -429,11 +470,15 @@ class Limiter:
         held = self._held.pop(job, None)
         if held is None:
             return
-        exe, kind = held
+        exe, kind, lane = held
         if exe is not None:
             exe.running -= 1
             if exe.parked:
                 self._kick(exe)
+        if lane is not None:
+            lane.running -= 1
+            if lane.parked:
+                self._kick(lane)
         if kind is not None:
             kind.running -= 1
             if kind.parked:

@@ -30,7 +30,7 @@ from ._errors import (
 from ._job import FunctionJob, Job, callable_name
 from ._limits import job_type_of
 from ._operator import OperatorAPI
-from ._options import NOT_GIVEN, NotGiven, check_job_id, id_list
+from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_list
 from ._records import (
     THROUGHPUT_MINUTES,
     Attempt,
@@ -38,6 +38,7 @@ from ._records import (
     JobPage,
     LimitUse,
     Progress,
+    QueueInfo,
     ScheduleInfo,
     Stats,
     ThroughputBucket,
@@ -57,7 +58,7 @@ from ._trigger_rules import ALL_SUCCESS
 from ._version import __version__
 from ._workflow import Workflow
 from .backends import SharedBackend
-from .store import encode_json, result_as_json
+from .store import encode_json, queue_rows, result_as_json
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
@@ -144,6 +145,7 @@ class LocalClient:
         keep_result: bool | None = None,
         trigger_rule: str = ALL_SUCCESS,
         conn: Any = None,
+        queue: str | None = None,
         **options: Any,
     ) -> str:
         """Queue `job` and return its id: `Client.submit`'s job, options and checks.
@@ -151,7 +153,7 @@ class LocalClient:
         For a `Job`, the options are `Client.submit`'s: `delay`, `depends_on`
         (ids), `key`, `unique_key`, `trigger_rule`, and `priority`, `timeout`
         (None or False: no timeout; left out: the job's own), `retry`, `name`, `result_ttl` and
-        `keep_result` overriding the job's own. With one of the last six the
+        `keep_result` and `queue` overriding the job's own. With one of the last seven the
         scheduler queues a copy of the job (under its id) and the caller's
         object is left as it was; without, the job object itself is queued.
         A workflow takes `depends_on` only; its last job's id is returned.
@@ -165,7 +167,7 @@ class LocalClient:
         """
         _no_connection(conn)
         # The job's own options, given or not, as the scheduler takes them.
-        given = (("priority", priority), ("retry", retry), ("name", name))
+        given = (("priority", priority), ("retry", retry), ("name", name), ("queue", queue))
         options.update((k, v) for k, v in given if v is not None)
         if timeout is not NOT_GIVEN:
             options["timeout"] = timeout  # None: no timeout
@@ -392,6 +394,10 @@ class LocalClient:
             for name, n in sorted(limits.job_types.items())
         ]
         uses += [
+            LimitUse(kind="queue", name=name, limit=n, in_use=limiter.running(queue=name))
+            for name, n in sorted(limits.queues.items())
+        ]
+        uses += [
             LimitUse(kind="rate", name=name, limit=rate.burst, in_use=0)
             for name, rate in sorted(limits.rates.items())
         ]
@@ -464,17 +470,55 @@ class LocalClient:
         return self.scheduler.trigger_schedule(schedule_id)
 
     # ── operator actions: the queue ─────────────────────────────────
-    async def pause_queue(self) -> bool:
-        """Start no new job (running ones finish); False if paused already."""
-        return self.scheduler.pause_queue()
+    async def pause_queue(self, name: str | None = None) -> bool:
+        """Start no new job (running ones finish) of any queue (`name` None) or
+        of the queue `name`; False if paused already."""
+        return self.scheduler.pause_queue(name)
 
-    async def resume_queue(self) -> bool:
-        """Start jobs again; False if the queue was not paused."""
-        return self.scheduler.resume_queue()
+    async def resume_queue(self, name: str | None = None) -> bool:
+        """Start jobs again, of every queue or of the queue `name`; False if
+        it was not paused."""
+        return self.scheduler.resume_queue(name)
 
-    async def queue_paused(self) -> bool:
-        """Whether the queue is paused."""
-        return self.scheduler.queue_paused
+    async def queue_paused(self, name: str | None = None) -> bool:
+        """Whether every queue is paused (`name` None); with a name, whether
+        that queue's jobs are held back (it is paused, or all are)."""
+        scheduler = self.scheduler
+        if name is None:
+            return scheduler.queue_paused
+        return scheduler.queue_paused or check_queue(name) in scheduler.paused_queues
+
+    async def queues(self) -> list[QueueInfo]:
+        """Each queue at a glance, by name: the queues this scheduler serves,
+        those its remembered jobs name, and ``"default"`` (`Client.queues`)."""
+        scheduler = self.scheduler
+        clock = scheduler.kernel.clock
+        now_mono, now = clock.now(), clock.time()
+        paused = set(scheduler.paused_queues)
+        found: dict[str, dict[str, Any]] = {
+            name: {"ready": 0, "oldest": None, "running": 0, "finished": 0}
+            for name in (*scheduler.queues, *paused)
+        }
+        for job in scheduler.jobs():
+            rec = found.setdefault(
+                job.queue, {"ready": 0, "oldest": None, "running": 0, "finished": 0}
+            )
+            status = job.status
+            if status is JobStatus.RUNNING:
+                rec["running"] += 1
+            elif status.is_terminal:
+                if job.finished_at is not None and job.finished_at >= now_mono - 60.0:
+                    rec["finished"] += 1
+            elif (
+                status in (JobStatus.PENDING, JobStatus.RETRY_WAIT)
+                and job.run_at <= now_mono
+                and not scheduler.waiting_on(job.job_id)
+            ):
+                rec["ready"] += 1
+                ready_at = job.run_at + self._offset
+                oldest = rec["oldest"]
+                rec["oldest"] = ready_at if oldest is None else min(oldest, ready_at)
+        return [QueueInfo.from_row(row, now) for row in queue_rows(found, paused)]
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:
@@ -573,6 +617,7 @@ class LocalClient:
             depends_on=scheduler.kernel.graph.depends_on(job_id),
             trigger_rule=scheduler.kernel.graph.trigger_rule(job_id),
             options=options,
+            queue=job.queue,
             result_expires=self._result_expires(job, offset),
             traceback=None if status is JobStatus.COMPLETED else job.last_traceback,
         )

@@ -18,7 +18,7 @@ from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
     from ._job import Job
-    from ._records import JobInfo, JobPage, ScheduleInfo, Stats, WorkerRecord
+    from ._records import JobInfo, JobPage, QueueInfo, ScheduleInfo, Stats, WorkerRecord
     from ._submission import Submission
     from ._workflow import Workflow
 
@@ -72,6 +72,7 @@ class OperatorAPI(Protocol):
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
         conn: Any = None,
+        queue: str | None = None,
     ) -> str:
         """Queue `job` (or a workflow: its last job's id) and return its id
         (`Client.submit` documents the options; `conn` needs a database store)."""
@@ -179,16 +180,24 @@ class OperatorAPI(Protocol):
         """Submit the schedule's job once, now; returns the job's id."""
         ...
 
-    async def pause_queue(self) -> bool:
-        """Start no new job (running ones finish); False if paused already."""
+    async def pause_queue(self, name: str | None = None) -> bool:
+        """Start no new job (running ones finish) of any queue (`name` None) or
+        of the queue `name`; False if paused already."""
         ...
 
-    async def resume_queue(self) -> bool:
-        """Start jobs again; False if the queue was not paused."""
+    async def resume_queue(self, name: str | None = None) -> bool:
+        """Start jobs again, of every queue (`name` None: undo a pause of all)
+        or of the queue `name`; False if it was not paused."""
         ...
 
-    async def queue_paused(self) -> bool:
-        """Whether the queue is paused."""
+    async def queue_paused(self, name: str | None = None) -> bool:
+        """Whether every queue is paused (`name` None); with a name, whether
+        that queue's jobs are held back (it is paused, or all are)."""
+        ...
+
+    async def queues(self) -> list[QueueInfo]:
+        """Each queue at a glance, by name: depth, oldest ready job's age,
+        running, throughput, paused (``"default"`` always listed)."""
         ...
 
     # ── live views ──────────────────────────────────────────────────

@@ -27,6 +27,11 @@ MAX_WORKERS = 1024
 #: it, and a PostgreSQL index entry holds at most about 2,700 bytes (a
 #: character takes up to 4 in UTF-8).
 MAX_KEY_LENGTH = 512
+#: The queue a job goes to when it names none, and the one a worker serves
+#: when it is given none (``jobsched worker`` without ``--queue``).
+DEFAULT_QUEUE = "default"
+#: The longest queue name, in characters: every store indexes it.
+MAX_QUEUE_LENGTH = 128
 #: How deeply a stored job's arguments may nest lists and tables: every
 #: store (and `json.loads` when it is read back) can hold that.
 MAX_NESTING = 100
@@ -130,6 +135,59 @@ def to_name(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"name must be a non-empty string, got {value!r}")
     return value
+
+
+def check_queue(value: Any, what: str = "queue") -> str:
+    """A queue name: a non-empty string of at most `MAX_QUEUE_LENGTH`
+    characters without surrounding spaces, that every store can hold."""
+    if not isinstance(value, str) or not value or value.strip() != value:
+        raise ValueError(
+            f"{what} must be a non-empty name without surrounding spaces, "
+            f"got {describe_value(value)}"
+        )
+    if len(value) > MAX_QUEUE_LENGTH:
+        raise ValueError(
+            f"{what} must be at most {MAX_QUEUE_LENGTH} characters (MAX_QUEUE_LENGTH), "
+            f"got {len(value)}: {value[:40]!r}..."
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"{what} {value!r} {problem}")
+    return value
+
+
+def to_queue_slots(value: Any) -> dict[str, int | None]:
+    """The queues a scheduler or worker serves, as ``{name: concurrency}``.
+
+    None: the ``"default"`` queue alone. A list of names serves each with no
+    concurrency of its own (the scheduler's workers are shared by all); a
+    mapping gives a queue its concurrency in this process (an integer from 1
+    to `MAX_WORKERS`, or None for none of its own).
+    """
+    if value is None:
+        return {DEFAULT_QUEUE: None}
+    if isinstance(value, str):
+        raise TypeError(
+            f"queues takes a list of queue names or a mapping of names to concurrency, "
+            f"got the string {value!r}: write [{value!r}]"
+        )
+    items = value.items() if isinstance(value, Mapping) else ((name, None) for name in value)
+    slots: dict[str, int | None] = {}
+    for name, limit in items:
+        check_queue(name, "queues: a queue name")
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_WORKERS
+        ):
+            raise ValueError(
+                f"queues[{name!r}]: a queue's concurrency must be an integer from 1 to "
+                f"{MAX_WORKERS} (MAX_WORKERS) or None, got {describe_value(limit)}"
+            )
+        if name in slots:
+            raise ValueError(f"queues: queue {name!r} is given twice")
+        slots[name] = limit
+    if not slots:
+        raise ValueError("queues must name at least one queue")
+    return slots
 
 
 def check_max_retries(value: Any, what: str = "max_retries") -> int:

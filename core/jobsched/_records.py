@@ -1,5 +1,5 @@
-"""What the operator API returns: `JobInfo`, `JobPage`, `Stats`, `ScheduleInfo`
-and their parts, with the checks of the query arguments every client applies
+"""What the operator API returns: `JobInfo`, `JobPage`, `Stats`, `QueueInfo`,
+`ScheduleInfo` and their parts, with the checks of the query arguments every client applies
 the same way."""
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from ._errors import JobFailedError
 from ._options import to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
-from .store import AttemptRow, SharedJobRow, SharedScheduleRow, StoreStats, WorkerRow
+from .store import (
+    AttemptRow,
+    QueueStatsRow,
+    SharedJobRow,
+    SharedScheduleRow,
+    StoreStats,
+    WorkerRow,
+)
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
 THROUGHPUT_MINUTES = 60
@@ -148,6 +155,8 @@ class JobInfo:
     #: ``max_build_refusals`` refused it (docs/reliability.md). Shared stores only.
     build_refusals: int = 0
     last_refusal: str | None = None
+    #: The queue it waits in (docs/queues.md).
+    queue: str = "default"
 
     @property
     def done(self) -> bool:
@@ -188,6 +197,7 @@ class JobInfo:
             traceback=None if row.status == "completed" else row.last_traceback,
             build_refusals=row.build_refusals,
             last_refusal=row.last_refusal,
+            queue=row.queue,
         )
 
 
@@ -292,9 +302,9 @@ def served_types(workers: Iterable[WorkerRecord]) -> list[str]:
 class LimitUse:
     """One cluster limit and how much of it is used now (`Stats.limits`)."""
 
-    #: ``"executor"``, ``"job_type"`` or ``"rate"``.
+    #: ``"executor"``, ``"job_type"``, ``"queue"`` or ``"rate"``.
     kind: str
-    #: The executor or job type it limits.
+    #: The executor, job type or queue it limits.
     name: str
     #: Most running jobs (a rate: its burst).
     limit: int
@@ -353,6 +363,37 @@ class Stats:
             queue_paused=raw.queue_paused,
             at=raw.at,
             unserved=dict(sorted((unserved or {}).items())),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class QueueInfo:
+    """One queue at a glance (`Client.queues`)."""
+
+    name: str
+    #: Jobs ready to run now (pending or waiting to retry, due, not waiting
+    #: for dependencies).
+    depth: int
+    #: Seconds the oldest of those has been ready (None: none is).
+    oldest_age: float | None
+    running: int
+    #: Jobs of the queue that finished in the last minute.
+    throughput: int
+    #: Paused on its own (`Client.pause_queue` with its name); a pause of
+    #: every queue is `Stats.queue_paused`.
+    paused: bool
+
+    @classmethod
+    def from_row(cls, row: QueueStatsRow, at: float) -> QueueInfo:
+        """The record of a store's `QueueStatsRow` read at `at` (its clock)."""
+        oldest = row.oldest_run_at
+        return cls(
+            name=row.queue,
+            depth=row.ready,
+            oldest_age=None if oldest is None else max(0.0, at - oldest),
+            running=row.running,
+            throughput=row.finished,
+            paused=row.paused,
         )
 
 
@@ -499,6 +540,7 @@ def _limit_uses(raw: StoreStats) -> list[LimitUse]:
         for kind, key, running in (
             ("executor", "executors", raw.running_executors),
             ("job_type", "job_types", raw.running_types),
+            ("queue", "queues", raw.running_queues),
         )
         for name, limit in sorted((data.get(key) or {}).items())
     ]

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from ._clock import Clock
 from ._job import Job
 from ._limits import Limiter, Limits
+from ._options import check_queue
 from ._plugins import PluginManager, default_plugin_manager
 from ._strategy import SchedulingStrategy
 from ._submission import Submission, plan_batch
@@ -126,6 +127,14 @@ class JobScheduler:
     worker) before it fails, naming the type and the error
     (docs/reliability.md).
 
+    `queues` names the queues this scheduler serves: a list of names, or a
+    mapping of names to this process's concurrency for each (``{"emails": 2,
+    "reports": 4}``: at most 2 email jobs run at once here; None: no limit of
+    its own). None (the default) serves the ``"default"`` queue alone. On a
+    shared store it claims only those queues' jobs (and submits to any);
+    kept in memory or in a store it owns, it refuses a job for another
+    queue, which nothing would run (docs/queues.md).
+
     Executors are built when a job first asks for one: a broken executor
     plugin fails the jobs that use it (FAILED, not retried, with an error
     naming the plugin and the ``JOBSCHED_DISABLE_PLUGINS`` fix), nothing else.
@@ -150,6 +159,7 @@ class JobScheduler:
         retention: float | None = None,
         max_lease_expiries: int | None = None,
         max_build_refusals: int | None = None,
+        queues: Iterable[str] | Mapping[str, int | None] | None = None,
     ) -> None:
         if plugins is None:
             plugins = default_plugin_manager()
@@ -172,6 +182,7 @@ class JobScheduler:
             limits=limits,
             result_ttl=result_ttl,
             retention=retention,
+            queues=queues,
             subject=self,
         )
         self._store = resolved
@@ -240,20 +251,37 @@ class JobScheduler:
         return self._kernel.queues.limiter
 
     @property
+    def queues(self) -> dict[str, int | None]:
+        """The queues this scheduler serves, with its concurrency for each."""
+        return dict(self._kernel.queue_slots)
+
+    @property
     def queue_paused(self) -> bool:
-        """True between `pause_queue` and `resume_queue`."""
+        """True between `pause_queue` and `resume_queue` (every queue paused)."""
         return self._kernel.queues.paused
 
-    def pause_queue(self) -> bool:
+    @property
+    def paused_queues(self) -> list[str]:
+        """The queues paused on their own (`pause_queue` with a name), by name."""
+        return sorted(self._kernel.queues.paused_queues)
+
+    def pause_queue(self, name: str | None = None) -> bool:
         """Start no new attempt until `resume_queue`; running ones finish.
 
-        Jobs are still accepted and queued. False if already paused.
+        `name` None pauses every queue; a queue's name pauses that queue
+        alone (the others go on). Jobs are still accepted and queued. False
+        if already paused.
         """
-        return self._kernel.queues.pause()
+        if name is None:
+            return self._kernel.queues.pause()
+        return self._kernel.queues.pause_queue(check_queue(name))
 
-    def resume_queue(self) -> bool:
-        """Start attempts again after `pause_queue`; False if it was not paused."""
-        return self._kernel.queues.resume()
+    def resume_queue(self, name: str | None = None) -> bool:
+        """Start attempts again after `pause_queue` (of every queue, or of the
+        one named); False if it was not paused."""
+        if name is None:
+            return self._kernel.queues.resume()
+        return self._kernel.queues.resume_queue(check_queue(name))
 
     remove_listener = _forward(Listeners.remove, "listeners")
     add_progress_listener = _forward(ProgressBoard.add_listener, "progress")

@@ -20,6 +20,7 @@ from ._options import (
     NotGiven,
     check_delay,
     check_key,
+    check_queue,
     id_list,
     to_keep_result,
     to_name,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 #: The options of `submit` that override a job's own, besides `result_ttl`
 #: and `keep_result`.
-JOB_OVERRIDES = frozenset({"priority", "timeout", "retry", "name"})
+JOB_OVERRIDES = frozenset({"priority", "timeout", "retry", "name", "queue"})
 
 
 @attrs.frozen
@@ -64,6 +65,8 @@ class Submission:
     keep_result: bool | None = None
     #: When it runs given how `depends_on` end (see `Client.submit`).
     trigger_rule: str = "all_success"
+    #: The queue it waits in; None keeps the job's own (docs/queues.md).
+    queue: str | None = None
 
 
 def overrides(item: Submission) -> bool:
@@ -76,6 +79,7 @@ def overrides(item: Submission) -> bool:
         or item.name is not None
         or item.result_ttl is not None
         or item.keep_result is not None
+        or item.queue is not None
     )
 
 
@@ -114,6 +118,8 @@ def with_options(
         job.result_ttl = to_result_ttl(item.result_ttl)
     if item.keep_result is not None:
         job.keep_result = to_keep_result(item.keep_result)
+    if item.queue is not None:
+        job.queue = check_queue(item.queue)
     for hook in hooks:
         hook(job)
     return job

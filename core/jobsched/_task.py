@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Generic, Literal, ParamSpec, TypeVar, overload
 from ._errors import ResultUnavailableError, SchedulerError
 from ._job import DEFAULT_RETRY, ExceptionNames, Job, record_spec
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
-from ._options import check_retry_policy, priority_name, to_priority, to_timeout
+from ._options import check_queue, check_retry_policy, priority_name, to_priority, to_timeout
 from ._plugins import define_job_type, defined_job_type
 from ._result_of import ResultOf, has_markers, job_id_of, markers_in, resolve
 from ._retry import RetryPolicyLike
@@ -33,13 +33,21 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: The job options a task (or one of its jobs, through `Task.options`) sets.
-TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on")
+TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on", "queue")
 #: Options only a single job has: its own name and deadline.
 JOB_ONLY_OPTIONS = ("name", "deadline")
 # Keywords a job type's constructor takes as options: a parameter named like
 # one would be ambiguous in a job file (``name`` is safe: the job's name is
 # set after it is built).
-_OPTION_PARAMETERS = ("priority", "timeout", "retry", "deadline", "retry_on", "no_retry_on")
+_OPTION_PARAMETERS = (
+    "priority",
+    "timeout",
+    "retry",
+    "deadline",
+    "retry_on",
+    "no_retry_on",
+    "queue",
+)
 _NOT_GIVEN: Any = object()
 
 
@@ -213,6 +221,7 @@ class Task(Generic[P, R]):
         deadline: float | None = _NOT_GIVEN,
         retry_on: ExceptionNames = _NOT_GIVEN,
         no_retry_on: ExceptionNames = _NOT_GIVEN,
+        queue: str = _NOT_GIVEN,
     ) -> TaskCall[P, R]:
         """The task with other options for the jobs made through it.
 
@@ -260,6 +269,7 @@ def task(
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
+    queue: str | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -274,6 +284,7 @@ def task(
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
+    queue: str | None = None,
 ) -> Any:
     """Make a function a task: a job type defined in code.
 
@@ -283,7 +294,8 @@ def task(
     another executor (``"process"`` and ``"subprocess"`` need a module-level
     function: the job is pickled by the function's module and name). The
     options are the jobs' defaults, spelled as `Job` takes them; `retry_on`
-    and `no_retry_on` limit retries to the failures worth retrying.
+    and `no_retry_on` limit retries to the failures worth retrying; `queue`
+    is the queue its jobs wait in (default ``"default"``, docs/queues.md).
 
     The task's parameters are its job type's arguments, so each must be
     nameable (no ``*args``, ``**kwargs`` or positional-only ones) and not
@@ -303,6 +315,8 @@ def task(
         defaults["retry_on"] = retry_on
     if no_retry_on:
         defaults["no_retry_on"] = no_retry_on
+    if queue is not None:
+        defaults["queue"] = check_queue(queue, "@task queue")
 
     def decorate(fn: Callable[P, R]) -> Task[P, R]:
         return Task(fn, name=name, model=model, defaults=defaults)
@@ -360,6 +374,8 @@ def _checked_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
                 checked[key] = value
             elif key in ("retry_on", "no_retry_on"):
                 checked[key] = exception_names(value, key)
+            elif key == "queue":
+                checked[key] = check_queue(value)
             else:
                 known = ", ".join(TASK_OPTIONS + JOB_ONLY_OPTIONS)
                 raise TypeError(f"unknown option (options: {known})")
@@ -500,4 +516,6 @@ def _spec_options(job: Job, given: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("retry_on", "no_retry_on"):
         if key in keys:
             options[key] = list(getattr(job, key))
+    if "queue" in keys:
+        options["queue"] = job.queue
     return options

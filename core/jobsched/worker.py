@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from types import FrameType
 from typing import Any
@@ -61,6 +61,7 @@ async def run_worker(
     block_limit: float | None = None,
     max_lease_expiries: int | None = None,
     max_build_refusals: int | None = None,
+    queues: Iterable[str] | Mapping[str, int | None] | None = None,
 ) -> None:
     """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
 
@@ -81,7 +82,9 @@ async def run_worker(
     `result_ttl` and `retention` are ``jobsched worker --result-ttl`` and
     ``--retention`` (seconds; see `JobScheduler`), `max_lease_expiries`
     ``--max-lease-expiries`` (None: the default, 3), `max_build_refusals`
-    ``--max-build-refusals`` (None: the default, 5).
+    ``--max-build-refusals`` (None: the default, 5). `queues` are the
+    queues it claims from (``--queue``; see `JobScheduler`): None, the
+    ``"default"`` queue alone.
     """
     scheduler = JobScheduler(
         strategy,
@@ -93,6 +96,7 @@ async def run_worker(
         retention=retention,
         max_lease_expiries=max_lease_expiries,
         max_build_refusals=max_build_refusals,
+        queues=queues,
     )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

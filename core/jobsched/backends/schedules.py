@@ -42,7 +42,7 @@ import structlog
 from .._codec import sort_key
 from .._job import Job
 from .._jobtypes import JobSpecError, retry_policy_data
-from .._options import check_delay, check_key, to_priority
+from .._options import DEFAULT_QUEUE, check_delay, check_key, check_queue, to_priority
 from .._recurring import IntervalTrigger, Trigger, build_trigger
 from ..store import NewJob, SharedScheduleRow, SharedStore
 
@@ -502,6 +502,10 @@ def triggered_job(
         if isinstance(deadline, bool) or not isinstance(deadline, int | float):
             raise JobSpecError(f"{label}: its stored deadline {deadline!r} is not a time")
         stand_in.deadline = float(deadline)
+    try:
+        queue = check_queue(options.get("queue", DEFAULT_QUEUE))
+    except ValueError as exc:
+        raise JobSpecError(f"{label}: {exc}") from None
     return NewJob(
         job_id=f"{stand_in.job_id}-{job_id_suffix}",
         key=None,
@@ -513,6 +517,7 @@ def triggered_job(
         sort_key=sort_key(strategy_key, stand_in, submitted_at=now, offset=0.0),
         schedule_id=schedule.schedule_id,
         submitted_by=submitted_by,
+        queue=queue,
     )
 
 

@@ -416,7 +416,11 @@ class SharedBackend(LocalBackend):
                 asked_at = s.clock.now()  # the leases begin after this
                 try:
                     rows, next_due = await self.store.claim(
-                        room, self.identity, self.claim_types(), self._refuser
+                        room,
+                        self.identity,
+                        s.claim_rooms(room, self._held_by_queue),
+                        types=self.claim_types(),
+                        refuser=self._refuser,
                     )
                 except Exception as exc:
                     self._log.error("claim failed", error=str(exc))
@@ -448,6 +452,17 @@ class SharedBackend(LocalBackend):
         if registry is not self._types_of:
             self._types_of, self._types = registry, tuple(sorted(registry))
         return self._types
+
+    def _held_by_queue(self) -> dict[str, int]:
+        """Jobs claimed here and not yet ended, by queue (a queue's concurrency
+        bounds what the feeder claims of it: `KernelPort.claim_rooms`)."""
+        held: dict[str, int] = {}
+        find = self.kernel.find
+        for job_id in self._held:
+            job = find(job_id)
+            if job is not None:
+                held[job.queue] = held.get(job.queue, 0) + 1
+        return held
 
     def _take(self, rows: list[SharedJobRow], asked_at: float) -> None:
         """Adopt claimed rows; one that cannot be made a job fails alone, saying
@@ -567,6 +582,8 @@ class SharedBackend(LocalBackend):
             return error
 
         job.job_id = row.job_id
+        if row.queue != job.queue:  # the store's column is the truth (a plain SQL insert)
+            job.queue = row.queue
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
         self._held[job.job_id] = asked_at
@@ -660,7 +677,7 @@ class SharedBackend(LocalBackend):
             worker_id=self.identity,
             host=socket.gethostname(),
             pid=os.getpid(),
-            queues={"default": self.kernel.num_workers},
+            queues=self.kernel.served_queues,
             job_types=list(self.claim_types()),
             version=__version__,
             started_at=0.0,

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from .. import MAX_WORKERS, PluginManager, SchedulerError
+from .. import MAX_WORKERS, PluginManager, SchedulerError, check_queue
 from ..store import (
     MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
@@ -61,7 +61,19 @@ def add_parser(subparsers: Any) -> None:
         help="postgresql://user@host/db, or sqlite:////abs/path/jobs.db (one host)",
     )
     worker.add_argument(
-        "--workers", type=int, default=4, metavar="N", help="jobs run at once (default: 4)"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="jobs run at once, all queues together (default: 4, or the sum of the "
+        "--queue concurrencies if that is more)",
+    )
+    worker.add_argument(
+        "--queue",
+        action="append",
+        metavar="NAME[=N]",
+        help="claim the jobs of this queue, at most N of them running at once in this "
+        "worker (no =N: no limit of its own); repeat for several queues (default: the "
+        "'default' queue alone; docs/queues.md)",
     )
     worker.add_argument(
         "--strategy", default="priority", help="the ordering strategy (default: priority)"
@@ -134,8 +146,38 @@ def _shared_store(url: str, plugins: PluginManager) -> SharedStore:
     return as_shared_store(store)
 
 
+def parse_queues(values: list[str] | None) -> dict[str, int | None] | None:
+    """``--queue NAME[=N]`` options as ``{name: concurrency}`` (None: none given);
+    a bad one is `BadInput` naming it."""
+    if not values:
+        return None
+    queues: dict[str, int | None] = {}
+    for value in values:
+        name, sep, count = value.partition("=")
+        limit: int | None = None
+        if sep:
+            if not count.strip().isdigit() or not 1 <= int(count) <= MAX_WORKERS:
+                raise BadInput(
+                    f"--queue {value!r}: the concurrency after '=' must be a whole number "
+                    f"from 1 to {MAX_WORKERS} (--queue emails=4)"
+                )
+            limit = int(count)
+        try:
+            check_queue(name, f"--queue {value!r}: the queue name")
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        if name in queues:
+            raise BadInput(f"--queue {name!r} is given twice")
+        queues[name] = limit
+    return queues
+
+
 def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
     configure_logging(args.log_format, args.log_level)
+    queues = parse_queues(args.queue)
+    if args.workers is None:
+        wanted = sum(n or 0 for n in (queues or {}).values())
+        args.workers = min(max(4, wanted), MAX_WORKERS)
     if not 1 <= args.workers <= MAX_WORKERS:
         raise BadInput(
             f"--workers must be at least 1 and at most {MAX_WORKERS} (MAX_WORKERS), "
@@ -170,6 +212,7 @@ def worker_command(args: argparse.Namespace, plugins: PluginManager) -> int:
             block_limit=block_limit,
             max_lease_expiries=args.max_lease_expiries,
             max_build_refusals=args.max_build_refusals,
+            queues=queues,
         )
     )
     return 0

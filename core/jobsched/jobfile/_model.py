@@ -27,6 +27,7 @@ from .. import (
     TRIGGER_RULES,
     Limits,
     Rate,
+    check_queue,
     group,
     result_of,
 )
@@ -210,6 +211,14 @@ def parse_priority(value: Any) -> str | int:
     raise ValueError(f"must be one of low, medium, high, critical (or 0-3), got {_describe(value)}")
 
 
+def parse_queue(value: Any) -> str:
+    """A queue's name (`jobsched.check_queue`)."""
+    try:
+        return check_queue(value, "the queue")
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("the queue ")) from None
+
+
 def parse_retry(value: Any) -> dict[str, Any]:
     """A policy name or a table ``{ policy = "name", ...options }``."""
     if isinstance(value, str):
@@ -351,6 +360,11 @@ class JobTemplate:
     no_retry_on: tuple[str, ...] = key(
         exception_list, factory=tuple, doc="never retry these failures (exception names)"
     )
+    queue: str | None = key(
+        parse_queue,
+        default=None,
+        doc='the queue the job waits in (default "default"; docs/queues.md)',
+    )
     line: int | None = None
 
     @property
@@ -380,6 +394,8 @@ class JobTemplate:
             options["retry_on"] = list(self.retry_on)
         if self.no_retry_on:
             options["no_retry_on"] = list(self.no_retry_on)
+        if self.queue is not None:
+            options["queue"] = self.queue
         return options
 
     def check(self) -> None:

@@ -184,6 +184,10 @@ async def run_jobfile(
         # Never forget a job: the summary reports every job of the file, and a
         # rerun on a store resumes every key it holds, however many.
         history_limit=_EVERY_JOB,
+        # Every queue its entries name: this scheduler is the one that runs them.
+        queues=sorted(
+            {"default"} | {e.queue for e in (*jobfile.jobs, *jobfile.recurring) if e.queue}
+        ),
     )
     durable = isinstance(scheduler.kernel.backend, JournalBackend)
     plugins = scheduler.plugins

@@ -39,6 +39,7 @@ from .._options import (
     check_retention,
     id_list,
     to_keep_result,
+    to_queue_slots,
     to_result_ttl,
 )
 from .._recurring import CoalescePolicy, Trigger
@@ -105,9 +106,14 @@ class Kernel:
         limits: Limits | Mapping[str, Any] | None = None,
         result_ttl: float | None = None,
         retention: float | None = None,
+        queues: Iterable[str] | Mapping[str, int | None] | None = None,
         subject: SchedulerView,
     ) -> None:
         check_num_workers(num_workers)
+        #: The queues this scheduler serves, with its concurrency for each
+        #: (None: no limit of its own); `to_queue_slots` spells them.
+        self.queue_slots = to_queue_slots(queues)
+        self._served = frozenset(self.queue_slots)
         result_ttl = to_result_ttl(result_ttl)
         retention = check_retention(retention)
         self.plugins = plugins
@@ -154,6 +160,7 @@ class Kernel:
             registered_types=self.registered_types(),
             starting=backend.starting,
             drop=self.forget,
+            queue_slots=self.queue_slots,
         )
         self.timers = Timers(
             clock=self.clock,
@@ -417,6 +424,13 @@ class Kernel:
             )
             if taken is not None:
                 return taken
+        if job.queue not in self._served:
+            # Kept here, no other process would ever run it.
+            self.backend.refused(job)
+            raise ValueError(
+                f"{job.job_id}: queue {job.queue!r} is not one this scheduler serves "
+                f"({', '.join(sorted(self._served))}); add it to JobScheduler(queues=...)"
+            )
         job_id = job.job_id
         jobs = table.jobs
         if job_id in jobs:

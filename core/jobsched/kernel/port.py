@@ -156,6 +156,7 @@ class KernelSide(Protocol):
     plugins: PluginManager
     clock: Clock
     num_workers: int
+    queue_slots: dict[str, int | None]
     table: JobTable
     graph: DependencyGraph
     queues: Queues
@@ -252,6 +253,31 @@ class KernelPort:
     def limiter(self) -> Limiter | None:
         """The scheduler's limits at run time (None when none are configured)."""
         return self._core.queues.limiter
+
+    @property
+    def served_queues(self) -> dict[str, int]:
+        """The queues it serves, each with the most of its jobs that run at
+        once here (its own concurrency, else every worker's slot)."""
+        workers = self._core.num_workers
+        return {q: workers if n is None else n for q, n in self._core.queue_slots.items()}
+
+    def claim_rooms(self, room: int, held: Callable[[], Mapping[str, int]]) -> dict[str, int]:
+        """How many jobs of each queue it serves the kernel may take now, `room`
+        in all: a queue with a concurrency of its own takes up to twice that
+        (its running jobs and one queued each), less the ones ``held()``
+        counts (claimed and not yet ended here, by queue; asked only for
+        such a queue); a queue paused here takes none."""
+        paused = self._core.queues.paused_queues
+        slotted = self._core.queue_slots
+        counts: Mapping[str, int] = {}
+        if any(slots is not None for slots in slotted.values()):
+            counts = held()
+        rooms = {}
+        for queue, slots in slotted.items():
+            if queue in paused:
+                continue
+            rooms[queue] = room if slots is None else min(room, 2 * slots - counts.get(queue, 0))
+        return rooms
 
     def sort_key(self, job: Job) -> SortKey:
         """The strategy's key for `job`, ending in ``job.seq``."""

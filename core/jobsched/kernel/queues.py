@@ -3,9 +3,10 @@
 The ready queue is the strategy's own (a deque per priority level pops in
 O(1)) or else a heap of ``(*key, job)``. The delayed heap holds first runs not
 due yet and retry backoffs, woken by one timer. `take` is the admission
-chain, composed once: the queue's pause, then the backend's ``starting``
-check, then the limits. While none of them can hold a job back (`plain`),
-workers pop the ready queue themselves.
+chain, composed once: the pause of every queue, then the pause of the
+job's named queue, then the backend's ``starting`` check, then the limits
+(a queue's concurrency is one of them). While none of them can hold a job
+back (`plain`), workers pop the ready queue themselves.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class Queues:
         registered_types: Mapping[type, str],
         starting: StartingHook | None,
         drop: Callable[[Job], None],
+        queue_slots: Mapping[str, int | None] | None = None,
     ) -> None:
         key = getattr(strategy, "key", None)
         if not callable(key):
@@ -139,13 +141,21 @@ class Queues:
         self.waiting = 0
         self._clock = clock
         self.limiter: Limiter | None = None
-        if limits is not None:
+        slots = dict(queue_slots or {})
+        if limits is not None or any(n is not None for n in slots.values()):
             self.limiter = Limiter(
-                limits, clock=clock, requeue=self.push, registered_types=registered_types
+                limits or Limits(),
+                clock=clock,
+                requeue=self.push,
+                registered_types=registered_types,
+                queue_slots=slots,
             )
         self._starting = starting
         self._drop = drop
         self.paused = False
+        #: Queues paused on their own -> the jobs `take` held back for them
+        #: (queued again, in order, when the queue resumes).
+        self.paused_queues: dict[str, list[Job]] = {}
         self.plain = self.limiter is None and starting is None
         self._timer: TimerHandle | None = None
         self._timer_at = math.inf
@@ -225,9 +235,38 @@ class Queues:
         if not self.paused:
             return False
         self.paused = False
-        self.plain = self.limiter is None and self._starting is None
+        self._replain()
         self.work.set()
         return True
+
+    def pause_queue(self, queue: str) -> bool:
+        """Admit no job of `queue` until `resume_queue`; False if already paused."""
+        if queue in self.paused_queues:
+            return False
+        self.paused_queues[queue] = []
+        self.plain = False
+        return True
+
+    def resume_queue(self, queue: str) -> bool:
+        """Admit `queue`'s jobs again, those held back first; False if not paused."""
+        held = self.paused_queues.pop(queue, None)
+        if held is None:
+            return False
+        push = self.ready.push
+        for job in held:
+            if not job.status.is_terminal:
+                push(job)
+        self._replain()
+        self.work.set()
+        return True
+
+    def _replain(self) -> None:
+        self.plain = (
+            not self.paused
+            and not self.paused_queues
+            and self.limiter is None
+            and self._starting is None
+        )
 
     def take(self) -> Job | None:
         """The best runnable job that may start now, or None. No await inside: atomic.
@@ -240,10 +279,16 @@ class Queues:
         pop = self.ready.pop
         starting = self._starting
         limiter = self.limiter
+        held = self.paused_queues
         while (job := pop()) is not None:
             if job.status.is_terminal:  # lazily deleted: cancelled while queued
                 if limiter is not None:
                     limiter.skipped(job)
+                continue
+            if held and job.queue in held:
+                if limiter is not None:
+                    limiter.skipped(job)
+                held[job.queue].append(job)  # its queue is paused: kept for its resume
                 continue
             if starting is not None and not starting(job):
                 if limiter is not None:

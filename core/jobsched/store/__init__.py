@@ -136,6 +136,7 @@ from ._rows import (
     NewJob,
     Outcome,
     PurgeRow,
+    QueueStatsRow,
     ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
@@ -147,6 +148,7 @@ from ._rows import (
     check_max_build_refusals,
     check_max_lease_expiries,
     lease_expired_error,
+    queue_rows,
 )
 from ._settle import settle_at_insert, settle_dependent
 
@@ -177,6 +179,7 @@ __all__ = [
     "Outcome",
     "PurgeRow",
     "QueueRole",
+    "QueueStatsRow",
     "ScheduleRole",
     "ScheduleRow",
     "SchemaScript",
@@ -221,6 +224,7 @@ __all__ = [
     "offers",
     "offers_a_role",
     "offers_shared",
+    "queue_rows",
     "read_store",
     "require_roles",
     "resolve_store",

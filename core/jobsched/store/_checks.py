@@ -245,6 +245,7 @@ _SHARED_JOB_CHECKS: tuple[_Check, ...] = (
     ("build_refusals", _is_count, "a count"),
     ("last_refusal", _is_text, "text"),
     ("refused_by", _are_texts, "a list of texts"),
+    ("queue", _is_id, "a queue name"),
 )
 _ATTEMPT_CHECKS: tuple[_Check, ...] = (
     ("number", _is_count, "a count"),
@@ -343,6 +344,8 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and (row.progress is None or type(row.progress) is dict)
         and type(row.trigger_rule) is str
         and row.trigger_rule in TRIGGER_RULES
+        and type(row.queue) is str
+        and row.queue
         and type(row.depends_on) is tuple
         and not row.depends_on
         and not row.history

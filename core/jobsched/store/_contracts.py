@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._rows import (
@@ -12,6 +12,7 @@ from ._rows import (
     NewJob,
     Outcome,
     PurgeRow,
+    QueueStatsRow,
     ScheduleRow,
     SharedJobRow,
     SharedScheduleRow,
@@ -196,10 +197,18 @@ class QueueRole(StoreBase, Protocol):
         self,
         n: int,
         owner: str,
+        queues: Mapping[str, int] | None = None,
+        *,
         types: Sequence[str] | None = None,
         refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs for `owner`, in strategy order.
+
+        `queues` maps each queue to claim from to the most jobs to take from
+        it (``{"emails": 2, "reports": 8}``: at most 2 emails); jobs of other
+        queues are not touched. None takes from every queue. Claiming stays
+        one statement on the common path (a store walks each queue's jobs in
+        strategy order, e.g. an index leading with the queue).
 
         Due means pending or retry_wait, released by its dependencies
         (``unmet`` 0: for ``all_success``, every one completed; see
@@ -214,9 +223,10 @@ class QueueRole(StoreBase, Protocol):
         job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
         ``lease_owner = owner`` and ``lease_expires = now + lease_seconds``.
         With cluster limits stored (`sync_limits`) jobs at a limit are
-        skipped, not waited for. While the queue is paused
+        skipped, not waited for. While every queue is paused
         (`set_queue_paused`) nothing is claimed and the next due time is
-        None; checking the flag costs no extra round trip.
+        None; checking the flag costs no extra round trip. A queue paused on
+        its own is skipped, and its jobs do not count for the next due time.
 
         Returns the claimed rows (in claim order) and, when fewer than `n`
         were due, the wall time the next waiting job becomes due (None if
@@ -397,6 +407,13 @@ class InspectRole(StoreReader, Protocol):
         read in one transaction (`StoreStats`)."""
         ...
 
+    async def queue_stats(self, since: float) -> list[QueueStatsRow]:
+        """Each queue at a glance, by name (`QueueStatsRow`; jobs finished since
+        `since`, wall clock), read in one transaction: every queue that holds
+        an unfinished job, finished one since `since` or is paused, and
+        ``"default"`` always."""
+        ...
+
     async def wait_changed(self, timeout: float) -> bool:
         """Return when some job may have changed (submitted, claimed, finished,
         retried, progressed, purged), or after `timeout` seconds. True if
@@ -450,16 +467,19 @@ class OperateRole(StoreBase, Protocol):
         """
         ...
 
-    async def set_queue_paused(self, paused: bool) -> bool:
+    async def set_queue_paused(self, paused: bool, queue: str | None = None) -> bool:
         """Pause or resume claiming for the whole cluster; False if it already was.
 
-        While paused `claim` returns no job (and no next due time); running
-        jobs finish. Resuming wakes waiting processes.
+        `queue` None pauses every queue: `claim` returns no job (and no next
+        due time). A queue name pauses that queue alone, on a flag of its
+        own: `claim` skips its jobs. Running jobs finish. Resuming wakes
+        waiting processes.
         """
         ...
 
-    async def queue_paused(self) -> bool:
-        """Whether claiming is paused (`set_queue_paused`)."""
+    async def queue_paused(self, queue: str | None = None) -> bool:
+        """Whether claiming is paused (`set_queue_paused`): every queue's flag
+        (`queue` None) or the named queue's own."""
         ...
 
 
@@ -638,7 +658,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "expire_results",
     ),
     "lookup": ("get", "jobs", "dependents", "unfinished", "wait_finished"),
-    "inspect": ("page", "counts", "schedules", "stats", "wait_changed"),
+    "inspect": ("page", "counts", "schedules", "stats", "queue_stats", "wait_changed"),
     "operate": (
         "retry",
         "requeue",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -186,6 +186,9 @@ class NewJob:
     #: once, in `SharedStore.insert` for one already ended and in
     #: `SharedStore.finish` / `SharedStore.request_cancel` for the others.
     trigger_rule: str = ALL_SUCCESS
+    #: The queue it waits in (also ``options["queue"]`` unless ``"default"``):
+    #: `SharedStore.claim` takes only the jobs of the queues it is asked for.
+    queue: str = "default"
 
 
 @attrs.frozen(kw_only=True)
@@ -248,6 +251,8 @@ class SharedJobRow:
     build_refusals: int = 0
     last_refusal: str | None = None
     refused_by: tuple[str, ...] = ()
+    #: The queue it waits in (`NewJob.queue`).
+    queue: str = "default"
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -306,6 +311,52 @@ class StoreStats:
     queue_paused: bool
     #: The store's clock when it looked.
     at: float
+    #: Running jobs per queue (for the queue limits' use).
+    running_queues: dict[str, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class QueueStatsRow:
+    """One queue at a glance (`InspectRole.queue_stats`)."""
+
+    queue: str
+    #: Jobs ready to run now: pending or retry_wait, released by their
+    #: dependencies, their ``run_at`` passed.
+    ready: int
+    #: The earliest ``run_at`` of those (wall clock): its age is how long the
+    #: oldest ready job has waited. None when none is ready.
+    oldest_run_at: float | None
+    running: int
+    #: Jobs of the queue that reached a terminal status since the `since`
+    #: given to `queue_stats`.
+    finished: int
+    #: Paused on its own (`set_queue_paused` with this queue); a pause of
+    #: every queue is `StoreStats.queue_paused`.
+    paused: bool
+
+
+def queue_rows(
+    found: Mapping[str, Mapping[str, Any]], paused: Collection[str]
+) -> list[QueueStatsRow]:
+    """`QueueStatsRow`s by name from a store's per-queue counts (``ready``,
+    ``oldest``, ``running``, ``finished`` by queue) and its paused queues;
+    ``"default"`` is always listed."""
+    rows = []
+    for queue in sorted({"default", *found, *paused}):
+        rec = found.get(queue)
+        rows.append(
+            QueueStatsRow(
+                queue=queue,
+                ready=int(rec["ready"]) if rec else 0,
+                oldest_run_at=None
+                if rec is None or rec["oldest"] is None
+                else float(rec["oldest"]),
+                running=int(rec["running"]) if rec else 0,
+                finished=int(rec["finished"]) if rec else 0,
+                paused=queue in paused,
+            )
+        )
+    return rows
 
 
 @attrs.frozen(kw_only=True)

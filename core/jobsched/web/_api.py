@@ -23,6 +23,7 @@ from jobsched import (
     JobStatus,
     UnknownJobError,
     UnknownScheduleError,
+    check_queue,
 )
 from jobsched.store import MissingRoleError, StoreOwnedError
 
@@ -216,6 +217,28 @@ async def resume_queue(request: Request, board: Dashboard) -> Any:
     return {"queue_paused": False, "changed": await board.client.resume_queue()}
 
 
+async def queues(request: Request, board: Dashboard) -> Any:
+    client = board.client
+    return {"queues": to_json(await client.queues()), "all_paused": await client.queue_paused()}
+
+
+def _queue_name(request: Request) -> str:
+    try:
+        return check_queue(request.path_params["name"])
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+async def pause_named_queue(request: Request, board: Dashboard) -> Any:
+    name = _queue_name(request)
+    return {"queue": name, "paused": True, "changed": await board.client.pause_queue(name)}
+
+
+async def resume_named_queue(request: Request, board: Dashboard) -> Any:
+    name = _queue_name(request)
+    return {"queue": name, "paused": False, "changed": await board.client.resume_queue(name)}
+
+
 async def healthz(request: Request) -> Response:
     """``{"status": "ok", "read_only": ...}`` when the store answers (within
     `StoreHealth.probe_timeout`), else 503 with ``"status": "unavailable"`` and why."""
@@ -252,4 +275,7 @@ def api_routes() -> list[BaseRoute]:
         post("/api/schedules/{schedule_id}/trigger", trigger_schedule, "api_schedule_trigger"),
         post("/api/queue/pause", pause_queue, "api_queue_pause"),
         post("/api/queue/resume", resume_queue, "api_queue_resume"),
+        get("/api/queues", queues, "api_queues"),
+        post("/api/queues/{name}/pause", pause_named_queue, "api_named_queue_pause"),
+        post("/api/queues/{name}/resume", resume_named_queue, "api_named_queue_resume"),
     ]

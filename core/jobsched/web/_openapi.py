@@ -7,7 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobsched import TRIGGER_RULES, JobStatus, __version__
+from jobsched import MAX_QUEUE_LENGTH, TRIGGER_RULES, JobStatus, __version__
 
 from ._params import MAX_OFFSET, MAX_TEXT
 
@@ -30,7 +30,12 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(code): _ERROR for code in (*codes, 503)}
 
 
-def _action(summary: str, param: str | None, result: dict[str, Any]) -> dict[str, Any]:
+def _action(
+    summary: str,
+    param: str | None,
+    result: dict[str, Any],
+    schema: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "security": [{"bearer": []}, {"session": []}],
@@ -38,7 +43,12 @@ def _action(summary: str, param: str | None, result: dict[str, Any]) -> dict[str
     }
     if param:
         op["parameters"] = [
-            {"name": param, "in": "path", "required": True, "schema": {"type": "string"}}
+            {
+                "name": param,
+                "in": "path",
+                "required": True,
+                "schema": schema or {"type": "string"},
+            }
         ]
     return {"post": op}
 
@@ -55,6 +65,7 @@ def _document() -> dict[str, Any]:
             "status": {"enum": statuses},
             "name": _STRING_OR_NULL,
             "priority": {"type": "integer"},
+            "queue": {"type": "string", "description": "the queue it waits in"},
             "attempts": {"type": "integer"},
             "last_error": _STRING_OR_NULL,
             "traceback": {
@@ -175,7 +186,7 @@ def _document() -> dict[str, Any]:
                     "items": {
                         "type": "object",
                         "properties": {
-                            "kind": {"enum": ["executor", "job_type", "rate"]},
+                            "kind": {"enum": ["executor", "job_type", "queue", "rate"]},
                             "name": {"type": "string"},
                             "limit": {"type": "integer"},
                             "in_use": {"type": "integer"},
@@ -219,6 +230,24 @@ def _document() -> dict[str, Any]:
                     "type": "number",
                     "description": "seconds since its last heartbeat, by the store's clock",
                 },
+            },
+        },
+        "Queue": {
+            "type": "object",
+            "description": "jobsched.QueueInfo: one queue at a glance",
+            "properties": {
+                "name": {"type": "string"},
+                "depth": {"type": "integer", "description": "jobs ready to run now"},
+                "oldest_age": {
+                    "description": "seconds the oldest ready job has waited (null: none)",
+                    **_NUMBER_OR_NULL,
+                },
+                "running": {"type": "integer"},
+                "throughput": {
+                    "type": "integer",
+                    "description": "jobs finished in the last minute",
+                },
+                "paused": {"type": "boolean", "description": "paused on its own"},
             },
         },
         "Schedule": {
@@ -271,6 +300,13 @@ def _document() -> dict[str, Any]:
         },
     ]
     changed = {"type": "object", "properties": {"changed": {"type": "boolean"}}}
+    queue_name = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_QUEUE_LENGTH,
+        "pattern": "^[^\\s\\x00](.*[^\\s\\x00])?$",
+        "description": "a queue's name: no surrounding spaces, no NUL",
+    }
     paths = {
         "/healthz": {
             "get": {
@@ -403,6 +439,32 @@ def _document() -> dict[str, Any]:
         ),
         "/api/queue/pause": _action("workers claim no new jobs", None, changed),
         "/api/queue/resume": _action("workers claim jobs again", None, changed),
+        "/api/queues": {
+            "get": {
+                "summary": "each queue: depth, oldest waiting job's age, running, throughput",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "queues": {"type": "array", "items": _ref("Queue")},
+                                "all_paused": {
+                                    "type": "boolean",
+                                    "description": "every queue is paused (/api/queue/pause)",
+                                },
+                            },
+                        }
+                    ),
+                    **_errors(),
+                },
+            }
+        },
+        "/api/queues/{name}/pause": _action(
+            "workers claim none of this queue's jobs", "name", changed, queue_name
+        ),
+        "/api/queues/{name}/resume": _action(
+            "workers claim this queue's jobs again", "name", changed, queue_name
+        ),
         "/api/events": {
             "get": {
                 "summary": "server-sent events: `stats` (a Stats) whenever something changed",

@@ -1,4 +1,4 @@
-"""The HTML pages: overview, jobs, job detail, schedules, limits, workers.
+"""The HTML pages: overview, jobs, job detail, schedules, queues, limits, workers.
 
 Each page reads the operator API (`Client` or `LocalClient`) and renders a
 template (``templates/<page>.html``). A request from htmx (``HX-Request``)
@@ -44,6 +44,7 @@ def page_routes() -> list[BaseRoute]:
         Route("/jobs", _guarded(jobs), methods=["GET"], name="jobs"),
         Route("/jobs/{job_id:path}", _guarded(job), methods=["GET"], name="job"),
         Route("/schedules", _guarded(schedules), methods=["GET"], name="schedules"),
+        Route("/queues", _guarded(queues), methods=["GET"], name="queues"),
         Route("/limits", _guarded(limits), methods=["GET"], name="limits"),
         Route("/workers", _guarded(workers), methods=["GET"], name="workers"),
     ]
@@ -207,6 +208,16 @@ async def _no_worker(client: Any, job: Any) -> bool:
     except MissingRoleError:
         return False
     return bool(job.type in unserved)
+
+
+async def queues(request: Request) -> Response:
+    client = dashboard(request).client
+    context = {
+        "title": "Queues",
+        "queues": await client.queues(),
+        "all_paused": await client.queue_paused(),
+    }
+    return _show(request, "queues", context)
 
 
 async def limits(request: Request) -> Response:

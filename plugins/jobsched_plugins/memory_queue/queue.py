@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -69,6 +69,8 @@ class Queue:
         self.paused = False
         #: The worker registry: each worker's heartbeat row by its id.
         self.workers: dict[str, WorkerRow] = {}
+        #: Queues paused on their own (`SharedStore.set_queue_paused` with a name).
+        self.paused_queues: set[str] = set()
         #: The stores open on it (each is told of changes on its own loop).
         self.stores: set[Any] = set()
 
@@ -140,6 +142,7 @@ class Queue:
                 finished_at=None if error is None else t,
                 unique_key=job.unique_key,
                 trigger_rule=job.trigger_rule,
+                queue=job.queue,
             )
             if job.key is not None:
                 self.keys[job.key] = job.job_id
@@ -160,14 +163,17 @@ class Queue:
         n: int,
         owner: str,
         lease_seconds: float,
+        queues: Mapping[str, int] | None = None,
         kinds: frozenset[str] | None = None,
         refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
-        """Take up to `n` due jobs of `kinds` (job types; None: any) that `refuser` did not
-        refuse, in strategy order under the cluster's limits; ``(the rows,
-        when the next waiting job is due)`` (`QueueRole.claim`)."""
+        """Take up to `n` due jobs in strategy order under the cluster's limits,
+        from `queues` (each with the most jobs to take; None: every queue), of
+        `kinds` (job types; None: any) that `refuser` did not refuse; ``(the
+        rows, when the next waiting job is due)`` (`QueueRole.claim`)."""
         if self.paused:
             return [], None
+        rooms = None if queues is None else dict(queues)
         due = sorted(
             (
                 r
@@ -176,6 +182,8 @@ class Queue:
                 and r.unmet == 0
                 and (kinds is None or r.type in kinds)
                 and refuser not in r.refused_by
+                and r.queue not in self.paused_queues
+                and (rooms is None or r.queue in rooms)
             ),
             key=lambda r: (r.sort_key, r.seq),
         )
@@ -183,14 +191,18 @@ class Queue:
         types: dict[str, int] = dict(limits.get("job_types") or {})
         executors: dict[str, int] = dict(limits.get("executors") or {})
         rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+        queue_caps: dict[str, int] = dict(limits.get("queues") or {})
         running_t = dict.fromkeys(types, 0)
         running_e = dict.fromkeys(executors, 0)
+        running_q = dict.fromkeys(queue_caps, 0)
         for r in self.jobs.values():
             if r.status == "running":
                 if r.type in running_t:
                     running_t[r.type] += 1
                 if r.options.get("executor") in running_e:
                     running_e[r.options["executor"]] += 1
+                if r.queue in running_q:
+                    running_q[r.queue] += 1
 
         def token_at(kind: str) -> float:
             # GCRA, as the other stores: the next token is free at tat - tolerance.
@@ -204,14 +216,19 @@ class Queue:
                 (r.type in types and running_t[r.type] >= types[r.type])
                 or (executor in executors and running_e[executor] >= executors[executor])
                 or (r.type in rates and token_at(r.type) > t + 1e-9)
+                or (r.queue in queue_caps and running_q[r.queue] >= queue_caps[r.queue])
             )
 
         taken: list[SharedJobRow] = []
         for r in due:
             if len(taken) == n:
                 break
-            if r.run_at > t or held(r):
+            if r.run_at > t or held(r) or (rooms is not None and rooms[r.queue] <= 0):
                 continue
+            if rooms is not None:
+                rooms[r.queue] -= 1
+            if r.queue in queue_caps:
+                running_q[r.queue] += 1
             if r.type in rates:
                 tat = max(self.rate_tats.get(r.type, t), t)
                 self.rate_tats[r.type] = tat + 1.0 / rates[r.type]["per_second"]

@@ -7,7 +7,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -18,6 +18,7 @@ from jobsched.store import (
     LimitsData,
     NewJob,
     Outcome,
+    QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
@@ -27,6 +28,7 @@ from jobsched.store import (
     WorkerRow,
     check_max_lease_expiries,
     encode_json,
+    queue_rows,
 )
 
 from .._wakeups import DelegatedWakeups, WakeupEvents
@@ -151,6 +153,8 @@ class SharedMemoryStore(DelegatedWakeups):
         self,
         n: int,
         owner: str,
+        queues: Mapping[str, int] | None = None,
+        *,
         types: Sequence[str] | None = None,
         refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
@@ -161,7 +165,7 @@ class SharedMemoryStore(DelegatedWakeups):
         kinds = None if types is None else frozenset(types)
         who = owner if refuser is None else refuser
         rows, next_due = self._run(
-            lambda q, t: q.claim(t, n, owner, self.lease_seconds, kinds, who)
+            lambda q, t: q.claim(t, n, owner, self.lease_seconds, queues, kinds, who)
         )
         if rows:
             self._wake("changed")
@@ -370,6 +374,7 @@ class SharedMemoryStore(DelegatedWakeups):
             leases: dict[str, tuple[int, float | None]] = {}
             running_types: dict[str, int] = {}
             running_executors: dict[str, int] = {}
+            running_queues: dict[str, int] = {}
             for r in q.jobs.values():
                 if r.status in TERMINAL and r.finished_at is not None and r.finished_at >= since:
                     minute = float(int(r.finished_at / 60) * 60)
@@ -383,6 +388,7 @@ class SharedMemoryStore(DelegatedWakeups):
                         expires = latest
                     leases[r.lease_owner] = (n + 1, expires)
                 running_types[r.type] = running_types.get(r.type, 0) + 1
+                running_queues[r.queue] = running_queues.get(r.queue, 0) + 1
                 executor = r.options.get("executor")
                 if executor is not None:
                     running_executors[executor] = running_executors.get(executor, 0) + 1
@@ -396,6 +402,7 @@ class SharedMemoryStore(DelegatedWakeups):
                 rate_tats=dict(q.rate_tats),
                 queue_paused=q.paused,
                 at=t,
+                running_queues=running_queues,
             )
 
         return self._run(body)
@@ -474,10 +481,18 @@ class SharedMemoryStore(DelegatedWakeups):
             self._wake("work", "finished")
         return done
 
-    async def set_queue_paused(self, paused: bool) -> bool:
-        """Pause or resume claiming for every store of the queue; False if it already was."""
+    async def set_queue_paused(self, paused: bool, queue: str | None = None) -> bool:
+        """Pause or resume claiming for every store of the queue, from every queue
+        (`queue` None) or one; False if it already was."""
 
         def body(q: Queue, t: float) -> bool:
+            if queue is not None:
+                changed = (queue in q.paused_queues) != paused
+                if paused:
+                    q.paused_queues.add(queue)
+                else:
+                    q.paused_queues.discard(queue)
+                return changed
             changed = q.paused != paused
             q.paused = paused
             return changed
@@ -487,9 +502,35 @@ class SharedMemoryStore(DelegatedWakeups):
             self._wake("work")
         return changed
 
-    async def queue_paused(self) -> bool:
-        """Whether claiming is paused."""
-        return self._run(lambda q, t: q.paused)
+    async def queue_paused(self, queue: str | None = None) -> bool:
+        """Whether claiming is paused, from every queue (`queue` None) or that one."""
+        if queue is None:
+            return self._run(lambda q, t: q.paused)
+        return self._run(lambda q, t: queue in q.paused_queues)
+
+    async def queue_stats(self, since: float) -> list[QueueStatsRow]:
+        """Each queue at a glance, by name (`InspectRole.queue_stats`)."""
+
+        def body(q: Queue, t: float) -> list[QueueStatsRow]:
+            found: dict[str, dict[str, Any]] = {}
+            for r in q.jobs.values():
+                finished = r.finished_at is not None and r.finished_at >= since
+                if r.status not in ("pending", "retry_wait", "running") and not finished:
+                    continue
+                rec = found.setdefault(
+                    r.queue, {"ready": 0, "oldest": None, "running": 0, "finished": 0}
+                )
+                if r.status in ("pending", "retry_wait") and r.unmet == 0 and r.run_at <= t:
+                    rec["ready"] += 1
+                    oldest = rec["oldest"]
+                    rec["oldest"] = r.run_at if oldest is None else min(oldest, r.run_at)
+                elif r.status == "running":
+                    rec["running"] += 1
+                elif finished and r.status in TERMINAL:
+                    rec["finished"] += 1
+            return queue_rows(found, set(q.paused_queues))
+
+        return self._run(body)
 
     # ── schedules ──────────────────────────────────────────────────────
     async def add_schedule(self, schedule: SharedScheduleRow) -> SharedScheduleRow:

@@ -10,7 +10,7 @@ no limits are stored and the queue is not paused: one autocommit statement
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobsched.store import (
@@ -56,28 +56,42 @@ async def claim(
     lease_seconds: float,
     n: int,
     owner: str,
+    queues: Mapping[str, int] | None = None,
     types: Sequence[str] | None = None,
     refuser: str | None = None,
 ) -> tuple[list[SharedJobRow], float | None]:
     """Take up to `n` due jobs in strategy order with a lease for `owner`.
 
-    Only jobs of `types` (None: any) that `refuser` (default: `owner`) did
-    not refuse are taken (`claimable`). Returns the rows (now ``running``,
-    attempts counted) and, when fewer than `n` were due, the wall time the
-    next waiting job this claim could take becomes due (None if there is
-    none), so the caller can sleep exactly that long. With cluster limits
-    stored (`sync_limits`) the claim enforces them instead, in a transaction
-    of its own (see `_claim_limited`).
+    `queues` maps each queue to take from to the most jobs to take from it
+    (None: every queue, `n` in all). Only jobs of `types` (None: any) that
+    `refuser` (default: `owner`) did not refuse are taken (`claimable`).
+    Returns the rows (now ``running``, attempts counted) and, when fewer
+    than `n` were due, the wall time the next waiting job this claim could
+    take becomes due (None if there is none), so the caller can sleep
+    exactly that long. With cluster limits stored (`sync_limits`) the claim
+    enforces them instead, in a transaction of its own (see `_claim_limited`).
     """
-    if n <= 0:
+    rooms = _rooms(n, queues)
+    if n <= 0 or (rooms is not None and not rooms):
         return [], None
+    names = None if rooms is None else list(rooms)
     terms, term_params = claimable(types, owner if refuser is None else refuser)
+    typed = types is not None
 
     async def plain(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
-        cur = await conn.execute(
-            db.q(_CLAIM if types is None else _CLAIM_TYPED),
-            [*term_params, n, owner, lease_seconds, db.channel, CHANGED],
-        )
+        tail = [owner, lease_seconds, db.channel, CHANGED]
+        if rooms is None:
+            cur = await conn.execute(db.q(_CLAIM[typed]), [*term_params, n, *tail])
+        elif len(rooms) == 1:
+            [(queue, room)] = rooms.items()
+            cur = await conn.execute(
+                db.q(_CLAIM_QUEUE[typed]), [queue, queue, *term_params, min(n, room), *tail]
+            )
+        else:
+            cur = await conn.execute(
+                db.q(_CLAIM_QUEUES[typed]),
+                [list(rooms), list(rooms.values()), *term_params, n, *tail],
+            )
         return await cur.fetchall()
 
     # One statement on the autocommit connection (one round trip for a busy
@@ -96,15 +110,22 @@ async def claim(
                 "SELECT min(run_at) AS t, "
                 "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
                 "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
-                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0" + terms
+                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0 "
+                "AND (%s::text[] IS NULL OR queue = ANY(%s)) "
+                "AND queue NOT IN (SELECT queue FROM {s}.paused_queues)" + terms
             ),
-            term_params,
+            [names, names, *term_params],
         )
         rec = await cur.fetchone()
         if rec is not None and rec["paused"]:
             return [], None  # resuming wakes every claimer
         if rec is not None and rec["limits"]:
             limits.found = True
+            left = None
+            if rooms is not None:
+                left = dict(rooms)
+                for r in taken:
+                    left[r["queue"]] -= 1
             return await _claim_limited(
                 db,
                 conn,
@@ -112,12 +133,20 @@ async def claim(
                 n - len(taken),
                 owner,
                 checked_limits(rec["limits"]),
+                left,
                 (terms, term_params),
             )
         return [], rec["t"] if rec else None
 
     more, next_due = await db.transaction(rest)
     return await _readable(db, limits, taken + more, owner), next_due
+
+
+def _rooms(n: int, queues: Mapping[str, int] | None) -> dict[str, int] | None:
+    """The queues to claim from with room for a job, each room at most `n`."""
+    if queues is None:
+        return None
+    return {queue: min(n, room) for queue, room in queues.items() if room > 0}
 
 
 async def _readable(
@@ -155,32 +184,69 @@ async def _readable(
 # an idle worker's empty claim sends nothing. (Wrapping the UPDATE in a CTE
 # to test its RETURNING rows instead copies every claimed row once more.)
 #
-# `claimable`'s terms end the filter: its parameters come first.
-def _claim_statement(terms: str) -> str:
-    return (
-        "WITH now AS (SELECT "
-        + NOW
-        + """ AS t), picked AS (
-    SELECT job_id FROM {s}.jobs
-    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-      AND run_at <= (SELECT t FROM now)
-      AND NOT EXISTS (SELECT 1 FROM {s}.limits)
-      AND NOT EXISTS (SELECT 1 FROM {s}.paused)"""
-        + terms
-        + """
-    ORDER BY sort_key, seq
-    LIMIT %s FOR UPDATE SKIP LOCKED)
+# `claimable`'s terms end each walk's filter: their parameters come right
+# before its LIMIT. Each statement comes untyped and typed (`[types is not None]`).
+_CLAIM_HEAD = "WITH now AS (SELECT " + NOW + " AS t), "
+_CLAIM_TAIL = """
 UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
     lease_owner = %s, lease_expires = (SELECT t FROM now) + %s,
     started_at = (SELECT t FROM now), progress = NULL
 FROM picked WHERE j.job_id = picked.job_id
     AND (SELECT count(pg_notify(%s, %s)) FROM (SELECT FROM picked LIMIT 1) AS one) = 1
 RETURNING j.*"""
+
+
+def _claim_statements(picked: str) -> tuple[str, str]:
+    """The claim with `picked` (its ``{terms}`` filled), untyped and typed."""
+    untyped, typed = (
+        _CLAIM_HEAD + picked.replace("{terms}", claimable(kinds, "")[0]) + _CLAIM_TAIL
+        for kinds in (None, ())
     )
+    return untyped, typed
 
 
-_CLAIM = _claim_statement(claimable(None, "")[0])
-_CLAIM_TYPED = _claim_statement(claimable((), "")[0])
+_CLAIM = _claim_statements(
+    """picked AS (
+    SELECT job_id FROM {s}.jobs
+    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
+      AND run_at <= (SELECT t FROM now)
+      AND NOT EXISTS (SELECT 1 FROM {s}.limits)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND queue NOT IN (SELECT queue FROM {s}.paused_queues){terms}
+    ORDER BY sort_key, seq
+    LIMIT %s FOR UPDATE SKIP LOCKED)"""
+)
+# One queue (a worker's usual case): the ready index leads with the queue,
+# so this walks that queue's jobs in strategy order, as `_CLAIM` walks all.
+_CLAIM_QUEUE = _claim_statements(
+    """picked AS (
+    SELECT job_id FROM {s}.jobs
+    WHERE queue = %s AND status IN ('pending', 'retry_wait') AND unmet = 0
+      AND run_at <= (SELECT t FROM now)
+      AND NOT EXISTS (SELECT 1 FROM {s}.limits)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues WHERE queue = %s){terms}
+    ORDER BY sort_key, seq
+    LIMIT %s FOR UPDATE SKIP LOCKED)"""
+)
+# Several queues, each with its own room: one index walk per queue (each
+# locking at most its room), then the best `n` of them in strategy order.
+# Rows locked but not picked are unlocked when the statement ends.
+_CLAIM_QUEUES = _claim_statements(
+    """picked AS (
+    SELECT p.job_id FROM unnest(%s::text[], %s::int[]) AS q(name, room)
+    CROSS JOIN LATERAL (
+        SELECT job_id, sort_key, seq FROM {s}.jobs
+        WHERE queue = q.name AND status IN ('pending', 'retry_wait') AND unmet = 0
+          AND run_at <= (SELECT t FROM now){terms}
+        ORDER BY sort_key, seq
+        LIMIT q.room FOR UPDATE SKIP LOCKED) AS p
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.limits)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues pq WHERE pq.queue = q.name)
+    ORDER BY p.sort_key, p.seq
+    LIMIT %s)"""
+)
 
 
 async def _claim_limited(
@@ -190,9 +256,12 @@ async def _claim_limited(
     n: int,
     owner: str,
     limits: dict[str, Any],
+    rooms: dict[str, int] | None,
     filters: tuple[str, list[Any]],
 ) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, inside the claim transaction.
+
+    `rooms` is what is left of the claim's room per queue (None: any queue).
 
     One transaction-level advisory lock per schema serializes the claims
     that check limits (every claimer needs every limited key, so a lock
@@ -209,26 +278,30 @@ async def _claim_limited(
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+    queue_caps: dict[str, int] = dict(limits.get("queues") or {})
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
     cur = await conn.execute("SELECT " + NOW + " AS t")
     now = float((await cur.fetchone())["t"])  # type: ignore[index]
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
-    if types or executors:
+    running_q = dict.fromkeys(queue_caps, 0)
+    if types or executors or queue_caps:
         cur = await conn.execute(
             db.q(
-                """SELECT type, options->>'executor' AS exe, count(*)::int AS n
+                """SELECT type, options->>'executor' AS exe, queue, count(*)::int AS n
                 FROM {s}.jobs WHERE status = 'running'
-                  AND (type = ANY(%s) OR options->>'executor' = ANY(%s))
-                GROUP BY 1, 2"""
+                  AND (type = ANY(%s) OR options->>'executor' = ANY(%s) OR queue = ANY(%s))
+                GROUP BY 1, 2, 3"""
             ),
-            [list(types), list(executors)],
+            [list(types), list(executors), list(queue_caps)],
         )
         for r in await cur.fetchall():
             if r["type"] in running_t:
                 running_t[r["type"]] += r["n"]
             if r["exe"] in running_e:
                 running_e[r["exe"]] += r["n"]
+            if r["queue"] in running_q:
+                running_q[r["queue"]] += r["n"]
     tats: dict[str, float] = {}
     if rates:
         cur = await conn.execute(
@@ -243,40 +316,50 @@ async def _claim_limited(
         interval = 1.0 / rate["per_second"]
         return max(tats.get(kind, now), now) - (rate["burst"] - 1) * interval
 
-    def blocked() -> tuple[list[str], list[str]]:
+    def blocked() -> tuple[list[str], list[str], list[str]]:
         full_t = {t for t, lim in types.items() if running_t[t] >= lim}
         full_t |= {t for t in rates if token_at(t) > now + 1e-9}
         full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
-        return sorted(full_t), full_e
+        full_q = [q for q, lim in queue_caps.items() if running_q[q] >= lim]
+        if rooms is not None:
+            full_q += [q for q, room in rooms.items() if room <= 0]
+        return sorted(full_t), full_e, full_q
 
+    wanted = None if rooms is None else list(rooms)
     taken: list[str] = []
     seen: list[str] = []
     # Each pass excludes the keys at their limit; a row skipped in a pass
     # means a key filled up during it, so the passes end.
     while len(taken) < n:
-        full_t, full_e = blocked()
+        full_t, full_e, full_q = blocked()
         cur = await conn.execute(
             db.q(
-                """SELECT job_id, type, options->>'executor' AS exe FROM {s}.jobs
+                """SELECT job_id, type, options->>'executor' AS exe, queue FROM {s}.jobs
                 WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= %s
+                  AND (%s::text[] IS NULL OR queue = ANY(%s))
+                  AND queue NOT IN (SELECT queue FROM {s}.paused_queues)
                   AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
-                  AND job_id <> ALL(%s)"""
+                  AND queue <> ALL(%s) AND job_id <> ALL(%s)"""
                 + terms
                 + """
                 ORDER BY sort_key, seq
                 LIMIT %s FOR UPDATE SKIP LOCKED"""
             ),
-            [now, full_t, full_e, seen, *term_params, n - len(taken)],
+            [now, wanted, wanted, full_t, full_e, full_q, seen, *term_params, n - len(taken)],
         )
         candidates = await cur.fetchall()
         if not candidates:
             break
         for r in candidates:
             seen.append(r["job_id"])
-            kind, exe = r["type"], r["exe"]
+            kind, exe, queue = r["type"], r["exe"], r["queue"]
             if kind in types and running_t[kind] >= types[kind]:
                 continue
             if exe in executors and running_e[exe] >= executors[exe]:
+                continue
+            if queue in queue_caps and running_q[queue] >= queue_caps[queue]:
+                continue
+            if rooms is not None and rooms[queue] <= 0:
                 continue
             if kind in rates:
                 if token_at(kind) > now + 1e-9:
@@ -286,6 +369,10 @@ async def _claim_limited(
                 running_t[kind] += 1
             if exe in executors:
                 running_e[exe] += 1
+            if queue in queue_caps:
+                running_q[queue] += 1
+            if rooms is not None:
+                rooms[queue] -= 1
             taken.append(r["job_id"])
             if len(taken) == n:
                 break
@@ -316,15 +403,18 @@ async def _claim_limited(
     if len(rows) < n:
         # Jobs held by a concurrency limit wake on the finish notification;
         # jobs held by a rate wake when their next token is due.
-        full_t, full_e = blocked()
+        full_t, full_e, full_q = blocked()
         cur = await conn.execute(
             db.q(
                 """SELECT min(run_at) AS t FROM {s}.jobs
                 WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)"""
+                  AND (%s::text[] IS NULL OR queue = ANY(%s))
+                  AND queue NOT IN (SELECT queue FROM {s}.paused_queues)
+                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
+                  AND queue <> ALL(%s)"""
                 + terms
             ),
-            [full_t, full_e, *term_params],
+            [wanted, wanted, full_t, full_e, full_q, *term_params],
         )
         rec = await cur.fetchone()
         due = [rec["t"]] if rec and rec["t"] is not None else []

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -217,6 +217,17 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE {s}.jobs ADD COLUMN build_refusals integer NOT NULL DEFAULT 0",
         "ALTER TABLE {s}.jobs ADD COLUMN last_refusal text",
         "ALTER TABLE {s}.jobs ADD COLUMN refused_by text[] NOT NULL DEFAULT '{{}}'",
+    ],
+    # 13 (issue 23): named queues. Every job waits in a queue (the jobs
+    # already stored: "default"); the ready index leads with it, so a claim
+    # on one queue walks that queue's jobs in strategy order. A row of
+    # `paused_queues` pauses one queue (`paused` still pauses them all).
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN queue text NOT NULL DEFAULT 'default'",
+        "DROP INDEX {s}.jobs_ready",
+        """CREATE INDEX jobs_ready ON {s}.jobs (queue, sort_key, seq)
+            WHERE status IN ('pending', 'retry_wait') AND unmet = 0""",
+        "CREATE TABLE {s}.paused_queues (queue text PRIMARY KEY)",
     ],
 ]
 

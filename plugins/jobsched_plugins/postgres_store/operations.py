@@ -182,12 +182,24 @@ async def set_progress(
     await db.statement(body)
 
 
-async def set_queue_paused(db: Database, paused: bool) -> bool:
-    """Set the queue's pause flag; False if it already was so. Resuming wakes
-    every claimer."""
+async def set_queue_paused(db: Database, paused: bool, queue: str | None = None) -> bool:
+    """Set the pause flag of every queue (`queue` None) or of one; False if
+    it already was so. Resuming wakes every claimer."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
-        if paused:
+        if queue is not None:
+            if paused:
+                cur = await conn.execute(
+                    db.q(
+                        "INSERT INTO {s}.paused_queues (queue) VALUES (%s) ON CONFLICT DO NOTHING"
+                    ),
+                    [queue],
+                )
+            else:
+                cur = await conn.execute(
+                    db.q("DELETE FROM {s}.paused_queues WHERE queue = %s"), [queue]
+                )
+        elif paused:
             cur = await conn.execute(
                 db.q("INSERT INTO {s}.paused (id) VALUES (1) ON CONFLICT (id) DO NOTHING")
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import SharedJobRow, StoreStats
+from jobsched.store import QueueStatsRow, SharedJobRow, StoreStats, queue_rows
 
 from .connection import NOW, Database
 from .rows import checked_limits, job_row
@@ -136,17 +136,19 @@ async def stats(db: Database, since: float) -> StoreStats:
         finished = [(float(r["minute"]), r["status"], r["n"]) for r in await cur.fetchall()]
         cur = await conn.execute(
             db.q(
-                """SELECT type, options->>'executor' AS exe, lease_owner, count(*)::int AS n,
-                    max(lease_expires) AS expires
-                FROM {s}.jobs WHERE status = 'running' GROUP BY 1, 2, 3"""
+                """SELECT type, options->>'executor' AS exe, lease_owner, queue,
+                    count(*)::int AS n, max(lease_expires) AS expires
+                FROM {s}.jobs WHERE status = 'running' GROUP BY 1, 2, 3, 4"""
             )
         )
+        running_queues: dict[str, int] = {}
         running_types: dict[str, int] = {}
         running_executors: dict[str, int] = {}
         leases: dict[str, tuple[int, float | None]] = {}
         for r in await cur.fetchall():
             n = r["n"]
             running_types[r["type"]] = running_types.get(r["type"], 0) + n
+            running_queues[r["queue"]] = running_queues.get(r["queue"], 0) + n
             if r["exe"] is not None:
                 running_executors[r["exe"]] = running_executors.get(r["exe"], 0) + n
             if r["lease_owner"] is not None:
@@ -163,6 +165,7 @@ async def stats(db: Database, since: float) -> StoreStats:
             rate_tats={k: float(v) for k, v in head["tats"].items()},
             queue_paused=bool(head["paused"]),
             at=float(head["at"]),
+            running_queues=running_queues,
         )
 
     return await db.transaction(body)
@@ -202,13 +205,57 @@ async def _kept_counts(db: Database, conn: psycopg.AsyncConnection[Any]) -> dict
     return {r["status"]: int(r["n"]) for r in rows}
 
 
-async def queue_paused(db: Database) -> bool:
-    """Whether the queue is paused."""
+async def queue_paused(db: Database, queue: str | None = None) -> bool:
+    """Whether every queue is paused (`queue` None), or that queue on its own."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
-        cur = await conn.execute(db.q("SELECT EXISTS (SELECT 1 FROM {s}.paused) AS p"))
+        if queue is None:
+            cur = await conn.execute(db.q("SELECT EXISTS (SELECT 1 FROM {s}.paused) AS p"))
+        else:
+            cur = await conn.execute(
+                db.q("SELECT EXISTS (SELECT 1 FROM {s}.paused_queues WHERE queue = %s) AS p"),
+                [queue],
+            )
         rec = await cur.fetchone()
         return bool(rec and rec["p"])
+
+    return await db.transaction(body)
+
+
+async def queue_stats(db: Database, since: float) -> list[QueueStatsRow]:
+    """Each queue at a glance (`SharedStore.queue_stats`), in one transaction.
+
+    Reads the unfinished jobs and the ones finished since `since` (the
+    ready and finished-time indexes), grouped by queue.
+    """
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[QueueStatsRow]:
+        cur = await conn.execute(
+            db.q(
+                """WITH now AS (SELECT """
+                + NOW
+                + """ AS t)
+                SELECT queue,
+                    count(*) FILTER (WHERE ready)::int AS ready,
+                    min(run_at) FILTER (WHERE ready) AS oldest,
+                    count(*) FILTER (WHERE status = 'running')::int AS running,
+                    count(*) FILTER (WHERE finished_at >= %s
+                        AND status IN ('completed', 'failed', 'timed_out', 'cancelled'))::int
+                        AS finished
+                FROM (SELECT queue, status, run_at, finished_at,
+                        status IN ('pending', 'retry_wait') AND unmet = 0
+                            AND run_at <= (SELECT t FROM now) AS ready
+                    FROM {s}.jobs
+                    WHERE status IN ('pending', 'retry_wait', 'running')
+                       OR finished_at >= %s) AS j
+                GROUP BY queue"""
+            ),
+            [since, since],
+        )
+        found = {r["queue"]: r for r in await cur.fetchall()}
+        cur = await conn.execute(db.q("SELECT queue FROM {s}.paused_queues"))
+        paused = {r["queue"] for r in await cur.fetchall()}
+        return queue_rows(found, paused)
 
     return await db.transaction(body)
 

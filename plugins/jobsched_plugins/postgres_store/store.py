@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ from jobsched.store import (
     MAX_LEASE_EXPIRIES,
     NewJob,
     Outcome,
+    QueueStatsRow,
     SchemaScript,
     SharedJobRow,
     SharedScheduleRow,
@@ -149,6 +150,8 @@ class PostgresStore(DelegatedWakeups):
         self,
         n: int,
         owner: str,
+        queues: Mapping[str, int] | None = None,
+        *,
         types: Sequence[str] | None = None,
         refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
@@ -162,7 +165,7 @@ class PostgresStore(DelegatedWakeups):
         them, in the same transaction.
         """
         return await claims.claim(
-            self.db, self._limits, self.lease_seconds, n, owner, types, refuser
+            self.db, self._limits, self.lease_seconds, n, owner, queues, types, refuser
         )
 
     async def sync_limits(self, data: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -280,9 +283,13 @@ class PostgresStore(DelegatedWakeups):
         """Counts, finished per minute since `since`, leases, limits' use, pause flag."""
         return await queries.stats(self.db, since)
 
-    async def queue_paused(self) -> bool:
-        """Whether claiming is paused."""
-        return await queries.queue_paused(self.db)
+    async def queue_paused(self, queue: str | None = None) -> bool:
+        """Whether claiming is paused: every queue (`queue` None) or that one."""
+        return await queries.queue_paused(self.db, queue)
+
+    async def queue_stats(self, since: float) -> list[QueueStatsRow]:
+        """Each queue at a glance, by name."""
+        return await queries.queue_stats(self.db, since)
 
     # ── Operator actions ────────────────────────────────────────────
     async def retry(self, job_ids: Sequence[str]) -> list[str]:
@@ -305,9 +312,10 @@ class PostgresStore(DelegatedWakeups):
         """Store the progress of jobs `owner` still runs (one statement)."""
         await operations.set_progress(self.db, updates, owner)
 
-    async def set_queue_paused(self, paused: bool) -> bool:
-        """Pause or resume claiming for every process; False if it already was so."""
-        return await operations.set_queue_paused(self.db, paused)
+    async def set_queue_paused(self, paused: bool, queue: str | None = None) -> bool:
+        """Pause or resume claiming for every process, from every queue (`queue`
+        None) or from one; False if it already was so."""
+        return await operations.set_queue_paused(self.db, paused, queue)
 
     async def schedules(self) -> list[SharedScheduleRow]:
         """Every schedule, by id."""

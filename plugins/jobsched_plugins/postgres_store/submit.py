@@ -54,16 +54,16 @@ WITH batch AS MATERIALIZED (
         AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
             run_at float8, submitted_at float8, sort_key float8[], upstreams text[],
             last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint,
-            unmet int, trigger_rule text)
+            unmet int, trigger_rule text, queue text)
 ), new AS (
     INSERT INTO {s}.jobs (job_id, key, type, args, options, status, run_at,
         submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by,
-        unique_key, finished_at, trigger_rule)
+        unique_key, finished_at, trigger_rule, queue)
     SELECT job_id, key, type, args, options, status, run_at, submitted_at, sort_key,
         unmet, last_error, schedule_id, submitted_by, unique_key,
         CASE WHEN status = 'cancelled' THEN """
     + NOW
-    + """ END, trigger_rule
+    + """ END, trigger_rule, queue
     FROM batch
     ORDER BY ord  -- seq follows the batch order
     RETURNING 1
@@ -80,7 +80,7 @@ SELECT pg_notify(%s, CASE WHEN %s THEN %s ELSE %s END) WHERE %s"""
 COPY_AT_LEAST = 64
 
 _COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted_at,
-    sort_key, schedule_id, submitted_by) FROM STDIN"""
+    sort_key, schedule_id, submitted_by, queue) FROM STDIN"""
 
 # FOR SHARE: a dependency that finishes while the batch is planned either
 # waits for the batch's commit (and then finds its new dependents to settle)
@@ -291,6 +291,7 @@ async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence
                     sort_key,
                     job.schedule_id,
                     job.submitted_by,
+                    job.queue,
                 )
             )
     await db.notify_work(conn)
@@ -346,6 +347,7 @@ def _batch_json(plan: _Plan) -> str:
             "ord": ord,
             "unmet": unmet,
             "trigger_rule": job.trigger_rule,
+            "queue": job.queue,
         }
         for ord, (job, status, upstreams, unmet, error) in enumerate(plan.rows)
     ]

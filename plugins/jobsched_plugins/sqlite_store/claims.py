@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from jobsched.store import (
@@ -26,7 +26,7 @@ from jobsched.store import (
 )
 
 from .connection import TERMINAL, logger, now
-from .queries import JOB_COLUMNS, job_row, queue_paused, stored_limits
+from .queries import JOB_COLUMNS, job_row, paused_queues, queue_paused, stored_limits
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
 
@@ -103,10 +103,12 @@ def claim(
     lease_seconds: float,
     n: int,
     owner: str,
+    queues: Mapping[str, int] | None = None,
     types: Sequence[str] | None = None,
     refuser: str | None = None,
 ) -> tuple[list[SharedJobRow], float | None, bool]:
-    """Take up to `n` due jobs in strategy order with a lease for `owner`.
+    """Take up to `n` due jobs in strategy order with a lease for `owner`,
+    from `queues` (each with the most jobs to take from it; None: every queue).
 
     Only jobs of `types` (None: any) that `refuser` (default: `owner`) did
     not refuse are taken (`claimable`). Returns the rows (now ``running``,
@@ -119,25 +121,54 @@ def claim(
         return [], None, False
     filters = claimable(types, owner if refuser is None else refuser)
     terms, term_params = filters
+    held = sorted(paused_queues(conn))
+    rooms = None
+    if queues is not None:
+        rooms = {q: min(n, room) for q, room in queues.items() if room > 0 and q not in held}
+        if not rooms:
+            return [], None, False
     limits = stored_limits(conn)
     if limits:
-        rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t, filters)
-        return rows, next_due, True
-    picked = [
-        r[0]
-        for r in conn.execute(
-            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ?{terms} "
-            "ORDER BY sort_key, seq LIMIT ?",
-            (t, *term_params, n),
+        rows, next_due = _claim_limited(
+            conn, lease_seconds, n, owner, limits, t, rooms, held, filters
         )
-    ]
+        return rows, next_due, True
+    # Each queue's jobs walked in strategy order on the ready index (which
+    # leads with the queue), the best `n` of them taken: one statement.
+    if rooms is None:
+        sql = (
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ? "
+            f"AND queue NOT IN ({_in(held)}){terms} ORDER BY sort_key, seq LIMIT ?"
+        )
+        params: list[Any] = [t, *held, *term_params, n]
+    else:
+        walks = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT job_id, sort_key, seq FROM jobsched_shared_jobs "
+            f"WHERE queue = ? AND {_DUE} AND run_at <= ?{terms} ORDER BY sort_key, seq LIMIT ?)"
+            for _ in rooms
+        )
+        sql = f"SELECT job_id FROM ({walks}) ORDER BY sort_key, seq LIMIT ?"
+        params = [v for q, room in rooms.items() for v in (q, t, *term_params, room)] + [n]
+    picked = [r[0] for r in conn.execute(sql, params)]
     rows = _take(conn, picked, owner, lease_seconds, t)
     next_due = None
     if len(rows) < n:
+        names = list(rooms) if rooms is not None else None
         next_due = conn.execute(
-            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE}{terms}", term_params
+            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE} "
+            + _queue_filter(names, held)
+            + terms,
+            [*(names or ()), *held, *term_params],
         ).fetchone()[0]
     return rows, next_due, False
+
+
+def _queue_filter(names: list[str] | None, held: Sequence[str]) -> str:
+    """The condition on ``queue``: one of `names` (None: any) and not `held`."""
+    clause = f"AND queue NOT IN ({_in(held)})"
+    if names is not None:
+        clause = f"AND queue IN ({_in(names)}) " + clause
+    return clause
 
 
 def _claim_limited(
@@ -147,10 +178,14 @@ def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     t: float,
+    rooms: dict[str, int] | None,
+    held: Sequence[str],
     filters: tuple[str, list[Any]],
 ) -> tuple[list[SharedJobRow], float | None]:
     """The claim under cluster limits (the PostgreSQL store's rules, see there),
-    of the jobs that pass `filters` (`claimable`'s terms and parameters).
+    from the queues of `rooms` (each with the most jobs to take; None: every
+    queue) except the `held` (paused) ones, of the jobs that pass `filters`
+    (`claimable`'s terms and parameters).
 
     Slots are counted from the ``running`` rows (a claimed job holds its
     slot until its outcome is written or its expired lease is reaped);
@@ -160,18 +195,22 @@ def _claim_limited(
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+    queue_caps: dict[str, int] = dict(limits.get("queues") or {})
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
-    if types or executors:
+    running_q = dict.fromkeys(queue_caps, 0)
+    if types or executors or queue_caps:
         cur = conn.execute(
-            "SELECT type, json_extract(options, '$.executor'), count(*) "
-            "FROM jobsched_shared_jobs WHERE status = 'running' GROUP BY 1, 2"
+            "SELECT type, json_extract(options, '$.executor'), queue, count(*) "
+            "FROM jobsched_shared_jobs WHERE status = 'running' GROUP BY 1, 2, 3"
         )
-        for kind, exe, count in cur:
+        for kind, exe, queue, count in cur:
             if kind in running_t:
                 running_t[kind] += count
             if exe in running_e:
                 running_e[exe] += count
+            if queue in running_q:
+                running_q[queue] += count
     tats: dict[str, float] = {}
     if rates:
         cur = conn.execute(
@@ -194,25 +233,32 @@ def _claim_limited(
         return sorted(full_t), full_e
 
     terms, term_params = filters
+    names = None if rooms is None else list(rooms)
 
     def due_query(full_t: list[str], full_e: list[str], *, select: str) -> tuple[str, list[Any]]:
+        full_q = [q for q, lim in queue_caps.items() if running_q[q] >= lim]
         return (
             f"SELECT {select} FROM jobsched_shared_jobs WHERE {_DUE} "
             f"AND type NOT IN ({_in(full_t)}) "
-            f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)})" + terms,
-            [*full_t, *full_e, *term_params],
+            f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)}) "
+            f"AND queue NOT IN ({_in(full_q)}) " + _queue_filter(names, held) + terms,
+            [*full_t, *full_e, *full_q, *(names or ()), *held, *term_params],
         )
 
     taken: list[str] = []
     full_t, full_e = blocked()
-    columns = "job_id, type, json_extract(options, '$.executor')"
+    columns = "job_id, type, json_extract(options, '$.executor'), queue"
     sql, params = due_query(full_t, full_e, select=columns)
     # One walk in strategy order: the write lock is ours, so nothing moves under it.
     walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
-    for job_id, kind, exe in walk:
+    for job_id, kind, exe, queue in walk:
         if kind in types and running_t[kind] >= types[kind]:
             continue
         if exe in executors and running_e[exe] >= executors[exe]:
+            continue
+        if queue in queue_caps and running_q[queue] >= queue_caps[queue]:
+            continue
+        if rooms is not None and rooms[queue] <= 0:
             continue
         if kind in rates:
             if token_at(kind) > t + 1e-9:
@@ -222,6 +268,10 @@ def _claim_limited(
             running_t[kind] += 1
         if exe in executors:
             running_e[exe] += 1
+        if queue in queue_caps:
+            running_q[queue] += 1
+        if rooms is not None:
+            rooms[queue] -= 1
         taken.append(job_id)
         if len(taken) == n:
             break

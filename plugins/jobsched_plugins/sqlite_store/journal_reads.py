@@ -14,17 +14,19 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobsched.store import (
     JobRow,
+    QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
     StoreError,
     StoreStats,
     check_snapshot,
+    queue_rows,
 )
 
 from .connection import TERMINAL
@@ -198,7 +200,38 @@ def _shared(url: str, row: JobRow) -> SharedJobRow:
         depends_on=row.depends_on,
         trigger_rule=row.trigger_rule,
         last_traceback=row.last_traceback,
+        queue=_queue_of(options),
     )
+
+
+def _queue_of(options: Mapping[str, Any]) -> str:
+    """The queue a journaled job names in its options (default: "default")."""
+    queue = options.get("queue", "default")
+    return queue if isinstance(queue, str) and queue else "default"
+
+
+def queue_stats(conn: sqlite3.Connection, since: float, at: float) -> list[QueueStatsRow]:
+    """Each queue at a glance, as `queries.queue_stats` reads a shared file
+    (a journal has no pause flags: its owner keeps them in memory)."""
+    found: dict[str, dict[str, Any]] = {}
+    for options, status, run_at, finished_at in conn.execute(
+        "SELECT options, status, run_at, finished_at FROM jobsched_jobs "
+        "WHERE status IN ('pending', 'retry_wait', 'running') OR finished_at >= ?",
+        (since,),
+    ):
+        try:
+            queue = _queue_of(json.loads(options))
+        except (TypeError, ValueError, AttributeError):
+            queue = "default"
+        rec = found.setdefault(queue, {"ready": 0, "oldest": None, "running": 0, "finished": 0})
+        if status in ("pending", "retry_wait") and run_at <= at:
+            rec["ready"] += 1
+            rec["oldest"] = run_at if rec["oldest"] is None else min(rec["oldest"], run_at)
+        elif status == "running":
+            rec["running"] += 1
+        elif finished_at is not None and finished_at >= since:
+            rec["finished"] += 1
+    return queue_rows(found, ())
 
 
 def counts(conn: sqlite3.Connection) -> dict[str, int]:

@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -251,10 +251,24 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN last_refusal TEXT",
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN refused_by TEXT",
     ],
+    # 12 (issue 23): named queues. Every job waits in a queue (the jobs
+    # already stored: "default"); the ready index leads with it, so a claim
+    # on one queue walks that queue's jobs in strategy order. A row of
+    # `paused_queues` pauses one queue (`paused` still pauses them all).
+    12: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default'",
+        "DROP INDEX jobsched_shared_ready",
+        """CREATE INDEX jobsched_shared_ready ON jobsched_shared_jobs (queue, sort_key, seq)
+            WHERE status IN ('pending', 'retry_wait') AND unmet = 0""",
+        """CREATE TABLE jobsched_shared_paused_queues (
+            queue TEXT PRIMARY KEY
+        ) WITHOUT ROWID""",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5, 7, 8, 10 and 11).
+# listed here (none for 2, 3, 5, 7, 8 and 10 to 12: a journaled job keeps
+# its queue in its options).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [

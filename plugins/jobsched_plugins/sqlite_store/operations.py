@@ -132,8 +132,19 @@ def set_progress(
     return conn.total_changes - before
 
 
-def set_queue_paused(conn: sqlite3.Connection, paused: bool) -> bool:
-    """Set the queue's pause flag; False if it already was so."""
+def set_queue_paused(conn: sqlite3.Connection, paused: bool, queue: str | None = None) -> bool:
+    """Set the pause flag of every queue (`queue` None) or of one; False if it
+    already was so."""
+    if queue is not None:
+        if paused:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO jobsched_shared_paused_queues (queue) VALUES (?)", (queue,)
+            )
+        else:
+            cur = conn.execute(
+                "DELETE FROM jobsched_shared_paused_queues WHERE queue = ?", (queue,)
+            )
+        return cur.rowcount > 0
     if paused:
         cur = conn.execute("INSERT OR IGNORE INTO jobsched_shared_paused (id) VALUES (1)")
     else:

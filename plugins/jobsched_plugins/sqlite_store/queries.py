@@ -16,6 +16,7 @@ from jobsched.store import (
     AttemptRow,
     BadRowError,
     JobRow,
+    QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     Snapshot,
@@ -24,6 +25,7 @@ from jobsched.store import (
     checked_shared_job,
     checked_shared_schedule,
     json_column,
+    queue_rows,
 )
 
 from .connection import TERMINAL, unpack_sort_key
@@ -37,7 +39,7 @@ BASE_JOB_COLUMNS = (
 )
 JOB_COLUMNS = (
     BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback, "
-    "build_refusals, last_refusal, refused_by"
+    "build_refusals, last_refusal, refused_by, queue"
 )
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
@@ -107,6 +109,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             build_refusals=r[27] if len(r) > 27 else 0,
             last_refusal=r[28] if len(r) > 28 else None,
             refused_by=_refusers(r[0], r[29]) if len(r) > 29 else (),
+            queue=r[30] if len(r) > 30 else "default",
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
@@ -414,6 +417,12 @@ def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
         rate_tats=dict(conn.execute("SELECT job_type, tat FROM jobsched_shared_rate_buckets")),
         queue_paused=queue_paused(conn),
         at=at,
+        running_queues=dict(
+            conn.execute(
+                "SELECT queue, count(*) FROM jobsched_shared_jobs WHERE status = 'running' "
+                "GROUP BY 1"
+            )
+        ),
     )
 
 
@@ -428,6 +437,39 @@ def stored_limits(conn: sqlite3.Connection) -> dict[str, Any] | None:
     return data
 
 
-def queue_paused(conn: sqlite3.Connection) -> bool:
-    """Whether the queue is paused (a row in ``jobsched_shared_paused``)."""
-    return conn.execute("SELECT 1 FROM jobsched_shared_paused").fetchone() is not None
+def queue_paused(conn: sqlite3.Connection, queue: str | None = None) -> bool:
+    """Whether every queue is paused (a row in ``jobsched_shared_paused``), or
+    with `queue`, that queue on its own (``jobsched_shared_paused_queues``)."""
+    if queue is None:
+        return conn.execute("SELECT 1 FROM jobsched_shared_paused").fetchone() is not None
+    found = conn.execute(
+        "SELECT 1 FROM jobsched_shared_paused_queues WHERE queue = ?", (queue,)
+    ).fetchone()
+    return found is not None
+
+
+def paused_queues(conn: sqlite3.Connection) -> set[str]:
+    """The queues paused on their own."""
+    return {r[0] for r in conn.execute("SELECT queue FROM jobsched_shared_paused_queues")}
+
+
+def queue_stats(conn: sqlite3.Connection, since: float, at: float) -> list[QueueStatsRow]:
+    """Each queue at a glance (`SharedStore.queue_stats`), in the caller's
+    transaction: the unfinished jobs and those finished since `since`."""
+    found = {
+        queue: {"ready": ready, "oldest": oldest, "running": running, "finished": finished}
+        for queue, ready, oldest, running, finished in conn.execute(
+            """SELECT queue,
+                sum(status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= :at),
+                min(CASE WHEN status IN ('pending', 'retry_wait') AND unmet = 0
+                    AND run_at <= :at THEN run_at END),
+                sum(status = 'running'),
+                sum(finished_at >= :since
+                    AND status IN ('completed', 'failed', 'timed_out', 'cancelled'))
+            FROM jobsched_shared_jobs
+            WHERE status IN ('pending', 'retry_wait', 'running') OR finished_at >= :since
+            GROUP BY queue""",
+            {"at": at, "since": since},
+        )
+    }
+    return queue_rows(found, paused_queues(conn))

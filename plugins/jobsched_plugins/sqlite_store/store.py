@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from jobsched.store import (
@@ -14,6 +14,7 @@ from jobsched.store import (
     NewJob,
     Outcome,
     PurgeRow,
+    QueueStatsRow,
     ScheduleRow,
     SchemaScript,
     SharedJobRow,
@@ -190,6 +191,8 @@ class SQLiteStore(DelegatedWakeups):
         self,
         n: int,
         owner: str,
+        queues: Mapping[str, int] | None = None,
+        *,
         types: Sequence[str] | None = None,
         refuser: str | None = None,
     ) -> tuple[list[SharedJobRow], float | None]:
@@ -205,7 +208,9 @@ class SQLiteStore(DelegatedWakeups):
         if n <= 0:
             return [], None
         rows, next_due, self._limits_found = await self.db.transaction(
-            lambda conn: claims.claim(conn, self.lease_seconds, n, owner, types, refuser),
+            lambda conn: claims.claim(
+                conn, self.lease_seconds, n, owner, queues, types, refuser
+            ),
             "claim jobs in",
         )
         if rows:
@@ -497,22 +502,31 @@ class SQLiteStore(DelegatedWakeups):
         if written:
             self.wakeups.changed()
 
-    async def set_queue_paused(self, paused: bool) -> bool:
-        """Pause or resume claiming for every process; False if it already was so."""
+    async def set_queue_paused(self, paused: bool, queue: str | None = None) -> bool:
+        """Pause or resume claiming for every process, from every queue (`queue`
+        None) or one; False if it already was so."""
         self._need(migrations.SHARED, "pausing the queue")
         changed = await self.db.transaction(
-            lambda conn: operations.set_queue_paused(conn, paused), "pause the queue in"
+            lambda conn: operations.set_queue_paused(conn, paused, queue), "pause the queue in"
         )
         if changed and not paused:
             self.wakeups.work()
         return changed
 
-    async def queue_paused(self) -> bool:
-        """Whether claiming is paused (a single-owner file: never, its owner
-        keeps a pause in memory)."""
+    async def queue_paused(self, queue: str | None = None) -> bool:
+        """Whether claiming is paused, from every queue (`queue` None) or from
+        that one (a single-owner file: never, its owner keeps a pause in memory)."""
         if self.mode == migrations.SINGLE_OWNER:
             return False
-        return await self._read(queries.queue_paused)
+        return await self._read(lambda conn: queries.queue_paused(conn, queue))
+
+    async def queue_stats(self, since: float) -> list[QueueStatsRow]:
+        """Each queue at a glance, by name (also a single-owner file's)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(
+                lambda conn: journal_reads.queue_stats(conn, since, now())
+            )
+        return await self._read(lambda conn: queries.queue_stats(conn, since, now()))
 
     async def schedules(self) -> list[SharedScheduleRow]:
         """Every schedule, by id (also a single-owner file's)."""

@@ -16,8 +16,8 @@ from .queries import count_inserted
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
     submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by, unique_key,
-    finished_at, trigger_rule)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    finished_at, trigger_rule, queue)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 """
 
@@ -79,6 +79,7 @@ def insert(
                 job.unique_key,
                 now() if broken else None,
                 job.trigger_rule,
+                job.queue,
             ),
         )
         if cur.rowcount == 0:
@@ -150,6 +151,7 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
             job.unique_key,
             None,
             job.trigger_rule,
+            job.queue,
         )
         for job in jobs
     ]
