@@ -51,12 +51,12 @@ async def test_a_claim_takes_only_its_types_and_waits_only_for_them(
     await store.insert(
         [new("x1", "x"), new("y1", "y"), new("x2", "x"), new("y-later", "y", delay=300)]
     )
-    rows, next_due = await store.claim(10, "w1", ["y"])
+    rows, next_due = await store.claim(10, "w1", types=["y"])
     assert ids(rows) == ["y1"]
     # The x jobs due now are not this claim's: it sleeps until its own next one.
     assert next_due is not None and next_due > time.time() + 200
-    assert await store.claim(10, "w1", []) == ([], None)
-    rows, _ = await store.claim(10, "w2", ["x", "z"])
+    assert await store.claim(10, "w1", types=[]) == ([], None)
+    rows, _ = await store.claim(10, "w2", types=["x", "z"])
     assert ids(rows) == ["x1", "x2"]
     assert {r.job_id: r.status for r in await store.jobs()}["y-later"] == "pending"
 
@@ -65,7 +65,7 @@ async def test_a_refused_job_goes_back_untouched_and_its_refuser_never_takes_it_
     store: Any,
 ) -> None:
     await store.insert([new("a", "x")])
-    assert ids((await store.claim(5, "w1", ["x"], "w1#1"))[0]) == ["a"]
+    assert ids((await store.claim(5, "w1", types=["x"], refuser="w1#1"))[0]) == ["a"]
     # Only the lease holder refuses it; another process's word changes nothing.
     assert await store.refuse([("a", "not mine")], "w2", "w2#1", 3) == []
     assert await store.refuse([("a", "JobSpecError: no 'size'")], "w1", "w1#1", 3) == []
@@ -82,8 +82,8 @@ async def test_a_refused_job_goes_back_untouched_and_its_refuser_never_takes_it_
         ("w1#1",),
     )
     # Its refuser passes it by (and does not wait for it); anyone else takes it.
-    assert await store.claim(5, "w1", ["x"], "w1#1") == ([], None)
-    rows, _ = await store.claim(5, "w2", ["x"], "w2#1")
+    assert await store.claim(5, "w1", types=["x"], refuser="w1#1") == ([], None)
+    rows, _ = await store.claim(5, "w2", types=["x"], refuser="w2#1")
     assert ids(rows) == ["a"] and rows[0].attempts == 1
     # At the bound it is left to its holder, which fails it.
     assert await store.refuse([("a", "JobSpecError: again")], "w2", "w2#1", 2) == ["a"]
@@ -102,7 +102,7 @@ async def test_a_refused_job_goes_back_untouched_and_its_refuser_never_takes_it_
         None,
         (),
     )
-    assert ids((await store.claim(5, "w1", ["x"], "w1#1"))[0]) == ["a"]
+    assert ids((await store.claim(5, "w1", types=["x"], refuser="w1#1"))[0]) == ["a"]
 
 
 async def test_a_claim_without_a_refuser_skips_what_its_owner_refused(store: Any) -> None:

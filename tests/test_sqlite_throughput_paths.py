@@ -218,9 +218,9 @@ class CountingStore(SQLiteStore):
         super().__init__(url)
         self.asked: list[int] = []
 
-    async def claim(self, n: int, owner: str, types: Any = None, refuser: Any = None) -> Any:
+    async def claim(self, n: int, owner: str, queues: Any = None, **filters: Any) -> Any:
         self.asked.append(n)
-        return await super().claim(n, owner, types, refuser)
+        return await super().claim(n, owner, queues, **filters)
 
 
 @pytest.mark.slow

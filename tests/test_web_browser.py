@@ -635,7 +635,7 @@ def test_a_job_workers_refused_says_why_on_its_page(
         store = PostgresStore(store_url) if "postgres" in store_url else SQLiteStore(store_url)
         await store.open(StoreContext(worker_id="old-worker", shared=True))
         try:
-            claimed, _ = await store.claim(5, "old-worker", ["gated"], "old-worker#1")
+            claimed, _ = await store.claim(5, "old-worker", types=["gated"], refuser="old-worker#1")
             assert [r.job_id for r in claimed] == [job_id]
             why = f"JobSpecError: job {job_id} (gated): unknown argument 'label'"
             assert await store.refuse([(job_id, why)], "old-worker", "old-worker#1", 5) == []

@@ -240,7 +240,7 @@ async def test_a_job_page_says_which_workers_refused_it_and_why(
 ) -> None:
     job_id = await client.submit(email("a@example.com"))
     store = client.store
-    claimed, _ = await store.claim(1, "old-worker", ["email"], "old-worker#1")
+    claimed, _ = await store.claim(1, "old-worker", types=["email"], refuser="old-worker#1")
     assert [r.job_id for r in claimed] == [job_id]
     why = f"JobSpecError: job {job_id} (email): unknown argument 'latency' {XSS}"
     assert await store.refuse([(job_id, why)], "old-worker", "old-worker#1", 5) == []

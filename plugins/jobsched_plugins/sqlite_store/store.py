@@ -208,9 +208,7 @@ class SQLiteStore(DelegatedWakeups):
         if n <= 0:
             return [], None
         rows, next_due, self._limits_found = await self.db.transaction(
-            lambda conn: claims.claim(
-                conn, self.lease_seconds, n, owner, queues, types, refuser
-            ),
+            lambda conn: claims.claim(conn, self.lease_seconds, n, owner, queues, types, refuser),
             "claim jobs in",
         )
         if rows:
