@@ -260,6 +260,7 @@ class Client:
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str = "all_success",
+        group: str | None = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -277,6 +278,10 @@ class Client:
         worker's reaper removes it) and `keep_result` (False: store no result)
         override the job's own; None keeps them (the workers' ``--result-ttl``
         applies to a job without one).
+
+        `group` puts the job in a group (a tenant, a customer): the workers'
+        ``Limits(group=N)`` caps the jobs running per group, cluster-wide,
+        and claims take groups in turn (docs/limits.md, "Tenant fairness").
 
         `trigger_rule` says when a job with `depends_on` runs, given how they
         end: ``"all_success"`` (the default: every one completed; cancelled
@@ -301,7 +306,7 @@ class Client:
             check_workflow_options(
                 job,
                 delay=delay,
-                given=(key, unique_key, priority, retry, name, result_ttl, keep_result),
+                given=(key, unique_key, priority, retry, name, result_ttl, keep_result, group),
                 timeout=timeout,
                 trigger_rule=trigger_rule,
             )
@@ -324,6 +329,7 @@ class Client:
             and name is None
             and result_ttl is None
             and keep_result is None
+            and group is None
             and trigger_rule == ALL_SUCCESS
             and not getattr(job, "takes_results", True)
         ):
@@ -343,6 +349,7 @@ class Client:
                 result_ttl=result_ttl,
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
+                group=group,
             )
             rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()

@@ -30,6 +30,9 @@ result_ttl  seconds a completed job's result is kept (then a reaper
             removes it); left out when it is kept for good (or for the
             worker's default, ``JobScheduler(result_ttl=...)``)
 keep_result ``false``: the result is not stored at all; left out when true
+group       the job's group (a tenant: group limits and claim turns); left
+            out when it has none. A shared store copies it into its
+            ``job_group`` column, which its claims read.
 =========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
@@ -47,7 +50,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, FunctionJob, Job, is_adapted_attrs
+from ._job import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUT,
+    FunctionJob,
+    Job,
+    is_adapted_attrs,
+    job_group,
+    set_job_group,
+)
 from ._jobtypes import (
     JobSpecError,
     build_job,
@@ -58,6 +69,7 @@ from ._jobtypes import (
 )
 from ._options import (
     MAX_NESTING,
+    check_group,
     describe_value,
     is_retry_spec,
     priority_name,
@@ -89,6 +101,7 @@ OPTIONS = (
     "keep_result",
     "retry_on",
     "no_retry_on",
+    "group",
 )
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
@@ -342,8 +355,10 @@ class JobCodec:
         retry = job.retry
         model = job.model
         cache_key = None
+        group = job_group(job)
         if job.deadline is None and job.traceparent is None:
             cache_key = (
+                group,
                 job.name,
                 job.priority,
                 job.timeout,
@@ -379,6 +394,8 @@ class JobCodec:
             options["retry_on"] = list(job.retry_on)
         if job.no_retry_on:
             options["no_retry_on"] = list(job.no_retry_on)
+        if group is not None:
+            options["group"] = group
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -513,6 +530,9 @@ class JobCodec:
                 )
             if getattr(job, option) != tuple(names):
                 setattr(job, option, tuple(names))
+        group = options.get("group")
+        if job_group(job) != group:
+            set_job_group(job, check_group(group))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

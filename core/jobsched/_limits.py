@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, callable_name
+from ._job import FunctionJob, Job, callable_name, job_group
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:
@@ -122,6 +122,10 @@ def _job_type_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
     return _counts("job_types", value)
 
 
+def _group_count(value: Any) -> int | None:
+    return None if value is None else _positive_int("limits.group", value)
+
+
 def _rates(value: Mapping[str, Any] | None) -> dict[str, Rate]:
     if value is None:
         return {}
@@ -146,39 +150,44 @@ class Limits:
     anything `Rate.parse` takes (``{"email": "10/s"}``). A job's type is its
     registered job-type name, else its class's ``job_type`` attribute, else -
     for a function job - the function's qualified name, else its class name
-    (see `job_type_of`). Bad values raise `ValueError` naming the key.
+    (see `job_type_of`). `group` is the most attempts at once of each
+    distinct job group (``group=2``: two per tenant; jobs without a group
+    are not limited by it). Bad values raise `ValueError` naming the key.
     """
 
     executors: dict[str, int] = attrs.field(factory=dict, converter=_executor_counts)
     job_types: dict[str, int] = attrs.field(factory=dict, converter=_job_type_counts)
     rates: dict[str, Rate] = attrs.field(factory=dict, converter=_rates)
+    group: int | None = attrs.field(default=None, converter=_group_count)
 
     @classmethod
     def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
-        """Limits from a `Limits` or a mapping with keys executors, job_types, rates."""
+        """Limits from a `Limits` or a mapping with keys executors, job_types, rates, group."""
         if isinstance(value, Limits):
             return value
         if not isinstance(value, Mapping):
             raise TypeError(f"limits must be a Limits or a mapping, got {value!r}")
-        unknown = set(value) - {"executors", "job_types", "rates"}
+        unknown = set(value) - {"executors", "job_types", "rates", "group"}
         if unknown:
             raise ValueError(
-                f"limits: unknown keys {sorted(unknown)} (expected executors, job_types, rates)"
+                f"limits: unknown keys {sorted(unknown)} "
+                "(expected executors, job_types, rates, group)"
             )
         return cls(
             executors=value.get("executors"),
             job_types=value.get("job_types"),
             rates=value.get("rates"),
+            group=value.get("group"),
         )
 
     def __bool__(self) -> bool:
-        return bool(self.executors or self.job_types or self.rates)
+        return bool(self.executors or self.job_types or self.rates or self.group)
 
     def as_data(self) -> dict[str, Any] | None:
         """These limits as the JSON a shared store keeps (None for no limits)."""
         if not self:
             return None
-        return {
+        data: dict[str, Any] = {
             "executors": dict(sorted(self.executors.items())),
             "job_types": dict(sorted(self.job_types.items())),
             "rates": {
@@ -186,6 +195,9 @@ class Limits:
                 for name, rate in sorted(self.rates.items())
             },
         }
+        if self.group is not None:  # left out when unset: what stores kept before
+            data["group"] = self.group
+        return data
 
     @staticmethod
     def unknown_name(
@@ -319,25 +331,45 @@ class Limiter:
         }
         self._buckets = {name: _Bucket(rate) for name, rate in limits.rates.items()}
         self._need_type = bool(self._types or self._buckets)
+        # One counter per group with jobs running or parked, made when its
+        # first job comes and dropped when its last one ends.
+        self._group_limit = limits.group
+        self._groups: dict[str, _Counter] = {}
         self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
-        self._held: dict[Job, tuple[_Counter | None, _Counter | None]] = {}  # counted attempts
+        # counted attempts: their executor, job type and group limits
+        self._held: dict[Job, tuple[_Counter | None, _Counter | None, _Counter | None]] = {}
         # job class, or a function job's function -> its type's (concurrency, rate) limits
         self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
         #: Times a limit held a job back (parked it, or delayed it for a rate
         #: token), by limit: ``"executor:NAME"``, ``"job_type:NAME"``,
-        #: ``"rate:NAME"``. Only counted off the common path (when holding back).
+        #: ``"rate:NAME"``, ``"group:NAME"``. Only counted off the common path
+        #: (when holding back).
         self.held_back: dict[str, int] = {}
 
     @property
     def parked(self) -> int:
         """Jobs waiting for room under a concurrency limit."""
-        counters = {id(c): c for c in (*self._executors.values(), *self._types.values())}
+        counters = {
+            id(c): c
+            for c in (*self._executors.values(), *self._types.values(), *self._groups.values())
+        }
         return sum(len(c.parked) for c in counters.values())
 
-    def running(self, *, executor: str | None = None, job_type: str | None = None) -> int:
-        """Attempts running under one executor's or job type's limit."""
-        counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
+    def running(
+        self,
+        *,
+        executor: str | None = None,
+        job_type: str | None = None,
+        group: str | None = None,
+    ) -> int:
+        """Attempts running under one executor's, job type's or group's limit."""
+        if group is not None:
+            counter = self._groups.get(group)
+        elif executor:
+            counter = self._executors.get(executor)
+        else:
+            counter = self._types.get(job_type or "")
         return counter.running if counter is not None else 0
 
     def admit(self, job: Job) -> float:
@@ -367,6 +399,22 @@ class Limiter:
                 if origin is not None and origin is not exe:
                     self._kick(origin)  # it did not use the room it was woken for
                 return -1.0
+        grp = None
+        if self._group_limit is not None:
+            extras = job._extras
+            name = None if extras is None else extras.group
+            if name is not None:
+                grp = self._groups.get(name)
+                if grp is None:
+                    grp = self._groups[name] = _Counter(
+                        f"group {name!r}", self._group_limit, f"group:{name}"
+                    )
+                elif grp.running >= grp.limit:
+                    grp.parked.append(job)
+                    self._held_back(grp.label)
+                    if origin is not None and origin is not grp:
+                        self._kick(origin)
+                    return -1.0
         kind = None
         if self._need_type:
             cls = type(job)
@@ -402,8 +450,10 @@ class Limiter:
                 kind.running += 1
         if exe is not None:
             exe.running += 1
-        if exe is not None or kind is not None:
-            self._held[job] = (exe, kind)
+        if grp is not None:
+            grp.running += 1
+        if exe is not None or kind is not None or grp is not None:
+            self._held[job] = (exe, kind, grp)
         return 0.0
 
     def _held_back(self, label: str) -> None:
@@ -429,7 +479,7 @@ class Limiter:
         held = self._held.pop(job, None)
         if held is None:
             return
-        exe, kind = held
+        exe, kind, grp = held
         if exe is not None:
             exe.running -= 1
             if exe.parked:
@@ -438,6 +488,19 @@ class Limiter:
             kind.running -= 1
             if kind.parked:
                 self._kick(kind)
+        if grp is not None:
+            grp.running -= 1
+            if grp.parked:
+                self._kick(grp)
+            else:
+                self._forget_group(grp)
+
+    def _forget_group(self, counter: _Counter) -> None:
+        """Drop an idle group's counter: groups come and go (one per tenant)."""
+        if not (counter.running or counter.inflight or counter.parked):
+            name = counter.label.removeprefix("group:")
+            if self._groups.get(name) is counter:
+                del self._groups[name]
 
     def _kick(self, counter: _Counter) -> None:
         """Send parked jobs back to the ready queue while the limit has room for them."""
@@ -450,3 +513,5 @@ class Limiter:
             counter.inflight += 1
             self._origin[job] = counter
             self._requeue(job)
+        if not parked:
+            self._forget_group(counter)

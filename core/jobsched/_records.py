@@ -142,6 +142,8 @@ class JobInfo:
     #: The traceback of its last failed attempt's exception (as
     #: `Attempt.traceback`), None if that attempt raised none or the job completed.
     traceback: str | None = None
+    #: The group it was submitted with (a tenant: docs/limits.md), None if none.
+    group: str | None = None
 
     @property
     def done(self) -> bool:
@@ -152,6 +154,7 @@ class JobInfo:
     def from_row(cls, row: SharedJobRow) -> JobInfo:
         """The public record of a shared store's row."""
         priority = row.options.get("priority")
+        group = row.options.get("group")
         return cls(
             job_id=row.job_id,
             type=row.type,
@@ -180,6 +183,7 @@ class JobInfo:
             options=row.options,
             result_expires=row.result_expires,
             traceback=None if row.status == "completed" else row.last_traceback,
+            group=group if isinstance(group, str) else None,
         )
 
 

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._errors import SchedulerError, UnknownJobError
-from ._job import FunctionJob, Job
+from ._job import FunctionJob, Job, set_job_group
 from ._jobtypes import build_retry_policy
 from ._options import (
     NOT_GIVEN,
     NotGiven,
     check_delay,
+    check_group,
     check_key,
     id_list,
     to_keep_result,
@@ -64,6 +65,8 @@ class Submission:
     keep_result: bool | None = None
     #: When it runs given how `depends_on` end (see `Client.submit`).
     trigger_rule: str = "all_success"
+    #: The job's group (a tenant); None keeps the job's own (see `Client.submit`).
+    group: str | None = None
 
 
 def overrides(item: Submission) -> bool:
@@ -76,6 +79,7 @@ def overrides(item: Submission) -> bool:
         or item.name is not None
         or item.result_ttl is not None
         or item.keep_result is not None
+        or item.group is not None
     )
 
 
@@ -114,6 +118,8 @@ def with_options(
         job.result_ttl = to_result_ttl(item.result_ttl)
     if item.keep_result is not None:
         job.keep_result = to_keep_result(item.keep_result)
+    if item.group is not None:
+        set_job_group(job, check_group(item.group))
     for hook in hooks:
         hook(job)
     return job
@@ -160,12 +166,15 @@ def job_with_options(
     *,
     result_ttl: float | None = None,
     keep_result: bool | None = None,
+    group: str | None = None,
 ) -> Job:
-    """A copy of `job` with `submit`'s keyword `options` (`JOB_OVERRIDES`) and
-    its result options set (see `with_options`); any other keyword is a
-    `TypeError`."""
+    """A copy of `job` with `submit`'s keyword `options` (`JOB_OVERRIDES`),
+    its result options and its group set (see `with_options`); any other
+    keyword is a `TypeError`."""
     check_job_options(job, options)
-    item = Submission(job, result_ttl=result_ttl, keep_result=keep_result, **options)
+    item = Submission(
+        job, result_ttl=result_ttl, keep_result=keep_result, group=group, **options
+    )
     return with_options(job, item, plugins)
 
 

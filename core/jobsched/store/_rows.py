@@ -241,6 +241,9 @@ class SharedJobRow:
     #: The traceback of its last ended attempt's exception (`Outcome.traceback`),
     #: None if that attempt raised none.
     last_traceback: str | None = None
+    #: Its group (its ``group`` option, kept in a column of its own for the
+    #: claims: the group limit and the turns), None if it has none.
+    job_group: str | None = None
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -364,7 +367,8 @@ class SharedScheduleRow:
 
 #: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
 #: {name: max running}, "job_types": {type: max running}, "rates": {type:
-#: {"per_second": float, "burst": int}}}``. See docs/limits.md.
+#: {"per_second": float, "burst": int}}, "group": max running per job group}``
+#: (``group`` only when set). See docs/limits.md.
 LimitsData = dict[str, Any]
 
 

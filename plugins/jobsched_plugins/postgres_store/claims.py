@@ -3,8 +3,16 @@ cluster's limits, keeping and losing leases, writing outcomes (releasing or
 cancelling dependents in the same transaction), and cancel requests.
 
 Each call is one transaction (`Database.transaction`), except a claim while
-no limits are stored and the queue is not paused: one autocommit statement
-(`Database.statement`).
+no limits are stored, the queue is not paused and no ready job has a group:
+one autocommit statement (`Database.statement`).
+
+Jobs with a group (a tenant) are claimed in turns (`_TURNS`): the first
+ready job of each group in strategy order, then the second of each, and so
+on, so one group's backlog never holds the others back. The ready jobs are
+split between two partial indexes, ``jobs_ready`` (no group) and
+``jobs_ready_group`` (by group), so a store without groups claims as it
+always did and a grouped claim never walks one group's backlog to find
+another's jobs.
 """
 
 from __future__ import annotations
@@ -61,8 +69,8 @@ async def claim(
         return await cur.fetchall()
 
     # One statement on the autocommit connection (one round trip for a busy
-    # queue); it claims nothing while limits are stored or the queue is
-    # paused, which is asked only when it got fewer than `n`.
+    # queue); it claims nothing while limits are stored, the queue is paused
+    # or a ready job has a group, which is asked only when it got fewer than `n`.
     taken = await db.statement(plain)
     limits.found = False
     if len(taken) == n:
@@ -71,21 +79,20 @@ async def claim(
     async def rest(
         conn: psycopg.AsyncConnection[Any],
     ) -> tuple[list[dict[str, Any]], float | None]:
-        cur = await conn.execute(
-            db.q(
-                "SELECT min(run_at) AS t, "
-                "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
-                "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
-                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
-            )
-        )
+        cur = await conn.execute(db.q(_REST))
         rec = await cur.fetchone()
         if rec is not None and rec["paused"]:
             return [], None  # resuming wakes every claimer
-        if rec is not None and rec["limits"]:
-            limits.found = True
+        if rec is not None and (rec["limits"] or rec["grouped"]):
+            limits.found = bool(rec["limits"])
             return await _claim_limited(
-                db, conn, lease_seconds, n - len(taken), owner, checked_limits(rec["limits"])
+                db,
+                conn,
+                lease_seconds,
+                n - len(taken),
+                owner,
+                checked_limits(rec["limits"]) if rec["limits"] else {},
+                grouped=rec["grouped"],
             )
         return [], rec["t"] if rec else None
 
@@ -121,6 +128,25 @@ async def _readable(
     return rows
 
 
+_READY = "status IN ('pending', 'retry_wait') AND unmet = 0"
+# The predicate of the ``jobs_ready_group`` index: ready jobs with a group.
+# An EXISTS on it is one probe of an index that is empty while no ready
+# job has a group (the plain claim's case).
+_GROUPED_READY = "job_group IS NOT NULL AND " + _READY
+
+# When the plain claim took fewer than asked: the next due time (the least of
+# the two ready indexes', each walked alone), the limits, the pause, and
+# whether a ready job has a group (then claims take turns).
+_REST = (
+    "SELECT least((SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND "
+    + _READY
+    + "), (SELECT min(run_at) FROM {s}.jobs WHERE "
+    + _GROUPED_READY
+    + ")) AS t, (SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
+    "EXISTS (SELECT 1 FROM {s}.paused) AS paused, "
+    "EXISTS (SELECT 1 FROM {s}.jobs WHERE " + _GROUPED_READY + ") AS grouped"
+)
+
 # The plain claim: the first `n` due jobs in strategy order, locked without
 # waiting for the ones other claimers hold. Live views hear of it from the
 # statement itself (no extra round trip): the uncorrelated subquery in the
@@ -133,9 +159,12 @@ _CLAIM = (
     + """ AS t), picked AS (
     SELECT job_id FROM {s}.jobs
     WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-      AND run_at <= (SELECT t FROM now)
+      AND run_at <= (SELECT t FROM now) AND job_group IS NULL
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND NOT EXISTS (SELECT 1 FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """)
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)
 UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
@@ -147,6 +176,87 @@ RETURNING j.*"""
 )
 
 
+# Ready jobs with no group, in strategy order, but those at a limit.
+_UNGROUPED = (
+    """SELECT job_id, type, options->>'executor' AS exe, job_group FROM {s}.jobs
+WHERE job_group IS NULL AND """
+    + _READY
+    + """ AND run_at <= %(now)s
+  AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+  AND job_id <> ALL(%(seen)s)
+ORDER BY sort_key, seq
+LIMIT %(n)s FOR UPDATE SKIP LOCKED"""
+)
+
+# The claim in turns, when ready jobs have groups: the ready groups (a loose
+# scan of ``jobs_ready_group``: one probe per group, however many jobs each
+# has), each group's first few due jobs in strategy order (and the jobs
+# without a group as one more group), then the first `n` by (turn, strategy
+# order), locked without waiting for the ones other claimers hold. Each
+# group gives `n` jobs while that makes at most 2,000 candidates, else a
+# fair share plus two: a claim reads about max(n, 2000) index entries.
+_TURNS = (
+    """WITH RECURSIVE groups AS (
+    (SELECT job_group AS g FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """ ORDER BY job_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job_group FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """ AND job_group > groups.g
+        ORDER BY job_group LIMIT 1)
+    FROM groups WHERE groups.g IS NOT NULL
+), open_groups AS (
+    SELECT g FROM groups WHERE g IS NOT NULL AND g <> ALL(%(full_g)s)
+), per AS (
+    SELECT CASE WHEN count(*) * %(n)s <= 2000 THEN %(n)s
+        ELSE %(n)s / count(*) + 2 END AS k FROM open_groups
+), turns AS (
+    SELECT top.* FROM open_groups CROSS JOIN LATERAL (
+        SELECT job_id, sort_key, seq, row_number() OVER (ORDER BY sort_key, seq) AS turn
+        FROM (SELECT job_id, sort_key, seq FROM {s}.jobs
+            WHERE job_group = open_groups.g AND """
+    + _READY
+    + """ AND run_at <= %(now)s
+              AND type <> ALL(%(full_t)s)
+              AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+              AND job_id <> ALL(%(seen)s)
+            ORDER BY sort_key, seq LIMIT (SELECT k FROM per)) first) top
+    UNION ALL
+    SELECT job_id, sort_key, seq, row_number() OVER (ORDER BY sort_key, seq)
+    FROM (SELECT job_id, sort_key, seq FROM {s}.jobs
+        WHERE job_group IS NULL AND """
+    + _READY
+    + """ AND run_at <= %(now)s
+          AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+          AND job_id <> ALL(%(seen)s)
+        ORDER BY sort_key, seq LIMIT %(n)s) first
+)
+SELECT j.job_id, j.type, j.options->>'executor' AS exe, j.job_group
+FROM turns JOIN {s}.jobs j ON j.job_id = turns.job_id
+WHERE j."""
+    + _READY
+    + """
+ORDER BY turns.turn, turns.sort_key, turns.seq
+LIMIT %(n)s FOR UPDATE OF j SKIP LOCKED"""
+)
+
+# The next due time of the jobs no limit holds back (each ready index alone).
+_NEXT_DUE = (
+    """SELECT least(
+    (SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND """
+    + _READY
+    + """
+        AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)),
+    (SELECT min(run_at) FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """
+        AND job_group <> ALL(%(full_g)s)
+        AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s))
+) AS t"""
+)
+
+
 async def _claim_limited(
     db: Database,
     conn: psycopg.AsyncConnection[Any],
@@ -154,26 +264,33 @@ async def _claim_limited(
     n: int,
     owner: str,
     limits: dict[str, Any],
+    *,
+    grouped: bool,
 ) -> tuple[list[dict[str, Any]], float | None]:
-    """The claim under cluster limits, inside the claim transaction.
+    """The claim under cluster limits, or in turns, inside the claim transaction.
 
-    One transaction-level advisory lock per schema serializes the claims
-    that check limits (every claimer needs every limited key, so a lock
+    With limits stored, one transaction-level advisory lock per schema
+    serializes the claims (every claimer needs every limited key, so a lock
     per key would serialize them just the same, with a deadlock risk), so
     two processes can never both take the last slot or the last token.
     Slots are counted from the ``running`` rows (a claimed job holds its
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at
     a limit is skipped, not waited for: the jobs behind it are claimed.
+    When `grouped` (a ready job has a group) the candidates come in turns
+    (`_TURNS`), else in strategy order.
     """
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
+    group_limit: int | None = limits.get("group")
+    if limits:
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
     cur = await conn.execute("SELECT " + NOW + " AS t")
     now = float((await cur.fetchone())["t"])  # type: ignore[index]
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
+    running_g: dict[str, int] = {}
     if types or executors:
         cur = await conn.execute(
             db.q(
@@ -189,6 +306,14 @@ async def _claim_limited(
                 running_t[r["type"]] += r["n"]
             if r["exe"] in running_e:
                 running_e[r["exe"]] += r["n"]
+    if group_limit:
+        cur = await conn.execute(
+            db.q(
+                """SELECT job_group, count(*)::int AS n FROM {s}.jobs
+                WHERE job_group IS NOT NULL AND status = 'running' GROUP BY 1"""
+            )
+        )
+        running_g = {r["job_group"]: r["n"] for r in await cur.fetchall()}
     tats: dict[str, float] = {}
     if rates:
         cur = await conn.execute(
@@ -203,38 +328,35 @@ async def _claim_limited(
         interval = 1.0 / rate["per_second"]
         return max(tats.get(kind, now), now) - (rate["burst"] - 1) * interval
 
-    def blocked() -> tuple[list[str], list[str]]:
+    def blocked() -> dict[str, list[str]]:
         full_t = {t for t, lim in types.items() if running_t[t] >= lim}
         full_t |= {t for t in rates if token_at(t) > now + 1e-9}
-        full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
-        return sorted(full_t), full_e
+        return {
+            "full_t": sorted(full_t),
+            "full_e": [e for e, lim in executors.items() if running_e[e] >= lim],
+            "full_g": [g for g, c in running_g.items() if group_limit and c >= group_limit],
+        }
 
     taken: list[str] = []
     seen: list[str] = []
     # Each pass excludes the keys at their limit; a row skipped in a pass
     # means a key filled up during it, so the passes end.
     while len(taken) < n:
-        full_t, full_e = blocked()
         cur = await conn.execute(
-            db.q(
-                """SELECT job_id, type, options->>'executor' AS exe FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= %s
-                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
-                  AND job_id <> ALL(%s)
-                ORDER BY sort_key, seq
-                LIMIT %s FOR UPDATE SKIP LOCKED"""
-            ),
-            [now, full_t, full_e, seen, n - len(taken)],
+            db.q(_TURNS if grouped else _UNGROUPED),
+            {**blocked(), "now": now, "seen": seen, "n": n - len(taken)},
         )
         candidates = await cur.fetchall()
         if not candidates:
             break
         for r in candidates:
             seen.append(r["job_id"])
-            kind, exe = r["type"], r["exe"]
+            kind, exe, group = r["type"], r["exe"], r["job_group"]
             if kind in types and running_t[kind] >= types[kind]:
                 continue
             if exe in executors and running_e[exe] >= executors[exe]:
+                continue
+            if group_limit and group is not None and running_g.get(group, 0) >= group_limit:
                 continue
             if kind in rates:
                 if token_at(kind) > now + 1e-9:
@@ -244,6 +366,8 @@ async def _claim_limited(
                 running_t[kind] += 1
             if exe in executors:
                 running_e[exe] += 1
+            if group_limit and group is not None:
+                running_g[group] = running_g.get(group, 0) + 1
             taken.append(r["job_id"])
             if len(taken) == n:
                 break
@@ -274,18 +398,11 @@ async def _claim_limited(
     if len(rows) < n:
         # Jobs held by a concurrency limit wake on the finish notification;
         # jobs held by a rate wake when their next token is due.
-        full_t, full_e = blocked()
-        cur = await conn.execute(
-            db.q(
-                """SELECT min(run_at) AS t FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)"""
-            ),
-            [full_t, full_e],
-        )
+        full = blocked()
+        cur = await conn.execute(db.q(_NEXT_DUE), full)
         rec = await cur.fetchone()
         due = [rec["t"]] if rec and rec["t"] is not None else []
-        due += [token_at(t) for t in rates if t in full_t and token_at(t) > now]
+        due += [token_at(t) for t in rates if t in full["full_t"] and token_at(t) > now]
         next_due = min(due) if due else None
     return rows, next_due
 

@@ -119,8 +119,8 @@ async def insert_fired(
     await conn.execute(
         db.q(
             """INSERT INTO {s}.jobs (job_id, type, args, options, status, run_at,
-                submitted_at, sort_key, schedule_id, submitted_by)
-            VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s)"""
+                submitted_at, sort_key, schedule_id, submitted_by, job_group)
+            VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s, %s)"""
         ),
         [
             job.job_id,
@@ -132,6 +132,7 @@ async def insert_fired(
             [float(x) for x in job.sort_key],
             schedule_id,
             job.submitted_by,
+            job.options.get("group"),
         ],
     )
 

@@ -7,6 +7,11 @@ Every function runs in the store's thread inside the caller's ``BEGIN
 IMMEDIATE`` transaction: it holds the file's write lock, so no other process
 claims, finishes or counts a limit's slots until it commits. That is what
 PostgreSQL's ``FOR UPDATE SKIP LOCKED`` and advisory lock do there.
+
+Jobs with a group (a tenant) are claimed in turns, as in PostgreSQL: the
+first ready job of each group in strategy order, then the second of each,
+and so on. The ready jobs are split between two partial indexes (no group;
+by group), so a file without groups claims as it always did.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from .connection import TERMINAL, logger, now
 from .queries import JOB_COLUMNS, job_row, queue_paused, stored_limits
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
+# Each of the two ready indexes' predicates (`migrations`, version 10).
+_PLAIN_DUE = "job_group IS NULL AND " + _DUE
+_GROUPED_DUE = "job_group IS NOT NULL AND " + _DUE
 
 
 def _in(values: Sequence[Any]) -> str:
@@ -99,13 +107,19 @@ def claim(
     if queue_paused(conn):
         return [], None, False
     limits = stored_limits(conn)
-    if limits:
-        rows, next_due = _claim_limited(conn, lease_seconds, n, owner, limits, t)
-        return rows, next_due, True
+    # One probe of an index that is empty while no ready job has a group.
+    grouped = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM jobsched_shared_jobs WHERE {_GROUPED_DUE})"
+    ).fetchone()[0]
+    if limits or grouped:
+        rows, next_due = _claim_limited(
+            conn, lease_seconds, n, owner, limits or {}, t, grouped=bool(grouped)
+        )
+        return rows, next_due, bool(limits)
     picked = [
         r[0]
         for r in conn.execute(
-            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ? "
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_PLAIN_DUE} AND run_at <= ? "
             "ORDER BY sort_key, seq LIMIT ?",
             (t, n),
         )
@@ -114,9 +128,27 @@ def claim(
     next_due = None
     if len(rows) < n:
         next_due = conn.execute(
-            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE}"
+            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_PLAIN_DUE}"
         ).fetchone()[0]
     return rows, next_due, False
+
+
+def _ready_groups(conn: sqlite3.Connection) -> list[str]:
+    """The groups with ready jobs: one index probe per group (a loose scan),
+    however many jobs each has."""
+    groups: list[str] = []
+    sql = (
+        f"SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} AND job_group > ? "
+        "ORDER BY job_group LIMIT 1"
+    )
+    found = conn.execute(
+        f"SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+        "ORDER BY job_group LIMIT 1"
+    ).fetchone()
+    while found is not None:
+        groups.append(found[0])
+        found = conn.execute(sql, (found[0],)).fetchone()
+    return groups
 
 
 def _claim_limited(
@@ -126,19 +158,33 @@ def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     t: float,
+    *,
+    grouped: bool,
 ) -> tuple[list[SharedJobRow], float | None]:
-    """The claim under cluster limits (the PostgreSQL store's rules, see there).
+    """The claim under cluster limits, or in turns (the PostgreSQL store's
+    rules, see there).
 
     Slots are counted from the ``running`` rows (a claimed job holds its
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at a
-    limit is skipped, not waited for: the jobs behind it are claimed.
+    limit is skipped, not waited for: the jobs behind it are claimed. When
+    `grouped` (a ready job has a group) the jobs come in turns (`_turns`),
+    else in strategy order.
     """
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
+    group_limit: int | None = limits.get("group")
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
+    running_g: dict[str, int] = {}
+    if group_limit:
+        running_g = dict(
+            conn.execute(
+                "SELECT job_group, count(*) FROM jobsched_shared_jobs "
+                "WHERE status = 'running' AND job_group IS NOT NULL GROUP BY 1"
+            ).fetchall()
+        )
     if types or executors:
         cur = conn.execute(
             "SELECT type, json_extract(options, '$.executor'), count(*) "
@@ -170,24 +216,35 @@ def _claim_limited(
         full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
         return sorted(full_t), full_e
 
-    def due_query(full_t: list[str], full_e: list[str], *, select: str) -> tuple[str, list[Any]]:
+    def due_query(
+        full_t: list[str], full_e: list[str], *, select: str, ready: str = _PLAIN_DUE
+    ) -> tuple[str, list[Any]]:
         return (
-            f"SELECT {select} FROM jobsched_shared_jobs WHERE {_DUE} "
+            f"SELECT {select} FROM jobsched_shared_jobs WHERE {ready} "
             f"AND type NOT IN ({_in(full_t)}) "
             f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)})",
             [*full_t, *full_e],
         )
 
+    def full_groups() -> set[str]:
+        return {g for g, c in running_g.items() if group_limit and c >= group_limit}
+
     taken: list[str] = []
     full_t, full_e = blocked()
-    columns = "job_id, type, json_extract(options, '$.executor')"
+    columns = "job_id, type, json_extract(options, '$.executor'), job_group"
     sql, params = due_query(full_t, full_e, select=columns)
-    # One walk in strategy order: the write lock is ours, so nothing moves under it.
-    walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
-    for job_id, kind, exe in walk:
+    walk: Any
+    if grouped:
+        walk = _turns(conn, sql, params, t, n, full_groups())
+    else:
+        # One walk in strategy order: the write lock is ours, so nothing moves under it.
+        walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
+    for job_id, kind, exe, group in walk:
         if kind in types and running_t[kind] >= types[kind]:
             continue
         if exe in executors and running_e[exe] >= executors[exe]:
+            continue
+        if group_limit and group is not None and running_g.get(group, 0) >= group_limit:
             continue
         if kind in rates:
             if token_at(kind) > t + 1e-9:
@@ -197,10 +254,13 @@ def _claim_limited(
             running_t[kind] += 1
         if exe in executors:
             running_e[exe] += 1
+        if group_limit and group is not None:
+            running_g[group] = running_g.get(group, 0) + 1
         taken.append(job_id)
         if len(taken) == n:
             break
-    walk.close()
+    if not grouped:
+        walk.close()
     rows = _take(conn, taken, owner, lease_seconds, t)
     if tats:
         conn.executemany(
@@ -214,11 +274,49 @@ def _claim_limited(
         # rate wake when their next token is due.
         full_t, full_e = blocked()
         sql, params = due_query(full_t, full_e, select="min(run_at)")
-        first = conn.execute(sql, params).fetchone()[0]
-        due = [first] if first is not None else []
+        due = [conn.execute(sql, params).fetchone()[0]]
+        full_g = sorted(full_groups())
+        sql, params = due_query(full_t, full_e, select="min(run_at)", ready=_GROUPED_DUE)
+        sql += f" AND job_group NOT IN ({_in(full_g)})"
+        due.append(conn.execute(sql, [*params, *full_g]).fetchone()[0])
+        due = [d for d in due if d is not None]
         due += [token_at(k) for k in rates if k in full_t and token_at(k) > t]
         next_due = min(due) if due else None
     return rows, next_due
+
+
+def _turns(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: list[Any],
+    t: float,
+    n: int,
+    full: set[str],
+) -> list[tuple[Any, ...]]:
+    """The due jobs `sql` selects in turns: each group's first job in strategy
+    order, then each one's second, ... (the jobs without a group take their
+    turns as one more group); groups in `full` (at the group limit) left out.
+
+    Each group gives `n` jobs while that makes at most 2,000 candidates,
+    else a fair share plus two.
+    """
+    groups: list[str | None] = [g for g in _ready_groups(conn) if g not in full]
+    groups.append(None)
+    per = n if len(groups) * n <= 2000 else n // len(groups) + 2
+    order = " AND run_at <= ? ORDER BY sort_key, seq LIMIT ?"
+    extra = ", sort_key, seq"
+    select = sql.replace("job_group FROM", f"job_group{extra} FROM", 1)
+    grouped_select = select.replace(_PLAIN_DUE, _GROUPED_DUE + " AND job_group = ?", 1)
+    candidates: list[tuple[int, bytes, int, tuple[Any, ...]]] = []
+    for group in groups:
+        if group is None:
+            cur = conn.execute(select + order, [*params, t, per])
+        else:
+            cur = conn.execute(grouped_select + order, [group, *params, t, per])
+        for turn, (job_id, kind, exe, job_group, sort_key, seq) in enumerate(cur):
+            candidates.append((turn, sort_key, seq, (job_id, kind, exe, job_group)))
+    candidates.sort(key=lambda c: c[:3])
+    return [c[3] for c in candidates]
 
 
 def sync_limits(

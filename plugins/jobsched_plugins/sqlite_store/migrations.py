@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -224,6 +224,20 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
     9: [
         "ALTER TABLE jobsched_shared_jobs ADD COLUMN last_traceback TEXT",
         "ALTER TABLE jobsched_shared_attempts ADD COLUMN traceback TEXT",
+    ],
+    # 10 (issue 23, tenant fairness): a job's group (the codec's ``group``
+    # option, copied at insert) for the group limit and the claims' turns.
+    # The ready jobs are split between two indexes, as in PostgreSQL: those
+    # without a group (every job before: the plain claim walks it as before)
+    # and those with one, by group.
+    10: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN job_group TEXT",
+        "DROP INDEX jobsched_shared_ready",
+        """CREATE INDEX jobsched_shared_ready ON jobsched_shared_jobs (sort_key, seq)
+            WHERE job_group IS NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
+        """CREATE INDEX jobsched_shared_ready_group
+            ON jobsched_shared_jobs (job_group, sort_key, seq)
+            WHERE job_group IS NOT NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
     ],
 }
 

@@ -88,8 +88,8 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
     """Insert the job a schedule fires (pending, no dependencies)."""
     conn.execute(
         """INSERT INTO jobsched_shared_jobs (job_id, type, args, options, status, run_at,
-            submitted_at, sort_key, schedule_id, submitted_by)
-        VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)""",
+            submitted_at, sort_key, schedule_id, submitted_by, job_group)
+        VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)""",
         (
             job.job_id,
             job.type,
@@ -100,6 +100,7 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
             pack_sort_key(job.sort_key),
             schedule_id,
             job.submitted_by,
+            job.options.get("group"),
         ),
     )
     count_inserted(conn, {"pending": 1})

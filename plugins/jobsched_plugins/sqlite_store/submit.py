@@ -14,8 +14,8 @@ from .queries import count_inserted
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
     submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by, unique_key,
-    finished_at, trigger_rule)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    finished_at, trigger_rule, job_group)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 """
 
@@ -73,6 +73,7 @@ def insert(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> tuple[list[str],
                 job.unique_key,
                 now() if broken else None,
                 job.trigger_rule,
+                job.options.get("group"),
             ),
         )
         if cur.rowcount == 0:
@@ -144,6 +145,7 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
             job.unique_key,
             None,
             job.trigger_rule,
+            job.options.get("group"),
         )
         for job in jobs
     ]
