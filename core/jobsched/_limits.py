@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, callable_name, job_group
+from ._job import FunctionJob, Job, callable_name
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:

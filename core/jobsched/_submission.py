@@ -172,9 +172,7 @@ def job_with_options(
     its result options and its group set (see `with_options`); any other
     keyword is a `TypeError`."""
     check_job_options(job, options)
-    item = Submission(
-        job, result_ttl=result_ttl, keep_result=keep_result, group=group, **options
-    )
+    item = Submission(job, result_ttl=result_ttl, keep_result=keep_result, group=group, **options)
     return with_options(job, item, plugins)
 
 

@@ -36,7 +36,8 @@ BASE_JOB_COLUMNS = (
     "schedule_id, submitted_by, started_at, finished_at, unique_key"
 )
 JOB_COLUMNS = (
-    BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback"
+    BASE_JOB_COLUMNS
+    + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback, job_group"
 )
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
@@ -103,6 +104,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             trigger_rule=r[24] if len(r) > 24 else "all_success",
             lease_expiries=r[25] if len(r) > 25 else 0,
             last_traceback=r[26] if len(r) > 26 else None,
+            job_group=r[27] if len(r) > 27 else None,
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
