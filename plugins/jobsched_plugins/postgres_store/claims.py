@@ -44,10 +44,13 @@ OUTCOMES = "outcomes"
 
 class LimitsSeen:
     """Whether the last claim found cluster limits stored: finishing a job then
-    frees a limit's slot, so `finish` wakes the claimers a limit held back."""
+    frees a limit's slot, so `finish` wakes the claimers a limit held back.
+    And whether it found ready jobs with a group: the next claim then goes
+    straight to the claim in turns, without first trying the plain one."""
 
     def __init__(self) -> None:
         self.found = False
+        self.grouped = False
 
 
 async def claim(
@@ -70,8 +73,10 @@ async def claim(
 
     # One statement on the autocommit connection (one round trip for a busy
     # queue); it claims nothing while limits are stored, the queue is paused
-    # or a ready job has a group, which is asked only when it got fewer than `n`.
-    taken = await db.statement(plain)
+    # or a ready job has a group, which is asked only when it got fewer than
+    # `n`. While the last claim found groups, the turns are tried first.
+    skipped = limits.grouped
+    taken = [] if skipped else await db.statement(plain)
     limits.found = False
     if len(taken) == n:
         return await _readable(db, limits, taken, owner), None
@@ -81,9 +86,11 @@ async def claim(
     ) -> tuple[list[dict[str, Any]], float | None]:
         cur = await conn.execute(db.q(_REST))
         rec = await cur.fetchone()
-        if rec is not None and rec["paused"]:
+        assert rec is not None  # one row, always
+        limits.grouped = rec["grouped"]
+        if rec["paused"]:
             return [], None  # resuming wakes every claimer
-        if rec is not None and (rec["limits"] or rec["grouped"]):
+        if rec["limits"] or rec["grouped"]:
             limits.found = bool(rec["limits"])
             return await _claim_limited(
                 db,
@@ -92,9 +99,19 @@ async def claim(
                 n - len(taken),
                 owner,
                 checked_limits(rec["limits"]) if rec["limits"] else {},
-                grouped=rec["grouped"],
+                now=float(rec["now"]),
+                groups=rec["groups"],
             )
-        return [], rec["t"] if rec else None
+        if skipped:  # the groups are gone: the plain claim, here
+            cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
+            more = await cur.fetchall()
+            if len(more) == n:
+                return more, None
+            cur = await conn.execute(db.q(_REST))
+            rec = await cur.fetchone()
+            assert rec is not None
+            return more, rec["t"]
+        return [], rec["t"]
 
     more, next_due = await db.transaction(rest)
     return await _readable(db, limits, taken + more, owner), next_due
@@ -134,17 +151,45 @@ _READY = "status IN ('pending', 'retry_wait') AND unmet = 0"
 # job has a group (the plain claim's case).
 _GROUPED_READY = "job_group IS NOT NULL AND " + _READY
 
-# When the plain claim took fewer than asked: the next due time (the least of
-# the two ready indexes', each walked alone), the limits, the pause, and
-# whether a ready job has a group (then claims take turns).
-_REST = (
-    "SELECT least((SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND "
-    + _READY
-    + "), (SELECT min(run_at) FROM {s}.jobs WHERE "
+# The groups with ready jobs: a loose scan of ``jobs_ready_group``, one
+# probe per group however many jobs each has.
+_READY_GROUPS = (
+    """WITH RECURSIVE groups AS (
+    (SELECT job_group AS g FROM {s}.jobs WHERE """
     + _GROUPED_READY
-    + ")) AS t, (SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
-    "EXISTS (SELECT 1 FROM {s}.paused) AS paused, "
-    "EXISTS (SELECT 1 FROM {s}.jobs WHERE " + _GROUPED_READY + ") AS grouped"
+    + """ ORDER BY job_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job_group FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """ AND job_group > groups.g
+        ORDER BY job_group LIMIT 1)
+    FROM groups WHERE groups.g IS NOT NULL
+)
+SELECT g FROM groups WHERE g IS NOT NULL"""
+)
+
+# When the plain claim took fewer than asked: the time, the limits, the
+# pause, the groups with ready jobs (then claims take turns) and, only when
+# there are no limits, pause or groups, the next due time. A CASE runs its
+# subquery only when it is needed: a claim in turns or under limits computes
+# its own next due time, and only when it took fewer than asked.
+_REST = (
+    """WITH flags AS (SELECT (SELECT data FROM {s}.limits WHERE id = 1) AS limits,
+    EXISTS (SELECT 1 FROM {s}.paused) AS paused,
+    EXISTS (SELECT 1 FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """) AS grouped)
+SELECT """
+    + NOW
+    + """ AS now, limits, paused, grouped,
+    CASE WHEN grouped AND NOT paused THEN ARRAY("""
+    + _READY_GROUPS
+    + """) END AS groups,
+    CASE WHEN limits IS NULL AND NOT paused AND NOT grouped
+        THEN (SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND """
+    + _READY
+    + """) END AS t
+FROM flags"""
 )
 
 # The plain claim: the first `n` due jobs in strategy order, locked without
@@ -188,31 +233,13 @@ ORDER BY sort_key, seq
 LIMIT %(n)s FOR UPDATE SKIP LOCKED"""
 )
 
-# The claim in turns, when ready jobs have groups: the ready groups (a loose
-# scan of ``jobs_ready_group``: one probe per group, however many jobs each
-# has), each group's first few due jobs in strategy order (and the jobs
-# without a group as one more group), then the first `n` by (turn, strategy
-# order), locked without waiting for the ones other claimers hold. Each
-# group gives `n` jobs while that makes at most 2,000 candidates, else a
-# fair share plus two: a claim reads about max(n, 2000) index entries.
+# The claim in turns, when ready jobs have groups: each open group's first
+# `per` due jobs in strategy order (and the jobs without a group as one more
+# group), then the first `n` by (turn, strategy order), locked without
+# waiting for the ones other claimers hold.
 _TURNS = (
-    """WITH RECURSIVE groups AS (
-    (SELECT job_group AS g FROM {s}.jobs WHERE """
-    + _GROUPED_READY
-    + """ ORDER BY job_group LIMIT 1)
-    UNION ALL
-    SELECT (SELECT job_group FROM {s}.jobs WHERE """
-    + _GROUPED_READY
-    + """ AND job_group > groups.g
-        ORDER BY job_group LIMIT 1)
-    FROM groups WHERE groups.g IS NOT NULL
-), open_groups AS (
-    SELECT g FROM groups WHERE g IS NOT NULL AND g <> ALL(%(full_g)s)
-), per AS (
-    SELECT CASE WHEN count(*) * %(n)s <= 2000 THEN %(n)s
-        ELSE %(n)s / count(*) + 2 END AS k FROM open_groups
-), turns AS (
-    SELECT top.* FROM open_groups CROSS JOIN LATERAL (
+    """WITH turns AS (
+    SELECT top.* FROM unnest(%(groups)s::text[]) AS open_groups(g) CROSS JOIN LATERAL (
         SELECT job_id, sort_key, seq, row_number() OVER (ORDER BY sort_key, seq) AS turn
         FROM (SELECT job_id, sort_key, seq FROM {s}.jobs
             WHERE job_group = open_groups.g AND """
@@ -221,7 +248,7 @@ _TURNS = (
               AND type <> ALL(%(full_t)s)
               AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
               AND job_id <> ALL(%(seen)s)
-            ORDER BY sort_key, seq LIMIT (SELECT k FROM per)) first) top
+            ORDER BY sort_key, seq LIMIT %(per)s) first) top
     UNION ALL
     SELECT job_id, sort_key, seq, row_number() OVER (ORDER BY sort_key, seq)
     FROM (SELECT job_id, sort_key, seq FROM {s}.jobs
@@ -257,6 +284,14 @@ _NEXT_DUE = (
 )
 
 
+def _per_group(groups: int, n: int) -> int:
+    """How many jobs each of `groups` offers a pass of a claim of `n` in
+    turns: its fair share plus one, so a pass reads about n + groups index
+    entries. A pass that comes back short (small groups) is followed by
+    another, which takes more of the groups that have more."""
+    return -(-n // groups) + 1
+
+
 async def _claim_limited(
     db: Database,
     conn: psycopg.AsyncConnection[Any],
@@ -265,7 +300,8 @@ async def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     *,
-    grouped: bool,
+    now: float,
+    groups: list[str] | None,
 ) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, or in turns, inside the claim transaction.
 
@@ -277,8 +313,9 @@ async def _claim_limited(
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at
     a limit is skipped, not waited for: the jobs behind it are claimed.
-    When `grouped` (a ready job has a group) the candidates come in turns
-    (`_TURNS`), else in strategy order.
+    With `groups` (the groups with ready jobs; None when no ready job has
+    one) the candidates come in turns (`_TURNS`), else in strategy order.
+    `now` is the database's time, read with the limits.
     """
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
@@ -286,8 +323,9 @@ async def _claim_limited(
     group_limit: int | None = limits.get("group")
     if limits:
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
-    cur = await conn.execute("SELECT " + NOW + " AS t")
-    now = float((await cur.fetchone())["t"])  # type: ignore[index]
+        # The time after the lock: the claims it serializes see time go forward.
+        cur = await conn.execute("SELECT " + NOW + " AS t")
+        now = float((await cur.fetchone())["t"])  # type: ignore[index]
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
     running_g: dict[str, int] = {}
@@ -337,15 +375,18 @@ async def _claim_limited(
             "full_g": [g for g, c in running_g.items() if group_limit and c >= group_limit],
         }
 
+    grouped = groups is not None
     taken: list[str] = []
     seen: list[str] = []
     # Each pass excludes the keys at their limit; a row skipped in a pass
     # means a key filled up during it, so the passes end.
     while len(taken) < n:
-        cur = await conn.execute(
-            db.q(_TURNS if grouped else _UNGROUPED),
-            {**blocked(), "now": now, "seen": seen, "n": n - len(taken)},
-        )
+        params: dict[str, Any] = {**blocked(), "now": now, "seen": seen, "n": n - len(taken)}
+        if grouped:
+            full_g = set(params["full_g"])
+            params["groups"] = [g for g in groups or () if g not in full_g]
+            params["per"] = _per_group(len(params["groups"]) + 1, n - len(taken))
+        cur = await conn.execute(db.q(_TURNS if grouped else _UNGROUPED), params)
         candidates = await cur.fetchall()
         if not candidates:
             break
