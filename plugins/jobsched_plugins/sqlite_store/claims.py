@@ -297,24 +297,31 @@ def _turns(
     order, then each one's second, ... (the jobs without a group take their
     turns as one more group); groups in `full` (at the group limit) left out.
 
-    Each group gives `n` jobs while that makes at most 2,000 candidates,
-    else a fair share plus two.
+    Each group offers its fair share of `n` plus one; if that makes fewer
+    than `n`, the groups that had more offer up to `n`.
     """
     groups: list[str | None] = [g for g in _ready_groups(conn) if g not in full]
     groups.append(None)
-    per = n if len(groups) * n <= 2000 else n // len(groups) + 2
     order = " AND run_at <= ? ORDER BY sort_key, seq LIMIT ?"
-    extra = ", sort_key, seq"
-    select = sql.replace("job_group FROM", f"job_group{extra} FROM", 1)
+    select = sql.replace("job_group FROM", "job_group, sort_key, seq FROM", 1)
     grouped_select = select.replace(_PLAIN_DUE, _GROUPED_DUE + " AND job_group = ?", 1)
-    candidates: list[tuple[int, bytes, int, tuple[Any, ...]]] = []
-    for group in groups:
+
+    def first(group: str | None, count: int) -> list[Any]:
         if group is None:
-            cur = conn.execute(select + order, [*params, t, per])
-        else:
-            cur = conn.execute(grouped_select + order, [group, *params, t, per])
-        for turn, (job_id, kind, exe, job_group, sort_key, seq) in enumerate(cur):
-            candidates.append((turn, sort_key, seq, (job_id, kind, exe, job_group)))
+            return conn.execute(select + order, [*params, t, count]).fetchall()
+        return conn.execute(grouped_select + order, [group, *params, t, count]).fetchall()
+
+    per = -(-n // len(groups)) + 1
+    offered = {group: first(group, per) for group in groups}
+    if sum(len(rows) for rows in offered.values()) < n:
+        for group, rows in offered.items():
+            if len(rows) == per:
+                offered[group] = first(group, n)
+    candidates: list[tuple[int, bytes, int, tuple[Any, ...]]] = [
+        (turn, sort_key, seq, (job_id, kind, exe, job_group))
+        for rows in offered.values()
+        for turn, (job_id, kind, exe, job_group, sort_key, seq) in enumerate(rows)
+    ]
     candidates.sort(key=lambda c: c[:3])
     return [c[3] for c in candidates]
 
