@@ -128,9 +128,7 @@ async def run(url: str, n: int, claims: int, batch: int) -> None:
     times, _ = await measure(url, n, lambda i: f"tenant-{i % 100}", claims, batch)
     print(row("100 groups", times), flush=True)
     small = {f"j{i:07d}" for i in range(n - 10, n)}
-    times, first = await measure(
-        url, n, lambda i: "big" if i < n - 10 else "small", claims, batch
-    )
+    times, first = await measure(url, n, lambda i: "big" if i < n - 10 else "small", claims, batch)
     print(row(f"{n - 10:,} jobs of one group + 10 of another", times), flush=True)
     # The small group's jobs sort last, yet the first claim takes its turns.
     print(f"the first claim took {len(first & small)} of the second group's 10 jobs")

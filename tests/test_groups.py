@@ -269,3 +269,74 @@ async def test_clients_store_the_group_and_workers_get_it_back(target: Target) -
         finished = await asyncio.wait_for(client.wait_many([job_id, *many, plain]), 60)
     assert [j.status.value for j in finished] == ["completed"] * 3
     assert [j.group for j in finished] == ["tenant-1", "tenant-2", None]
+
+
+# ── job files, build_job and tasks ────────────────────────────────────
+EMAIL = 'type = "email"\nargs = { to = "x@corp", subject = "s", latency = 0.001 }\n'
+
+
+async def test_a_job_file_sets_groups_and_the_group_limit() -> None:
+    from jobsched.jobfile import parse_jobfile, run_jobfile
+
+    plugins = PluginManager(autoload=False)
+    entries = "".join(
+        f'[[job]]\nid = "{tenant}{i}"\n{EMAIL}group = "{tenant}"\n'
+        for tenant in ("a", "b")
+        for i in range(3)
+    )
+    text = (
+        "[scheduler]\nworkers = 4\n[limits]\ngroup = 1\n"
+        + entries
+        + f'[[recurring]]\nid = "tick"\n{EMAIL}group = "c"\nevery = 0.01\ntimes = 2\n'
+    )
+    jobfile = parse_jobfile(text, source="t.toml", plugins=plugins)
+    assert jobfile.tables["limits"].limits() == Limits(group=1)
+    assert [j.group for j in jobfile.jobs] == ["a"] * 3 + ["b"] * 3
+    seen: list[JobScheduler] = []
+    result = await run_jobfile(jobfile, plugins=plugins, on_scheduler=seen.append)
+    assert result.ok
+    # One job per group at a time: a, b and the recurring c, never more.
+    assert result.peak_running <= 3
+    assert seen[0].limiter is not None and seen[0].limiter.held_back["group:a"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (f'[[job]]\nid = "j"\n{EMAIL}group = ""', "group must be a non-empty string of at most"),
+        (f'[[job]]\nid = "j"\n{EMAIL}group = 5', "group must be a non-empty string"),
+        ("[limits]\ngroup = 0\n", "group must be a positive integer, got integer 0"),
+    ],
+)
+def test_a_job_file_refuses_a_bad_group(body: str, message: str) -> None:
+    from jobsched.jobfile import JobFileError, parse_jobfile
+
+    with pytest.raises(JobFileError) as info:
+        parse_jobfile(body, source="t.toml", plugins=PluginManager(autoload=False))
+    assert message in str(info.value)
+    assert "t.toml" in str(info.value)
+
+
+def test_build_job_and_tasks_set_the_group() -> None:
+    from jobsched import JobSpecError, build_job, job_spec, task
+    from jobsched._job import job_group
+
+    plugins = PluginManager(autoload=False)
+    job = build_job(
+        "email", {"to": "x@corp", "subject": "s"}, plugins=plugins, group="acme", priority="high"
+    )
+    assert job_group(job) == "acme"
+    spec = job_spec(job, plugins)
+    assert spec is not None and spec.options["group"] == "acme"
+    with pytest.raises(JobSpecError, match=r"email job.*group must be a non-empty string"):
+        build_job("email", {"to": "x@corp", "subject": "s"}, plugins=plugins, group="")
+
+    @task(group="nightly")
+    async def report(group: str) -> str:  # a parameter may be called group
+        return group
+
+    assert job_group(report.job("finance")) == "nightly"
+    assert report.job("finance").arguments == {"group": "finance"}
+    assert job_group(report.options(group="acme").job("x")) == "acme"
+    with pytest.raises(ValueError, match=r"report.options\(\): group must be a non-empty"):
+        report.options(group="")

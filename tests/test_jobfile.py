@@ -68,6 +68,7 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "keep_result",
         "retry_on",
         "no_retry_on",
+        "group",
         "delay",
         "depends_on",
         "trigger_rule",

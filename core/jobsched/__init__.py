@@ -46,7 +46,14 @@ from ._jobtypes import (
 from ._limits import Limits, Rate, job_type_of
 from ._local_client import LocalClient
 from ._operator import OperatorAPI
-from ._options import MAX_DELAY, MAX_KEY_LENGTH, MAX_NESTING, MAX_RETRIES, MAX_WORKERS
+from ._options import (
+    MAX_DELAY,
+    MAX_GROUP_LENGTH,
+    MAX_KEY_LENGTH,
+    MAX_NESTING,
+    MAX_RETRIES,
+    MAX_WORKERS,
+)
 from ._plugins import (
     DISABLE_PLUGINS_ENV,
     PluginManager,
@@ -106,6 +113,7 @@ __all__ = [
     "COALESCE_POLICIES",
     "DISABLE_PLUGINS_ENV",
     "MAX_DELAY",
+    "MAX_GROUP_LENGTH",
     "MAX_INTERVAL",
     "MAX_KEY_LENGTH",
     "MAX_NESTING",

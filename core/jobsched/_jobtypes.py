@@ -33,10 +33,13 @@ from ._job import (
     Job,
     adapt_attrs_job,
     is_adapted_attrs,
+    job_group,
     record_spec,
     recorded_spec,
+    set_job_group,
 )
 from ._options import (
+    check_group,
     describe_value,
     priority_name,
     to_keep_result,
@@ -52,9 +55,10 @@ from ._status import JobPriority
 if TYPE_CHECKING:
     from ._plugins import PluginManager
 
-#: Options about a job's result, set on the job once it is built (a job type
-#: sets its defaults as class attributes, not in its constructor).
-RESULT_OPTIONS = ("result_ttl", "keep_result")
+#: Options set on the job once it is built, not through its constructor:
+#: about its result (a job type sets its defaults as class attributes), and
+#: its group (a job type's own argument may be called ``group``).
+RESULT_OPTIONS = ("result_ttl", "keep_result", "group")
 #: The retry policy a ``retry = {...}`` table without ``policy`` uses.
 DEFAULT_RETRY_POLICY = "exponential"
 
@@ -664,6 +668,9 @@ def build_job(
             job.result_ttl = data["result_ttl"] = to_result_ttl(result_options["result_ttl"])
         if "keep_result" in result_options:
             job.keep_result = data["keep_result"] = to_keep_result(result_options["keep_result"])
+        if result_options.get("group") is not None:
+            data["group"] = check_group(result_options["group"])
+            set_job_group(job, data["group"])
     except ValueError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options=data)
@@ -730,4 +737,6 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
     for option in ("retry_on", "no_retry_on"):
         if getattr(job, option):
             options[option] = list(getattr(job, option))
+    if job_group(job) is not None:
+        options["group"] = job_group(job)
     return JobSpec(type=names[0], args=args, options=options)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ._errors import ResultUnavailableError, SchedulerError
-from ._job import DEFAULT_RETRY, ExceptionNames, Job, record_spec
+from ._job import DEFAULT_RETRY, ExceptionNames, Job, job_group, record_spec, set_job_group
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
-from ._options import check_retry_policy, priority_name, to_priority, to_timeout
+from ._options import check_group, check_retry_policy, priority_name, to_priority, to_timeout
 from ._plugins import define_job_type, defined_job_type
 from ._result_of import ResultOf, has_markers, job_id_of, markers_in, resolve
 from ._retry import RetryPolicyLike
@@ -33,7 +33,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: The job options a task (or one of its jobs, through `Task.options`) sets.
-TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on")
+TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on", "group")
 #: Options only a single job has: its own name and deadline.
 JOB_ONLY_OPTIONS = ("name", "deadline")
 # Keywords a job type's constructor takes as options: a parameter named like
@@ -64,7 +64,9 @@ class TaskJob(Job):
         task = type(self).task
         # No timeout unless the task or the call asks (as Celery, RQ and
         # procrastinate do); the reference facade's `Job` keeps its 30 s.
-        super().__init__(task.name, **{"timeout": None, **task.defaults, **options})
+        super().__init__(task.name, **{"timeout": None, **task.job_defaults, **options})
+        if task.group is not None:
+            set_job_group(self, task.group)
         #: The function's keyword arguments (checked and converted).
         self.arguments: dict[str, Any] = kwargs
 
@@ -179,6 +181,10 @@ class Task(Generic[P, R]):
         self.name = name
         self.model = _model(fn, model, qualname)
         self.defaults: dict[str, Any] = _checked_options(defaults, f"@task on {qualname}")
+        #: The group of the task's jobs (``@task(group=...)``), None for none.
+        self.group: str | None = self.defaults.get("group")
+        #: The defaults the job constructor takes (all but the group).
+        self.job_defaults = {k: v for k, v in self.defaults.items() if k != "group"}
         self.signature = _task_signature(fn, qualname)
         self.job_class = _job_class(self)
         taken = defined_job_type(name)
@@ -213,6 +219,7 @@ class Task(Generic[P, R]):
         deadline: float | None = _NOT_GIVEN,
         retry_on: ExceptionNames = _NOT_GIVEN,
         no_retry_on: ExceptionNames = _NOT_GIVEN,
+        group: str | None = _NOT_GIVEN,
     ) -> TaskCall[P, R]:
         """The task with other options for the jobs made through it.
 
@@ -260,6 +267,7 @@ def task(
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
+    group: str | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -274,6 +282,7 @@ def task(
     retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
+    group: str | None = None,
 ) -> Any:
     """Make a function a task: a job type defined in code.
 
@@ -283,7 +292,8 @@ def task(
     another executor (``"process"`` and ``"subprocess"`` need a module-level
     function: the job is pickled by the function's module and name). The
     options are the jobs' defaults, spelled as `Job` takes them; `retry_on`
-    and `no_retry_on` limit retries to the failures worth retrying.
+    and `no_retry_on` limit retries to the failures worth retrying; `group`
+    puts every job of the task in that group (a tenant: see `Limits`).
 
     The task's parameters are its job type's arguments, so each must be
     nameable (no ``*args``, ``**kwargs`` or positional-only ones) and not
@@ -303,6 +313,8 @@ def task(
         defaults["retry_on"] = retry_on
     if no_retry_on:
         defaults["no_retry_on"] = no_retry_on
+    if group is not None:
+        defaults["group"] = group
 
     def decorate(fn: Callable[P, R]) -> Task[P, R]:
         return Task(fn, name=name, model=model, defaults=defaults)
@@ -360,6 +372,8 @@ def _checked_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
                 checked[key] = value
             elif key in ("retry_on", "no_retry_on"):
                 checked[key] = exception_names(value, key)
+            elif key == "group":
+                checked[key] = check_group(value)
             else:
                 known = ", ".join(TASK_OPTIONS + JOB_ONLY_OPTIONS)
                 raise TypeError(f"unknown option (options: {known})")
@@ -475,9 +489,13 @@ def _build(
     info = describe_job_type(task.job_class, task.name, task.fn.__module__)
     checked = check_arguments(info, data, label)
     name = options.get("name")
-    job = task.job_class(**checked, **{k: v for k, v in options.items() if k != "name"})
+    job = task.job_class(
+        **checked, **{k: v for k, v in options.items() if k not in ("name", "group")}
+    )
     if name is not None:
         job.name = name
+    if "group" in options:
+        set_job_group(job, options["group"])
     record_spec(job, JobSpec(type=task.name, args=data, options=_spec_options(job, options)))
     return job
 
@@ -500,4 +518,6 @@ def _spec_options(job: Job, given: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("retry_on", "no_retry_on"):
         if key in keys:
             options[key] = list(getattr(job, key))
+    if "group" in keys:
+        options["group"] = job_group(job)
     return options
