@@ -81,40 +81,73 @@ async def claim(
     if len(taken) == n:
         return await _readable(db, limits, taken, owner), None
 
-    async def rest(
-        conn: psycopg.AsyncConnection[Any],
-    ) -> tuple[list[dict[str, Any]], float | None]:
+    async def flags(conn: psycopg.AsyncConnection[Any]) -> dict[str, Any]:
         cur = await conn.execute(db.q(_REST))
-        rec = await cur.fetchone()
+        rec: dict[str, Any] | None = await cur.fetchone()
         assert rec is not None  # one row, always
-        limits.grouped = rec["grouped"]
-        if rec["paused"]:
-            return [], None  # resuming wakes every claimer
-        if rec["limits"] or rec["grouped"]:
-            limits.found = bool(rec["limits"])
-            return await _claim_limited(
-                db,
-                conn,
-                lease_seconds,
-                n - len(taken),
-                owner,
-                checked_limits(rec["limits"]) if rec["limits"] else {},
-                now=float(rec["now"]),
-                groups=rec["groups"],
-            )
-        if skipped:  # the groups are gone: the plain claim, here
-            cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
-            more = await cur.fetchall()
-            if len(more) == n:
-                return more, None
-            cur = await conn.execute(db.q(_REST))
-            rec = await cur.fetchone()
-            assert rec is not None
-            return more, rec["t"]
-        return [], rec["t"]
+        return rec
 
-    more, next_due = await db.transaction(rest)
+    rec = await db.statement(flags)
+    limits.grouped = rec["grouped"]
+    more: list[dict[str, Any]] = []
+    next_due = rec["t"]
+    if rec["paused"]:
+        next_due = None  # resuming wakes every claimer
+    elif rec["limits"]:
+        limits.found = True
+        stored = checked_limits(rec["limits"])
+        more, next_due = await db.transaction(
+            lambda conn: _claim_limited(
+                db, conn, lease_seconds, n - len(taken), owner, stored, groups=rec["groups"]
+            )
+        )
+    elif rec["grouped"]:
+        more, next_due = await _claim_turns(db, lease_seconds, n - len(taken), owner, rec["groups"])
+    elif skipped:  # the groups are gone: the plain claim after all
+        more = await db.statement(plain)
+        next_due = None if len(more) == n else (await db.statement(flags))["t"]
     return await _readable(db, limits, taken + more, owner), next_due
+
+
+async def _claim_turns(
+    db: Database, lease_seconds: float, n: int, owner: str, groups: list[str]
+) -> tuple[list[dict[str, Any]], float | None]:
+    """The claim in turns without limits: autocommit statements (`_TURNS_CLAIM`),
+    one unless a pass comes back short (small groups ran out: the next pass
+    takes more of the others), and the next due time if fewer than `n` were due."""
+    taken: list[dict[str, Any]] = []
+    while len(taken) < n:
+        want = n - len(taken)
+        params = {
+            "groups": groups,
+            "per": _per_group(len(groups) + 1, want),
+            "n": want,
+            "full_t": [],
+            "full_e": [],
+            "seen": [],
+            "owner": owner,
+            "lease": lease_seconds,
+            "channel": db.channel,
+            "changed": CHANGED,
+        }
+
+        async def take(conn: psycopg.AsyncConnection[Any], params: dict[str, Any] = params) -> Any:
+            cur = await conn.execute(db.q(_TURNS_CLAIM), params)
+            return await cur.fetchall()
+
+        rows = await db.statement(take)
+        taken += rows
+        if not rows:
+            break
+    next_due = None
+    if len(taken) < n:
+
+        async def due(conn: psycopg.AsyncConnection[Any]) -> Any:
+            cur = await conn.execute(db.q(_NEXT_DUE), {"full_t": [], "full_e": [], "full_g": []})
+            return (await cur.fetchone())["t"]  # type: ignore[index]
+
+        next_due = await db.statement(due)
+    return taken, next_due
 
 
 async def _readable(
@@ -168,20 +201,18 @@ _READY_GROUPS = (
 SELECT g FROM groups WHERE g IS NOT NULL"""
 )
 
-# When the plain claim took fewer than asked: the time, the limits, the
-# pause, the groups with ready jobs (then claims take turns) and, only when
-# there are no limits, pause or groups, the next due time. A CASE runs its
-# subquery only when it is needed: a claim in turns or under limits computes
-# its own next due time, and only when it took fewer than asked.
+# When the plain claim took fewer than asked: the limits, the pause, the
+# groups with ready jobs (then claims take turns) and, only when there are
+# no limits, pause or groups, the next due time. A CASE runs its subquery
+# only when it is needed: a claim in turns or under limits computes its own
+# next due time, and only when it took fewer than asked.
 _REST = (
     """WITH flags AS (SELECT (SELECT data FROM {s}.limits WHERE id = 1) AS limits,
     EXISTS (SELECT 1 FROM {s}.paused) AS paused,
     EXISTS (SELECT 1 FROM {s}.jobs WHERE """
     + _GROUPED_READY
     + """) AS grouped)
-SELECT """
-    + NOW
-    + """ AS now, limits, paused, grouped,
+SELECT limits, paused, grouped,
     CASE WHEN grouped AND NOT paused THEN ARRAY("""
     + _READY_GROUPS
     + """) END AS groups,
@@ -268,6 +299,24 @@ ORDER BY turns.turn, turns.sort_key, turns.seq
 LIMIT %(n)s FOR UPDATE OF j SKIP LOCKED"""
 )
 
+# The claim in turns as one statement (no limits to check in between): the
+# turns' first `n`, locked, marked running with one "changed" NOTIFY (as in
+# `_CLAIM`).
+_TURNS_CLAIM = (
+    "WITH now AS (SELECT "
+    + NOW
+    + " AS t), picked AS ("
+    + _TURNS.replace("%(now)s", "(SELECT t FROM now)")
+    + """)
+UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
+    lease_owner = %(owner)s, lease_expires = (SELECT t FROM now) + %(lease)s,
+    started_at = (SELECT t FROM now), progress = NULL
+FROM picked WHERE j.job_id = picked.job_id
+    AND (SELECT count(pg_notify(%(channel)s, %(changed)s))
+        FROM (SELECT FROM picked LIMIT 1) AS one) = 1
+RETURNING j.*"""
+)
+
 # The next due time of the jobs no limit holds back (each ready index alone).
 _NEXT_DUE = (
     """SELECT least(
@@ -300,7 +349,6 @@ async def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     *,
-    now: float,
     groups: list[str] | None,
 ) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, or in turns, inside the claim transaction.
@@ -315,17 +363,14 @@ async def _claim_limited(
     a limit is skipped, not waited for: the jobs behind it are claimed.
     With `groups` (the groups with ready jobs; None when no ready job has
     one) the candidates come in turns (`_TURNS`), else in strategy order.
-    `now` is the database's time, read with the limits.
     """
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
     group_limit: int | None = limits.get("group")
-    if limits:
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
-        # The time after the lock: the claims it serializes see time go forward.
-        cur = await conn.execute("SELECT " + NOW + " AS t")
-        now = float((await cur.fetchone())["t"])  # type: ignore[index]
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
+    cur = await conn.execute("SELECT " + NOW + " AS t")
+    now = float((await cur.fetchone())["t"])  # type: ignore[index]
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
     running_g: dict[str, int] = {}
