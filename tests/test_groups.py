@@ -340,3 +340,16 @@ def test_build_job_and_tasks_set_the_group() -> None:
     assert job_group(report.options(group="acme").job("x")) == "acme"
     with pytest.raises(ValueError, match=r"report.options\(\): group must be a non-empty"):
         report.options(group="")
+
+
+async def test_a_single_owner_store_keeps_the_group_across_a_restart(tmp_path: Any) -> None:
+    from jobsched._job import job_group
+
+    url = f"sqlite:///{tmp_path}/own.db"
+    job = pg_jobs.Record(dsn="", schema="", tag="later")
+    async with JobScheduler(store=url, plugins=plugins()) as first:
+        job_id = first.submit(job, group="tenant-9", delay=3600)
+    async with JobScheduler(store=url, plugins=plugins()) as second:
+        restored = second.get(job_id)
+        assert restored is not None and job_group(restored) == "tenant-9"
+        second.cancel(job_id)
