@@ -353,3 +353,22 @@ async def test_a_single_owner_store_keeps_the_group_across_a_restart(tmp_path: A
         restored = second.get(job_id)
         assert restored is not None and job_group(restored) == "tenant-9"
         second.cancel(job_id)
+
+
+async def test_claims_follow_groups_coming_and_going(target: Target) -> None:
+    store = await target.open_store()
+    try:
+        await store.insert([new("a0", "A"), new("a1", "A")])
+        assert await claimed(store, 2) == {"a0", "a1"}
+        # No group left: the jobs without one are claimed as before.
+        await store.insert([new("n0"), new("n1"), new("n2")])
+        assert await claimed(store, 2) == {"n0", "n1"}
+        # A group comes back, and a limit with it: the limit holds at once.
+        await store.set_limits({"group": 1})
+        await store.insert([new("b0", "B"), new("b1", "B")])
+        assert await claimed(store, 5) == {"n2", "b0"}
+        await store.set_limits(None)
+        assert await claimed(store, 5) == {"b1"}
+        assert await claimed(store, 5) == set()
+    finally:
+        await store.close()

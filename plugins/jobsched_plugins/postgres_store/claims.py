@@ -51,6 +51,8 @@ class LimitsSeen:
     def __init__(self) -> None:
         self.found = False
         self.grouped = False
+        #: How many groups had ready jobs then (how many jobs a group offers).
+        self.groups = 0
 
 
 async def claim(
@@ -67,7 +69,7 @@ async def claim(
     if n <= 0:
         return [], None
 
-    async def plain(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+    async def plain(conn: psycopg.AsyncConnection[Any], n: int = n) -> list[dict[str, Any]]:
         cur = await conn.execute(db.q(_CLAIM), [n, owner, lease_seconds, db.channel, CHANGED])
         return await cur.fetchall()
 
@@ -76,7 +78,18 @@ async def claim(
     # or a ready job has a group, which is asked only when it got fewer than
     # `n`. While the last claim found groups, the turns are tried first.
     skipped = limits.grouped
-    taken = [] if skipped else await db.statement(plain)
+    if skipped:
+
+        async def turns(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+            cur = await conn.execute(
+                db.q(_TURNS_CLAIM_FIRST),
+                _turns_params(db, lease_seconds, n, owner, limits.groups),
+            )
+            return await cur.fetchall()
+
+        taken = await db.statement(turns)
+    else:
+        taken = await db.statement(plain)
     limits.found = False
     if len(taken) == n:
         return await _readable(db, limits, taken, owner), None
@@ -89,6 +102,7 @@ async def claim(
 
     rec = await db.statement(flags)
     limits.grouped = rec["grouped"]
+    limits.groups = len(rec["groups"] or ())
     more: list[dict[str, Any]] = []
     next_due = rec["t"]
     if rec["paused"]:
@@ -104,8 +118,8 @@ async def claim(
     elif rec["grouped"]:
         more, next_due = await _claim_turns(db, lease_seconds, n - len(taken), owner, rec["groups"])
     elif skipped:  # the groups are gone: the plain claim after all
-        more = await db.statement(plain)
-        next_due = None if len(more) == n else (await db.statement(flags))["t"]
+        more = await db.statement(lambda conn: plain(conn, n - len(taken)))
+        next_due = None if len(taken) + len(more) == n else (await db.statement(flags))["t"]
     return await _readable(db, limits, taken + more, owner), next_due
 
 
@@ -117,19 +131,8 @@ async def _claim_turns(
     takes more of the others), and the next due time if fewer than `n` were due."""
     taken: list[dict[str, Any]] = []
     while len(taken) < n:
-        want = n - len(taken)
-        params = {
-            "groups": groups,
-            "per": _per_group(len(groups) + 1, want),
-            "n": want,
-            "full_t": [],
-            "full_e": [],
-            "seen": [],
-            "owner": owner,
-            "lease": lease_seconds,
-            "channel": db.channel,
-            "changed": CHANGED,
-        }
+        params = _turns_params(db, lease_seconds, n - len(taken), owner, len(groups))
+        params["groups"] = groups
 
         async def take(conn: psycopg.AsyncConnection[Any], params: dict[str, Any] = params) -> Any:
             cur = await conn.execute(db.q(_TURNS_CLAIM), params)
@@ -148,6 +151,23 @@ async def _claim_turns(
 
         next_due = await db.statement(due)
     return taken, next_due
+
+
+def _turns_params(
+    db: Database, lease_seconds: float, n: int, owner: str, groups: int
+) -> dict[str, Any]:
+    """`_TURNS_CLAIM`'s parameters, but the groups, for `n` jobs from `groups` groups."""
+    return {
+        "per": _per_group(groups + 1, n),
+        "n": n,
+        "full_t": [],
+        "full_e": [],
+        "seen": [],
+        "owner": owner,
+        "lease": lease_seconds,
+        "channel": db.channel,
+        "changed": CHANGED,
+    }
 
 
 async def _readable(
@@ -185,9 +205,9 @@ _READY = "status IN ('pending', 'retry_wait') AND unmet = 0"
 _GROUPED_READY = "job_group IS NOT NULL AND " + _READY
 
 # The groups with ready jobs: a loose scan of ``jobs_ready_group``, one
-# probe per group however many jobs each has.
-_READY_GROUPS = (
-    """WITH RECURSIVE groups AS (
+# probe per group however many jobs each has (a recursive CTE, then a NULL).
+_GROUPS_CTE = (
+    """groups AS (
     (SELECT job_group AS g FROM {s}.jobs WHERE """
     + _GROUPED_READY
     + """ ORDER BY job_group LIMIT 1)
@@ -197,9 +217,9 @@ _READY_GROUPS = (
     + """ AND job_group > groups.g
         ORDER BY job_group LIMIT 1)
     FROM groups WHERE groups.g IS NOT NULL
+)"""
 )
-SELECT g FROM groups WHERE g IS NOT NULL"""
-)
+_READY_GROUPS = "WITH RECURSIVE " + _GROUPS_CTE + " SELECT g FROM groups WHERE g IS NOT NULL"
 
 # When the plain claim took fewer than asked: the limits, the pause, the
 # groups with ready jobs (then claims take turns) and, only when there are
@@ -315,6 +335,25 @@ FROM picked WHERE j.job_id = picked.job_id
     AND (SELECT count(pg_notify(%(channel)s, %(changed)s))
         FROM (SELECT FROM picked LIMIT 1) AS one) = 1
 RETURNING j.*"""
+)
+
+# `_TURNS_CLAIM` that reads the groups itself and claims nothing while
+# limits are stored or the queue is paused (as `_CLAIM`): the first try of a
+# claimer whose last claim found groups, one statement. `per` comes from the
+# number of groups that claim found.
+_TURNS_CLAIM_FIRST = (
+    _TURNS_CLAIM.replace("WITH now AS", "WITH RECURSIVE " + _GROUPS_CTE + ", now AS", 1)
+    .replace(
+        "unnest(%(groups)s::text[]) AS open_groups(g)",
+        "(SELECT g FROM groups WHERE g IS NOT NULL) AS open_groups",
+        1,
+    )
+    .replace(
+        "\nORDER BY turns.turn",
+        "\n  AND NOT EXISTS (SELECT 1 FROM {s}.limits) AND NOT EXISTS (SELECT 1 FROM {s}.paused)"
+        "\nORDER BY turns.turn",
+        1,
+    )
 )
 
 # The next due time of the jobs no limit holds back (each ready index alone).
