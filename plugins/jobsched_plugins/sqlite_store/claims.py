@@ -133,24 +133,6 @@ def claim(
     return rows, next_due, False
 
 
-def _ready_groups(conn: sqlite3.Connection) -> list[str]:
-    """The groups with ready jobs: one index probe per group (a loose scan),
-    however many jobs each has."""
-    groups: list[str] = []
-    sql = (
-        f"SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} AND job_group > ? "
-        "ORDER BY job_group LIMIT 1"
-    )
-    found = conn.execute(
-        f"SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
-        "ORDER BY job_group LIMIT 1"
-    ).fetchone()
-    while found is not None:
-        groups.append(found[0])
-        found = conn.execute(sql, (found[0],)).fetchone()
-    return groups
-
-
 def _claim_limited(
     conn: sqlite3.Connection,
     lease_seconds: float,
@@ -285,6 +267,18 @@ def _claim_limited(
     return rows, next_due
 
 
+# The groups with ready jobs, as a recursive CTE: a loose scan of the group
+# index, one probe per group however many jobs each has.
+_GROUPS_CTE = f"""WITH RECURSIVE groups(name) AS (
+    SELECT (SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
+        ORDER BY job_group LIMIT 1)
+    UNION ALL
+    SELECT (SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
+        AND job_group > groups.name ORDER BY job_group LIMIT 1)
+    FROM groups WHERE groups.name IS NOT NULL
+)"""
+
+
 def _turns(
     conn: sqlite3.Connection,
     sql: str,
@@ -297,31 +291,61 @@ def _turns(
     order, then each one's second, ... (the jobs without a group take their
     turns as one more group); groups in `full` (at the group limit) left out.
 
-    Each group offers its fair share of `n` plus one; if that makes fewer
-    than `n`, the groups that had more offer up to `n`.
+    Three statements, however many groups: how many groups have ready jobs
+    (`_GROUPS_CTE`), every open group's first jobs (a correlated subquery
+    per group, on the group index) and the first jobs without a group. Each
+    group offers its fair share of `n` plus one; if that makes fewer than
+    `n`, the groups that had more offer up to `n`.
     """
-    groups: list[str | None] = [g for g in _ready_groups(conn) if g not in full]
-    groups.append(None)
-    order = " AND run_at <= ? ORDER BY sort_key, seq LIMIT ?"
+    full_list = sorted(full)
+    count = conn.execute(
+        f"{_GROUPS_CTE} SELECT count(*) FROM groups WHERE name IS NOT NULL "
+        f"AND name NOT IN ({_in(full_list)})",
+        full_list,
+    ).fetchone()[0]
     select = sql.replace("job_group FROM", "job_group, sort_key, seq FROM", 1)
-    grouped_select = select.replace(_PLAIN_DUE, _GROUPED_DUE + " AND job_group = ?", 1)
+    order = " AND run_at <= ? ORDER BY sort_key, seq LIMIT ?"
+    per = -(-n // (count + 1)) + 1
+    # The ids of one group's first jobs, read where its rows are.
+    first = sql.replace(
+        "SELECT job_id, type, json_extract(options, '$.executor'), job_group FROM",
+        "SELECT job_id FROM",
+        1,
+    ).replace(_PLAIN_DUE, _GROUPED_DUE + " AND job_group = g.name", 1)
+    columns = (
+        "j.job_id, j.type, json_extract(j.options, '$.executor'), j.job_group, j.sort_key, j.seq"
+    )
 
-    def first(group: str | None, count: int) -> list[Any]:
-        if group is None:
-            return conn.execute(select + order, [*params, t, count]).fetchall()
-        return conn.execute(grouped_select + order, [group, *params, t, count]).fetchall()
+    def grouped(limit: int, only: list[str] | None) -> dict[str | None, list[Any]]:
+        if only is None:
+            source = f"{_GROUPS_CTE} SELECT {columns} FROM groups g"
+            where = f" WHERE g.name IS NOT NULL AND g.name NOT IN ({_in(full_list)})"
+            args: list[Any] = [*params, t, limit, *full_list]
+        else:
+            source = f"SELECT {columns} FROM (SELECT value AS name FROM json_each(?)) g"
+            where = ""
+            args = [json.dumps(only), *params, t, limit]
+        rows = conn.execute(
+            f"{source} JOIN jobsched_shared_jobs j ON j.job_id IN ({first}{order}){where}", args
+        ).fetchall()
+        offered: dict[str | None, list[Any]] = {}
+        for row in rows:
+            offered.setdefault(row[3], []).append(row)
+        return offered
 
-    per = -(-n // len(groups)) + 1
-    offered = {group: first(group, per) for group in groups}
+    offered = grouped(per, None) if count else {}
+    offered[None] = conn.execute(select + order, [*params, t, per]).fetchall()
     if sum(len(rows) for rows in offered.values()) < n:
-        for group, rows in offered.items():
-            if len(rows) == per:
-                offered[group] = first(group, n)
-    candidates: list[tuple[int, bytes, int, tuple[Any, ...]]] = [
-        (turn, sort_key, seq, (job_id, kind, exe, job_group))
-        for rows in offered.values()
-        for turn, (job_id, kind, exe, job_group, sort_key, seq) in enumerate(rows)
-    ]
+        more = [g for g, rows in offered.items() if g is not None and len(rows) == per]
+        if more:
+            offered.update(grouped(n, more))
+        if len(offered[None]) == per:
+            offered[None] = conn.execute(select + order, [*params, t, n]).fetchall()
+    candidates: list[tuple[int, bytes, int, tuple[Any, ...]]] = []
+    for rows in offered.values():
+        rows.sort(key=lambda r: (r[4], r[5]))
+        for turn, (job_id, kind, exe, job_group, sort_key, seq) in enumerate(rows):
+            candidates.append((turn, sort_key, seq, (job_id, kind, exe, job_group)))
     candidates.sort(key=lambda c: c[:3])
     return [c[3] for c in candidates]
 
