@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, callable_name
+from ._job import FunctionJob, Job, callable_name, job_group
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:
@@ -401,8 +401,7 @@ class Limiter:
                 return -1.0
         grp = None
         if self._group_limit is not None:
-            extras = job._extras
-            name = None if extras is None else extras.group
+            name = job_group(job)
             if name is not None:
                 grp = self._groups.get(name)
                 if grp is None:

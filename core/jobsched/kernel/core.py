@@ -465,7 +465,7 @@ class Kernel:
         if run_at > now:
             queues.delay(job)
         else:
-            if job._extras is not None and job_group(job) is not None:
+            if job_group(job) is not None:
                 queues.push(job)  # to its group's turn (`GroupTurns`)
             elif heap is None:
                 queues.ready.push(job)

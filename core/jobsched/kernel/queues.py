@@ -259,7 +259,7 @@ class Queues:
     # ── queueing ──────────────────────────────────────────────────────
     def push(self, job: Job) -> None:
         """Queue a runnable job now."""
-        if self.turns is None and job._extras is not None and job_group(job) is not None:
+        if self.turns is None and job_group(job) is not None:
             self.take_turns()
         self.ready.push(job)
         self.work.set()
@@ -285,7 +285,7 @@ class Queues:
 
     def delay(self, job: Job) -> None:
         """Hold `job` until its `run_at`."""
-        if self.turns is None and job._extras is not None and job_group(job) is not None:
+        if self.turns is None and job_group(job) is not None:
             self.take_turns()
         run_at = job.run_at
         heappush(self.delayed, (run_at, job.seq, job))
