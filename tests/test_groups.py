@@ -19,7 +19,14 @@ def plugins() -> PluginManager:
     return PluginManager([pg_jobs], autoload=False)
 
 
-def new(job_id: str, group: str | None = None, *, prio: float = 0.0, delay: float = 0.0) -> NewJob:
+def new(
+    job_id: str,
+    group: str | None = None,
+    *,
+    prio: float = 0.0,
+    delay: float = 0.0,
+    queue: str = "default",
+) -> NewJob:
     now = time.time()
     options: dict[str, Any] = {"name": job_id, "executor": "async"}
     if group is not None:
@@ -33,12 +40,15 @@ def new(job_id: str, group: str | None = None, *, prio: float = 0.0, delay: floa
         run_at=now + delay,
         submitted_at=now,
         sort_key=(prio,),
+        queue=queue,
     )
 
 
-async def claimed(store: Any, n: int, owner: str = "w1") -> set[str]:
+async def claimed(
+    store: Any, n: int, owner: str = "w1", queues: dict[str, int] | None = None, **kw: Any
+) -> set[str]:
     """The ids a claim took (a claim returns its rows in strategy order)."""
-    rows, _ = await store.claim(n, owner)
+    rows, _ = await store.claim(n, owner, queues, **kw)
     return {r.job_id for r in rows}
 
 
@@ -370,5 +380,67 @@ async def test_claims_follow_groups_coming_and_going(target: Target) -> None:
         await store.set_limits(None)
         assert await claimed(store, 5) == {"b1"}
         assert await claimed(store, 5) == set()
+    finally:
+        await store.close()
+
+
+# ── groups and queues together ────────────────────────────────────────
+def two_queues_two_groups() -> list[NewJob]:
+    """Queue "q1" has A's backlog first and then B's jobs; queue "q2" has
+    jobs of both groups that sort before every one of "q1"'s, and a group C."""
+    return [
+        *(new(f"a{i}", "A", prio=i, queue="q1") for i in range(4)),
+        *(new(f"b{i}", "B", prio=10 + i, queue="q1") for i in range(2)),
+        new("qa", "A", prio=-9, queue="q2"),
+        new("qb", "B", prio=-9, queue="q2"),
+        new("qc", "C", prio=-9, queue="q2"),
+    ]
+
+
+async def test_a_worker_of_one_queue_takes_its_groups_in_turn_one_each(target: Target) -> None:
+    store = await target.open_store("one")
+    other = await target.open_store("other")
+    try:
+        await store.set_limits({"group": 1})
+        await store.insert(two_queues_two_groups())
+        # Only q1's jobs, A and B in turn, one running per group.
+        assert await claimed(store, 10, "w1", {"q1": 10}) == {"a0", "b0"}
+        assert await claimed(store, 10, "w1", {"q1": 10}) == set()
+        # The group limit is cluster-wide: q2's worker gets only C's job.
+        assert await claimed(other, 10, "w2", {"q2": 10}) == {"qc"}
+        # A finished job frees its group's slot, for that group only.
+        await store.finish([Outcome(job_id="a0", status="completed")], "w1")
+        assert await claimed(store, 10, "w1", {"q1": 10}) == {"a1"}
+        await store.finish([Outcome(job_id="b0", status="completed")], "w1")
+        await store.finish([Outcome(job_id="a1", status="completed")], "w1")
+        assert await claimed(store, 10, "w1", {"q1": 10}) == {"a2", "b1"}
+        rows = await store.jobs(["a2", "b1", "qa", "qb"])
+        assert [(r.queue, r.status) for r in rows] == [
+            ("q1", "running"),
+            ("q1", "running"),
+            ("q2", "pending"),
+            ("q2", "pending"),
+        ]
+    finally:
+        await other.close()
+        await store.close()
+
+
+async def test_a_claim_in_turns_keeps_to_its_queues_rooms_types_and_pauses(
+    target: Target,
+) -> None:
+    store = await target.open_store()
+    try:
+        await store.insert(two_queues_two_groups())
+        # No limits: the turns alone, and at most each queue's room.
+        assert await claimed(store, 10, "w1", {"q1": 3}) == {"a0", "b0", "a1"}
+        # A worker that runs other job types takes none of them.
+        assert await claimed(store, 10, "w1", {"q1": 10}, types=["other"]) == set()
+        # A paused queue gives nothing, grouped or not; the others go on.
+        await store.set_queue_paused(True, "q1")
+        assert await claimed(store, 10, "w1", {"q1": 10}) == set()
+        assert await claimed(store, 10, "w1", None) == {"qa", "qb", "qc"}
+        await store.set_queue_paused(False, "q1")
+        assert await claimed(store, 10, "w1", {"q1": 10, "q2": 10}) == {"a2", "b1", "a3"}
     finally:
         await store.close()
