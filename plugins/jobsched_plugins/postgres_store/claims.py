@@ -311,6 +311,16 @@ _READY = "status IN ('pending', 'retry_wait') AND unmet = 0"
 # An EXISTS on it is one probe of an index that is empty while no ready
 # job has a group (the plain claim's case).
 _GROUPED_READY = "job_group IS NOT NULL AND " + _READY
+# The first ready job with a group `where` says (None: there is none), read
+# in the order of ``jobs_ready_group``: a probe of that index. (An EXISTS
+# would let the planner pick a sequential scan, expecting a grouped job of
+# the queue soon when other queues have many; it then reads the whole table
+# when this queue has none.)
+_FIRST_GROUPED = (
+    "SELECT job_group FROM {{s}}.jobs WHERE "
+    + _GROUPED_READY.replace("{", "{{")
+    + " AND {where} ORDER BY queue, job_group LIMIT 1"
+)
 # The claim's queues (``%(names)s``, NULL: every queue) but the paused ones.
 _IN_QUEUES = (
     "(%(names)s::text[] IS NULL OR queue = ANY(%(names)s))"
@@ -348,11 +358,9 @@ _OPEN_PAIRS = (
 _REST = _named(
     """WITH RECURSIVE flags AS (SELECT (SELECT data FROM {s}.limits WHERE id = 1) AS limits,
     EXISTS (SELECT 1 FROM {s}.paused) AS paused,
-    EXISTS (SELECT 1 FROM {s}.jobs WHERE """
-    + _GROUPED_READY
-    + " AND "
-    + _IN_QUEUES
-    + """) AS grouped), """
+    ("""
+    + _FIRST_GROUPED.format(where=_IN_QUEUES)
+    + """) IS NOT NULL AS grouped), """
     + _PAIRS_CTE
     + """
 SELECT limits, paused, grouped,
@@ -405,10 +413,9 @@ _CLAIM = _claim_statements(
       AND run_at <= (SELECT t FROM now)
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
-      AND NOT EXISTS (SELECT 1 FROM {s}.jobs WHERE """
-    + _GROUPED_READY
-    + """
-          AND queue NOT IN (SELECT queue FROM {s}.paused_queues))
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue NOT IN (SELECT queue FROM {s}.paused_queues)")
+    + """) IS NULL
       AND queue NOT IN (SELECT queue FROM {s}.paused_queues){terms}
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)"""
@@ -423,9 +430,9 @@ _CLAIM_QUEUE = _claim_statements(
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues WHERE queue = %s)
-      AND NOT EXISTS (SELECT 1 FROM {s}.jobs WHERE queue = %s AND """
-    + _GROUPED_READY
-    + """){terms}
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue = %s")
+    + """) IS NULL{terms}
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)"""
 )
@@ -444,9 +451,9 @@ _CLAIM_QUEUES = _claim_statements(
     WHERE NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues pq WHERE pq.queue = q.name)
-      AND NOT EXISTS (SELECT 1 FROM {s}.jobs g WHERE g.queue = q.name
-          AND g.job_group IS NOT NULL AND g.status IN ('pending', 'retry_wait')
-          AND g.unmet = 0)
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue = q.name")
+    + """) IS NULL
     ORDER BY p.sort_key, p.seq
     LIMIT %s)"""
 )
