@@ -348,18 +348,25 @@ def _claim_limited(
 _TURN_COLUMNS = "job_id, type, json_extract(options, '$.executor'), queue, job_group, sort_key, seq"
 
 # The (queue, group) pairs with ready jobs, as a recursive CTE: a loose scan
-# of the group index (which leads with the queue), one probe per pair
-# however many jobs each has.
+# of the group index (which leads with the queue), a few probes per pair
+# however many jobs each has: the queue's next group, else the next queue's
+# first. (A row value ``(queue, job_group) > (?, ?)`` would seek on the
+# queue alone, reading every earlier group's jobs of that queue again.)
+_NEXT_GROUP = (
+    f"(SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+    "AND queue = pairs.queue AND job_group > pairs.name ORDER BY job_group LIMIT 1)"
+)
+_NEXT_QUEUE = (
+    f"(SELECT queue FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+    "AND queue > pairs.queue ORDER BY queue LIMIT 1)"
+)
 _PAIRS_CTE = f"""WITH RECURSIVE pairs(queue, name) AS (
     SELECT * FROM (SELECT queue, job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
         ORDER BY queue, job_group LIMIT 1)
     UNION ALL
-    SELECT (SELECT queue FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
-            AND (queue, job_group) > (pairs.queue, pairs.name)
-            ORDER BY queue, job_group LIMIT 1),
-        (SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
-            AND (queue, job_group) > (pairs.queue, pairs.name)
-            ORDER BY queue, job_group LIMIT 1)
+    SELECT CASE WHEN {_NEXT_GROUP} IS NOT NULL THEN pairs.queue ELSE {_NEXT_QUEUE} END,
+        coalesce({_NEXT_GROUP}, (SELECT job_group FROM jobsched_shared_jobs
+            WHERE {_GROUPED_DUE} AND queue = {_NEXT_QUEUE} ORDER BY job_group LIMIT 1))
     FROM pairs WHERE pairs.name IS NOT NULL
 )"""
 
