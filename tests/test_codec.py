@@ -20,7 +20,7 @@ from jobsched import (
     hookimpl,
 )
 from jobsched._codec import OPTIONS, JobCodec, sort_key
-from jobsched._job import DEFAULT_RETRY
+from jobsched._job import DEFAULT_RETRY, set_job_group
 from jobsched.jobfile import JobOutcome
 from jobsched.store import JobRow, decode_result, encode_result, result_as_json
 from jobsched_plugins.edf import EarliestDeadlineFirstStrategy
@@ -77,6 +77,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
     )
     job.traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     job.result_ttl, job.keep_result = 60.0, False
+    set_job_group(job, "tenant-1")
     type_name, args, options = described(codec, job)
     assert (type_name, args) == ("noop", {"label": "x"})
     assert options == {
@@ -92,6 +93,7 @@ def test_every_option_round_trips(codec: JobCodec) -> None:
         "retry_on": ["TimeoutError", "myapp.errors.Transient"],
         "no_retry_on": ["PermissionError"],
         "queue": "emails",
+        "group": "tenant-1",
     }
     assert list(options) == list(OPTIONS)  # written in one order
     # Another process, whose monotonic clock started elsewhere.

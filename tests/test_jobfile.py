@@ -69,6 +69,7 @@ def test_every_key_is_declared_once_in_the_model() -> None:
         "retry_on",
         "no_retry_on",
         "queue",
+        "group",
         "delay",
         "depends_on",
         "trigger_rule",

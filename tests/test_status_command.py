@@ -28,6 +28,7 @@ STORES = ["single-owner", "shared-sqlite", "postgresql"]
 JOBS = [("alpha", "pending")] * 45 + [("beta", "completed")] * 10 + [("beta", "failed")] * 5
 JOB_KEYS = {
     "id",
+    "group",
     "job_id",
     "type",
     "status",

@@ -420,12 +420,14 @@ def as_written_before_the_kept_counts(url: str) -> None:
     dropping what they added is that schema, with the jobs it holds."""
     if url.startswith("sqlite:"):
         with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+            conn.execute("DROP INDEX jobsched_shared_ready_group")
             conn.execute("DROP INDEX jobsched_shared_ready")
+            conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN job_group")
+            conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN queue")
             conn.execute(
                 "CREATE INDEX jobsched_shared_ready ON jobsched_shared_jobs (sort_key, seq) "
                 "WHERE status IN ('pending', 'retry_wait') AND unmet = 0"
             )
-            conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN queue")
             conn.execute("DROP TABLE jobsched_shared_paused_queues")
             conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN lease_expiries")
             conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN last_traceback")
@@ -441,6 +443,7 @@ def as_written_before_the_kept_counts(url: str) -> None:
         return
     schema = url.split("schema=")[1].split("&")[0]
     with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN job_group')  # and its indexes
         conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN queue')  # and its index
         conn.execute(
             f'CREATE INDEX jobs_ready ON "{schema}".jobs (sort_key, seq) '

@@ -49,6 +49,7 @@ from ._operator import OperatorAPI
 from ._options import (
     DEFAULT_QUEUE,
     MAX_DELAY,
+    MAX_GROUP_LENGTH,
     MAX_KEY_LENGTH,
     MAX_NESTING,
     MAX_QUEUE_LENGTH,
@@ -119,6 +120,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "DISABLE_PLUGINS_ENV",
     "MAX_DELAY",
+    "MAX_GROUP_LENGTH",
     "MAX_INTERVAL",
     "MAX_KEY_LENGTH",
     "MAX_NESTING",

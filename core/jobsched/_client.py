@@ -286,6 +286,7 @@ class Client:
         trigger_rule: str = "all_success",
         conn: Any = None,
         queue: str | None = None,
+        group: str | None = None,
     ) -> str:
         """Store `job` for a worker to run; returns its id.
 
@@ -305,6 +306,10 @@ class Client:
         applies to a job without one). `queue` puts the job in that queue
         instead of its own (``"default"`` unless its type or task names one):
         only a worker serving it claims it (docs/queues.md).
+
+        `group` puts the job in a group (a tenant, a customer): the workers'
+        ``Limits(group=N)`` caps the jobs running per group, cluster-wide,
+        and claims take groups in turn (docs/limits.md, "Tenant fairness").
 
         `trigger_rule` says when a job with `depends_on` runs, given how they
         end: ``"all_success"`` (the default: every one completed; cancelled
@@ -356,7 +361,17 @@ class Client:
             check_workflow_options(
                 job,
                 delay=delay,
-                given=(key, unique_key, priority, retry, name, result_ttl, keep_result, queue),
+                given=(
+                    key,
+                    unique_key,
+                    priority,
+                    retry,
+                    name,
+                    result_ttl,
+                    keep_result,
+                    queue,
+                    group,
+                ),
                 timeout=timeout,
                 trigger_rule=trigger_rule,
             )
@@ -380,6 +395,7 @@ class Client:
             and result_ttl is None
             and keep_result is None
             and queue is None
+            and group is None
             and trigger_rule == ALL_SUCCESS
             and not getattr(job, "takes_results", True)
         ):
@@ -400,6 +416,7 @@ class Client:
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
                 queue=queue,
+                group=group,
             )
             rows, outside = self._rows([submission])
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()

@@ -35,6 +35,9 @@ keep_result ``false``: the result is not stored at all; left out when true
 queue       the queue the job waits in; left out when ``"default"`` (a
             shared store also keeps it in a column of its own, which
             claims filter on: `NewJob.queue`)
+group       the job's group (a tenant: group limits and claim turns); left
+            out when it has none. A shared store copies it into its
+            ``job_group`` column, which its claims read.
 =========== ===============================================================
 
 A left-out option *is* the default: `JobCodec.build` sets it explicitly, so a
@@ -52,7 +55,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import DEFAULT_RETRY, DEFAULT_TIMEOUT, FunctionJob, Job, is_adapted_attrs
+from ._job import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUT,
+    FunctionJob,
+    Job,
+    is_adapted_attrs,
+    job_group,
+    set_job_group,
+)
 from ._jobtypes import (
     JobSpecError,
     build_job,
@@ -64,6 +75,7 @@ from ._jobtypes import (
 from ._options import (
     DEFAULT_QUEUE,
     MAX_NESTING,
+    check_group,
     check_queue,
     describe_value,
     is_retry_spec,
@@ -97,6 +109,7 @@ OPTIONS = (
     "retry_on",
     "no_retry_on",
     "queue",
+    "group",
 )
 #: Keys a store keeps beside the options; `JobCodec.build` accepts and ignores them.
 STORE_KEYS = ("unique_key", "scheduled_for")
@@ -350,8 +363,10 @@ class JobCodec:
         retry = job.retry
         model = job.model
         cache_key = None
+        group = job_group(job)
         if job.deadline is None and job.traceparent is None:
             cache_key = (
+                group,
                 job.name,
                 job.priority,
                 job.timeout,
@@ -391,6 +406,8 @@ class JobCodec:
         queue = job.queue
         if queue != DEFAULT_QUEUE:
             options["queue"] = queue
+        if group is not None:
+            options["group"] = group
         try:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
@@ -528,6 +545,9 @@ class JobCodec:
         queue = options.get("queue", DEFAULT_QUEUE)
         if queue != job.queue:
             job.queue = check_queue(queue)
+        group = options.get("group")
+        if job_group(job) != group:
+            set_job_group(job, check_group(group))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

@@ -66,6 +66,7 @@ class JobExtras:
     previous_run_at: float | None = None
     handed_back: bool = False
     last_traceback: str | None = None
+    group: str | None = None
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
@@ -559,6 +560,22 @@ def callable_name(fn: Callable[..., Any]) -> str:
 # `jobsched.build_job` remembers the JobSpec a job was built from so that
 # `job_spec` can give it back exactly. The slot is Job's (a job is slotted); the
 # value is the job-type layer's, which _job cannot import: hence `object`.
+# A job's group is read and written through these two, not a `Job` property:
+# a job type's own field may be called ``group`` (it is a common argument
+# name), and it must neither shadow the option nor be taken for it.
+def job_group(job: Job) -> str | None:
+    """The group `job` was submitted with (a tenant, a customer), or None: see
+    `jobsched.Limits` (``group``) and the claims' turns (docs/limits.md)."""
+    extras = job._extras
+    return None if extras is None else extras.group
+
+
+def set_job_group(job: Job, group: str | None) -> None:
+    """Set `job`'s group (checked by the caller: `check_group`)."""
+    if group is not None or job._extras is not None:
+        job._with_extras(group=group)
+
+
 def record_spec(job: Job, spec: object) -> None:
     """Remember the description `job` was built from (for `recorded_spec`)."""
     job._spec = spec

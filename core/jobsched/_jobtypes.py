@@ -33,11 +33,14 @@ from ._job import (
     Job,
     adapt_attrs_job,
     is_adapted_attrs,
+    job_group,
     record_spec,
     recorded_spec,
+    set_job_group,
 )
 from ._options import (
     DEFAULT_QUEUE,
+    check_group,
     check_queue,
     describe_value,
     priority_name,
@@ -54,9 +57,10 @@ from ._status import JobPriority
 if TYPE_CHECKING:
     from ._plugins import PluginManager
 
-#: Options about a job's result, set on the job once it is built (a job type
-#: sets its defaults as class attributes, not in its constructor).
-RESULT_OPTIONS = ("result_ttl", "keep_result")
+#: Options set on the job once it is built, not through its constructor:
+#: about its result (a job type sets its defaults as class attributes), and
+#: its group (a job type's own argument may be called ``group``).
+RESULT_OPTIONS = ("result_ttl", "keep_result", "group")
 #: The retry policy a ``retry = {...}`` table without ``policy`` uses.
 DEFAULT_RETRY_POLICY = "exponential"
 
@@ -671,6 +675,9 @@ def build_job(
             job.result_ttl = data["result_ttl"] = to_result_ttl(result_options["result_ttl"])
         if "keep_result" in result_options:
             job.keep_result = data["keep_result"] = to_keep_result(result_options["keep_result"])
+        if result_options.get("group") is not None:
+            data["group"] = check_group(result_options["group"])
+            set_job_group(job, data["group"])
     except ValueError as exc:
         raise JobSpecError(f"{where}: {exc}") from None
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options=data)
@@ -739,4 +746,6 @@ def job_spec(job: Job, plugins: PluginManager | None = None) -> JobSpec | None:
             options[option] = list(getattr(job, option))
     if job.queue != DEFAULT_QUEUE:
         options["queue"] = job.queue
+    if job_group(job) is not None:
+        options["group"] = job_group(job)
     return JobSpec(type=names[0], args=args, options=options)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._job import FunctionJob, Job, callable_name
+from ._job import FunctionJob, Job, callable_name, job_group
 from ._status import ConcurrencyModel
 
 if TYPE_CHECKING:
@@ -126,6 +126,10 @@ def _queue_counts(value: Mapping[str, Any] | None) -> dict[str, int]:
     return _counts("queues", value)
 
 
+def _group_count(value: Any) -> int | None:
+    return None if value is None else _positive_int("limits.group", value)
+
+
 def _rates(value: Mapping[str, Any] | None) -> dict[str, Rate]:
     if value is None:
         return {}
@@ -151,7 +155,9 @@ class Limits:
     registered job-type name, else its class's ``job_type`` attribute, else -
     for a function job - the function's qualified name, else its class name
     (see `job_type_of`). `queues` maps a queue to its most attempts at once
-    (``{"emails": 5}``; on a shared store, across the cluster). Bad values
+    (``{"emails": 5}``; on a shared store, across the cluster). `group` is
+    the most attempts at once of each distinct job group (``group=2``: two
+    per tenant; jobs without a group are not limited by it). Bad values
     raise `ValueError` naming the key.
     """
 
@@ -159,29 +165,31 @@ class Limits:
     job_types: dict[str, int] = attrs.field(factory=dict, converter=_job_type_counts)
     rates: dict[str, Rate] = attrs.field(factory=dict, converter=_rates)
     queues: dict[str, int] = attrs.field(factory=dict, converter=_queue_counts)
+    group: int | None = attrs.field(default=None, converter=_group_count)
 
     @classmethod
     def coerce(cls, value: Limits | Mapping[str, Any]) -> Limits:
-        """Limits from a `Limits` or a mapping with keys executors, job_types, rates, queues."""
+        """Limits from a `Limits` or a mapping (keys executors, job_types, rates, queues, group)."""
         if isinstance(value, Limits):
             return value
         if not isinstance(value, Mapping):
             raise TypeError(f"limits must be a Limits or a mapping, got {value!r}")
-        unknown = set(value) - {"executors", "job_types", "rates", "queues"}
+        unknown = set(value) - {"executors", "job_types", "rates", "queues", "group"}
         if unknown:
             raise ValueError(
                 f"limits: unknown keys {sorted(unknown)} "
-                "(expected executors, job_types, rates, queues)"
+                "(expected executors, job_types, rates, queues, group)"
             )
         return cls(
             executors=value.get("executors"),
             job_types=value.get("job_types"),
             rates=value.get("rates"),
             queues=value.get("queues"),
+            group=value.get("group"),
         )
 
     def __bool__(self) -> bool:
-        return bool(self.executors or self.job_types or self.rates or self.queues)
+        return bool(self.executors or self.job_types or self.rates or self.queues or self.group)
 
     def as_data(self) -> dict[str, Any] | None:
         """These limits as the JSON a shared store keeps (None for no limits)."""
@@ -195,9 +203,12 @@ class Limits:
                 for name, rate in sorted(self.rates.items())
             },
         }
-        # Only when set: limits stored before queues existed compare equal.
+        # Each only when set: limits stored before queues or groups existed
+        # compare equal.
         if self.queues:
             data["queues"] = dict(sorted(self.queues.items()))
+        if self.group is not None:
+            data["group"] = self.group
         return data
 
     @staticmethod
@@ -340,15 +351,22 @@ class Limiter:
                 caps[name] = min(caps.get(name, slots), slots)
         self._queues = {n: _Counter(f"queue {n!r}", v, f"queue:{n}") for n, v in caps.items()}
         self._need_type = bool(self._types or self._buckets)
+        # One counter per group with jobs running or parked, made when its
+        # first job comes and dropped when its last one ends.
+        self._group_limit = limits.group
+        self._groups: dict[str, _Counter] = {}
         self._reserved: set[Job] = set()  # jobs holding a rate-limit reservation
-        # Counted attempts: their executor's, job type's and queue's limits.
-        self._held: dict[Job, tuple[_Counter | None, _Counter | None, _Counter | None]] = {}
+        # Counted attempts: their executor's, job type's, queue's and group's limits.
+        self._held: dict[
+            Job, tuple[_Counter | None, _Counter | None, _Counter | None, _Counter | None]
+        ] = {}
         # job class, or a function job's function -> its type's (concurrency, rate) limits
         self._per_type: dict[Any, tuple[_Counter | None, _Bucket | None]] = {}
         self._origin: dict[Job, _Counter] = {}  # un-parked job -> the limit that released it
         #: Times a limit held a job back (parked it, or delayed it for a rate
         #: token), by limit: ``"executor:NAME"``, ``"job_type:NAME"``,
-        #: ``"rate:NAME"``. Only counted off the common path (when holding back).
+        #: ``"rate:NAME"``, ``"group:NAME"``. Only counted off the common path
+        #: (when holding back).
         self.held_back: dict[str, int] = {}
 
     @property
@@ -356,18 +374,32 @@ class Limiter:
         """Jobs waiting for room under a concurrency limit."""
         counters = {
             id(c): c
-            for c in (*self._executors.values(), *self._types.values(), *self._queues.values())
+            for c in (
+                *self._executors.values(),
+                *self._types.values(),
+                *self._queues.values(),
+                *self._groups.values(),
+            )
         }
         return sum(len(c.parked) for c in counters.values())
 
     def running(
-        self, *, executor: str | None = None, job_type: str | None = None, queue: str | None = None
+        self,
+        *,
+        executor: str | None = None,
+        job_type: str | None = None,
+        queue: str | None = None,
+        group: str | None = None,
     ) -> int:
-        """Attempts running under one executor's, job type's or queue's limit."""
-        if queue is not None:
+        """Attempts running under one executor's, job type's, queue's or group's limit."""
+        if group is not None:
+            counter = self._groups.get(group)
+        elif queue is not None:
             counter = self._queues.get(queue)
+        elif executor:
+            counter = self._executors.get(executor)
         else:
-            counter = self._executors.get(executor) if executor else self._types.get(job_type or "")
+            counter = self._types.get(job_type or "")
         return counter.running if counter is not None else 0
 
     def admit(self, job: Job) -> float:
@@ -406,6 +438,21 @@ class Limiter:
                 if origin is not None and origin is not lane:
                     self._kick(origin)
                 return -1.0
+        grp = None
+        if self._group_limit is not None:
+            name = job_group(job)
+            if name is not None:
+                grp = self._groups.get(name)
+                if grp is None:
+                    grp = self._groups[name] = _Counter(
+                        f"group {name!r}", self._group_limit, f"group:{name}"
+                    )
+                elif grp.running >= grp.limit:
+                    grp.parked.append(job)
+                    self._held_back(grp.label)
+                    if origin is not None and origin is not grp:
+                        self._kick(origin)
+                    return -1.0
         kind = None
         if self._need_type:
             cls = type(job)
@@ -443,8 +490,10 @@ class Limiter:
             exe.running += 1
         if lane is not None:
             lane.running += 1
-        if exe is not None or kind is not None or lane is not None:
-            self._held[job] = (exe, kind, lane)
+        if grp is not None:
+            grp.running += 1
+        if exe is not None or kind is not None or lane is not None or grp is not None:
+            self._held[job] = (exe, kind, lane, grp)
         return 0.0
 
     def _held_back(self, label: str) -> None:
@@ -470,7 +519,7 @@ class Limiter:
         held = self._held.pop(job, None)
         if held is None:
             return
-        exe, kind, lane = held
+        exe, kind, lane, grp = held
         if exe is not None:
             exe.running -= 1
             if exe.parked:
@@ -483,6 +532,19 @@ class Limiter:
             kind.running -= 1
             if kind.parked:
                 self._kick(kind)
+        if grp is not None:
+            grp.running -= 1
+            if grp.parked:
+                self._kick(grp)
+            else:
+                self._forget_group(grp)
+
+    def _forget_group(self, counter: _Counter) -> None:
+        """Drop an idle group's counter: groups come and go (one per tenant)."""
+        if not (counter.running or counter.inflight or counter.parked):
+            name = counter.label.removeprefix("group:")
+            if self._groups.get(name) is counter:
+                del self._groups[name]
 
     def _kick(self, counter: _Counter) -> None:
         """Send parked jobs back to the ready queue while the limit has room for them."""
@@ -495,3 +557,5 @@ class Limiter:
             counter.inflight += 1
             self._origin[job] = counter
             self._requeue(job)
+        if not parked:
+            self._forget_group(counter)

@@ -27,7 +27,7 @@ from ._errors import (
     SchedulerError,
     UnknownJobError,
 )
-from ._job import FunctionJob, Job, callable_name
+from ._job import FunctionJob, Job, callable_name, job_group
 from ._limits import job_type_of
 from ._operator import OperatorAPI
 from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_list
@@ -146,12 +146,13 @@ class LocalClient:
         trigger_rule: str = ALL_SUCCESS,
         conn: Any = None,
         queue: str | None = None,
+        group: str | None = None,
         **options: Any,
     ) -> str:
         """Queue `job` and return its id: `Client.submit`'s job, options and checks.
 
         For a `Job`, the options are `Client.submit`'s: `delay`, `depends_on`
-        (ids), `key`, `unique_key`, `trigger_rule`, and `priority`, `timeout`
+        (ids), `key`, `unique_key`, `trigger_rule`, `group`, and `priority`, `timeout`
         (None or False: no timeout; left out: the job's own), `retry`, `name`, `result_ttl` and
         `keep_result` and `queue` overriding the job's own. With one of the last seven the
         scheduler queues a copy of the job (under its id) and the caller's
@@ -184,6 +185,7 @@ class LocalClient:
             result_ttl=result_ttl,
             keep_result=keep_result,
             trigger_rule=None if trigger_rule == ALL_SUCCESS else trigger_rule,
+            group=group,
             **options,
         )
 
@@ -620,6 +622,7 @@ class LocalClient:
             queue=job.queue,
             result_expires=self._result_expires(job, offset),
             traceback=None if status is JobStatus.COMPLETED else job.last_traceback,
+            group=job_group(job),
         )
 
     def _result_expires(self, job: Job, offset: float) -> float | None:

@@ -32,6 +32,9 @@ MAX_KEY_LENGTH = 512
 DEFAULT_QUEUE = "default"
 #: The longest queue name, in characters: every store indexes it.
 MAX_QUEUE_LENGTH = 128
+#: The longest job ``group`` (a tenant, a customer), in characters: the
+#: shared stores index it with the claim order.
+MAX_GROUP_LENGTH = 200
 #: How deeply a stored job's arguments may nest lists and tables: every
 #: store (and `json.loads` when it is read back) can hold that.
 MAX_NESTING = 100
@@ -246,6 +249,25 @@ def check_key(value: Any, what: str = "key") -> str:
     problem = text_problem(value)
     if problem is not None:
         raise ValueError(f"{what} {value!r} {problem}")
+    return value
+
+
+def check_group(value: Any) -> str | None:
+    """A job's `group` (None: none): a non-empty string of at most
+    `MAX_GROUP_LENGTH` characters that every store can hold (`text_problem`)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_GROUP_LENGTH:
+        shown = describe_value(value)
+        if isinstance(value, str) and value:
+            shown = f"{len(value)} characters: {value[:40]!r}..."
+        raise ValueError(
+            f"group must be a non-empty string of at most {MAX_GROUP_LENGTH} characters "
+            f"(MAX_GROUP_LENGTH) or None, got {shown}"
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(f"group {value!r} {problem}")
     return value
 
 

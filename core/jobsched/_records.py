@@ -157,6 +157,8 @@ class JobInfo:
     last_refusal: str | None = None
     #: The queue it waits in (docs/queues.md).
     queue: str = "default"
+    #: The group it was submitted with (a tenant: docs/limits.md), None if none.
+    group: str | None = None
 
     @property
     def done(self) -> bool:
@@ -167,6 +169,7 @@ class JobInfo:
     def from_row(cls, row: SharedJobRow) -> JobInfo:
         """The public record of a shared store's row."""
         priority = row.options.get("priority")
+        group = row.options.get("group")
         return cls(
             job_id=row.job_id,
             type=row.type,
@@ -198,6 +201,7 @@ class JobInfo:
             build_refusals=row.build_refusals,
             last_refusal=row.last_refusal,
             queue=row.queue,
+            group=group if isinstance(group, str) else None,
         )
 
 

@@ -349,6 +349,7 @@ class JobScheduler:
                 unique_key=item.unique_key,
                 result_ttl=item.result_ttl,
                 keep_result=item.keep_result,
+                group=item.group,
                 trigger_rule=None if item.trigger_rule == ALL_SUCCESS else item.trigger_rule,
             )
             ids_of[id(item.job)] = job_id

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._errors import SchedulerError, UnknownJobError
-from ._job import FunctionJob, Job
+from ._job import FunctionJob, Job, set_job_group
 from ._jobtypes import build_retry_policy
 from ._options import (
     NOT_GIVEN,
     NotGiven,
     check_delay,
+    check_group,
     check_key,
     check_queue,
     id_list,
@@ -67,6 +68,8 @@ class Submission:
     trigger_rule: str = "all_success"
     #: The queue it waits in; None keeps the job's own (docs/queues.md).
     queue: str | None = None
+    #: The job's group (a tenant); None keeps the job's own (see `Client.submit`).
+    group: str | None = None
 
 
 def overrides(item: Submission) -> bool:
@@ -80,6 +83,7 @@ def overrides(item: Submission) -> bool:
         or item.result_ttl is not None
         or item.keep_result is not None
         or item.queue is not None
+        or item.group is not None
     )
 
 
@@ -120,6 +124,8 @@ def with_options(
         job.keep_result = to_keep_result(item.keep_result)
     if item.queue is not None:
         job.queue = check_queue(item.queue)
+    if item.group is not None:
+        set_job_group(job, check_group(item.group))
     for hook in hooks:
         hook(job)
     return job
@@ -166,12 +172,13 @@ def job_with_options(
     *,
     result_ttl: float | None = None,
     keep_result: bool | None = None,
+    group: str | None = None,
 ) -> Job:
-    """A copy of `job` with `submit`'s keyword `options` (`JOB_OVERRIDES`) and
-    its result options set (see `with_options`); any other keyword is a
-    `TypeError`."""
+    """A copy of `job` with `submit`'s keyword `options` (`JOB_OVERRIDES`),
+    its result options and its group set (see `with_options`); any other
+    keyword is a `TypeError`."""
     check_job_options(job, options)
-    item = Submission(job, result_ttl=result_ttl, keep_result=keep_result, **options)
+    item = Submission(job, result_ttl=result_ttl, keep_result=keep_result, group=group, **options)
     return with_options(job, item, plugins)
 
 

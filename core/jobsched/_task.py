@@ -20,9 +20,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ._errors import ResultUnavailableError, SchedulerError
-from ._job import DEFAULT_RETRY, ExceptionNames, Job, record_spec
+from ._job import DEFAULT_RETRY, ExceptionNames, Job, job_group, record_spec, set_job_group
 from ._jobtypes import JobSpec, JobSpecError, check_arguments, describe_job_type
-from ._options import check_queue, check_retry_policy, priority_name, to_priority, to_timeout
+from ._options import (
+    check_group,
+    check_queue,
+    check_retry_policy,
+    priority_name,
+    to_priority,
+    to_timeout,
+)
 from ._plugins import define_job_type, defined_job_type
 from ._result_of import ResultOf, has_markers, job_id_of, markers_in, resolve
 from ._retry import RetryPolicyLike
@@ -33,7 +40,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: The job options a task (or one of its jobs, through `Task.options`) sets.
-TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on", "queue")
+TASK_OPTIONS = ("priority", "timeout", "retry", "retry_on", "no_retry_on", "queue", "group")
 #: Options only a single job has: its own name and deadline.
 JOB_ONLY_OPTIONS = ("name", "deadline")
 # Keywords a job type's constructor takes as options: a parameter named like
@@ -72,7 +79,9 @@ class TaskJob(Job):
         task = type(self).task
         # No timeout unless the task or the call asks (as Celery, RQ and
         # procrastinate do); the reference facade's `Job` keeps its 30 s.
-        super().__init__(task.name, **{"timeout": None, **task.defaults, **options})
+        super().__init__(task.name, **{"timeout": None, **task.job_defaults, **options})
+        if task.group is not None:
+            set_job_group(self, task.group)
         #: The function's keyword arguments (checked and converted).
         self.arguments: dict[str, Any] = kwargs
 
@@ -187,6 +196,10 @@ class Task(Generic[P, R]):
         self.name = name
         self.model = _model(fn, model, qualname)
         self.defaults: dict[str, Any] = _checked_options(defaults, f"@task on {qualname}")
+        #: The group of the task's jobs (``@task(group=...)``), None for none.
+        self.group: str | None = self.defaults.get("group")
+        #: The defaults the job constructor takes (all but the group).
+        self.job_defaults = {k: v for k, v in self.defaults.items() if k != "group"}
         self.signature = _task_signature(fn, qualname)
         self.job_class = _job_class(self)
         taken = defined_job_type(name)
@@ -222,6 +235,7 @@ class Task(Generic[P, R]):
         retry_on: ExceptionNames = _NOT_GIVEN,
         no_retry_on: ExceptionNames = _NOT_GIVEN,
         queue: str = _NOT_GIVEN,
+        group: str | None = _NOT_GIVEN,
     ) -> TaskCall[P, R]:
         """The task with other options for the jobs made through it.
 
@@ -270,6 +284,7 @@ def task(
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
     queue: str | None = None,
+    group: str | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -285,6 +300,7 @@ def task(
     retry_on: ExceptionNames = (),
     no_retry_on: ExceptionNames = (),
     queue: str | None = None,
+    group: str | None = None,
 ) -> Any:
     """Make a function a task: a job type defined in code.
 
@@ -295,7 +311,8 @@ def task(
     function: the job is pickled by the function's module and name). The
     options are the jobs' defaults, spelled as `Job` takes them; `retry_on`
     and `no_retry_on` limit retries to the failures worth retrying; `queue`
-    is the queue its jobs wait in (default ``"default"``, docs/queues.md).
+    is the queue its jobs wait in (default ``"default"``, docs/queues.md);
+    `group` puts every job of the task in that group (a tenant: see `Limits`).
 
     The task's parameters are its job type's arguments, so each must be
     nameable (no ``*args``, ``**kwargs`` or positional-only ones) and not
@@ -317,6 +334,8 @@ def task(
         defaults["no_retry_on"] = no_retry_on
     if queue is not None:
         defaults["queue"] = check_queue(queue, "@task queue")
+    if group is not None:
+        defaults["group"] = group
 
     def decorate(fn: Callable[P, R]) -> Task[P, R]:
         return Task(fn, name=name, model=model, defaults=defaults)
@@ -376,6 +395,8 @@ def _checked_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
                 checked[key] = exception_names(value, key)
             elif key == "queue":
                 checked[key] = check_queue(value)
+            elif key == "group":
+                checked[key] = check_group(value)
             else:
                 known = ", ".join(TASK_OPTIONS + JOB_ONLY_OPTIONS)
                 raise TypeError(f"unknown option (options: {known})")
@@ -491,9 +512,13 @@ def _build(
     info = describe_job_type(task.job_class, task.name, task.fn.__module__)
     checked = check_arguments(info, data, label)
     name = options.get("name")
-    job = task.job_class(**checked, **{k: v for k, v in options.items() if k != "name"})
+    job = task.job_class(
+        **checked, **{k: v for k, v in options.items() if k not in ("name", "group")}
+    )
     if name is not None:
         job.name = name
+    if "group" in options:
+        set_job_group(job, options["group"])
     record_spec(job, JobSpec(type=task.name, args=data, options=_spec_options(job, options)))
     return job
 
@@ -518,4 +543,6 @@ def _spec_options(job: Job, given: Mapping[str, Any]) -> dict[str, Any]:
             options[key] = list(getattr(job, key))
     if "queue" in keys:
         options["queue"] = job.queue
+    if "group" in keys:
+        options["group"] = job_group(job)
     return options

@@ -143,6 +143,8 @@ def show_stored_job(args: argparse.Namespace, plugins: PluginManager) -> int:
         f"[bold]{escape(info.job_id)}[/]  {escape(info.type)}  {info.status.value}", markup=True
     )
     console.print(f"  attempts  {info.attempts}", markup=False)
+    if info.group is not None:
+        console.print(f"  group     {info.group}", markup=False)
     if info.status is JobStatus.COMPLETED:
         console.print(f"  result    {info.result!r}", markup=False)
     elif info.last_error is not None:

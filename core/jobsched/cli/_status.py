@@ -263,6 +263,7 @@ def job_json(info: JobInfo, now: float) -> dict[str, Any]:
         "started_at": info.started_at,
         "finished_at": info.finished_at,
         "trigger_rule": info.trigger_rule,
+        "group": info.group,
         "result": info.result,
         "error": info.last_error,
         "traceback": info.traceback,

@@ -20,6 +20,7 @@ import attrs
 from .. import (
     COALESCE_POLICIES,
     MAX_DELAY,
+    MAX_GROUP_LENGTH,
     MAX_KEY_LENGTH,
     MAX_RETRIES,
     MAX_WORKERS,
@@ -108,6 +109,17 @@ def identifier(value: Any) -> str:
 def positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"must be a positive integer, got {_describe(value)}")
+    return value
+
+
+def group_name(value: Any) -> str:
+    """A job's group: a non-empty string of at most `MAX_GROUP_LENGTH` characters."""
+    if not isinstance(value, str) or not value or len(value) > MAX_GROUP_LENGTH:
+        shown = f"{len(value)} characters" if isinstance(value, str) and value else None
+        raise ValueError(
+            f"must be a non-empty string of at most {MAX_GROUP_LENGTH} characters, "
+            f"got {shown or _describe(value)}"
+        )
     return value
 
 
@@ -365,6 +377,12 @@ class JobTemplate:
         default=None,
         doc='the queue the job waits in (default "default"; docs/queues.md)',
     )
+    group: str | None = key(
+        group_name,
+        default=None,
+        doc="the job's group, a tenant or customer: [limits] group caps each group's "
+        "running jobs, and groups take turns",
+    )
     line: int | None = None
 
     @property
@@ -396,6 +414,8 @@ class JobTemplate:
             options["no_retry_on"] = list(self.no_retry_on)
         if self.queue is not None:
             options["queue"] = self.queue
+        if self.group is not None:
+            options["group"] = self.group
         return options
 
     def check(self) -> None:
@@ -526,13 +546,20 @@ class LimitsSettings:
         doc='most starts per time per job type: { email = "10/s" } or '
         '{ email = { rate = "10/s", burst = 5 } }',
     )
+    group: int | None = key(
+        positive_int,
+        default=None,
+        doc="most attempts at once of each job group (each tenant): 2",
+    )
     line: int | None = None
 
     def check(self) -> None:
         """Checks across keys; raise ValueError."""
 
     def limits(self) -> Limits:
-        return Limits(executors=self.executors, job_types=self.job_types, rates=self.rates)
+        return Limits(
+            executors=self.executors, job_types=self.job_types, rates=self.rates, group=self.group
+        )
 
 
 def id_steps(value: Any) -> tuple[str, ...]:

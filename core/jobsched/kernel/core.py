@@ -29,7 +29,7 @@ from .._errors import (
     SchedulerStoppedError,
     UnknownJobError,
 )
-from .._job import Job
+from .._job import Job, job_group
 from .._limits import Limits
 from .._options import (
     NOT_GIVEN,
@@ -286,6 +286,7 @@ class Kernel:
         result_ttl: float | None = None,
         keep_result: bool | None = None,
         trigger_rule: str | None = None,
+        group: str | None = None,
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
@@ -334,6 +335,11 @@ class Kernel:
         (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
         result is kept, and whether it is stored at all. None keeps the job's.
 
+        `group` puts the job in a group (a tenant, a customer: a non-empty
+        string of at most `MAX_GROUP_LENGTH` characters): ``Limits(group=N)``
+        caps the jobs running per group, and groups take turns at the ready
+        queue (docs/limits.md, "Tenant fairness").
+
         `trigger_rule` says when a job with `depends_on` runs: ``"all_success"``
         (None, the default: once every upstream completed), ``"all_done"``,
         ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
@@ -367,13 +373,14 @@ class Kernel:
             or job.retry.__class__ is not RetryPolicy  # type: ignore[union-attr]
             or result_ttl is not None
             or keep_result is not None
+            or group is not None
         ):
             job = as_job(
                 job,
                 args,
                 kwargs,
                 options,
-                (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule),
+                (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule, group),
                 self.plugins,
             )
         else:
@@ -381,7 +388,7 @@ class Kernel:
         marked = False
         if job.takes_results:  # a task's job, or a workflow: one check for both
             if isinstance(job, Workflow):
-                given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs)
+                given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group)
                 return self._submit_workflow(job, args, options, delay, depends_on, given)[-1]
             upstreams_of_results = job.result_upstreams(job_id_of)
             if upstreams_of_results:
@@ -474,9 +481,13 @@ class Kernel:
         if run_at > now:
             queues.delay(job)
         else:
-            if heap is None:
+            if job_group(job) is not None:
+                queues.push(job)  # to its group's turn (`GroupTurns`)
+            elif heap is None:
                 queues.ready.push(job)
             else:
+                # A job without a group goes to the heap even once groups
+                # take turns: the heap is the turns' `base`, for such jobs.
                 heap.push_entry(entry)  # type: ignore[arg-type]
             if queues.waiting:
                 queues.work.set()
@@ -492,7 +503,7 @@ class Kernel:
         refused: tuple[Any, ...],
     ) -> list[str]:
         """Submit a workflow's jobs, upstreams first; their ids in that order."""
-        unique_key, key, result_ttl, keep_result, trigger_rule, kwargs = refused
+        unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group = refused
         check_workflow_options(
             workflow,
             delay=delay,
@@ -503,6 +514,7 @@ class Kernel:
                 result_ttl,
                 keep_result,
                 kwargs,
+                group,
                 *(value for name, value in options.items() if name != "timeout"),
             ),
             timeout=options.get("timeout", NOT_GIVEN),

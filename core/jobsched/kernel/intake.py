@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from .._job import FunctionJob, Job, refuse_option_parameters
+from .._job import FunctionJob, Job, refuse_option_parameters, set_job_group
 from .._jobtypes import build_retry_policy
-from .._options import check_retry_policy, is_retry_spec
+from .._options import check_group, check_retry_policy, is_retry_spec
 from .._retry import RetryPolicy
 from .._submission import job_with_options
 from .._workflow import Workflow
@@ -24,6 +24,7 @@ SUBMIT_OPTIONS = (
     "result_ttl",
     "keep_result",
     "trigger_rule",
+    "group",
 )
 
 
@@ -55,6 +56,9 @@ def as_job(
             ]
             refuse_option_parameters(job, given)
         job = FunctionJob(job, *args, kwargs=kwargs, **options)
+        group = scheduling[SUBMIT_OPTIONS.index("group")]
+        if group is not None:
+            set_job_group(job, check_group(group))
     elif args or kwargs is not None:
         raise TypeError(
             f"{caller}() got arguments for {job!r}, which is already a job: "
@@ -63,10 +67,16 @@ def as_job(
     else:
         named = dict(zip(SUBMIT_OPTIONS, scheduling, strict=True))
         result_ttl, keep_result = named["result_ttl"], named["keep_result"]
-        if options or result_ttl is not None or keep_result is not None:
+        group = named["group"]
+        if options or result_ttl is not None or keep_result is not None or group is not None:
             # Client's options, on a copy: the caller's job stays as it was.
             job = job_with_options(
-                job, options, plugins, result_ttl=result_ttl, keep_result=keep_result
+                job,
+                options,
+                plugins,
+                result_ttl=result_ttl,
+                keep_result=keep_result,
+                group=group,
             )
     retry = job.retry
     if retry.__class__ is not RetryPolicy and is_retry_spec(retry):

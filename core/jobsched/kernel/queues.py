@@ -5,20 +5,27 @@ O(1)) or else a heap of ``(*key, job)``. The delayed heap holds first runs not
 due yet and retry backoffs, woken by one timer. `take` is the admission
 chain, composed once: the pause of every queue, then the pause of the
 job's named queue, then the backend's ``starting`` check, then the limits
-(a queue's concurrency is one of them). While none of them can hold a job
-back (`plain`), workers pop the ready queue themselves.
+(a queue's concurrency and a group's are among them). While none of them
+can hold a job back and no job has a group (`plain`), workers pop the
+ready queue themselves.
+
+Once a job with a group (a tenant) is queued, the ready queue becomes
+`GroupTurns`: a queue per group, popped in turn, so one group's backlog
+never holds the others back. `take` pops the turns through the same chain.
+Until then nothing about groups costs a thing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 from collections.abc import Callable, Mapping
 from heapq import heapify, heappop, heappush
 from typing import Any
 
 from .._clock import Clock, TimerHandle
-from .._job import FunctionJob, Job
+from .._job import FunctionJob, Job, job_group
 from .._limits import Limiter, Limits
 from .._strategy import ReadyQueue, SchedulingStrategy, SortKey
 
@@ -90,6 +97,69 @@ class KeyHeap:
         return len(self.entries)
 
 
+class GroupTurns:
+    """The ready queue once jobs have groups: one queue per group, taken in turn.
+
+    `base`, the queue from before (the strategy's own or the kernel's
+    heap), keeps the jobs without a group and takes its turn as one more
+    group; each group gets a queue of the same kind (`make`). `pop` gives
+    the best job of the group whose turn it is, in strategy order, and
+    moves that group to the back: with groups A (10,000 jobs) and B (10),
+    the jobs run A, B, A, B, ... A group's queue is dropped once empty.
+    The kernel's submit may push a job without a group straight into
+    `base`, which is why `base` keeps its place in the turns while empty.
+    """
+
+    __slots__ = ("base", "groups", "make", "turns")
+
+    def __init__(self, base: ReadyQueue, make: Callable[[], ReadyQueue]) -> None:
+        self.base = base
+        self.make = make
+        self.groups: dict[str, ReadyQueue] = {}
+        # Group names with queued jobs, the next turn first; None is `base`.
+        self.turns: deque[str | None] = deque([None])
+
+    def push(self, job: Job) -> None:
+        group = job_group(job)
+        if group is None:
+            self.base.push(job)
+            return
+        queue = self.groups.get(group)
+        if queue is None:
+            queue = self.groups[group] = self.make()
+            self.turns.append(group)
+        queue.push(job)
+
+    def pop(self) -> Job | None:
+        turns = self.turns
+        groups = self.groups
+        for _ in range(len(turns)):
+            group = turns[0]
+            turns.rotate(-1)
+            if group is None:
+                job = self.base.pop()
+                if job is not None:
+                    return job
+                continue
+            queue = groups[group]
+            job = queue.pop()
+            if not len(queue):
+                del groups[group]
+                turns.pop()  # it was rotated to the back
+            if job is not None:
+                return job
+        return None
+
+    def remove(self, job: Job) -> None:
+        group = job_group(job)
+        queue = self.base if group is None else self.groups.get(group)
+        if queue is not None:
+            queue.remove(job)
+
+    def __len__(self) -> int:
+        return len(self.base) + sum(len(q) for q in self.groups.values())
+
+
 #: ``starting(job) -> bool``: see `Backend.starting`.
 StartingHook = Callable[[Job], bool]
 
@@ -120,7 +190,9 @@ class Queues:
             raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
         self.key: Callable[[Job], SortKey] = key_ending_in_seq(key)
         make_queue = getattr(strategy, "ready_queue", None)
-        queue: ReadyQueue | None = make_queue() if callable(make_queue) else None
+        if not callable(make_queue):
+            make_queue = None
+        queue: ReadyQueue | None = make_queue() if make_queue is not None else None
         if queue is not None and not all(
             callable(getattr(queue, name, None)) for name in ("push", "pop", "remove", "__len__")
         ):
@@ -133,6 +205,9 @@ class Queues:
         if queue is None:
             queue = self.heap = KeyHeap(self.key)
         self.ready: ReadyQueue = queue
+        self._make_queue: Callable[[], ReadyQueue] = make_queue or (lambda: KeyHeap(self.key))
+        #: The groups' turns, once a job with a group was queued (see `GroupTurns`).
+        self.turns: GroupTurns | None = None
         #: Heap of ``(run_at, seq, job)``.
         self.delayed: list[tuple[float, int, Job]] = []
         #: Set when a waiting worker should look again.
@@ -196,6 +271,8 @@ class Queues:
     # ── queueing ──────────────────────────────────────────────────────
     def push(self, job: Job) -> None:
         """Queue a runnable job now."""
+        if self.turns is None and job_group(job) is not None:
+            self.take_turns()
         self.ready.push(job)
         self.work.set()
 
@@ -204,11 +281,24 @@ class Queues:
         if job.run_at > self._clock.now():
             self.delay(job)
         else:
-            self.ready.push(job)
-            self.work.set()
+            self.push(job)
+
+    def take_turns(self) -> None:
+        """Make groups take turns at the ready queue from now on (`GroupTurns`).
+
+        Once, at the first job with a group; the jobs queued so far keep
+        their queue (as the turns' `base`). Workers then take jobs through
+        `take` (`plain` is off), which pops the turns.
+        """
+        if self.turns is None:
+            self.turns = GroupTurns(self.ready, self._make_queue)
+            self.ready = self.turns
+            self.plain = False
 
     def delay(self, job: Job) -> None:
         """Hold `job` until its `run_at`."""
+        if self.turns is None and job_group(job) is not None:
+            self.take_turns()
         run_at = job.run_at
         heappush(self.delayed, (run_at, job.seq, job))
         if run_at < self._timer_at and self._running:
@@ -266,6 +356,7 @@ class Queues:
             and not self.paused_queues
             and self.limiter is None
             and self._starting is None
+            and self.turns is None
         )
 
     def take(self) -> Job | None:

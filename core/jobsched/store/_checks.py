@@ -233,6 +233,7 @@ _SHARED_JOB_CHECKS: tuple[_Check, ...] = (
     ("cancel_requested", _is_flag, "a flag"),
     ("last_error", _is_text, "text"),
     ("last_traceback", _is_text, "text"),
+    ("job_group", _is_text, "text"),
     ("schedule_id", _is_text, "text"),
     ("submitted_by", _is_text, "text"),
     ("started_at", _is_time_or_none, "a time"),
@@ -333,6 +334,7 @@ def checked_shared_job(row: SharedJobRow) -> SharedJobRow:
         and type(row.lease_owner) in _TEXT_OR_NONE
         and type(row.last_error) in _TEXT_OR_NONE
         and type(row.last_traceback) in _TEXT_OR_NONE
+        and type(row.job_group) in _TEXT_OR_NONE
         and type(row.schedule_id) in _TEXT_OR_NONE
         and type(row.submitted_by) in _TEXT_OR_NONE
         and type(row.unique_key) in _TEXT_OR_NONE

@@ -253,6 +253,9 @@ class SharedJobRow:
     refused_by: tuple[str, ...] = ()
     #: The queue it waits in (`NewJob.queue`).
     queue: str = "default"
+    #: Its group (its ``group`` option, kept in a column of its own for the
+    #: claims: the group limit and the turns), None if it has none.
+    job_group: str | None = None
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> SharedJobRow:
@@ -467,7 +470,8 @@ UNSERVED_SCAN = 10_000
 
 #: A cluster's limits as a shared store keeps them (JSON): ``{"executors":
 #: {name: max running}, "job_types": {type: max running}, "rates": {type:
-#: {"per_second": float, "burst": int}}}``. See docs/limits.md.
+#: {"per_second": float, "burst": int}}, "group": max running per job group}``
+#: (``group`` only when set). See docs/limits.md.
 LimitsData = dict[str, Any]
 
 

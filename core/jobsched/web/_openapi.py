@@ -83,6 +83,10 @@ def _document() -> dict[str, Any]:
             "history": {"type": "array", "items": _ref("Attempt")},
             "depends_on": {"type": "array", "items": {"type": "string"}},
             "trigger_rule": {"enum": list(TRIGGER_RULES)},
+            "group": {
+                "description": "its group (a tenant: docs/limits.md), or null",
+                "oneOf": [{"type": "null"}, {"type": "string"}],
+            },
             "options": {"type": "object"},
             "lease_owner": _STRING_OR_NULL,
             "lease_expires": _NUMBER_OR_NULL,

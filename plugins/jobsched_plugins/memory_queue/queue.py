@@ -143,6 +143,7 @@ class Queue:
                 unique_key=job.unique_key,
                 trigger_rule=job.trigger_rule,
                 queue=job.queue,
+                job_group=options.get("group"),
             )
             if job.key is not None:
                 self.keys[job.key] = job.job_id
@@ -169,8 +170,9 @@ class Queue:
     ) -> tuple[list[SharedJobRow], float | None]:
         """Take up to `n` due jobs in strategy order under the cluster's limits,
         from `queues` (each with the most jobs to take; None: every queue), of
-        `kinds` (job types; None: any) that `refuser` did not refuse; ``(the
-        rows, when the next waiting job is due)`` (`QueueRole.claim`)."""
+        `kinds` (job types; None: any) that `refuser` did not refuse, groups in
+        turn (as the databases: docs/limits.md); ``(the rows, when the next
+        waiting job is due)`` (`QueueRole.claim`)."""
         if self.paused:
             return [], None
         rooms = None if queues is None else dict(queues)
@@ -192,9 +194,11 @@ class Queue:
         executors: dict[str, int] = dict(limits.get("executors") or {})
         rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
         queue_caps: dict[str, int] = dict(limits.get("queues") or {})
+        group_limit: int | None = limits.get("group")
         running_t = dict.fromkeys(types, 0)
         running_e = dict.fromkeys(executors, 0)
         running_q = dict.fromkeys(queue_caps, 0)
+        running_g: dict[str, int] = {}
         for r in self.jobs.values():
             if r.status == "running":
                 if r.type in running_t:
@@ -203,6 +207,8 @@ class Queue:
                     running_e[r.options["executor"]] += 1
                 if r.queue in running_q:
                     running_q[r.queue] += 1
+                if r.job_group is not None:
+                    running_g[r.job_group] = running_g.get(r.job_group, 0) + 1
 
         def token_at(kind: str) -> float:
             # GCRA, as the other stores: the next token is free at tat - tolerance.
@@ -217,8 +223,25 @@ class Queue:
                 or (executor in executors and running_e[executor] >= executors[executor])
                 or (r.type in rates and token_at(r.type) > t + 1e-9)
                 or (r.queue in queue_caps and running_q[r.queue] >= queue_caps[r.queue])
+                or (
+                    group_limit is not None
+                    and r.job_group is not None
+                    and running_g.get(r.job_group, 0) >= group_limit
+                )
             )
 
+        waiting_rows = due
+        if any(r.job_group is not None for r in due):
+            # Turns: each group's first claimable job, then each one's second, ...
+            turn: dict[str | None, int] = {}
+            order: dict[str, int] = {}
+            for r in due:
+                if r.run_at <= t and not held(r):
+                    order[r.job_id] = turn[r.job_group] = turn.get(r.job_group, -1) + 1
+            due = sorted(
+                (r for r in due if r.job_id in order),
+                key=lambda r: (order[r.job_id], r.sort_key, r.seq),
+            )
         taken: list[SharedJobRow] = []
         for r in due:
             if len(taken) == n:
@@ -237,6 +260,8 @@ class Queue:
             executor = r.options.get("executor")
             if executor in executors:
                 running_e[executor] += 1
+            if r.job_group is not None:
+                running_g[r.job_group] = running_g.get(r.job_group, 0) + 1
             taken.append(
                 self.job(
                     r.job_id,
@@ -252,7 +277,7 @@ class Queue:
         if len(taken) < n:
             # Jobs held by a concurrency limit wake on a finish; by a rate, at its next token.
             taken_ids = {r.job_id for r in taken}
-            waiting = [r.run_at for r in due if r.job_id not in taken_ids and not held(r)]
+            waiting = [r.run_at for r in waiting_rows if r.job_id not in taken_ids and not held(r)]
             waiting += [token_at(k) for k in rates if token_at(k) > t + 1e-9]
             next_due = min(waiting) if waiting else None
         return taken, next_due

@@ -3,8 +3,16 @@ cluster's limits, keeping and losing leases, writing outcomes (releasing or
 cancelling dependents in the same transaction), and cancel requests.
 
 Each call is one transaction (`Database.transaction`), except a claim while
-no limits are stored and the queue is not paused: one autocommit statement
-(`Database.statement`).
+no limits are stored, the queue is not paused and no ready job of the
+claim's queues has a group: one autocommit statement (`Database.statement`).
+
+Jobs with a group (a tenant) are claimed in turns (`_TURNS`): the first
+ready job of each group in strategy order, then the second of each, and so
+on, so one group's backlog never holds the others back. The ready jobs are
+split between two partial indexes, both led by the queue: ``jobs_ready``
+(no group) and ``jobs_ready_group`` (by group), so a store without groups
+claims as it always did and a grouped claim never walks one group's backlog
+to find another's jobs.
 """
 
 from __future__ import annotations
@@ -36,10 +44,16 @@ OUTCOMES = "outcomes"
 
 class LimitsSeen:
     """Whether the last claim found cluster limits stored: finishing a job then
-    frees a limit's slot, so `finish` wakes the claimers a limit held back."""
+    frees a limit's slot, so `finish` wakes the claimers a limit held back.
+    And whether it found ready jobs with a group in its queues: the next
+    claim then goes straight to the claim in turns, without first trying
+    the plain one."""
 
     def __init__(self) -> None:
         self.found = False
+        self.grouped = False
+        #: How many groups had ready jobs then (how many jobs a group offers).
+        self.groups = 0
 
 
 def claimable(types: Sequence[str] | None, refuser: str) -> tuple[str, list[Any]]:
@@ -48,6 +62,21 @@ def claimable(types: Sequence[str] | None, refuser: str) -> tuple[str, list[Any]
     if types is None:
         return " AND %s <> ALL(refused_by)", [refuser]
     return " AND %s <> ALL(refused_by) AND type = ANY(%s)", [refuser, list(types)]
+
+
+def _claimable_named(types: Sequence[str] | None, refuser: str) -> dict[str, Any]:
+    """`claimable`'s parameters for the statements with named ones (`_named`)."""
+    return {"refuser": refuser, "types": None if types is None else list(types)}
+
+
+def _named(template: str) -> tuple[str, str]:
+    """`template` with its ``{terms}`` filled as `claimable`'s, by name
+    (``%(refuser)s``, ``%(types)s``), untyped and typed."""
+    terms = " AND %(refuser)s <> ALL(refused_by)"
+    return (
+        template.replace("{terms}", terms),
+        template.replace("{terms}", terms + " AND type = ANY(%(types)s)"),
+    )
 
 
 async def claim(
@@ -65,27 +94,33 @@ async def claim(
     `queues` maps each queue to take from to the most jobs to take from it
     (None: every queue, `n` in all). Only jobs of `types` (None: any) that
     `refuser` (default: `owner`) did not refuse are taken (`claimable`).
-    Returns the rows (now ``running``, attempts counted) and, when fewer
-    than `n` were due, the wall time the next waiting job this claim could
-    take becomes due (None if there is none), so the caller can sleep
-    exactly that long. With cluster limits stored (`sync_limits`) the claim
-    enforces them instead, in a transaction of its own (see `_claim_limited`).
+    Jobs with a group come in turns (`_TURNS`). Returns the rows (now
+    ``running``, attempts counted) and, when fewer than `n` were due, the
+    wall time the next waiting job this claim could take becomes due (None
+    if there is none), so the caller can sleep exactly that long. With
+    cluster limits stored (`sync_limits`) the claim enforces them instead,
+    in a transaction of its own (see `_claim_limited`).
     """
     rooms = _rooms(n, queues)
     if n <= 0 or (rooms is not None and not rooms):
         return [], None
     names = None if rooms is None else list(rooms)
-    terms, term_params = claimable(types, owner if refuser is None else refuser)
+    who = owner if refuser is None else refuser
+    term_params = claimable(types, who)[1]
     typed = types is not None
+    named: dict[str, Any] = {"names": names, **_claimable_named(types, who)}
 
-    async def plain(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+    async def plain(
+        conn: psycopg.AsyncConnection[Any], n: int = n, rooms: dict[str, int] | None = rooms
+    ) -> list[dict[str, Any]]:
         tail = [owner, lease_seconds, db.channel, CHANGED]
         if rooms is None:
             cur = await conn.execute(db.q(_CLAIM[typed]), [*term_params, n, *tail])
         elif len(rooms) == 1:
             [(queue, room)] = rooms.items()
             cur = await conn.execute(
-                db.q(_CLAIM_QUEUE[typed]), [queue, queue, *term_params, min(n, room), *tail]
+                db.q(_CLAIM_QUEUE[typed]),
+                [queue, queue, queue, *term_params, min(n, room), *tail],
             )
         else:
             cur = await conn.execute(
@@ -96,49 +131,69 @@ async def claim(
 
     # One statement on the autocommit connection (one round trip for a busy
     # queue); it claims nothing while limits are stored or the queue is
-    # paused, which is asked only when it got fewer than `n`.
-    taken = await db.statement(plain)
+    # paused, and nothing of a queue with ready grouped jobs, which is asked
+    # only when it got fewer than `n`. While the last claim found groups,
+    # the turns are tried first.
+    skipped = limits.grouped
+    if skipped:
+
+        async def turns(conn: psycopg.AsyncConnection[Any]) -> list[dict[str, Any]]:
+            params = _turns_params(db, lease_seconds, n, owner, limits.groups, rooms)
+            cur = await conn.execute(
+                db.q(_TURNS_CLAIM_FIRST[names is not None][typed]), {**params, **named}
+            )
+            return await cur.fetchall()
+
+        taken = await db.statement(turns)
+    else:
+        taken = await db.statement(plain)
     limits.found = False
     if len(taken) == n:
         return await _readable(db, limits, taken, owner), None
+    left = None
+    if rooms is not None:
+        left = dict(rooms)
+        for r in taken:
+            left[r["queue"]] -= 1
 
-    async def rest(
-        conn: psycopg.AsyncConnection[Any],
-    ) -> tuple[list[dict[str, Any]], float | None]:
-        cur = await conn.execute(
-            db.q(
-                "SELECT min(run_at) AS t, "
-                "(SELECT data FROM {s}.limits WHERE id = 1) AS limits, "
-                "EXISTS (SELECT 1 FROM {s}.paused) AS paused FROM {s}.jobs "
-                "WHERE status IN ('pending', 'retry_wait') AND unmet = 0 "
-                "AND (%s::text[] IS NULL OR queue = ANY(%s)) "
-                "AND queue NOT IN (SELECT queue FROM {s}.paused_queues)" + terms
-            ),
-            [names, names, *term_params],
-        )
-        rec = await cur.fetchone()
-        if rec is not None and rec["paused"]:
-            return [], None  # resuming wakes every claimer
-        if rec is not None and rec["limits"]:
-            limits.found = True
-            left = None
-            if rooms is not None:
-                left = dict(rooms)
-                for r in taken:
-                    left[r["queue"]] -= 1
-            return await _claim_limited(
+    async def flags(conn: psycopg.AsyncConnection[Any]) -> dict[str, Any]:
+        cur = await conn.execute(db.q(_REST[typed]), named)
+        rec: dict[str, Any] | None = await cur.fetchone()
+        assert rec is not None  # one row, always
+        return rec
+
+    rec = await db.statement(flags)
+    pairs = [(q, g) for q, g in rec["groups"] or ()]
+    limits.grouped = rec["grouped"]
+    limits.groups = len({g for _, g in pairs})
+    more: list[dict[str, Any]] = []
+    next_due = rec["t"]
+    if rec["paused"]:
+        next_due = None  # resuming wakes every claimer
+    elif rec["limits"]:
+        limits.found = True
+        stored = checked_limits(rec["limits"])
+        more, next_due = await db.transaction(
+            lambda conn: _claim_limited(
                 db,
                 conn,
                 lease_seconds,
                 n - len(taken),
                 owner,
-                checked_limits(rec["limits"]),
+                stored,
                 left,
-                (terms, term_params),
+                named,
+                typed,
+                groups=pairs if rec["grouped"] else None,
             )
-        return [], rec["t"] if rec else None
-
-    more, next_due = await db.transaction(rest)
+        )
+    elif rec["grouped"]:
+        more, next_due = await _claim_turns(
+            db, lease_seconds, n - len(taken), owner, pairs, left, named, typed
+        )
+    elif skipped:  # the groups are gone: the plain claim after all
+        more = await db.statement(lambda conn: plain(conn, n - len(taken), left))
+        next_due = None if len(taken) + len(more) == n else (await db.statement(flags))["t"]
     return await _readable(db, limits, taken + more, owner), next_due
 
 
@@ -147,6 +202,80 @@ def _rooms(n: int, queues: Mapping[str, int] | None) -> dict[str, int] | None:
     if queues is None:
         return None
     return {queue: min(n, room) for queue, room in queues.items() if room > 0}
+
+
+async def _claim_turns(
+    db: Database,
+    lease_seconds: float,
+    n: int,
+    owner: str,
+    pairs: list[tuple[str, str]],
+    rooms: dict[str, int] | None,
+    named: dict[str, Any],
+    typed: bool,
+) -> tuple[list[dict[str, Any]], float | None]:
+    """The claim in turns without limits: autocommit statements (`_TURNS_CLAIM`),
+    one unless a pass comes back short (small groups ran out: the next pass
+    takes more of the others), and the next due time if fewer than `n` were due.
+    `pairs` are the (queue, group) pairs with ready jobs in the claim's queues."""
+    taken: list[dict[str, Any]] = []
+    groups = len({g for _, g in pairs})
+    left = None if rooms is None else dict(rooms)
+    while len(taken) < n and (left is None or any(room > 0 for room in left.values())):
+        params = _turns_params(db, lease_seconds, n - len(taken), owner, groups, left)
+        params["gq"] = [q for q, _ in pairs]
+        params["gg"] = [g for _, g in pairs]
+
+        async def take(conn: psycopg.AsyncConnection[Any], params: dict[str, Any] = params) -> Any:
+            cur = await conn.execute(
+                db.q(_TURNS_CLAIM[named["names"] is not None][typed]), {**params, **named}
+            )
+            return await cur.fetchall()
+
+        rows = await db.statement(take)
+        taken += rows
+        if not rows:
+            break
+        if left is not None:
+            for r in rows:
+                left[r["queue"]] -= 1
+    next_due = None
+    if len(taken) < n:
+
+        async def due(conn: psycopg.AsyncConnection[Any]) -> Any:
+            cur = await conn.execute(
+                db.q(_NEXT_DUE[typed]),
+                {"full_t": [], "full_e": [], "full_q": [], "full_g": [], **named},
+            )
+            return (await cur.fetchone())["t"]  # type: ignore[index]
+
+        next_due = await db.statement(due)
+    return taken, next_due
+
+
+def _turns_params(
+    db: Database,
+    lease_seconds: float,
+    n: int,
+    owner: str,
+    groups: int,
+    rooms: dict[str, int] | None,
+) -> dict[str, Any]:
+    """`_TURNS_CLAIM`'s parameters, but the groups and the claim's filters,
+    for `n` jobs from `groups` groups and at most `rooms` per queue."""
+    return {
+        "per": _per_group(groups + 1, n),
+        "n": n,
+        "rooms": None if rooms is None else json.dumps(rooms),
+        "full_t": [],
+        "full_e": [],
+        "full_q": [],
+        "seen": [],
+        "owner": owner,
+        "lease": lease_seconds,
+        "channel": db.channel,
+        "changed": CHANGED,
+    }
 
 
 async def _readable(
@@ -177,12 +306,84 @@ async def _readable(
     return rows
 
 
+_READY = "status IN ('pending', 'retry_wait') AND unmet = 0"
+# The predicate of the ``jobs_ready_group`` index: ready jobs with a group.
+# An EXISTS on it is one probe of an index that is empty while no ready
+# job has a group (the plain claim's case).
+_GROUPED_READY = "job_group IS NOT NULL AND " + _READY
+# The first ready job with a group `where` says (None: there is none), read
+# in the order of ``jobs_ready_group``: a probe of that index. (An EXISTS
+# would let the planner pick a sequential scan, expecting a grouped job of
+# the queue soon when other queues have many; it then reads the whole table
+# when this queue has none.)
+_FIRST_GROUPED = (
+    "SELECT job_group FROM {{s}}.jobs WHERE "
+    + _GROUPED_READY.replace("{", "{{")
+    + " AND {where} ORDER BY queue, job_group LIMIT 1"
+)
+# The claim's queues (``%(names)s``, NULL: every queue) but the paused ones.
+_IN_QUEUES = (
+    "(%(names)s::text[] IS NULL OR queue = ANY(%(names)s))"
+    " AND queue NOT IN (SELECT queue FROM {s}.paused_queues)"
+)
+
+# The (queue, group) pairs with ready jobs: a loose scan of
+# ``jobs_ready_group`` (which leads with the queue), one probe per pair
+# however many jobs each has.
+_PAIRS_CTE = (
+    """pairs AS (
+    (SELECT queue AS q, job_group AS g FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """ ORDER BY queue, job_group LIMIT 1)
+    UNION ALL
+    SELECT nx.q, nx.g FROM pairs CROSS JOIN LATERAL (
+        SELECT queue AS q, job_group AS g FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + """ AND (queue, job_group) > (pairs.q, pairs.g)
+        ORDER BY queue, job_group LIMIT 1) AS nx
+)"""
+)
+# The pairs of the claim's queues, but the paused ones.
+_OPEN_PAIRS = (
+    "SELECT q, g FROM pairs WHERE (%(names)s::text[] IS NULL OR q = ANY(%(names)s))"
+    " AND q NOT IN (SELECT queue FROM {s}.paused_queues)"
+)
+
+# When the plain claim took fewer than asked: the limits, the pause, the
+# (queue, group) pairs with ready jobs in the claim's queues (then claims
+# take turns) and, only when there are no limits, pause or groups, the next
+# due time of what this claim could take. A CASE runs its subquery only
+# when it is needed: a claim in turns or under limits computes its own
+# next due time, and only when it took fewer than asked.
+_REST = _named(
+    """WITH RECURSIVE flags AS (SELECT (SELECT data FROM {s}.limits WHERE id = 1) AS limits,
+    EXISTS (SELECT 1 FROM {s}.paused) AS paused,
+    ("""
+    + _FIRST_GROUPED.format(where=_IN_QUEUES)
+    + """) IS NOT NULL AS grouped), """
+    + _PAIRS_CTE
+    + """
+SELECT limits, paused, grouped,
+    CASE WHEN grouped AND NOT paused THEN ARRAY(SELECT ARRAY[q, g] FROM ("""
+    + _OPEN_PAIRS
+    + """) AS open_pairs) END AS groups,
+    CASE WHEN limits IS NULL AND NOT paused AND NOT grouped
+        THEN (SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND """
+    + _READY
+    + " AND "
+    + _IN_QUEUES
+    + """{terms}) END AS t
+FROM flags"""
+)
+
 # The plain claim: the first `n` due jobs in strategy order, locked without
 # waiting for the ones other claimers hold. Live views hear of it from the
 # statement itself (no extra round trip): the uncorrelated subquery in the
 # filter runs once and sends one "changed" NOTIFY if anything was picked, so
 # an idle worker's empty claim sends nothing. (Wrapping the UPDATE in a CTE
 # to test its RETURNING rows instead copies every claimed row once more.)
+# It takes no job with a group, and nothing of a queue with ready grouped
+# jobs: those are taken in turns (`_TURNS`).
 #
 # `claimable`'s terms end each walk's filter: their parameters come right
 # before its LIMIT. Each statement comes untyped and typed (`[types is not None]`).
@@ -208,10 +409,13 @@ def _claim_statements(picked: str) -> tuple[str, str]:
 _CLAIM = _claim_statements(
     """picked AS (
     SELECT job_id FROM {s}.jobs
-    WHERE status IN ('pending', 'retry_wait') AND unmet = 0
+    WHERE job_group IS NULL AND status IN ('pending', 'retry_wait') AND unmet = 0
       AND run_at <= (SELECT t FROM now)
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue NOT IN (SELECT queue FROM {s}.paused_queues)")
+    + """) IS NULL
       AND queue NOT IN (SELECT queue FROM {s}.paused_queues){terms}
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)"""
@@ -221,11 +425,14 @@ _CLAIM = _claim_statements(
 _CLAIM_QUEUE = _claim_statements(
     """picked AS (
     SELECT job_id FROM {s}.jobs
-    WHERE queue = %s AND status IN ('pending', 'retry_wait') AND unmet = 0
-      AND run_at <= (SELECT t FROM now)
+    WHERE queue = %s AND job_group IS NULL AND status IN ('pending', 'retry_wait')
+      AND unmet = 0 AND run_at <= (SELECT t FROM now)
       AND NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
-      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues WHERE queue = %s){terms}
+      AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues WHERE queue = %s)
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue = %s")
+    + """) IS NULL{terms}
     ORDER BY sort_key, seq
     LIMIT %s FOR UPDATE SKIP LOCKED)"""
 )
@@ -237,16 +444,188 @@ _CLAIM_QUEUES = _claim_statements(
     SELECT p.job_id FROM unnest(%s::text[], %s::int[]) AS q(name, room)
     CROSS JOIN LATERAL (
         SELECT job_id, sort_key, seq FROM {s}.jobs
-        WHERE queue = q.name AND status IN ('pending', 'retry_wait') AND unmet = 0
-          AND run_at <= (SELECT t FROM now){terms}
+        WHERE queue = q.name AND job_group IS NULL AND status IN ('pending', 'retry_wait')
+          AND unmet = 0 AND run_at <= (SELECT t FROM now){terms}
         ORDER BY sort_key, seq
         LIMIT q.room FOR UPDATE SKIP LOCKED) AS p
     WHERE NOT EXISTS (SELECT 1 FROM {s}.limits)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused)
       AND NOT EXISTS (SELECT 1 FROM {s}.paused_queues pq WHERE pq.queue = q.name)
+      AND ("""
+    + _FIRST_GROUPED.format(where="queue = q.name")
+    + """) IS NULL
     ORDER BY p.sort_key, p.seq
     LIMIT %s)"""
 )
+
+# What a claim under limits leaves out: the keys at their limit, the jobs
+# it already read, and what its worker cannot take.
+_HELD_BACK = """
+  AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+  AND queue <> ALL(%(full_q)s) AND job_id <> ALL(%(seen)s){terms}"""
+
+# Ready jobs with no group of the claim's queues, in strategy order, but
+# those held back.
+_UNGROUPED = _named(
+    """SELECT job_id, type, options->>'executor' AS exe, queue, job_group FROM {s}.jobs
+WHERE job_group IS NULL AND """
+    + _READY
+    + " AND run_at <= %(now)s AND "
+    + _IN_QUEUES
+    + _HELD_BACK
+    + """
+ORDER BY sort_key, seq
+LIMIT %(n)s FOR UPDATE SKIP LOCKED"""
+)
+
+# The first jobs without a group in the claim's queues: every queue's in
+# strategy order, or (with queues named) each named queue's walk of its
+# ready index, as `_CLAIM_QUEUES`.
+_PLAIN_OFFER = {
+    False: """SELECT job_id, queue, job_group, sort_key, seq FROM {s}.jobs
+        WHERE job_group IS NULL AND """
+    + _READY
+    + " AND run_at <= %(now)s AND queue NOT IN (SELECT queue FROM {s}.paused_queues)"
+    + _HELD_BACK
+    + """
+        ORDER BY sort_key, seq LIMIT %(n)s""",
+    True: """SELECT p.* FROM unnest(%(names)s::text[]) AS w(name) CROSS JOIN LATERAL (
+        SELECT job_id, queue, job_group, sort_key, seq FROM {s}.jobs
+        WHERE queue = w.name AND job_group IS NULL AND """
+    + _READY
+    + " AND run_at <= %(now)s"
+    + _HELD_BACK
+    + """
+        ORDER BY sort_key, seq LIMIT %(n)s) AS p
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.paused_queues pq WHERE pq.queue = w.name)""",
+}
+
+
+def _turns_select(named_queues: bool) -> str:
+    """The claim in turns, when ready jobs have groups: each open (queue,
+    group) pair's first `per` due jobs in strategy order (and the jobs
+    without a group as one more group), numbered in turns per group, then
+    the first `n` by (turn, strategy order) with at most each queue's room
+    (``%(rooms)s``, JSON; NULL: `n`), locked without waiting for the ones
+    other claimers hold."""
+    return (
+        """WITH offers AS (
+    SELECT top.* FROM unnest(%(gq)s::text[], %(gg)s::text[]) AS open_groups(q, g)
+    CROSS JOIN LATERAL (
+        SELECT job_id, queue, job_group, sort_key, seq FROM {s}.jobs
+        WHERE queue = open_groups.q AND job_group = open_groups.g AND """
+        + _READY
+        + " AND run_at <= %(now)s"
+        + _HELD_BACK
+        + """
+        ORDER BY sort_key, seq LIMIT %(per)s) AS top
+    UNION ALL
+    SELECT * FROM ("""
+        + _PLAIN_OFFER[named_queues]
+        + """) AS plain_offer
+), turns AS (
+    SELECT job_id, queue, sort_key, seq,
+        row_number() OVER (PARTITION BY job_group ORDER BY sort_key, seq) AS turn
+    FROM offers
+), ranked AS (
+    SELECT job_id, turn, sort_key, seq,
+        row_number() OVER (PARTITION BY queue ORDER BY turn, sort_key, seq) AS k,
+        coalesce((%(rooms)s::jsonb ->> queue)::int, %(n)s) AS room
+    FROM turns
+)
+SELECT j.job_id, j.type, j.options->>'executor' AS exe, j.queue, j.job_group
+FROM ranked JOIN {s}.jobs j ON j.job_id = ranked.job_id
+WHERE ranked.k <= ranked.room AND j."""
+        + _READY
+        + """
+ORDER BY ranked.turn, ranked.sort_key, ranked.seq
+LIMIT %(n)s FOR UPDATE OF j SKIP LOCKED"""
+    )
+
+
+_TURNS = {named_queues: _named(_turns_select(named_queues)) for named_queues in (False, True)}
+
+
+def _turns_claim(select: str) -> str:
+    """The claim in turns as one statement (no limits to check in between):
+    the turns' first `n`, locked, marked running with one "changed" NOTIFY
+    (as in `_CLAIM`)."""
+    return (
+        "WITH now AS (SELECT "
+        + NOW
+        + " AS t), picked AS ("
+        + select.replace("%(now)s", "(SELECT t FROM now)")
+        + """)
+UPDATE {s}.jobs j SET status = 'running', attempts = j.attempts + 1,
+    lease_owner = %(owner)s, lease_expires = (SELECT t FROM now) + %(lease)s,
+    started_at = (SELECT t FROM now), progress = NULL
+FROM picked WHERE j.job_id = picked.job_id
+    AND (SELECT count(pg_notify(%(channel)s, %(changed)s))
+        FROM (SELECT FROM picked LIMIT 1) AS one) = 1
+RETURNING j.*"""
+    )
+
+
+def _turns_claim_first(claim: str) -> str:
+    """`_turns_claim` that reads the groups itself and claims nothing while
+    limits are stored or the queue is paused (as `_CLAIM`): the first try of
+    a claimer whose last claim found groups, one statement. `per` comes from
+    the number of groups that claim found."""
+    return (
+        claim.replace("WITH now AS", "WITH RECURSIVE " + _PAIRS_CTE + ", now AS", 1)
+        .replace(
+            "unnest(%(gq)s::text[], %(gg)s::text[]) AS open_groups(q, g)",
+            "(" + _OPEN_PAIRS + ") AS open_groups",
+            1,
+        )
+        .replace(
+            "\nORDER BY ranked.turn",
+            "\n  AND NOT EXISTS (SELECT 1 FROM {s}.limits)"
+            " AND NOT EXISTS (SELECT 1 FROM {s}.paused)"
+            "\nORDER BY ranked.turn",
+            1,
+        )
+    )
+
+
+_TURNS_CLAIM = {
+    named_queues: tuple(_turns_claim(select) for select in _TURNS[named_queues])
+    for named_queues in (False, True)
+}
+_TURNS_CLAIM_FIRST = {
+    named_queues: tuple(_turns_claim_first(claim) for claim in _TURNS_CLAIM[named_queues])
+    for named_queues in (False, True)
+}
+
+# The next due time of the jobs no limit holds back in the claim's queues
+# (each ready index alone).
+_NEXT_DUE = _named(
+    """SELECT least(
+    (SELECT min(run_at) FROM {s}.jobs WHERE job_group IS NULL AND """
+    + _READY
+    + " AND "
+    + _IN_QUEUES
+    + """
+        AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+        AND queue <> ALL(%(full_q)s){terms}),
+    (SELECT min(run_at) FROM {s}.jobs WHERE """
+    + _GROUPED_READY
+    + " AND "
+    + _IN_QUEUES
+    + """
+        AND job_group <> ALL(%(full_g)s)
+        AND type <> ALL(%(full_t)s) AND coalesce(options->>'executor', '') <> ALL(%(full_e)s)
+        AND queue <> ALL(%(full_q)s){terms})
+) AS t"""
+)
+
+
+def _per_group(groups: int, n: int) -> int:
+    """How many jobs each of `groups` offers a pass of a claim of `n` in
+    turns: its fair share plus one, so a pass reads about n + groups index
+    entries. A pass that comes back short (small groups) is followed by
+    another, which takes more of the groups that have more."""
+    return -(-n // groups) + 1
 
 
 async def _claim_limited(
@@ -257,11 +636,16 @@ async def _claim_limited(
     owner: str,
     limits: dict[str, Any],
     rooms: dict[str, int] | None,
-    filters: tuple[str, list[Any]],
+    named: dict[str, Any],
+    typed: bool,
+    *,
+    groups: list[tuple[str, str]] | None,
 ) -> tuple[list[dict[str, Any]], float | None]:
     """The claim under cluster limits, inside the claim transaction.
 
-    `rooms` is what is left of the claim's room per queue (None: any queue).
+    `rooms` is what is left of the claim's room per queue (None: any queue);
+    `named` has the claim's queues and `claimable`'s parameters by name
+    (`_named`), `typed` whether it names job types.
 
     One transaction-level advisory lock per schema serializes the claims
     that check limits (every claimer needs every limited key, so a lock
@@ -271,20 +655,22 @@ async def _claim_limited(
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at
     a limit is skipped, not waited for: the jobs behind it are claimed.
-    Only jobs that pass `filters` count (`claimable`'s WHERE terms and
-    their parameters).
+    With `groups` (the (queue, group) pairs with ready jobs in the claim's
+    queues; None when no ready job there has one) the candidates come in
+    turns (`_TURNS`), else in strategy order.
     """
-    terms, term_params = filters
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
     queue_caps: dict[str, int] = dict(limits.get("queues") or {})
+    group_limit: int | None = limits.get("group")
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [db.channel + ":limits"])
     cur = await conn.execute("SELECT " + NOW + " AS t")
     now = float((await cur.fetchone())["t"])  # type: ignore[index]
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
     running_q = dict.fromkeys(queue_caps, 0)
+    running_g: dict[str, int] = {}
     if types or executors or queue_caps:
         cur = await conn.execute(
             db.q(
@@ -302,6 +688,14 @@ async def _claim_limited(
                 running_e[r["exe"]] += r["n"]
             if r["queue"] in running_q:
                 running_q[r["queue"]] += r["n"]
+    if group_limit:
+        cur = await conn.execute(
+            db.q(
+                """SELECT job_group, count(*)::int AS n FROM {s}.jobs
+                WHERE job_group IS NOT NULL AND status = 'running' GROUP BY 1"""
+            )
+        )
+        running_g = {r["job_group"]: r["n"] for r in await cur.fetchall()}
     tats: dict[str, float] = {}
     if rates:
         cur = await conn.execute(
@@ -316,43 +710,49 @@ async def _claim_limited(
         interval = 1.0 / rate["per_second"]
         return max(tats.get(kind, now), now) - (rate["burst"] - 1) * interval
 
-    def blocked() -> tuple[list[str], list[str], list[str]]:
+    def blocked() -> dict[str, list[str]]:
         full_t = {t for t, lim in types.items() if running_t[t] >= lim}
         full_t |= {t for t in rates if token_at(t) > now + 1e-9}
-        full_e = [e for e, lim in executors.items() if running_e[e] >= lim]
         full_q = [q for q, lim in queue_caps.items() if running_q[q] >= lim]
         if rooms is not None:
             full_q += [q for q, room in rooms.items() if room <= 0]
-        return sorted(full_t), full_e, full_q
+        return {
+            "full_t": sorted(full_t),
+            "full_e": [e for e, lim in executors.items() if running_e[e] >= lim],
+            "full_q": full_q,
+            "full_g": [g for g, c in running_g.items() if group_limit and c >= group_limit],
+        }
 
-    wanted = None if rooms is None else list(rooms)
+    named_queues = named["names"] is not None
     taken: list[str] = []
     seen: list[str] = []
     # Each pass excludes the keys at their limit; a row skipped in a pass
     # means a key filled up during it, so the passes end.
     while len(taken) < n:
-        full_t, full_e, full_q = blocked()
-        cur = await conn.execute(
-            db.q(
-                """SELECT job_id, type, options->>'executor' AS exe, queue FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= %s
-                  AND (%s::text[] IS NULL OR queue = ANY(%s))
-                  AND queue NOT IN (SELECT queue FROM {s}.paused_queues)
-                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
-                  AND queue <> ALL(%s) AND job_id <> ALL(%s)"""
-                + terms
-                + """
-                ORDER BY sort_key, seq
-                LIMIT %s FOR UPDATE SKIP LOCKED"""
-            ),
-            [now, wanted, wanted, full_t, full_e, full_q, seen, *term_params, n - len(taken)],
-        )
+        params: dict[str, Any] = {
+            **named,
+            **blocked(),
+            "now": now,
+            "seen": seen,
+            "n": n - len(taken),
+            "rooms": None if rooms is None else json.dumps(rooms),
+        }
+        if groups is not None:
+            full_g = set(params["full_g"])
+            open_pairs = [(q, g) for q, g in groups if g not in full_g]
+            params["gq"] = [q for q, _ in open_pairs]
+            params["gg"] = [g for _, g in open_pairs]
+            params["per"] = _per_group(len({g for _, g in open_pairs}) + 1, n - len(taken))
+            statement = _TURNS[named_queues][typed]
+        else:
+            statement = _UNGROUPED[typed]
+        cur = await conn.execute(db.q(statement), params)
         candidates = await cur.fetchall()
         if not candidates:
             break
         for r in candidates:
             seen.append(r["job_id"])
-            kind, exe, queue = r["type"], r["exe"], r["queue"]
+            kind, exe, queue, group = r["type"], r["exe"], r["queue"], r["job_group"]
             if kind in types and running_t[kind] >= types[kind]:
                 continue
             if exe in executors and running_e[exe] >= executors[exe]:
@@ -360,6 +760,8 @@ async def _claim_limited(
             if queue in queue_caps and running_q[queue] >= queue_caps[queue]:
                 continue
             if rooms is not None and rooms[queue] <= 0:
+                continue
+            if group_limit and group is not None and running_g.get(group, 0) >= group_limit:
                 continue
             if kind in rates:
                 if token_at(kind) > now + 1e-9:
@@ -373,6 +775,8 @@ async def _claim_limited(
                 running_q[queue] += 1
             if rooms is not None:
                 rooms[queue] -= 1
+            if group_limit and group is not None:
+                running_g[group] = running_g.get(group, 0) + 1
             taken.append(r["job_id"])
             if len(taken) == n:
                 break
@@ -403,22 +807,11 @@ async def _claim_limited(
     if len(rows) < n:
         # Jobs held by a concurrency limit wake on the finish notification;
         # jobs held by a rate wake when their next token is due.
-        full_t, full_e, full_q = blocked()
-        cur = await conn.execute(
-            db.q(
-                """SELECT min(run_at) AS t FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait') AND unmet = 0
-                  AND (%s::text[] IS NULL OR queue = ANY(%s))
-                  AND queue NOT IN (SELECT queue FROM {s}.paused_queues)
-                  AND type <> ALL(%s) AND coalesce(options->>'executor', '') <> ALL(%s)
-                  AND queue <> ALL(%s)"""
-                + terms
-            ),
-            [wanted, wanted, full_t, full_e, full_q, *term_params],
-        )
+        full = blocked()
+        cur = await conn.execute(db.q(_NEXT_DUE[typed]), {**named, **full})
         rec = await cur.fetchone()
         due = [rec["t"]] if rec and rec["t"] is not None else []
-        due += [token_at(t) for t in rates if t in full_t and token_at(t) > now]
+        due += [token_at(t) for t in rates if t in full["full_t"] and token_at(t) > now]
         next_due = min(due) if due else None
     return rows, next_due
 

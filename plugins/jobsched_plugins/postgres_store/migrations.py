@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -228,6 +228,25 @@ MIGRATIONS: list[list[str]] = [
         """CREATE INDEX jobs_ready ON {s}.jobs (queue, sort_key, seq)
             WHERE status IN ('pending', 'retry_wait') AND unmet = 0""",
         "CREATE TABLE {s}.paused_queues (queue text PRIMARY KEY)",
+    ],
+    # 14 (issue 23, tenant fairness): a job's group (the codec's ``group``
+    # option, copied at insert) for the group limit and the claims' turns.
+    # No job had one before: nothing to fill in. The ready jobs are split
+    # between two indexes, both led by the queue (a claim walks its
+    # worker's queues): `jobs_ready` keeps those without a group (every
+    # job before this version: the plain claim walks it as before) and
+    # `jobs_ready_group` those with one, by group, for the claims' turns;
+    # a job is in one of them, so no job pays for a second ready index.
+    [
+        "ALTER TABLE {s}.jobs ADD COLUMN job_group text",
+        "DROP INDEX {s}.jobs_ready",
+        """CREATE INDEX jobs_ready ON {s}.jobs (queue, sort_key, seq)
+            WHERE job_group IS NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
+        """CREATE INDEX jobs_ready_group ON {s}.jobs (queue, job_group, sort_key, seq)
+            WHERE job_group IS NOT NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
+        # The group limit counts each group's running jobs.
+        """CREATE INDEX jobs_running_group ON {s}.jobs (job_group)
+            WHERE job_group IS NOT NULL AND status = 'running'""",
     ],
 ]
 

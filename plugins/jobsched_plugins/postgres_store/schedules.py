@@ -119,8 +119,8 @@ async def insert_fired(
     await conn.execute(
         db.q(
             """INSERT INTO {s}.jobs (job_id, type, args, options, status, run_at,
-                submitted_at, sort_key, schedule_id, submitted_by, queue)
-            VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s, %s)"""
+                submitted_at, sort_key, schedule_id, submitted_by, queue, job_group)
+            VALUES (%s, %s, %s::jsonb, %s::jsonb, 'pending', %s, %s, %s, %s, %s, %s, %s)"""
         ),
         [
             job.job_id,
@@ -133,6 +133,7 @@ async def insert_fired(
             schedule_id,
             job.submitted_by,
             job.queue,
+            job.options.get("group"),
         ],
     )
 

@@ -58,12 +58,12 @@ WITH batch AS MATERIALIZED (
 ), new AS (
     INSERT INTO {s}.jobs (job_id, key, type, args, options, status, run_at,
         submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by,
-        unique_key, finished_at, trigger_rule, queue)
+        unique_key, finished_at, trigger_rule, queue, job_group)
     SELECT job_id, key, type, args, options, status, run_at, submitted_at, sort_key,
         unmet, last_error, schedule_id, submitted_by, unique_key,
         CASE WHEN status = 'cancelled' THEN """
     + NOW
-    + """ END, trigger_rule, queue
+    + """ END, trigger_rule, queue, options->>'group'
     FROM batch
     ORDER BY ord  -- seq follows the batch order
     RETURNING 1
@@ -80,7 +80,7 @@ SELECT pg_notify(%s, CASE WHEN %s THEN %s ELSE %s END) WHERE %s"""
 COPY_AT_LEAST = 64
 
 _COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted_at,
-    sort_key, schedule_id, submitted_by, queue) FROM STDIN"""
+    sort_key, schedule_id, submitted_by, queue, job_group) FROM STDIN"""
 
 # FOR SHARE: a dependency that finishes while the batch is planned either
 # waits for the batch's commit (and then finds its new dependents to settle)
@@ -292,6 +292,7 @@ async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence
                     job.schedule_id,
                     job.submitted_by,
                     job.queue,
+                    job.options.get("group"),
                 )
             )
     await db.notify_work(conn)

@@ -7,6 +7,12 @@ Every function runs in the store's thread inside the caller's ``BEGIN
 IMMEDIATE`` transaction: it holds the file's write lock, so no other process
 claims, finishes or counts a limit's slots until it commits. That is what
 PostgreSQL's ``FOR UPDATE SKIP LOCKED`` and advisory lock do there.
+
+Jobs with a group (a tenant) are claimed in turns, as in PostgreSQL: the
+first ready job of each group in strategy order, then the second of each,
+and so on. The ready jobs are split between two partial indexes (no group;
+by queue and group), both led by the queue, so a file without groups claims
+as it always did.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from .connection import TERMINAL, logger, now
 from .queries import JOB_COLUMNS, job_row, paused_queues, queue_paused, stored_limits
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
+# Each of the two ready indexes' predicates (`migrations`, version 13).
+_PLAIN_DUE = "job_group IS NULL AND " + _DUE
+_GROUPED_DUE = "job_group IS NOT NULL AND " + _DUE
 
 
 def _in(values: Sequence[Any]) -> str:
@@ -127,24 +136,33 @@ def claim(
         rooms = {q: min(n, room) for q, room in queues.items() if room > 0 and q not in held}
         if not rooms:
             return [], None, False
+    names = list(rooms) if rooms is not None else None
     limits = stored_limits(conn)
-    if limits:
+    # One probe of an index that is empty while no ready job has a group.
+    grouped = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+        + _queue_filter(names, held)
+        + ")",
+        [*(names or ()), *held],
+    ).fetchone()[0]
+    if limits or grouped:
         rows, next_due = _claim_limited(
-            conn, lease_seconds, n, owner, limits, t, rooms, held, filters
+            conn, lease_seconds, n, owner, limits or {}, t, rooms, held, filters, bool(grouped)
         )
-        return rows, next_due, True
+        return rows, next_due, bool(limits)
     # Each queue's jobs walked in strategy order on the ready index (which
     # leads with the queue), the best `n` of them taken: one statement.
     if rooms is None:
         sql = (
-            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_DUE} AND run_at <= ? "
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE {_PLAIN_DUE} AND run_at <= ? "
             f"AND queue NOT IN ({_in(held)}){terms} ORDER BY sort_key, seq LIMIT ?"
         )
         params: list[Any] = [t, *held, *term_params, n]
     else:
         walks = " UNION ALL ".join(
             f"SELECT * FROM (SELECT job_id, sort_key, seq FROM jobsched_shared_jobs "
-            f"WHERE queue = ? AND {_DUE} AND run_at <= ?{terms} ORDER BY sort_key, seq LIMIT ?)"
+            f"WHERE queue = ? AND {_PLAIN_DUE} AND run_at <= ?{terms} "
+            "ORDER BY sort_key, seq LIMIT ?)"
             for _ in rooms
         )
         sql = f"SELECT job_id FROM ({walks}) ORDER BY sort_key, seq LIMIT ?"
@@ -153,9 +171,8 @@ def claim(
     rows = _take(conn, picked, owner, lease_seconds, t)
     next_due = None
     if len(rows) < n:
-        names = list(rooms) if rooms is not None else None
         next_due = conn.execute(
-            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_DUE} "
+            f"SELECT min(run_at) FROM jobsched_shared_jobs WHERE {_PLAIN_DUE} "
             + _queue_filter(names, held)
             + terms,
             [*(names or ()), *held, *term_params],
@@ -181,24 +198,36 @@ def _claim_limited(
     rooms: dict[str, int] | None,
     held: Sequence[str],
     filters: tuple[str, list[Any]],
+    grouped: bool,
 ) -> tuple[list[SharedJobRow], float | None]:
-    """The claim under cluster limits (the PostgreSQL store's rules, see there),
-    from the queues of `rooms` (each with the most jobs to take; None: every
-    queue) except the `held` (paused) ones, of the jobs that pass `filters`
-    (`claimable`'s terms and parameters).
+    """The claim under cluster limits, or in turns (the PostgreSQL store's
+    rules, see there), from the queues of `rooms` (each with the most jobs
+    to take; None: every queue) except the `held` (paused) ones, of the
+    jobs that pass `filters` (`claimable`'s terms and parameters).
 
     Slots are counted from the ``running`` rows (a claimed job holds its
     slot until its outcome is written or its expired lease is reaped);
     rate tokens come from the GCRA buckets in ``rate_buckets``. A job at a
-    limit is skipped, not waited for: the jobs behind it are claimed.
+    limit is skipped, not waited for: the jobs behind it are claimed. When
+    `grouped` (a ready job of these queues has a group) the jobs come in
+    turns (`_turns`), else in strategy order.
     """
     types: dict[str, int] = dict(limits.get("job_types") or {})
     executors: dict[str, int] = dict(limits.get("executors") or {})
     rates: dict[str, dict[str, float]] = dict(limits.get("rates") or {})
     queue_caps: dict[str, int] = dict(limits.get("queues") or {})
+    group_limit: int | None = limits.get("group")
     running_t = dict.fromkeys(types, 0)
     running_e = dict.fromkeys(executors, 0)
     running_q = dict.fromkeys(queue_caps, 0)
+    running_g: dict[str, int] = {}
+    if group_limit:
+        running_g = dict(
+            conn.execute(
+                "SELECT job_group, count(*) FROM jobsched_shared_jobs "
+                "WHERE status = 'running' AND job_group IS NOT NULL GROUP BY 1"
+            ).fetchall()
+        )
     if types or executors or queue_caps:
         cur = conn.execute(
             "SELECT type, json_extract(options, '$.executor'), queue, count(*) "
@@ -235,23 +264,33 @@ def _claim_limited(
     terms, term_params = filters
     names = None if rooms is None else list(rooms)
 
-    def due_query(full_t: list[str], full_e: list[str], *, select: str) -> tuple[str, list[Any]]:
+    def due_query(
+        full_t: list[str], full_e: list[str], *, select: str, ready: str = _PLAIN_DUE
+    ) -> tuple[str, list[Any]]:
         full_q = [q for q, lim in queue_caps.items() if running_q[q] >= lim]
         return (
-            f"SELECT {select} FROM jobsched_shared_jobs WHERE {_DUE} "
+            f"SELECT {select} FROM jobsched_shared_jobs WHERE {ready} "
             f"AND type NOT IN ({_in(full_t)}) "
             f"AND coalesce(json_extract(options, '$.executor'), '') NOT IN ({_in(full_e)}) "
             f"AND queue NOT IN ({_in(full_q)}) " + _queue_filter(names, held) + terms,
             [*full_t, *full_e, *full_q, *(names or ()), *held, *term_params],
         )
 
+    def full_groups() -> set[str]:
+        return {g for g, c in running_g.items() if group_limit and c >= group_limit}
+
     taken: list[str] = []
     full_t, full_e = blocked()
-    columns = "job_id, type, json_extract(options, '$.executor'), queue"
-    sql, params = due_query(full_t, full_e, select=columns)
-    # One walk in strategy order: the write lock is ours, so nothing moves under it.
-    walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
-    for job_id, kind, exe, queue in walk:
+    walk: Any
+    if grouped:
+        sql, params = due_query(full_t, full_e, select=_TURN_COLUMNS, ready=_GROUPED_DUE)
+        plain = due_query(full_t, full_e, select=_TURN_COLUMNS)
+        walk = _turns(conn, (sql, params), plain, t, n, full_groups(), names, held)
+    else:
+        sql, params = due_query(full_t, full_e, select=_TURN_COLUMNS)
+        # One walk in strategy order: the write lock is ours, so nothing moves under it.
+        walk = conn.execute(sql + " AND run_at <= ? ORDER BY sort_key, seq", [*params, t])
+    for job_id, kind, exe, queue, group, *_ in walk:
         if kind in types and running_t[kind] >= types[kind]:
             continue
         if exe in executors and running_e[exe] >= executors[exe]:
@@ -259,6 +298,8 @@ def _claim_limited(
         if queue in queue_caps and running_q[queue] >= queue_caps[queue]:
             continue
         if rooms is not None and rooms[queue] <= 0:
+            continue
+        if group_limit and group is not None and running_g.get(group, 0) >= group_limit:
             continue
         if kind in rates:
             if token_at(kind) > t + 1e-9:
@@ -272,10 +313,13 @@ def _claim_limited(
             running_q[queue] += 1
         if rooms is not None:
             rooms[queue] -= 1
+        if group_limit and group is not None:
+            running_g[group] = running_g.get(group, 0) + 1
         taken.append(job_id)
         if len(taken) == n:
             break
-    walk.close()
+    if not grouped:
+        walk.close()
     rows = _take(conn, taken, owner, lease_seconds, t)
     if tats:
         conn.executemany(
@@ -289,11 +333,119 @@ def _claim_limited(
         # rate wake when their next token is due.
         full_t, full_e = blocked()
         sql, params = due_query(full_t, full_e, select="min(run_at)")
-        first = conn.execute(sql, params).fetchone()[0]
-        due = [first] if first is not None else []
+        due = [conn.execute(sql, params).fetchone()[0]]
+        full_g = sorted(full_groups())
+        sql, params = due_query(full_t, full_e, select="min(run_at)", ready=_GROUPED_DUE)
+        sql += f" AND job_group NOT IN ({_in(full_g)})"
+        due.append(conn.execute(sql, [*params, *full_g]).fetchone()[0])
+        due = [d for d in due if d is not None]
         due += [token_at(k) for k in rates if k in full_t and token_at(k) > t]
         next_due = min(due) if due else None
     return rows, next_due
+
+
+# What a claim under limits or in turns reads of each candidate.
+_TURN_COLUMNS = "job_id, type, json_extract(options, '$.executor'), queue, job_group, sort_key, seq"
+
+# The (queue, group) pairs with ready jobs, as a recursive CTE: a loose scan
+# of the group index (which leads with the queue), a few probes per pair
+# however many jobs each has: the queue's next group, else the next queue's
+# first. (A row value ``(queue, job_group) > (?, ?)`` would seek on the
+# queue alone, reading every earlier group's jobs of that queue again.)
+_NEXT_GROUP = (
+    f"(SELECT job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+    "AND queue = pairs.queue AND job_group > pairs.name ORDER BY job_group LIMIT 1)"
+)
+_NEXT_QUEUE = (
+    f"(SELECT queue FROM jobsched_shared_jobs WHERE {_GROUPED_DUE} "
+    "AND queue > pairs.queue ORDER BY queue LIMIT 1)"
+)
+_PAIRS_CTE = f"""WITH RECURSIVE pairs(queue, name) AS (
+    SELECT * FROM (SELECT queue, job_group FROM jobsched_shared_jobs WHERE {_GROUPED_DUE}
+        ORDER BY queue, job_group LIMIT 1)
+    UNION ALL
+    SELECT CASE WHEN {_NEXT_GROUP} IS NOT NULL THEN pairs.queue ELSE {_NEXT_QUEUE} END,
+        coalesce({_NEXT_GROUP}, (SELECT job_group FROM jobsched_shared_jobs
+            WHERE {_GROUPED_DUE} AND queue = {_NEXT_QUEUE} ORDER BY job_group LIMIT 1))
+    FROM pairs WHERE pairs.name IS NOT NULL
+)"""
+
+
+def _turns(
+    conn: sqlite3.Connection,
+    grouped_query: tuple[str, list[Any]],
+    plain_query: tuple[str, list[Any]],
+    t: float,
+    n: int,
+    full: set[str],
+    names: list[str] | None,
+    held: Sequence[str],
+) -> list[tuple[Any, ...]]:
+    """The due jobs the queries select in turns: each group's first job in
+    strategy order, then each one's second, ... (the jobs without a group
+    take their turns as one more group); groups in `full` (at the group
+    limit) left out. `grouped_query` selects the ready jobs with a group,
+    `plain_query` those without (both `_TURN_COLUMNS`, filtered by the
+    claim's queues and terms); `names` and `held` are the claim's queues
+    (None: any) and the paused ones.
+
+    Three statements, however many groups: the (queue, group) pairs with
+    ready jobs in the claim's queues (`_PAIRS_CTE`), every open pair's
+    first jobs (a correlated subquery per pair, on the group index) and the
+    first jobs without a group. Each group offers its fair share of `n`
+    plus one; if that makes fewer than `n`, the groups that had more offer
+    up to `n`.
+    """
+    sql, params = grouped_query
+    full_list = sorted(full)
+    pairs = [
+        (queue, name)
+        for queue, name in conn.execute(
+            f"{_PAIRS_CTE} SELECT queue, name FROM pairs WHERE name IS NOT NULL "
+            f"AND name NOT IN ({_in(full_list)}) " + _queue_filter(names, held),
+            [*full_list, *(names or ()), *held],
+        )
+    ]
+    order = " AND run_at <= ? ORDER BY sort_key, seq LIMIT ?"
+    per = -(-n // (len({name for _, name in pairs}) + 1)) + 1
+    # The ids of one pair's first jobs, read where its rows are.
+    first = sql.replace(f"SELECT {_TURN_COLUMNS} FROM", "SELECT job_id FROM", 1).replace(
+        _GROUPED_DUE, _GROUPED_DUE + " AND queue = g.queue AND job_group = g.name", 1
+    )
+    columns = (
+        "j.job_id, j.type, json_extract(j.options, '$.executor'), j.queue, j.job_group, "
+        "j.sort_key, j.seq"
+    )
+
+    def offers(limit: int, only: list[tuple[str, str]]) -> dict[str | None, list[Any]]:
+        if not only:
+            return {}
+        rows = conn.execute(
+            f"SELECT {columns} FROM (SELECT json_extract(value, '$[0]') AS queue, "
+            "json_extract(value, '$[1]') AS name FROM json_each(?)) g "
+            f"JOIN jobsched_shared_jobs j ON j.job_id IN ({first}{order})",
+            [json.dumps(only), *params, t, limit],
+        ).fetchall()
+        offered: dict[str | None, list[Any]] = {}
+        for row in rows:
+            offered.setdefault(row[4], []).append(row)
+        return offered
+
+    offered = offers(per, pairs)
+    plain_sql, plain_params = plain_query
+    offered[None] = conn.execute(plain_sql + order, [*plain_params, t, per]).fetchall()
+    if sum(len(rows) for rows in offered.values()) < n:
+        more = [(q, g) for q, g in pairs if len(offered.get(g, ())) >= per]
+        offered.update(offers(n, more))
+        if len(offered[None]) == per:
+            offered[None] = conn.execute(plain_sql + order, [*plain_params, t, n]).fetchall()
+    candidates: list[tuple[int, Any, int, tuple[Any, ...]]] = []
+    for rows in offered.values():
+        rows.sort(key=lambda r: (r[5], r[6]))
+        for turn, row in enumerate(rows):
+            candidates.append((turn, row[5], row[6], row))
+    candidates.sort(key=lambda c: c[:3])
+    return [c[3] for c in candidates]
 
 
 def sync_limits(

@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -263,6 +263,20 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
         """CREATE TABLE jobsched_shared_paused_queues (
             queue TEXT PRIMARY KEY
         ) WITHOUT ROWID""",
+    ],
+    # 13 (issue 23, tenant fairness): a job's group (the codec's ``group``
+    # option, copied at insert) for the group limit and the claims' turns.
+    # The ready jobs are split between two indexes, as in PostgreSQL, both
+    # led by the queue: those without a group (every job before: the plain
+    # claim walks it as before) and those with one, by group.
+    13: [
+        "ALTER TABLE jobsched_shared_jobs ADD COLUMN job_group TEXT",
+        "DROP INDEX jobsched_shared_ready",
+        """CREATE INDEX jobsched_shared_ready ON jobsched_shared_jobs (queue, sort_key, seq)
+            WHERE job_group IS NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
+        """CREATE INDEX jobsched_shared_ready_group
+            ON jobsched_shared_jobs (queue, job_group, sort_key, seq)
+            WHERE job_group IS NOT NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
     ],
 }
 

@@ -39,7 +39,7 @@ BASE_JOB_COLUMNS = (
 )
 JOB_COLUMNS = (
     BASE_JOB_COLUMNS + ", progress, result_expires, trigger_rule, lease_expiries, last_traceback, "
-    "build_refusals, last_refusal, refused_by, queue"
+    "build_refusals, last_refusal, refused_by, queue, job_group"
 )
 SCHEDULE_COLUMNS = (
     "schedule_id, type, args, options, trigger, next_run, allow_overlap, active, "
@@ -110,6 +110,7 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             last_refusal=r[28] if len(r) > 28 else None,
             refused_by=_refusers(r[0], r[29]) if len(r) > 29 else (),
             queue=r[30] if len(r) > 30 else "default",
+            job_group=r[31] if len(r) > 31 else None,
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None

@@ -88,8 +88,8 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
     """Insert the job a schedule fires (pending, no dependencies)."""
     conn.execute(
         """INSERT INTO jobsched_shared_jobs (job_id, type, args, options, status, run_at,
-            submitted_at, sort_key, schedule_id, submitted_by, queue)
-        VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)""",
+            submitted_at, sort_key, schedule_id, submitted_by, queue, job_group)
+        VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)""",
         (
             job.job_id,
             job.type,
@@ -101,6 +101,7 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
             schedule_id,
             job.submitted_by,
             job.queue,
+            job.options.get("group"),
         ),
     )
     count_inserted(conn, {"pending": 1})

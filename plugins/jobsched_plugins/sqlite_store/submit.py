@@ -16,8 +16,8 @@ from .queries import count_inserted
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
     submitted_at, sort_key, unmet, last_error, schedule_id, submitted_by, unique_key,
-    finished_at, trigger_rule, queue)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    finished_at, trigger_rule, queue, job_group)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 """
 
@@ -80,6 +80,7 @@ def insert(
                 now() if broken else None,
                 job.trigger_rule,
                 job.queue,
+                job.options.get("group"),
             ),
         )
         if cur.rowcount == 0:
@@ -152,6 +153,7 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
             None,
             job.trigger_rule,
             job.queue,
+            job.options.get("group"),
         )
         for job in jobs
     ]

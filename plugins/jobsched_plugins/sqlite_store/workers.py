@@ -76,14 +76,18 @@ def unserved_types(
     conn: sqlite3.Connection, known: Sequence[str], scan: int, now: float
 ) -> dict[str, int]:
     """Due jobs per job type not in `known`, among the first `scan` due jobs
-    in claim order (the claim's walk of its index, stopped there)."""
+    in claim order (the walks of both ready indexes, stopped there)."""
     marks = ", ".join("?" * len(known))
     return dict(
         conn.execute(
             "SELECT type, count(*) FROM ("
-            "SELECT type FROM jobsched_shared_jobs INDEXED BY jobsched_shared_ready "
-            "WHERE status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= ? "
+            "SELECT type, sort_key, seq FROM jobsched_shared_jobs "
+            "INDEXED BY jobsched_shared_ready WHERE job_group IS NULL "
+            "AND status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= ? "
+            "UNION ALL SELECT type, sort_key, seq FROM jobsched_shared_jobs "
+            "INDEXED BY jobsched_shared_ready_group WHERE job_group IS NOT NULL "
+            "AND status IN ('pending', 'retry_wait') AND unmet = 0 AND run_at <= ? "
             f"ORDER BY sort_key, seq LIMIT ?) WHERE type NOT IN ({marks}) GROUP BY type",
-            (now, scan, *known),
+            (now, now, scan, *known),
         ).fetchall()
     )
