@@ -116,20 +116,21 @@ def quiet_logs() -> None:
     )
 
 
-def jobsched_worker(url: str, concurrency: int) -> None:
+def jobsched_worker(url: str, concurrency: int, *queues: str) -> None:
     from jobsched.worker import run_worker
 
     asyncio.run(
         run_worker(
             url,
             workers=concurrency,
+            queues=list(queues) or None,
             plugins=bench_plugins(),
             on_started=lambda s: print("ready", flush=True),
         )
     )
 
 
-def procrastinate_worker(dsn: str, concurrency: int) -> None:
+def procrastinate_worker(dsn: str, concurrency: int, *queues: str) -> None:
     async def main() -> None:
         app = procrastinate_app(dsn)
         async with app.open_async():
@@ -142,7 +143,7 @@ def procrastinate_worker(dsn: str, concurrency: int) -> None:
     asyncio.run(main())
 
 
-def pgqueuer_worker(dsn: str, concurrency: int) -> None:
+def pgqueuer_worker(dsn: str, concurrency: int, *queues: str) -> None:
     from pgqueuer import QueueManager
 
     async def main() -> None:
@@ -168,17 +169,19 @@ def pgqueuer_worker(dsn: str, concurrency: int) -> None:
     asyncio.run(main())
 
 
-WORKERS: dict[str, Callable[[str, int], None]] = {
+WORKERS: dict[str, Callable[..., None]] = {
     "jobsched": jobsched_worker,
     "procrastinate": procrastinate_worker,
     "pgqueuer": pgqueuer_worker,
 }
 
 
-def spawn(kind: str, target: str, concurrency: int, n: int) -> list[subprocess.Popen[str]]:
+def spawn(
+    kind: str, target: str, concurrency: int, n: int, queues: list[str] | None = None
+) -> list[subprocess.Popen[str]]:
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", kind, target, str(concurrency)],
+            [sys.executable, __file__, "--worker", kind, target, str(concurrency), *(queues or ())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -215,12 +218,25 @@ def wait_count(conn: psycopg.Connection[Any], query: str, n: int) -> float:
 
 
 # ── running: one measurement each ──────────────────────────────────────
-def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
+def run_jobsched(
+    dsn: str, jobs: int, procs: int, concurrency: int, run: int, queues: int = 0, groups: int = 0
+) -> float:
+    """jobs/s; with `queues`, the jobs are spread over that many queues and
+    every worker serves them all; with `groups`, over that many job groups."""
     from jobsched.store import NewJob
     from jobsched_plugins.postgres_store import PostgresStore
 
-    schema = f"bench_{procs}_{run}"
+    schema = f"bench_{procs}_{run}_{queues}_{groups}"
     url = f"{dsn}?schema={schema}"
+    names = [f"q{i}" for i in range(queues)]
+
+    def options(i: int) -> dict[str, Any]:
+        spelled: dict[str, Any] = {"retry": {"policy": "none"}}
+        if queues:
+            spelled["queue"] = names[i % queues]
+        if groups:
+            spelled["group"] = f"tenant-{i % groups}"
+        return spelled
 
     async def load() -> None:
         store = PostgresStore(url)
@@ -231,10 +247,11 @@ def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) ->
                 job_id=f"n{i}",
                 type="noop",
                 args={},
-                options={"retry": {"policy": "none"}},
+                options=options(i),
                 run_at=far,
                 submitted_at=time.time(),
                 sort_key=(-1.0, 0.0),
+                queue=names[i % queues] if queues else "default",
             )
             for i in range(jobs)
         ]
@@ -243,7 +260,7 @@ def run_jobsched(dsn: str, jobs: int, procs: int, concurrency: int, run: int) ->
         await store.close()
 
     asyncio.run(load())
-    workers = spawn("jobsched", url, concurrency, procs)
+    workers = spawn("jobsched", url, concurrency, procs, names)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             start = time.perf_counter()
@@ -405,12 +422,12 @@ def main() -> None:
         action="store_true",
         help=f"only print the figures (by default they also replace the table in {DOCS})",
     )
-    parser.add_argument("--worker", nargs=3, metavar=("KIND", "TARGET", "CONCURRENCY"))
+    parser.add_argument("--worker", nargs="+", metavar="KIND TARGET CONCURRENCY [QUEUE]")
     args = parser.parse_args()
     if args.worker:
-        kind, target, concurrency = args.worker
+        kind, target, concurrency, *queues = args.worker
         quiet_logs()
-        WORKERS[kind](target, int(concurrency))
+        WORKERS[kind](target, int(concurrency), *queues)
         return
     try:
         import asyncpg  # noqa: F401  (PgQueuer's driver)
@@ -443,6 +460,12 @@ def main() -> None:
                     results.setdefault((system, f"run, {procs} proc"), []).append(
                         runner(dsn, args.jobs, procs, args.concurrency, run)
                     )
+                # The same jobs over 4 named queues and 100 tenants' groups,
+                # which every worker serves: the claims that take queues and
+                # groups in turn.
+                results.setdefault(("jobsched", f"run, {procs} proc, queues"), []).append(
+                    run_jobsched(dsn, args.jobs, procs, args.concurrency, run, 4, 100)
+                )
         enqueues: dict[tuple[str, str], Callable[[], Any]] = {
             ("jobsched", "enqueue, batches"): lambda: enqueue_jobsched(
                 dsn, n, batch, "submit_many"
@@ -474,6 +497,8 @@ def main() -> None:
 LABELS = {
     "run, 1 proc": "run, 1 process",
     "run, 4 proc": "run, 4 processes",
+    "run, 1 proc, queues": "run, 1 process, 4 queues and 100 groups",
+    "run, 4 proc, queues": "run, 4 processes, 4 queues and 100 groups",
     "enqueue, batches": "enqueue, batches (jobsched: `Client.submit_many`)",
     "enqueue, concurrent submit": "enqueue, concurrent `Client.submit` (gathered)",
     "enqueue, submit loop": "enqueue, `Client.submit` awaited one by one",
@@ -510,7 +535,8 @@ def report(results: dict[tuple[str, str], list[float]], args: argparse.Namespace
     ]
     for what in rows:
         cells = [median(results[s, what]) if (s, what) in results else "" for s in systems]
-        base = what if what.startswith("run") else "enqueue, batches"
+        # A run is compared with PgQueuer's run of as many processes (one queue).
+        base = what.removesuffix(", queues") if what.startswith("run") else "enqueue, batches"
         ratio = ""
         if ("jobsched", what) in results and ("pgqueuer", base) in results:
             ours = statistics.median(results["jobsched", what])
