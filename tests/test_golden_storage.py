@@ -12,13 +12,16 @@ format change and needs a migration.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pathlib
 import sqlite3
 from typing import Any
 
-from jobsched import BlockingClient, JobScheduler, build_job
+import pytest
+
+from jobsched import BlockingClient, JobScheduler, _recurring, build_job
 from task_examples import Color, add, paint, send_email
 
 GOLDEN = pathlib.Path(__file__).with_name("golden") / "storage.json"
@@ -136,7 +139,12 @@ async def _single_owner(tmp_path: pathlib.Path) -> dict[str, Any]:
     return {"jobs": jobs, "schedules": schedules}
 
 
-async def test_stored_jobs_and_schedule_ids_are_byte_identical(tmp_path: pathlib.Path) -> None:
+async def test_stored_jobs_and_schedule_ids_are_byte_identical(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An in-process schedule's id (``sched-N``) counts the process's
+    # schedules: counted from 1 here, whatever ran before in this process.
+    monkeypatch.setattr(_recurring, "_schedule_ids", itertools.count(1))
     written = {
         "shared_sqlite": _shared(tmp_path),
         "single_owner_sqlite": await _single_owner(tmp_path),
