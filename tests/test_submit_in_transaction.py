@@ -224,6 +224,30 @@ async def test_dependencies_keys_and_unique_keys_inside_the_transaction(
     assert ids == [stored_unique, stored_key, upstream, downstream, first, *batch]
 
 
+async def test_a_job_keeps_its_queue_and_group_inside_the_transaction(
+    pg: tuple[Client, str, str],
+) -> None:
+    client, dsn, _ = pg
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        job_id = await client.submit(
+            email("t@example.com"), conn=conn, queue="emails", group="tenant-1"
+        )
+        await conn.commit()
+    info = await client.get(job_id)
+    assert (info.queue, info.group) == ("emails", "tenant-1")
+
+
+def test_a_blocking_submit_on_sqlite_keeps_its_queue_and_group(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with BlockingClient(f"sqlite:///{path}") as client:
+        with sqlite3.connect(path) as conn:  # commits on leaving
+            job_id = client.submit(
+                email("t@example.com"), conn=conn, queue="emails", group="tenant-1"
+            )
+        info = client.get(job_id)
+        assert (info.queue, info.group) == ("emails", "tenant-1")
+
+
 async def test_a_unique_key_taken_by_a_concurrent_transaction_resolves_to_its_job(
     pg: tuple[Client, str, str], pg_schema: tuple[str, str]
 ) -> None:

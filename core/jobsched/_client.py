@@ -120,6 +120,7 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
     "keep_result": None,
     "trigger_rule": ALL_SUCCESS,
     "queue": None,
+    "group": None,
 }
 
 #: The stored jobs a submit without dependencies needs.
@@ -340,8 +341,32 @@ class Client:
         never committed or rolled back here; a dependency may be a job
         inserted earlier in it.
         """
-        if conn is not None:
-            planned, _ = self._submit_rows(
+        rows: list[NewJob]
+        outside: Set[str]
+        if (
+            conn is None
+            and delay == 0.0
+            and depends_on == ()
+            and key is None
+            and unique_key is None
+            and priority is None
+            and timeout is NOT_GIVEN
+            and retry is None
+            and name is None
+            and result_ttl is None
+            and keep_result is None
+            and queue is None
+            and group is None
+            and trigger_rule == ALL_SUCCESS
+            and not isinstance(job, Workflow)
+            and not getattr(job, "takes_results", True)
+        ):
+            self._check_open()
+            now = time.time()
+            rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
+        else:
+            # Checked and encoded now: a bad job is refused at the call.
+            rows, outside = self._submit_rows(
                 job,
                 delay=delay,
                 depends_on=depends_on,
@@ -355,70 +380,12 @@ class Client:
                 keep_result=keep_result,
                 trigger_rule=trigger_rule,
                 queue=queue,
-            )
-            return (await self._in_transaction().insert_in_transaction(conn, planned))[-1]
-        if isinstance(job, Workflow):
-            check_workflow_options(
-                job,
-                delay=delay,
-                given=(
-                    key,
-                    unique_key,
-                    priority,
-                    retry,
-                    name,
-                    result_ttl,
-                    keep_result,
-                    queue,
-                    group,
-                ),
-                timeout=timeout,
-                trigger_rule=trigger_rule,
-            )
-            self._check_open()
-            deps = tuple(id_list(depends_on, "depends_on"))
-            steps = [Submission(j, depends_on=after or deps) for j, after in job.plan(())]
-            return (await self._store(*self._rows(steps)))[-1]
-        self._check_open()
-        # Checked and encoded now: a bad job is refused at the call.
-        rows: list[NewJob]
-        outside: Set[str]
-        if (
-            delay == 0.0
-            and depends_on == ()
-            and key is None
-            and unique_key is None
-            and priority is None
-            and timeout is NOT_GIVEN
-            and retry is None
-            and name is None
-            and result_ttl is None
-            and keep_result is None
-            and queue is None
-            and group is None
-            and trigger_rule == ALL_SUCCESS
-            and not getattr(job, "takes_results", True)
-        ):
-            now = time.time()
-            rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
-        else:
-            submission = Submission(
-                job,
-                delay=delay,
-                depends_on=tuple(id_list(depends_on, "depends_on")),
-                key=key,
-                unique_key=unique_key,
-                priority=priority,
-                timeout=timeout,
-                retry=retry,
-                name=name,
-                result_ttl=result_ttl,
-                keep_result=keep_result,
-                trigger_rule=trigger_rule,
-                queue=queue,
                 group=group,
             )
-            rows, outside = self._rows([submission])
+            if conn is not None:
+                return (await self._in_transaction().insert_in_transaction(conn, rows))[-1]
+            if isinstance(job, Workflow):
+                return (await self._store(rows, outside))[-1]
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._submits.add((rows, outside, future))
         return await future
@@ -473,10 +440,11 @@ class Client:
             return await self._in_transaction().insert_in_transaction(conn, rows)
         return await self._store(rows, outside)
 
-    # ── submitting in the application's transaction ───────────────────
     def _submit_rows(self, job: Job | Workflow, **options: Any) -> tuple[list[NewJob], Set[str]]:
-        """The rows `submit` stores for `job` (checked and encoded; the last
-        one's id is the answer), and the stored ids they depend on."""
+        """The rows `submit` stores for `job` with its `options` (checked and
+        encoded; the last one's id is the answer), and the stored ids they
+        depend on: one plan for this client's store and for an application's
+        transaction (`conn`)."""
         if isinstance(job, Workflow):
             check_workflow_options(
                 job,
@@ -492,6 +460,7 @@ class Client:
                         "result_ttl",
                         "keep_result",
                         "queue",
+                        "group",
                     )
                 ),
                 timeout=options["timeout"],
@@ -506,6 +475,7 @@ class Client:
         options["depends_on"] = tuple(id_list(options["depends_on"], "depends_on"))
         return self._rows([Submission(job, **options)])
 
+    # ── submitting in the application's transaction ───────────────────
     def _in_transaction(self) -> TransactionSubmit:
         """The store, if it inserts in a caller's transaction; else the refusal."""
         if not isinstance(self.store, TransactionSubmit):
