@@ -457,6 +457,11 @@ class WorkerRow:
     state: str
 
 
+#: A registry row's columns, in `WorkerRow`'s field order: every store
+#: names its ``workers`` table's columns after them.
+WORKER_COLUMNS: tuple[str, ...] = tuple(field.name for field in attrs.fields(WorkerRow))
+
+
 #: Seconds a lost worker's row is kept (shown marked lost) before a live
 #: worker's heartbeat deletes it (`WorkersRole.heartbeat`'s ``forget_after``).
 WORKER_RETENTION = 3600.0

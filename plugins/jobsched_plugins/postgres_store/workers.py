@@ -6,27 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import WorkerRow, checked_worker
+from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_worker
 
 from .connection import NOW, Database
 
 if TYPE_CHECKING:
     import psycopg
 
-_FIELDS = (
-    "worker_id",
-    "host",
-    "pid",
-    "queues",
-    "job_types",
-    "version",
-    "started_at",
-    "last_seen",
-    "lost_after",
-    "running",
-    "state",
-)
-_COLUMNS = ", ".join(_FIELDS)
+_COLUMNS = ", ".join(WORKER_COLUMNS)
 
 
 async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> None:
@@ -92,7 +79,7 @@ async def workers(db: Database) -> tuple[list[WorkerRow], float]:
 
 def worker_row(r: dict[str, Any]) -> WorkerRow:
     """A registry row as read (jsonb columns come decoded), checked."""
-    return checked_worker(WorkerRow(**{k: r[k] for k in _FIELDS}))
+    return checked_worker(WorkerRow(**{k: r[k] for k in WORKER_COLUMNS}))
 
 
 async def forget_worker(db: Database, worker_id: str) -> bool:

@@ -7,22 +7,9 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched.store import WorkerRow, checked_worker, json_column
+from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_worker, json_column
 
-_FIELDS = (
-    "worker_id",
-    "host",
-    "pid",
-    "queues",
-    "job_types",
-    "version",
-    "started_at",
-    "last_seen",
-    "lost_after",
-    "running",
-    "state",
-)
-_COLUMNS = ", ".join(_FIELDS)
+_COLUMNS = ", ".join(WORKER_COLUMNS)
 
 
 def heartbeat(conn: sqlite3.Connection, worker: WorkerRow, forget_after: float, now: float) -> None:
@@ -59,7 +46,7 @@ def workers(conn: sqlite3.Connection) -> list[WorkerRow]:
     """Every worker's row, by id, checked (`BadRowError` for one changed by hand)."""
     rows = []
     for r in conn.execute(f"SELECT {_COLUMNS} FROM jobsched_shared_workers ORDER BY worker_id"):
-        values = dict(zip(_FIELDS, r, strict=True))
+        values = dict(zip(WORKER_COLUMNS, r, strict=True))
         for column in ("queues", "job_types"):
             values[column] = json_column("worker", values["worker_id"], column, values[column])
         rows.append(checked_worker(WorkerRow(**values)))
