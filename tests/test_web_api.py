@@ -623,7 +623,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
 async def test_the_mount_examples_of_docs_web_md_work_as_written(
     framework: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    starlette_example, fastapi_example = re.findall(
+    starlette_example, fastapi_example, *_ = re.findall(
         r"```python\n(.*?)```", DOC.read_text(), flags=re.S
     )
     example = starlette_example if framework == "starlette" else fastapi_example

@@ -120,11 +120,16 @@ async def serving(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 @contextlib.asynccontextmanager
 async def make_env(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path, token: str | None
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    token: str | None,
+    **options: Any,
 ) -> AsyncIterator[Env]:
+    """The app of `kind` with `token` (and `create_app`'s other `options`)."""
     if kind == "memory":
         async with JobScheduler(num_workers=2, plugins=plugins()) as scheduler:
-            app = create_app(scheduler=scheduler, token=token)
+            app = create_app(scheduler=scheduler, token=token, **options)
             async with serving(app) as http:
                 yield Env(kind, app, http, app.state.dashboard.client, scheduler)
         return
@@ -134,7 +139,7 @@ async def make_env(
         url = f"sqlite:///{tmp_path / 'jobs.db'}"
     else:
         url = request.getfixturevalue("pg_schema")[0]
-    app = create_app(url, token=token, plugins=plugins())
+    app = create_app(url, token=token, plugins=plugins(), **options)
     async with (
         JobScheduler(num_workers=2, plugins=plugins(), store=url, shared=True),
         serving(app) as http,

@@ -29,6 +29,8 @@ from jobsched.store import (
 
 #: The environment variable the token is read from when ``--token`` is not given.
 TOKEN_ENV = "JOBSCHED_WEB_TOKEN"
+#: The levels ``--log-level`` takes.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: What ``jobsched[web]`` installs (import names).
 REQUIRES = ("starlette", "jinja2", "uvicorn")
 #: Seconds open requests (event streams) get to end when the server stops.
@@ -69,7 +71,45 @@ def jobsched_register_commands(cli: Any) -> None:
         help=f"the token that allows actions (default: ${TOKEN_ENV}; prefer the variable: "
         "a command line is visible to other users)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default="console",
+        help="how log lines (the audit of every action among them) look on stderr "
+        "(default: console; json is one object per line)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="the least severe level logged (default: info: every action's audit entry)",
+    )
     parser.set_defaults(plugins=cli.plugins)
+
+
+def configure_logging(log_format: str, log_level: str) -> None:
+    """structlog for this process, to stderr: ``jobsched web`` is the application
+    (the dashboard, a library, logs the ``jobsched.web.audit`` entries and its
+    errors through structlog and never configures it)."""
+    import logging
+
+    import structlog
+
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if log_format == "json":
+        processors += [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, log_level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
 
 
 def _fail(message: str) -> int:
@@ -94,6 +134,7 @@ def serve(args: argparse.Namespace) -> int:
             check_host_pattern(name)
     except ValueError as exc:
         return _fail(f"--allowed-host: {exc}")
+    configure_logging(args.log_format, args.log_level)
     try:
         sock = _listen(args.host, args.port)
     except OSError as exc:

@@ -28,6 +28,7 @@ from jobsched import (
 from jobsched.store import MissingRoleError, StoreOwnedError
 
 from . import _params
+from ._access import acted, action_route
 from ._deps import dependents, upstream
 from ._health import StoreUnavailable
 from ._http import shown
@@ -59,19 +60,16 @@ def error_response(
 Handler = Callable[[Request, Dashboard], Awaitable[Any]]
 
 
-def _answer(handler: Handler, *, changes: bool) -> Callable[[Request], Awaitable[Response]]:
+def _answer(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint answering `handler`'s data as JSON, its errors as ``{"error"}``.
 
-    `changes`: the request changes state, so it must be allowed by the auth.
+    Who may call it is not its business: an action's is an `ActionRoute`'s
+    (`post` below), which checks and audits every request first.
     """
 
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
         board = dashboard(request)
-        if changes:
-            refusal = board.auth.refusal(request)
-            if refusal is not None:
-                return error_response(refusal.status, refusal.reason)
         try:
             for name in request.path_params:
                 _params.path_value(request.path_params, name)
@@ -195,12 +193,14 @@ async def schedules(request: Request, board: Dashboard) -> Any:
 async def pause_schedule(request: Request, board: Dashboard) -> Any:
     schedule_id = request.path_params["schedule_id"]
     changed = await board.client.pause_schedule(schedule_id)
+    acted(request, int(changed))
     return {"schedule_id": schedule_id, "paused": True, "changed": changed}
 
 
 async def resume_schedule(request: Request, board: Dashboard) -> Any:
     schedule_id = request.path_params["schedule_id"]
     changed = await board.client.resume_schedule(schedule_id)
+    acted(request, int(changed))
     return {"schedule_id": schedule_id, "paused": False, "changed": changed}
 
 
@@ -210,11 +210,15 @@ async def trigger_schedule(request: Request, board: Dashboard) -> Any:
 
 
 async def pause_queue(request: Request, board: Dashboard) -> Any:
-    return {"queue_paused": True, "changed": await board.client.pause_queue()}
+    changed = await board.client.pause_queue()
+    acted(request, int(changed))
+    return {"queue_paused": True, "changed": changed}
 
 
 async def resume_queue(request: Request, board: Dashboard) -> Any:
-    return {"queue_paused": False, "changed": await board.client.resume_queue()}
+    changed = await board.client.resume_queue()
+    acted(request, int(changed))
+    return {"queue_paused": False, "changed": changed}
 
 
 async def queues(request: Request, board: Dashboard) -> Any:
@@ -231,22 +235,27 @@ def _queue_name(request: Request) -> str:
 
 async def pause_named_queue(request: Request, board: Dashboard) -> Any:
     name = _queue_name(request)
-    return {"queue": name, "paused": True, "changed": await board.client.pause_queue(name)}
+    changed = await board.client.pause_queue(name)
+    acted(request, int(changed))
+    return {"queue": name, "paused": True, "changed": changed}
 
 
 async def resume_named_queue(request: Request, board: Dashboard) -> Any:
     name = _queue_name(request)
-    return {"queue": name, "paused": False, "changed": await board.client.resume_queue(name)}
+    changed = await board.client.resume_queue(name)
+    acted(request, int(changed))
+    return {"queue": name, "paused": False, "changed": changed}
 
 
 async def healthz(request: Request) -> Response:
     """``{"status": "ok", "read_only": ...}`` when the store answers (within
     `StoreHealth.probe_timeout`), else 503 with ``"status": "unavailable"`` and why."""
     board = dashboard(request)
+    read_only = board.access.read_only
     error = await board.health.probe(board.client.queue_paused())
     if error is None:
-        return JSONResponse({"status": "ok", "read_only": board.auth.read_only})
-    body = {"status": "unavailable", "read_only": board.auth.read_only, "error": error}
+        return JSONResponse({"status": "ok", "read_only": read_only})
+    body = {"status": "unavailable", "read_only": read_only, "error": error}
     return JSONResponse(body, status_code=503)
 
 
@@ -254,10 +263,11 @@ def api_routes() -> list[BaseRoute]:
     """The JSON API's routes (``/healthz`` included), named for ``url(...)`` in templates."""
 
     def get(path: str, handler: Handler, name: str) -> Route:
-        return Route(path, _answer(handler, changes=False), methods=["GET"], name=name)
+        return Route(path, _answer(handler), methods=["GET"], name=name)
 
-    def post(path: str, handler: Handler, name: str) -> Route:
-        return Route(path, _answer(handler, changes=True), methods=["POST"], name=name)
+    def post(path: str, handler: Handler, name: str, action: str) -> Route:
+        # Every POST is an action: authorized and audited (`ActionRoute`).
+        return action_route(path, _answer(handler), name=name, action=action)
 
     return [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
@@ -267,15 +277,35 @@ def api_routes() -> list[BaseRoute]:
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
         get("/api/jobs/{job_id}/result", job_result, "api_job_result"),
-        post("/api/jobs/{job_id}/retry", retry, "api_job_retry"),
-        post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel"),
+        post("/api/jobs/{job_id}/retry", retry, "api_job_retry", "job.retry"),
+        post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel", "job.cancel"),
         get("/api/schedules", schedules, "api_schedules"),
-        post("/api/schedules/{schedule_id}/pause", pause_schedule, "api_schedule_pause"),
-        post("/api/schedules/{schedule_id}/resume", resume_schedule, "api_schedule_resume"),
-        post("/api/schedules/{schedule_id}/trigger", trigger_schedule, "api_schedule_trigger"),
-        post("/api/queue/pause", pause_queue, "api_queue_pause"),
-        post("/api/queue/resume", resume_queue, "api_queue_resume"),
+        post(
+            "/api/schedules/{schedule_id}/pause",
+            pause_schedule,
+            "api_schedule_pause",
+            "schedule.pause",
+        ),
+        post(
+            "/api/schedules/{schedule_id}/resume",
+            resume_schedule,
+            "api_schedule_resume",
+            "schedule.resume",
+        ),
+        post(
+            "/api/schedules/{schedule_id}/trigger",
+            trigger_schedule,
+            "api_schedule_trigger",
+            "schedule.trigger",
+        ),
+        post("/api/queue/pause", pause_queue, "api_queue_pause", "queue.pause_all"),
+        post("/api/queue/resume", resume_queue, "api_queue_resume", "queue.resume_all"),
         get("/api/queues", queues, "api_queues"),
-        post("/api/queues/{name}/pause", pause_named_queue, "api_named_queue_pause"),
-        post("/api/queues/{name}/resume", resume_named_queue, "api_named_queue_resume"),
+        post("/api/queues/{name}/pause", pause_named_queue, "api_named_queue_pause", "queue.pause"),
+        post(
+            "/api/queues/{name}/resume",
+            resume_named_queue,
+            "api_named_queue_resume",
+            "queue.resume",
+        ),
     ]

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobsched import Client, LocalClient, OperatorAPI, PluginManager
 
+from ._access import Access, Attempt, Authorize, Identify, log_attempt
 from ._api import api_routes, error_response
 from ._auth import (
     CSRF_FIELD,
@@ -56,6 +57,8 @@ TRACEBACK_FRAMES = 12
 #: still one bounded log entry.
 TRACEBACK_LINES = 60
 TRACEBACK_LINE_CHARS = 1000
+#: What ``/login`` says under ``create_app(authorize=...)``.
+HOST_SIGN_IN = "this dashboard has no login of its own: the app it is part of signs you in"
 INTERNAL_ERROR_PAGE = (
     "<!doctype html><title>Internal error · jobsched</title>"
     "<h1>Internal error</h1><p>The server logged the details.</p>"
@@ -71,6 +74,8 @@ def create_app(
     plugins: PluginManager | None = None,
     allowed_hosts: Iterable[str] | None = None,
     session_ttl: float = SESSION_TTL,
+    authorize: Authorize | None = None,
+    identify: Identify | None = None,
 ) -> Starlette:
     """The dashboard and its JSON API as an ASGI application.
 
@@ -94,6 +99,18 @@ def create_app(
     for another host is refused with 400 (a DNS-rebinding page's). None (the
     default) checks no Host: the app is mounted in one that does. A session
     of ``/login`` lasts `session_ttl` seconds (default 12 hours).
+
+    `authorize` hands every action to the host app instead of the token:
+    ``authorize(request, action, ids)`` (a function or a coroutine function)
+    returns True to allow `action` (a stable name such as ``"job.retry"``,
+    docs/web.md) on `ids` (the job, schedule or queue ids it touches), False
+    to refuse it (403), or raises Starlette's ``HTTPException`` with a 4xx
+    status to refuse with that one. A request another site's page sends
+    (``Sec-Fetch-Site``, ``Origin``) is refused before it is asked. It
+    excludes `token`: the dashboard's own login is off. `identify(request)`
+    names who a request is, for the audit log (``jobsched.web.audit``) and
+    the pages (default: the token or login session; under `authorize`, an
+    authenticated ``request.user``'s ``display_name``).
     """
     given = [
         name
@@ -105,11 +122,22 @@ def create_app(
             "create_app needs exactly one of store_url, scheduler or client, "
             f"got {', '.join(given) or 'none'}"
         )
+    if authorize is not None and token is not None:
+        raise TypeError(
+            "create_app takes token= or authorize=, not both: an authorize hook decides "
+            "every action itself (it may check a Bearer token of its own)"
+        )
     hosts = None if allowed_hosts is None else [check_host_pattern(h) for h in allowed_hosts]
     if scheduler is not None:
         client = LocalClient(scheduler)
     auth = Auth(token, session_ttl=session_ttl)
-    board = Dashboard(client=client, auth=auth, templates=make_templates(), plugins=plugins)
+    board = Dashboard(
+        client=client,
+        auth=auth,
+        templates=make_templates(),
+        plugins=plugins,
+        access=Access(auth, authorize, identify),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -188,12 +216,16 @@ async def login(request: Request) -> Response:
     """``POST /login`` with the form field ``token``: on success, a new session's
     cookies and a redirect to the overview."""
     board = dashboard(request)
+    if board.access.host_auth:
+        return _render_login(request, error=HOST_SIGN_IN, status=403)
     if board.auth.read_only:
         return _render_login(request, error=READ_ONLY, status=403)
     address = client_address(request)
     wait = board.auth.throttle.wait(address)
     if wait:
         seconds = math.ceil(wait)
+        throttled = Attempt(action="session.login", ids=(), who=None, reason="throttled")
+        log_attempt(request, throttled, status=429)
         return _render_login(
             request,
             error=f"too many wrong tokens from your address: try again in {seconds} s",
@@ -203,11 +235,15 @@ async def login(request: Request) -> Response:
     form = await _form(request)
     if form is None:
         return _render_login(request, error="the form has too many fields", status=400)
+    attempt = Attempt(action="session.login", ids=(), who=None)
     if not board.auth.token_matches(form.get("token", "")):
         board.auth.throttle.failed(address)
+        attempt.reason = "wrong token"
+        log_attempt(request, attempt, status=401)
         return _render_login(request, error="wrong token", status=401)
     response = RedirectResponse(_home(request), status_code=303)
-    board.auth.log_in(request, response)
+    attempt.who, attempt.allowed = board.auth.log_in(request, response), True
+    log_attempt(request, attempt, status=303)
     return response
 
 

@@ -54,6 +54,8 @@ class Refusal:
 
     status: int
     reason: str
+    #: Headers the answer carries (an `authorize` hook's ``Retry-After``...).
+    headers: dict[str, str] = attrs.field(factory=dict)
 
 
 class LoginThrottle:
@@ -195,8 +197,25 @@ class Auth:
             return Refusal(403, NO_CSRF)
         return None
 
-    def log_in(self, request: Request, response: Response) -> None:
-        """Start a session (the token was checked) and set its cookies on `response`."""
+    def session_label(self, session_id: str) -> str:
+        """A short name of the session `session_id` for logs: the same for each
+        of its requests, and worthless to anyone who reads it (a keyed digest)."""
+        return hmac.new(self._key, b"label:" + session_id.encode(), hashlib.sha256).hexdigest()[:12]
+
+    def identity(self, request: Request) -> str | None:
+        """Who `request` is: ``"token"`` (it sends the token), ``"session:<label>"``
+        (the cookie of a live session, `session_label`), else None."""
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, given = header.partition(" ")
+            ok = scheme.lower() == "bearer" and self.token_matches(given.strip())
+            return "token" if ok else None
+        session_id = self.session(request)
+        return None if session_id is None else f"session:{self.session_label(session_id)}"
+
+    def log_in(self, request: Request, response: Response) -> str:
+        """Start a session (the token was checked) and set its cookies on
+        `response`; its identity (``"session:<label>"``, as `identity` names it)."""
         self._forget_expired()
         session_id = secrets.token_urlsafe(32)
         self._sessions[self._digest(session_id)] = self.clock() + self.session_ttl
@@ -223,6 +242,7 @@ class Auth:
             samesite="strict",
             secure=secure,
         )
+        return f"session:{self.session_label(session_id)}"
 
     def log_out(self, request: Request, response: Response) -> None:
         """End the request's session (its cookie works no more) and delete the cookies."""

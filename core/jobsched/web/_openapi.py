@@ -31,6 +31,7 @@ def _errors(*codes: int) -> dict[str, Any]:
 
 
 def _action(
+    action: str,
     summary: str,
     param: str | None,
     result: dict[str, Any],
@@ -38,6 +39,8 @@ def _action(
 ) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
+        # The name `create_app(authorize=...)` and the audit log see (docs/web.md).
+        "x-jobsched-action": action,
         "security": [{"bearer": []}, {"session": []}],
         "responses": {"200": _json(result), **_errors(400, 401, 403, 404, 409)},
     }
@@ -415,9 +418,9 @@ def _document() -> dict[str, Any]:
             }
         },
         "/api/jobs/{job_id}/retry": _action(
-            "run a failed, timed-out or cancelled job again", "job_id", _ref("Job")
+            "job.retry", "run a failed, timed-out or cancelled job again", "job_id", _ref("Job")
         ),
-        "/api/jobs/{job_id}/cancel": _action("cancel a job", "job_id", _ref("Job")),
+        "/api/jobs/{job_id}/cancel": _action("job.cancel", "cancel a job", "job_id", _ref("Job")),
         "/api/schedules": {
             "get": {
                 "summary": "recurring schedules",
@@ -434,15 +437,20 @@ def _document() -> dict[str, Any]:
                 },
             }
         },
-        "/api/schedules/{schedule_id}/pause": _action("pause a schedule", "schedule_id", changed),
-        "/api/schedules/{schedule_id}/resume": _action("resume a schedule", "schedule_id", changed),
+        "/api/schedules/{schedule_id}/pause": _action(
+            "schedule.pause", "pause a schedule", "schedule_id", changed
+        ),
+        "/api/schedules/{schedule_id}/resume": _action(
+            "schedule.resume", "resume a schedule", "schedule_id", changed
+        ),
         "/api/schedules/{schedule_id}/trigger": _action(
+            "schedule.trigger",
             "submit the schedule's job now, once",
             "schedule_id",
             {"type": "object", "properties": {"job_id": {"type": "string"}}},
         ),
-        "/api/queue/pause": _action("workers claim no new jobs", None, changed),
-        "/api/queue/resume": _action("workers claim jobs again", None, changed),
+        "/api/queue/pause": _action("queue.pause_all", "workers claim no new jobs", None, changed),
+        "/api/queue/resume": _action("queue.resume_all", "workers claim jobs again", None, changed),
         "/api/queues": {
             "get": {
                 "summary": "each queue: depth, oldest waiting job's age, running, throughput",
@@ -464,10 +472,10 @@ def _document() -> dict[str, Any]:
             }
         },
         "/api/queues/{name}/pause": _action(
-            "workers claim none of this queue's jobs", "name", changed, queue_name
+            "queue.pause", "workers claim none of this queue's jobs", "name", changed, queue_name
         ),
         "/api/queues/{name}/resume": _action(
-            "workers claim this queue's jobs again", "name", changed, queue_name
+            "queue.resume", "workers claim this queue's jobs again", "name", changed, queue_name
         ),
         "/api/events": {
             "get": {

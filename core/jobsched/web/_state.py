@@ -12,6 +12,7 @@ from starlette.templating import Jinja2Templates
 
 from jobsched import OperatorAPI, PluginManager, default_plugin_manager
 
+from ._access import Access
 from ._auth import Auth
 from ._events import StatsFeed
 from ._health import StoreHealth
@@ -40,6 +41,8 @@ class Dashboard:
     min_interval: float = 0.5
     #: Whether the store answers, and how long a request waits for it.
     health: StoreHealth = attrs.Factory(StoreHealth)
+    #: Who may act (`auth`'s token by default, or ``create_app(authorize=...)``).
+    access: Access = attrs.Factory(lambda self: Access(self.auth), takes_self=True)
     #: The stats every ``/api/events`` stream sends, read once for all of them.
     feed: StatsFeed = attrs.field(init=False)
 
@@ -82,8 +85,13 @@ def template_environment() -> jinja2.Environment:
 def _page_context(request: Request) -> dict[str, Any]:
     """What every template gets besides its own values."""
     board = dashboard(request)
+    access = board.access
     return {
-        "read_only": board.auth.read_only,
+        "read_only": access.read_only,
+        # The host app signs users in (create_app(authorize=...)): no login
+        # of the dashboard's own; the page names who the request is.
+        "host_auth": access.host_auth,
+        "who": access.identity(request) if access.host_auth else None,
         "logged_in": board.auth.logged_in(request),
         # The session's CSRF token, sent back by live.js in X-CSRF-Token.
         "csrf_token": board.auth.page_csrf_token(request),
