@@ -1,8 +1,8 @@
 """The dashboard's layout in Chromium: nothing overflows its card, at three sizes.
 
 Every page (overview, jobs, a job with a long argument and a traceback,
-schedules, queues, limits, workers, login) is loaded at 1280×800, 1920×1080
-and on a 390×844 phone, logged in (the widest top bar), against a real
+schedules, queues, limits, workers, login) is loaded at 1280 by 800, 1920 by 1080
+and on a 390 by 844 phone, logged in (the widest top bar), against a real
 ``jobsched web`` and ``jobsched worker`` on a SQLite file in shared mode.
 `OVERFLOWS` (JavaScript, in the page) lists what does not fit: a page wider
 than the viewport, a card (``.panel``, ``.count``, ``.flash``, the top bar,
@@ -74,8 +74,9 @@ OVERFLOWS = """
     const box = card ? card.getBoundingClientRect() : { left: 0, right: width };
     const r = el.getBoundingClientRect();
     if (r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1)) {
+      const where = card ? name(card) : "the viewport";
       out.push(`${name(el)} (${Math.round(r.left)} to ${Math.round(r.right)}) sticks out of ` +
-               `${card ? name(card) : "the viewport"} (${Math.round(box.left)} to ${Math.round(box.right)})`);
+               `${where} (${Math.round(box.left)} to ${Math.round(box.right)})`);
     }
   }
   for (const el of document.querySelectorAll("body *")) {
@@ -96,13 +97,13 @@ OVERFLOWS = """
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_no_page_overflows_its_cards_on_a_desktop_a_wide_screen_or_a_phone(
-    browser: Any,
-    dashboard: str,
-    client: BlockingClient,
-    plugins: PluginManager,
-    worker: Process,
+    browser: Any,  # noqa: F811
+    dashboard: str,  # noqa: F811
+    client: BlockingClient,  # noqa: F811
+    plugins: PluginManager,  # noqa: F811
+    worker: Process,  # noqa: F811
     tmp_path: Path,
-    screenshots: Path,
+    screenshots: Path,  # noqa: F811
 ) -> None:
     closed = tmp_path / "closed-gate"
     closed.touch()

@@ -220,7 +220,7 @@ async def test_a_failed_jobs_page_shows_its_traceback_collapsed() -> None:
     # Collapsed: a <details> without `open`, the traceback inside its <pre>.
     shown = re.search(
         r'<details class="traceback" data-testid="job-traceback"><summary>Traceback</summary>'
-        r"<pre>(.*?)</pre></details>",
+        r"<pre class=\"scroll\">(.*?)</pre></details>",
         text,
         re.S,
     )
