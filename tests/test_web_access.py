@@ -384,8 +384,40 @@ def with_routes(app: Starlette) -> Starlette:
         action_route("/api/jobs/bulk/retry", bulk_retry, name="bulk", action="job.retry_many"),
         action_route("/things/{thing_id}/poke", page_action, name="poke", action="thing.poke"),
         Route("/api/outside", bulk_retry, methods=["POST"]),
+        action_route(
+            "/api/jobs/many/{verb}",
+            page_action,
+            name="many",
+            action="job.many",
+            ids=lambda request: request.query_params.getlist("id"),
+        ),
     ]
     return app
+
+
+async def test_a_route_may_name_its_ids_itself() -> None:
+    hook = Recorder(True)
+    app = with_routes(create_app(client=Untouchable(), authorize=hook))
+    async with serving(app) as http:
+        with captured_logs() as logs:
+            answer = await http.post("/api/jobs/many/retry?id=a&id=b")
+    assert answer.json() == {"done": True}
+    assert hook.calls == [("job.many", ("a", "b"))]
+    [entry] = audits(logs)
+    assert (entry["ids"], entry["acted"]) == (["a", "b"], 2)
+
+
+async def test_an_identify_that_fails_is_a_500_still_audited() -> None:
+    def broken(request: Request) -> str | None:
+        raise LookupError("no such user table")
+
+    app = create_app(client=Untouchable(), authorize=Recorder(True), identify=broken)
+    async with serving(app) as http:
+        with captured_logs() as logs:
+            answer = await http.post("/api/queue/pause")
+    assert answer.status_code == 500
+    [entry] = audits(logs)
+    assert (entry["who"], entry["allowed"], entry["status"]) == (None, False, 500)
 
 
 async def test_a_route_that_resolves_its_ids_asks_again_with_them() -> None:

@@ -193,13 +193,11 @@ class ActionRoute(Route):
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             access: Access = request.app.state.dashboard.access
-            attempt = Attempt(
-                action=self.action,
-                ids=tuple(self.ids_of(request)),
-                who=access.identity(request),
-            )
+            attempt = Attempt(action=self.action, ids=(), who=None)
             setattr(request.state, _STATE, attempt)
             try:
+                attempt.ids = tuple(self.ids_of(request))
+                attempt.who = access.identity(request)
                 _refuse(await access.check(request, attempt.action, attempt.ids))
                 attempt.allowed = True
                 response = await endpoint(request)
@@ -237,8 +235,10 @@ def path_ids(request: Request) -> tuple[str, ...]:
 
 async def permit(request: Request, action: str, ids: Iterable[str]) -> None:
     """Ask again, now for `action` on `ids` (the ids an endpoint resolved,
-    such as a bulk action's): `Refused` if not allowed. The audit entry then
-    records this action and these ids. Only inside an `ActionRoute`."""
+    such as a bulk action's), before acting: `Refused` if not allowed (the
+    route answers the refusal, the endpoint goes no further). The audit entry
+    then records this action and these ids. Only inside an `ActionRoute`;
+    called from an API handler it runs within the store's deadline."""
     attempt = _attempt(request)
     attempt.action, attempt.ids = action, tuple(ids)
     access: Access = request.app.state.dashboard.access

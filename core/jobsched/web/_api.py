@@ -10,7 +10,7 @@ Records keep the field names of their Python classes (`jobsched.JobInfo`,
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.requests import Request
@@ -265,9 +265,16 @@ def api_routes() -> list[BaseRoute]:
     def get(path: str, handler: Handler, name: str) -> Route:
         return Route(path, _answer(handler), methods=["GET"], name=name)
 
-    def post(path: str, handler: Handler, name: str, action: str) -> Route:
-        # Every POST is an action: authorized and audited (`ActionRoute`).
-        return action_route(path, _answer(handler), name=name, action=action)
+    def post(
+        path: str,
+        handler: Handler,
+        name: str,
+        action: str,
+        ids: Callable[[Request], Iterable[str]] | None = None,
+    ) -> Route:
+        # Every POST is an action: authorized and audited first (`ActionRoute`),
+        # on the ids `ids(request)` names (default: the path's values).
+        return action_route(path, _answer(handler), name=name, action=action, ids=ids)
 
     return [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
