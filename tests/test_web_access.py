@@ -11,22 +11,25 @@ and PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from structlog.testing import capture_logs
 
+import jobsched.web._app as web_app
 from jobsched import JobScheduler, JobStatus, build_job
 from jobsched.web import create_app
 from jobsched.web._access import AUDIT_EVENT, AUDIT_IDS, ActionRoute, acted, action_route, permit
-from kernel_support import captured_logs
 from web_support import BEARER, TOKEN, Echo, Env, Gate, make_env, plugins, serving
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,6 +46,25 @@ ACTIONS = [
     ("/api/queues/emails/pause", "queue.pause", ["emails"]),
     ("/api/queues/emails/resume", "queue.resume", ["emails"]),
 ]
+
+
+@contextlib.contextmanager
+def captured_logs() -> Iterator[list[dict[str, Any]]]:
+    """`structlog.testing.capture_logs` from structlog's defaults (every level),
+    whatever an earlier test configured (the CLI's ``--log-level warning``,
+    cached loggers), and that configuration back afterwards."""
+    was_configured, saved = structlog.is_configured(), structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with capture_logs() as logs, pytest.MonkeyPatch.context() as patch:
+            # The app's error logger is a module's: a fresh one sees the capture.
+            patch.setattr(web_app, "logger", structlog.get_logger("jobsched.web"))
+            yield logs
+    finally:
+        if was_configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()
 
 
 def audits(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:

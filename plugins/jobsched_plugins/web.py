@@ -134,7 +134,6 @@ def serve(args: argparse.Namespace) -> int:
             check_host_pattern(name)
     except ValueError as exc:
         return _fail(f"--allowed-host: {exc}")
-    configure_logging(args.log_format, args.log_level)
     try:
         sock = _listen(args.host, args.port)
     except OSError as exc:
@@ -166,6 +165,8 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
     from jobsched.web import bound_hosts, create_app
 
     await _check_exists(args.store, args.plugins, needs=_roles(token))
+    # Once the command's input is known good: until then it answers with one line and exit 2.
+    configure_logging(args.log_format, args.log_level)
     client = Client(args.store, plugins=args.plugins)
     # Its own address (all of the machine's when bound to 0.0.0.0) and the names given.
     hosts = [*bound_hosts(args.host), *args.allowed_hosts]

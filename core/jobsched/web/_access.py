@@ -39,8 +39,8 @@ from starlette.routing import Route
 from ._auth import Auth, Refusal, client_address
 from ._http import shown, wants_json
 
-audit_logger = structlog.get_logger("jobsched.web.audit")
-
+#: The audit log's structlog logger name.
+AUDIT_LOGGER = "jobsched.web.audit"
 #: The event name of the audit log's entries (logger ``jobsched.web.audit``).
 AUDIT_EVENT = "web action"
 #: The most ids one audit entry lists (``id_count`` says how many there were),
@@ -297,7 +297,11 @@ def log_attempt(request: Request, attempt: Attempt, *, status: int) -> None:
         fields["id_count"] = len(attempt.ids)
     if attempt.reason is not None:
         fields["reason"] = attempt.reason
+    # Looked up per entry, never cached at import: however late the
+    # application (or a test's capture_logs) configures structlog, and
+    # whether or not it caches loggers, its configuration is the one used.
+    audit = structlog.get_logger(AUDIT_LOGGER)
     if attempt.allowed:
-        audit_logger.info(AUDIT_EVENT, **fields)
+        audit.info(AUDIT_EVENT, **fields)
     else:
-        audit_logger.warning(AUDIT_EVENT, **fields)
+        audit.warning(AUDIT_EVENT, **fields)
