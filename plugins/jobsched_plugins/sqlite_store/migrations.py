@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -277,6 +277,12 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX jobsched_shared_ready_group
             ON jobsched_shared_jobs (queue, job_group, sort_key, seq)
             WHERE job_group IS NOT NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
+    ],
+    # 14 (issue 24, operating workers): what an operator asked of a worker
+    # (`WorkersRole.request_worker`: drain or stop), read back by the
+    # worker's heartbeat.
+    14: [
+        "ALTER TABLE jobsched_shared_workers ADD COLUMN command TEXT",
     ],
 }
 
