@@ -73,3 +73,8 @@ async def test_the_page_offers_drain_and_stop_to_the_workers_of_a_store(env: Env
     await env.client.stop_worker(w.worker_id)
     page = (await env.http.get("/workers")).text
     assert "stop asked" in page and "hx-post" not in page
+
+
+async def test_an_empty_worker_id_is_400(env: Env) -> None:
+    answer = await post_json(env, "/api/workers//drain", expect=400)
+    assert answer == {"error": "worker_id must not be empty"}

@@ -141,6 +141,8 @@ async def _ask_worker(request: Request, board: Dashboard, command: str) -> Any:
     404 for a worker no live one has the id of, 409 where the client cannot
     ask (a store without the workers role; an in-process scheduler)."""
     worker_id = request.path_params["worker_id"]
+    if not worker_id:
+        raise BadRequest("worker_id must not be empty")
     ask = board.client.drain_worker if command == "drain" else board.client.stop_worker
     try:
         await ask(worker_id)
