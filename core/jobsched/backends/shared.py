@@ -933,8 +933,8 @@ class SharedBackend(LocalBackend):
             offset=wall_offset(self.kernel.clock),
         )
         self._schedules.append(row)
-        if self._schedule_server is not None:
-            self._schedule_server.add(row)
+        if self._schedule_server is not None and not self.registration.draining:
+            self._schedule_server.add(row)  # a draining process fires no schedule
         return row.schedule_id
 
     def cancel_recurring(self, schedule_id: str) -> bool:

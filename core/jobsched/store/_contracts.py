@@ -652,7 +652,8 @@ class SharedStore(
     when repeated: guard them by the lease owner or make them idempotent.
     Wake-ups between processes (a NOTIFY, a file watch, a short poll) are the
     store's business: they reach the scheduler through `wait`,
-    `wait_finished` and the three callbacks.
+    `wait_finished` and the callbacks (`on_work`, `on_cancel`, `on_resync`,
+    `on_worker_request`).
     """
 
 
