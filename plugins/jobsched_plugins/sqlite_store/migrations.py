@@ -287,8 +287,8 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5, 7, 8 and 10 to 12: a journaled job keeps
-# its queue in its options).
+# listed here (none for 2, 3, 5, 7, 8 and 10 to 14: a journaled job keeps
+# its queue and group in its options, and its owner registers no worker).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [
