@@ -155,3 +155,15 @@ async def _idle(client: Client, worker_id: str) -> Any:
 async def _running(client: Client, job_id: str, owner: str) -> Any:
     info = await client.get(job_id)
     return info if info.started_at is not None and info.lease_owner == owner else None
+
+
+async def test_jobsched_workers_shows_the_request_beside_the_state(
+    db_target: Target, workers: list[Worker]
+) -> None:
+    target = db_target  # acted on yet or not (PostgreSQL tells it at once), the table shows it
+    a = start(target.url, workers)
+    assert (await cli("drain", a.identity, "--store", target.url)).returncode == 0
+    table = await cli("--store", target.url)
+    assert table.returncode == 0, table
+    [row] = [line for line in table.stdout.splitlines() if line.startswith(a.identity)]
+    assert "(drain asked)" in row

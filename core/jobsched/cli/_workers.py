@@ -70,6 +70,13 @@ def worker_json(w: WorkerRecord) -> dict[str, Any]:
     }
 
 
+def _state(w: WorkerRecord) -> str:
+    """The STATE cell: a lost worker's in capitals; an operator's request beside it."""
+    if w.lost:
+        return w.state.upper()
+    return f"{w.state} ({w.command} asked)" if w.command else w.state
+
+
 def _ago(seconds: float) -> str:
     if seconds < 1:
         return "now"
@@ -129,7 +136,7 @@ def workers_command(args: argparse.Namespace, plugins: PluginManager) -> int:
                         w.worker_id,
                         w.host,
                         str(w.pid),
-                        w.state.upper() if w.lost else w.state,
+                        _state(w),
                         queues or "-",
                         str(w.running),
                         _ago(w.seen_ago),
