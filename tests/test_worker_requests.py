@@ -12,11 +12,13 @@ worker did is read from the store's state.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import pg_jobs
 import registry_jobs
 from jobsched import (
     BlockingClient,
@@ -24,11 +26,15 @@ from jobsched import (
     JobScheduler,
     JobStatus,
     LocalClient,
+    PluginManager,
     SchedulerError,
     UnknownWorkerError,
 )
+from jobsched._codec import JobCodec
+from jobsched.backends.schedules import schedule_row
 from jobsched.store import WORKER_COMMANDS, WORKER_RETENTION, BadRowError
 from shared_support import Target
+from test_cli import assert_bad_input, jobsched
 from test_worker_registry import age, one, row, sched, until
 
 
@@ -151,6 +157,34 @@ async def test_a_drained_worker_finishes_its_job_and_claims_nothing_more(
         assert one(await client.workers(), me) is None
 
 
+async def test_a_drained_worker_fires_no_schedule(target: Target) -> None:
+    """A schedule due now, stored while the only worker is drained (straight
+    into the store: a `Client` would serve it too), is fired by a worker
+    started later, not by the drained one. (On memory:// a worker that is
+    not drained sees the new schedule at once and fires it first; the
+    databases' workers look for new schedules less often, so there the end
+    state is what is checked.)"""
+    target = target.with_lease(0.3)
+    async with Client(target.url) as client:
+        drained = sched(target)
+        async with drained:
+            me = identity(drained)
+            await client.drain_worker(me)
+            await until(lambda: _state(client, me, "draining"), "the worker drains")
+            now = time.time()
+            codec = JobCodec(PluginManager([pg_jobs], autoload=False))
+            tick = schedule_row(codec, target.rec("tick"), every=3600, now=now, offset=0.0)
+            store = await target.open_store()
+            try:
+                await store.add_schedule(tick)
+            finally:
+                await store.close()
+            other = sched(target)
+            async with other:
+                runs = await until(lambda: client.jobs(schedule=tick.schedule_id), "it is fired")
+                assert [run.submitted_by for run in runs] == [identity(other)]
+
+
 async def test_a_drain_hands_back_the_claimed_jobs_not_started(
     target: Target, tmp_path: Path
 ) -> None:
@@ -260,6 +294,16 @@ async def test_a_local_client_refuses_in_one_line() -> None:
                 await call(w.worker_id)
             assert "\n" not in str(e.value)
         assert [x.state for x in await client.workers()] == ["idle"]  # nothing changed
+
+
+def test_the_command_line_names_what_is_missing(tmp_path: Path) -> None:
+    assert_bad_input(jobsched("workers"), "jobsched workers needs --store URL")
+    missing = jobsched("workers", "drain", "--store", f"sqlite:///{tmp_path / 'x.db'}")
+    assert missing.returncode == 2 and "the following arguments are required: ID" in missing.stderr
+    assert_bad_input(
+        jobsched("workers", "stop", "h:1", "--store", "memory://"),
+        "is not a store several processes can share",
+    )
 
 
 # ── helpers: conditions read from the store ───────────────────────────
