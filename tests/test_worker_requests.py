@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 import pg_jobs
 import registry_jobs
@@ -325,3 +326,31 @@ async def _running(client: Client, job_id: str, owner: str) -> Any:
 async def _leased(client: Client, job_id: str, owner: str | None) -> Any:
     info = await client.get(job_id)
     return info if info.lease_owner == owner else None
+
+
+async def test_a_request_the_worker_could_not_act_on_is_retried_at_the_next_beat(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobsched.backends.registration import Registration
+
+    store = await target.open_store()
+    try:
+        await store.heartbeat(row("w1"), WORKER_RETENTION)
+        await store.request_worker("w1", "drain")
+        acted: list[str] = []
+
+        async def act(command: str) -> None:
+            acted.append(command)
+            if len(acted) == 1:
+                raise RuntimeError("the schedule server would not close")
+
+        log = structlog.get_logger("test")
+        reg = Registration(store, "w1", row=lambda: row("w1"), act=act, log=log)
+        await reg.beat()  # fails to act: logged, not raised
+        assert (acted, reg.asked) == (["drain"], None)
+        await reg.beat()
+        assert (acted, reg.asked) == (["drain", "drain"], "drain")
+        await reg.beat()  # acted once: not again
+        assert acted == ["drain", "drain"]
+    finally:
+        await store.close()

@@ -81,13 +81,18 @@ class Registration:
             return
         if command is None or not _escalates(self.asked, command):
             return
-        self.asked = command
+        asked, self.asked = self.asked, command
         self._log.info(
             "an operator asked this worker to " + command,
             claims="none from now on",
             then="stops as on SIGTERM" if command == "stop" else "stays until stopped",
         )
-        await self._act(command)
+        try:
+            await self._act(command)
+        except Exception:  # acting again is harmless: the next beat retries
+            self.asked = asked
+            self._log.exception("could not act on the operator's request", command=command)
+            return
         await self.beat()  # the row says "draining" at once
 
     async def forget(self) -> None:
