@@ -290,6 +290,7 @@ class FakeSharedStore:
         self.on_cancel: Any = None
         self.on_work: Any = None
         self.on_resync: Any = None
+        self.on_worker_request: Any = None
         #: Every registry row the backend wrote (`heartbeat`), in order.
         self.heartbeats: list[Any] = []
 
@@ -345,8 +346,12 @@ class FakeSharedStore:
     async def purge(self, before: float, statuses: Any) -> int:
         return 0
 
-    async def heartbeat(self, worker: Any, forget_after: float) -> None:
+    async def heartbeat(self, worker: Any, forget_after: float) -> str | None:
         self.heartbeats.append(worker)
+        return None  # no operator asks anything of it
+
+    async def request_worker(self, worker_id: str, command: str) -> bool:
+        return False
 
     async def forget_worker(self, worker_id: str) -> bool:
         return any(w.worker_id == worker_id for w in self.heartbeats)

@@ -57,6 +57,8 @@ def test_every_command_and_option_is_documented() -> None:
         "store sql",
         "worker",
         "workers",
+        "workers drain",
+        "workers stop",
     }
     for name, parser in commands.items():
         assert f"jobsched {name}" in text, name

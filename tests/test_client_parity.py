@@ -590,6 +590,16 @@ BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
         "purge deletes finished jobs only",
     ),
     "unknown job": (lambda c: c.retry("job-nope"), UnknownJobError, "job-nope"),
+    "worker id": (
+        lambda c: c.drain_worker(7),
+        TypeError,
+        "a worker id is a non-empty string, got 7",
+    ),
+    "empty worker id": (
+        lambda c: c.stop_worker(""),
+        TypeError,
+        "a worker id is a non-empty string, got ''",
+    ),
 }
 
 

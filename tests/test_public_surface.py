@@ -73,6 +73,7 @@ STORE_NAMES = {
 def test_the_root_offers_the_reference_facade_and_the_documented_extras() -> None:
     assert set(jobsched.__all__) >= REFERENCE_FACADE
     assert {"Client", "BlockingClient", "LocalClient", "task", "hookimpl"} <= set(jobsched.__all__)
+    assert {"UnknownWorkerError", "WorkerRecord", "WORKER_STATES"} <= set(jobsched.__all__)
     assert sorted(jobsched.__all__) == sorted(set(jobsched.__all__))
     for name in jobsched.__all__:
         assert getattr(jobsched, name) is not None, name

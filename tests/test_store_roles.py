@@ -124,13 +124,15 @@ def test_the_error_line_of_docs_plugins_md_is_what_jobsched_says() -> None:
     assert shown == "jobsched: error: " + said.replace(f"({schedules})", "(...)")
 
 
-WORKERS = "heartbeat, workers, forget_worker, unserved_types"
+WORKERS = "on_worker_request, heartbeat, request_worker, workers, forget_worker, unserved_types"
 
 
 async def test_a_store_without_the_workers_role_keeps_no_registry(partial_plugin: str) -> None:
     async with Client(partial_plugin) as client:
         with pytest.raises(MissingRoleError) as caught:
             await client.workers()
+        with pytest.raises(MissingRoleError, match="cannot serve a Client's request_worker"):
+            await client.drain_worker("h:1")
     assert str(caught.value) == (
         f"store {partial_plugin!r} cannot serve a Client's workers: it lacks the workers role "
         f"({WORKERS}) (docs/plugins.md#store-roles says which roles serve what)"

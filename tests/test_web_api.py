@@ -327,6 +327,8 @@ ACTIONS = [
     "/api/queue/resume",
     "/api/queues/{queue}/pause",
     "/api/queues/{queue}/resume",
+    "/api/workers/{worker}/drain",
+    "/api/workers/{worker}/stop",
 ]
 
 
@@ -335,6 +337,7 @@ async def _targets(env: Env) -> dict[str, str]:
         "job": await env.submit(Echo("x"), delay=3600),
         "schedule": await env.add_schedule("tick"),
         "queue": "default",
+        "worker": (await env.client.workers())[0].worker_id,
     }
 
 
@@ -350,6 +353,7 @@ async def test_every_action_needs_the_token(env: Env) -> None:
     # Nothing changed.
     assert (await env.client.get(targets["job"])).status is JobStatus.PENDING
     assert not await env.client.queue_paused()
+    assert [w.command for w in await env.client.workers()] == [None]
 
 
 async def test_without_a_token_the_app_is_read_only(read_only_env: Env) -> None:
@@ -451,7 +455,10 @@ async def test_openapi_describes_every_route(env: Env) -> None:
     assert document["openapi"].startswith("3.1")
     paths = set(document["paths"])
     for action in ACTIONS:
-        assert action.format(job="{job_id}", schedule="{schedule_id}", queue="{name}") in paths
+        formatted = action.format(
+            job="{job_id}", schedule="{schedule_id}", queue="{name}", worker="{worker_id}"
+        )
+        assert formatted in paths
     assert {"/healthz", "/api/stats", "/api/jobs", "/api/jobs/{job_id}", "/api/schedules"} <= paths
 
 

@@ -30,6 +30,7 @@ from ._errors import (
     SchedulerStoppedError,
     UnknownJobError,
     UnknownScheduleError,
+    UnknownWorkerError,
 )
 from ._job import AsyncJob, BlockingJob, CpuBoundJob, FunctionJob, Job
 from ._jobtypes import (
@@ -193,6 +194,7 @@ __all__ = [
     "ThroughputBucket",
     "UnknownJobError",
     "UnknownScheduleError",
+    "UnknownWorkerError",
     "WorkerInfo",
     "WorkerRecord",
     "Workflow",

@@ -243,6 +243,8 @@ class BlockingClient:
     page = _Blocking(Client.page)
     stats = _Blocking(Client.stats)
     workers = _Blocking(Client.workers)
+    drain_worker = _Blocking(Client.drain_worker)
+    stop_worker = _Blocking(Client.stop_worker)
     retry = _Blocking(Client.retry)
     requeue = _Blocking(Client.requeue)
     purge = _Blocking(Client.purge)

@@ -33,6 +33,7 @@ from ._errors import (
     SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
+    UnknownWorkerError,
 )
 from ._fork import on_fork_in_child
 from ._job import FunctionJob, Job, new_job_id
@@ -845,6 +846,46 @@ class Client:
         self._check_open()
         rows, now = await self.store.workers()
         return [WorkerRecord.from_row(row, now) for row in rows]
+
+    async def drain_worker(self, worker_id: str) -> None:
+        """Ask a live worker to drain: claim nothing more (the jobs it claimed
+        and has not started go back to the queue), finish its running jobs
+        and stay, shown ``draining``, until stopped. Sidekiq's *quiet*.
+
+        The worker reads the request with its next heartbeat (a third of its
+        lease time), at once on a store that tells it (PostgreSQL). Draining
+        is one way: a drained worker claims again only once restarted.
+        `UnknownWorkerError` if no live worker has this id (never registered,
+        stopped, or lost). Needs the ``workers`` role.
+        """
+        await self._request_worker(worker_id, "drain")
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Ask a live worker to stop: it drains (`drain_worker`), then its
+        process stops as on SIGTERM (``jobsched worker``: its running jobs get
+        its ``--grace``, then go back to the queue), leaving the registry.
+        A `JobScheduler` a program runs itself drains and its program decides
+        (``await scheduler.kernel.wait_stop_asked()``). A stop is never taken back
+        by a later drain. `UnknownWorkerError` as for `drain_worker`."""
+        await self._request_worker(worker_id, "stop")
+
+    async def _request_worker(self, worker_id: str, command: str) -> None:
+        self._check_open()
+        if not isinstance(worker_id, str) or not worker_id:
+            raise TypeError(f"a worker id is a non-empty string, got {worker_id!r}")
+        if await self.store.request_worker(worker_id, command):
+            return
+        rows, now = await self.store.workers()
+        found = next((row for row in rows if row.worker_id == worker_id), None)
+        if found is None:
+            raise UnknownWorkerError(
+                f"unknown worker {worker_id!r} in {self.store.url} (never registered, or "
+                "stopped): jobsched workers lists them"
+            )
+        raise UnknownWorkerError(
+            f"worker {worker_id!r} is lost (no heartbeat for {now - found.last_seen:.0f}s): "
+            "nothing would read the request"
+        )
 
     # ── operator actions: jobs ──────────────────────────────────────
     async def retry(self, job_id: str) -> JobInfo:

@@ -27,6 +27,14 @@ class UnknownScheduleError(SchedulerError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnknownWorkerError(SchedulerError, KeyError):
+    """A worker id the store's registry holds no live worker of (never
+    registered, stopped, or lost: nothing would read a request to it)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
 class JobFailedError(SchedulerError):
     """A job whose result was asked for ended without one (`Client.result`).
 

@@ -382,6 +382,25 @@ class LocalClient:
             )
         ]
 
+    async def drain_worker(self, worker_id: str) -> None:
+        """Refused: an in-process scheduler is its own one worker, and its
+        program starts and stops it (`SchedulerError` saying so). Its queues
+        can be paused (`pause_queue`): running jobs finish, none starts."""
+        self._refuse_request(worker_id, "drain")
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Refused, as `drain_worker` is."""
+        self._refuse_request(worker_id, "stop")
+
+    def _refuse_request(self, worker_id: str, command: str) -> None:
+        if not isinstance(worker_id, str) or not worker_id:
+            raise TypeError(f"a worker id is a non-empty string, got {worker_id!r}")
+        raise SchedulerError(
+            f"cannot {command} worker {worker_id!r}: a LocalClient's scheduler runs in this "
+            "process, which starts and stops it (pause_queue holds its jobs back); drain "
+            "and stop are for the workers of a shared store (jobsched.Client)"
+        )
+
     def _limit_uses(self) -> list[LimitUse]:
         limiter = self.scheduler.limiter
         if limiter is None:

@@ -33,6 +33,7 @@ class OperatorAPI(Protocol):
     Every method is a coroutine of the loop the client belongs to. Errors are
     the same whichever implementation answers: `UnknownJobError` for an
     unknown id, `UnknownScheduleError` for an unknown schedule,
+    `UnknownWorkerError` for a worker no live one has the id of,
     `InvalidTransitionError` for a job in the wrong status, `ValueError` or
     `TypeError` naming a bad argument.
     """
@@ -142,6 +143,16 @@ class OperatorAPI(Protocol):
     async def workers(self) -> list[WorkerRecord]:
         """Every worker the registry knows, by id: live, idle, draining and
         lost ones (docs/client.md#workers)."""
+        ...
+
+    async def drain_worker(self, worker_id: str) -> None:
+        """Ask a live worker to claim nothing more, finish its running jobs and
+        stay (``draining``); `UnknownWorkerError` if no live worker has the id."""
+        ...
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Ask a live worker to drain, then stop (as on SIGTERM);
+        `UnknownWorkerError` if no live worker has the id."""
         ...
 
     # ── operator actions ────────────────────────────────────────────

@@ -267,6 +267,10 @@ class WorkerRecord:
     state: str
     #: Seconds since its last heartbeat, by the store's clock.
     seen_ago: float
+    #: What an operator asked of it (`Client.drain_worker`, `Client.stop_worker`):
+    #: ``"drain"``, ``"stop"`` or None. It acts on it at its next heartbeat
+    #: (its state is ``draining`` from then on; a stopped one leaves).
+    command: str | None = None
 
     @property
     def lost(self) -> bool:
@@ -294,6 +298,7 @@ class WorkerRecord:
             running=row.running,
             state=state,
             seen_ago=ago,
+            command=row.command,
         )
 
 

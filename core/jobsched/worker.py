@@ -63,7 +63,9 @@ async def run_worker(
     max_build_refusals: int | None = None,
     queues: Iterable[str] | Mapping[str, int | None] | None = None,
 ) -> None:
-    """Run a worker process on a shared store until `stop` is set (or SIGINT/SIGTERM).
+    """Run a worker process on a shared store until `stop` is set (or
+    SIGINT/SIGTERM, or an operator's stop request: ``jobsched workers stop
+    ID``, `jobsched.Client.stop_worker`).
 
     This is ``jobsched worker --store URL --workers N``. Stopping is warm
     first: nothing more is claimed, the claimed jobs that have not started
@@ -112,15 +114,20 @@ async def run_worker(
             signals.watchdog = watchdog
             watchdog.start()
         # A worker that cannot go on (a store a newer jobsched migrated) stops
-        # as on a signal, and `stop()` then raises why.
+        # as on a signal, and `stop()` then raises why; so does one an
+        # operator asked to stop through the store (``jobsched workers stop``).
+        asked = asyncio.ensure_future(scheduler.kernel.wait_stop_asked())
         waits = [
             asyncio.ensure_future(stop.wait()),
             asyncio.ensure_future(scheduler.kernel.wait_failed()),
+            asked,
         ]
         try:
             if on_started is not None:
                 on_started(scheduler)
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if asked.done() and not stop.is_set():
+                logger.info("stopping: an operator asked (jobsched workers stop)")
         finally:
             for wait in waits:
                 wait.cancel()

@@ -1,9 +1,10 @@
 """What the shared stores' wake-ups have in common.
 
-A shared store's kernel sets three callbacks on the store (``on_cancel``,
-``on_work``, ``on_resync``) and waits on it (``wait``, ``wait_finished``);
-each store hears about other processes its own way (PostgreSQL's LISTEN,
-SQLite's poll) but keeps the callbacks and events the same way.
+A shared store's kernel sets four callbacks on the store (``on_cancel``,
+``on_work``, ``on_resync``, ``on_worker_request``) and waits on it
+(``wait``, ``wait_finished``); each store hears about other processes its
+own way (PostgreSQL's LISTEN, SQLite's poll) but keeps the callbacks and
+events the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class WakeupEvents:
         self.on_work: Callable[[], None] | None = None
         #: Called when notifications may have been missed (after a reconnect).
         self.on_resync: Callable[[], None] | None = None
+        #: Called with a worker id when an operator asked something of it.
+        self.on_worker_request: Callable[[str], None] | None = None
         self.work_event = asyncio.Event()
         self.finished_event = asyncio.Event()
         #: Set on any change another process or this one made (live views).
@@ -73,6 +76,15 @@ class DelegatedWakeups:
     @on_resync.setter
     def on_resync(self, callback: Callable[[], None] | None) -> None:
         self.wakeups.on_resync = callback
+
+    @property
+    def on_worker_request(self) -> Callable[[str], None] | None:
+        """Called with a worker id when an operator asked something of it."""
+        return self.wakeups.on_worker_request
+
+    @on_worker_request.setter
+    def on_worker_request(self, callback: Callable[[str], None] | None) -> None:
+        self.wakeups.on_worker_request = callback
 
     async def wait(self, timeout: float) -> bool:
         """Wait until new work may be due or `timeout`; True if woken."""

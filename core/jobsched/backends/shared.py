@@ -11,9 +11,10 @@ work only by claiming it. `SharedBackend` holds everything that differs:
 * the **renewer** extends the leases of the jobs this process holds, picks up
   cancel requests a lost notification missed, re-queues jobs whose owner
   died (expired leases), and writes this process's heartbeat row in the
-  worker registry (`SharedStore.heartbeat`: ``running``, ``draining`` once
-  it stops claiming; deleted on a clean stop), which also forgets workers
-  lost for longer than `WORKER_RETENTION`;
+  worker registry (`Registration`: ``running``, ``draining`` once it stops
+  claiming; deleted on a clean stop), which also forgets workers lost for
+  longer than `WORKER_RETENTION` and returns an operator's request: drain
+  (claim nothing more) or stop (drain, then the process stops);
 * a claimed job starts only while its lease is sure to be alive: a process
   that was paused or stalled past its lease (another process may have run
   the job meanwhile) hands the job back unstarted; an attempt whose lease
@@ -41,7 +42,6 @@ import contextlib
 import itertools
 import os
 import random
-import re
 import secrets
 import socket
 import time
@@ -55,13 +55,12 @@ from .._batcher import BatchWriter
 from .._codec import JobCodec, wall_offset
 from .._errors import ResultUnavailableError, SchedulerError, SchemaTooNewError
 from .._job import Job
-from .._result_of import has_markers, job_id_of, markers_in, not_json, resolve, unavailable
+from .._result_of import has_markers, job_id_of, resolve
 from .._status import JobStatus
 from .._version import __version__
 from ..store import (
     MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
-    WORKER_RETENTION,
     NewJob,
     Outcome,
     SharedJobRow,
@@ -77,7 +76,9 @@ from ..store import (
 )
 from .local import LocalBackend
 from .outcomes import write_outcomes
+from .registration import Registration
 from .schedules import ScheduleServer, schedule_row
+from .upstreams import stored_result, upstream_ids
 
 if TYPE_CHECKING:
     from .._recurring import Trigger
@@ -131,7 +132,6 @@ class SharedBackend(LocalBackend):
         super().__init__(store)
         self.store: SharedStore = store
         self.identity = identity or process_identity()
-        self._draining = False  # stop_claiming() began: the registry says "draining"
         #: A job whose lease expired this many times fails instead of running
         #: again (this process's reaper applies it: `SharedStore.reap_expired`).
         self.max_lease_expiries = check_max_lease_expiries(max_lease_expiries)
@@ -183,6 +183,9 @@ class SharedBackend(LocalBackend):
         self._schedule_server: ScheduleServer | None = None
         self._opened = False
         self._log = logger.bind(process=self.identity)
+        self.registration = Registration(
+            store, self.identity, row=self.worker_row, act=self._asked, log=self._log
+        )
 
     def bind(self, kernel: KernelPort) -> None:
         super().bind(kernel)
@@ -207,10 +210,14 @@ class SharedBackend(LocalBackend):
             await self.store.close()
             raise
         self._opened = True
-        await self._heartbeat()  # an operator sees the worker from its start
+        # A row left with this identity is a dead predecessor's (a restarted
+        # container): its requests are not this process's.
+        await self.registration.forget()
+        await self.registration.beat()  # an operator sees the worker from its start
         self.store.on_cancel = self._on_cancel
         self.store.on_work = self._wake.set
         self.store.on_resync = self._wake.set
+        self.store.on_worker_request = self.registration.told
         self._wake.set()
         self._inserts.release()  # jobs submitted before start()
         self._tasks = [
@@ -283,14 +290,37 @@ class SharedBackend(LocalBackend):
     async def stop_claiming(self) -> None:
         """Claim nothing more (called first thing in stop()); the registry
         says so (``draining``) while the running jobs finish."""
+        await self._quiet()
+        if self._opened:
+            await self.registration.beat()
+
+    async def _quiet(self) -> None:
+        """Claim nothing more and fire no schedule (idempotent)."""
         for task in self._tasks[:1]:
             task.cancel()
         if self._schedule_server is not None:
             await self._schedule_server.close()
         await asyncio.gather(*self._tasks[:1], return_exceptions=True)
-        self._draining = True
-        if self._opened:
-            await self._heartbeat()
+        self.registration.draining = True
+
+    async def _asked(self, command: str) -> None:
+        """An operator's request, read back by a heartbeat (`Registration`):
+        ``drain`` claims nothing more and hands back the claimed jobs not
+        started yet (other workers take them now), while the running ones
+        finish; ``stop`` does that and asks the process to stop."""
+        await self._quiet()
+        s = self.kernel
+        unstarted = [
+            job_id
+            for job_id in self._held
+            if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
+        ]
+        for job_id in unstarted:  # no longer held: `_starting_job` drops them
+            del self._held[job_id]
+        if unstarted:
+            self._hand_back(unstarted)
+        if command == "stop":
+            s.ask_stop()
 
     async def close(self) -> BaseException | None:
         """After the workers exited: hand back unstarted jobs, flush, close the store."""
@@ -313,7 +343,7 @@ class SharedBackend(LocalBackend):
         if self._opened:
             if unstarted:
                 await self.store.release(unstarted, self.identity)
-            await self._forget()
+            await self.registration.forget()
             await self.store.close()
         self._log.info("shared scheduler stopped")
         return None
@@ -651,8 +681,13 @@ class SharedBackend(LocalBackend):
     async def _renew(self) -> None:
         interval = self.store.lease_seconds / 3
         clock = self.kernel.clock
+        loop = asyncio.get_running_loop()
+        due = loop.time() + interval
         while True:
-            await asyncio.sleep(interval)
+            if await self.registration.wait(due - loop.time()):
+                await self.registration.beat()  # a request was told: read it now
+                continue
+            due = loop.time() + interval
             try:
                 # Leases whose outcome is still being written are kept too:
                 # the store may be slow or down, and the outcome waits for it.
@@ -668,7 +703,7 @@ class SharedBackend(LocalBackend):
                 await self.store.reap_expired(self.max_lease_expiries)
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
-            await self._heartbeat()
+            await self.registration.beat()
 
     # ── The worker registry ─────────────────────────────────────────
     def worker_row(self) -> WorkerRow:
@@ -684,23 +719,8 @@ class SharedBackend(LocalBackend):
             last_seen=0.0,
             lost_after=self.store.lease_seconds,
             running=self.kernel.running,
-            state="draining" if self._draining else "running",
+            state="draining" if self.registration.draining else "running",
         )
-
-    async def _heartbeat(self) -> None:
-        """Write this process's registry row (never raises: a missed beat is
-        only a worker shown late, or lost for a while)."""
-        try:
-            await self.store.heartbeat(self.worker_row(), WORKER_RETENTION)
-        except Exception as exc:
-            self._log.warning("could not write the worker's heartbeat", error=str(exc))
-
-    async def _forget(self) -> None:
-        """Delete this process's registry row: a clean stop, jobs drained."""
-        try:
-            await self.store.forget_worker(self.identity)
-        except Exception as exc:  # it shows lost, then goes after the retention
-            self._log.warning("could not remove the worker's registry row", error=str(exc))
 
     # ── Retention: expired results and old finished jobs ────────────
     async def _reap(self) -> None:
@@ -913,8 +933,8 @@ class SharedBackend(LocalBackend):
             offset=wall_offset(self.kernel.clock),
         )
         self._schedules.append(row)
-        if self._schedule_server is not None:
-            self._schedule_server.add(row)
+        if self._schedule_server is not None and not self.registration.draining:
+            self._schedule_server.add(row)  # a draining process fires no schedule
         return row.schedule_id
 
     def cancel_recurring(self, schedule_id: str) -> bool:
@@ -957,31 +977,3 @@ def _claim_target(target: int, base: int, full: bool, kernel: KernelPort) -> int
 
 
 _TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)
-
-
-def upstream_ids(value: Any) -> list[str]:
-    """The job ids the markers in one stored argument value name."""
-    return [i for marker in markers_in(value) for i in marker.ids(job_id_of)]
-
-
-def stored_result(row: SharedJobRow | None, upstream_id: str) -> Any:
-    """An upstream's result as its stored row gives it, for a `result_of` marker."""
-    if row is None:
-        raise unavailable(upstream_id, "no such job in the store (purged?)")
-    if row.status != "completed":
-        return None  # a trigger rule released the dependent anyway
-    if row.options.get("keep_result") is False:
-        raise unavailable(upstream_id, "its job keeps no result (keep_result=False)")
-    # Past its time the result counts as gone, whether or not a reaper ran.
-    if row.result_expires is not None and row.result_expires <= time.time():
-        raise unavailable(upstream_id, "its result expired (result_ttl)")
-    result = row.result
-    if result is None:
-        return None
-    if isinstance(result, dict) and "$repr" in result:
-        note = str(result.get("$note", ""))
-        if note.startswith("not storable"):  # text no store can keep (`encode_result`)
-            raise unavailable(upstream_id, f"its result was stored as its repr ({note})")
-        found = re.search(r"Object of type (\w+)", note)
-        raise unavailable(upstream_id, not_json(found.group(1) if found else "value"))
-    return result

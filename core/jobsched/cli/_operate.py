@@ -90,12 +90,14 @@ def unique(ids: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def add_store_options(parser: argparse.ArgumentParser, json_help: str) -> None:
-    """``--store URL`` (required) and ``--json``."""
+def add_store_options(
+    parser: argparse.ArgumentParser, json_help: str, *, required: bool = True
+) -> None:
+    """``--store URL`` (required, unless a subcommand of `parser` takes it) and ``--json``."""
     parser.add_argument(
         "--store",
         metavar="URL",
-        required=True,
+        required=required,
         help="the store: postgresql://host/db, or an SQLite file (sqlite:////abs/path/jobs.db) "
         "that workers serve or that `jobsched run --store` wrote",
     )

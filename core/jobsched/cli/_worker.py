@@ -52,7 +52,9 @@ def add_parser(subparsers: Any) -> None:
         "lease, run them, record the results. Start one per host (or several); a process "
         "that dies loses its leases and its jobs run again elsewhere (at-least-once). "
         "SIGINT/SIGTERM stop it gracefully: running jobs get --grace seconds to finish, "
-        "unstarted ones go back; a second signal hands the running ones back at once.",
+        "unstarted ones go back; a second signal hands the running ones back at once. "
+        "`jobsched workers stop ID` asks the same through the store, from anywhere; "
+        "`jobsched workers drain ID` makes it claim nothing more.",
     )
     worker.add_argument(
         "--store",

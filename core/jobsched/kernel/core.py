@@ -212,6 +212,7 @@ class Kernel:
         self._stop_done = asyncio.Event()
         self._failure: BaseException | None = None
         self._failed = asyncio.Event()
+        self._stop_asked = asyncio.Event()
 
     # ── state ─────────────────────────────────────────────────────────
     @property
@@ -792,6 +793,18 @@ class Kernel:
         await self._failed.wait()
         assert self._failure is not None
         return self._failure
+
+    def ask_stop(self) -> None:
+        """Someone asked this scheduler's process to stop (an operator, through
+        its store: ``jobsched workers stop ID``): `wait_stop_asked` returns.
+        The backend has stopped claiming already; stopping is the process's."""
+        self._stop_asked.set()
+
+    async def wait_stop_asked(self) -> None:
+        """Wait until `ask_stop` was called. ``jobsched worker`` waits for this
+        and then stops warmly, as on SIGTERM; a program running its own
+        `JobScheduler` may too (else the scheduler stays, drained)."""
+        await self._stop_asked.wait()
 
     def transition(self, job: Job, new: JobStatus) -> None:
         """Move `job` to `new`, telling the listeners (`InvalidTransitionError`

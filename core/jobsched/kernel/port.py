@@ -179,6 +179,8 @@ class KernelSide(Protocol):
 
     def fail(self, error: BaseException) -> None: ...
 
+    def ask_stop(self) -> None: ...
+
     def forget(self, job: Job) -> None: ...
 
     def release(self, job: Job) -> None: ...
@@ -313,6 +315,12 @@ class KernelPort:
         say): the scheduler's ``wait_failed`` returns `error` and ``stop`` raises
         it. The first error is kept."""
         self._core.fail(error)
+
+    def ask_stop(self) -> None:
+        """An operator asked this process to stop (`WorkersRole.request_worker`):
+        the scheduler's ``wait_stop_asked`` returns, and the process that runs
+        it stops it (``jobsched worker`` does, as on SIGTERM)."""
+        self._core.ask_stop()
 
     def add_recurring(
         self,

@@ -10,7 +10,15 @@ from typing import Any
 from .._errors import BadRowError, StoreError
 from .._status import JobStatus
 from .._trigger_rules import TRIGGER_RULES
-from ._rows import JobRow, ScheduleRow, SharedJobRow, SharedScheduleRow, Snapshot, WorkerRow
+from ._rows import (
+    WORKER_COMMANDS,
+    JobRow,
+    ScheduleRow,
+    SharedJobRow,
+    SharedScheduleRow,
+    Snapshot,
+    WorkerRow,
+)
 
 # ── checking what a store returned ─────────────────────────────────────
 _STATUSES = frozenset(s.value for s in JobStatus)
@@ -393,7 +401,16 @@ _WORKER_CHECKS: tuple[_Check, ...] = (
     ("lost_after", _is_number, "a number of seconds"),
     ("running", _is_count, "a count"),
     ("state", lambda v: v in ("running", "draining"), "'running' or 'draining'"),
+    ("command", lambda v: v is None or v in WORKER_COMMANDS, "null, 'drain' or 'stop'"),
 )
+
+
+def checked_command(worker_id: str, command: object) -> str | None:
+    """A registry row's ``command`` as `WorkersRole.heartbeat` returns it: None
+    or one of `WORKER_COMMANDS`, else a `BadRowError` naming the worker."""
+    if command is None or (isinstance(command, str) and command in WORKER_COMMANDS):
+        return command
+    raise bad_column("worker", worker_id, "command", command, "null, 'drain' or 'stop'")
 
 
 def checked_worker(row: WorkerRow) -> WorkerRow:

@@ -567,17 +567,42 @@ class LimitsRole(StoreBase, Protocol):
 @runtime_checkable
 class WorkersRole(StoreBase, Protocol):
     """The **workers** role: the worker registry, a heartbeat row per worker
-    (``jobsched workers``, the dashboard's Workers page)."""
+    (``jobsched workers``, the dashboard's Workers page), and the requests
+    operators leave on those rows (drain, stop)."""
 
-    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
-        """Write `worker`'s row, in one transaction with the registry's housekeeping.
+    #: ``on_worker_request(worker_id)``: an operator asked something of this
+    #: worker (`request_worker`). Set by the worker after `open`, like the
+    #: queue role's callbacks; called on the event loop thread by a store
+    #: with a channel between processes (PostgreSQL's NOTIFY; memory:// in
+    #: its process), so the worker reads the request at once. A store
+    #: without one never calls it: the worker reads it at its next heartbeat.
+    on_worker_request: Callable[[str], None] | None
+
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> str | None:
+        """Write `worker`'s row, in one transaction with the registry's
+        housekeeping; returns the row's request (`request_worker`).
 
         Inserts the row or replaces the one with its ``worker_id``, stamping
         ``last_seen`` with the store's clock (and ``started_at`` too on the
         first write: a later one keeps it; the row's own values are ignored).
-        In the same transaction, deletes every row whose ``last_seen`` is
-        more than `forget_after` seconds old: lost workers, kept that long
-        for operators to see (`WORKER_RETENTION`).
+        The row's ``command`` is the store's: an insert has none, a replace
+        keeps it, and it is what this call returns (``"drain"``, ``"stop"``
+        or None), so a worker learns of a request in the statement it writes
+        anyway. In the same transaction, deletes every row whose
+        ``last_seen`` is more than `forget_after` seconds old: lost workers,
+        kept that long for operators to see (`WORKER_RETENTION`).
+        """
+        ...
+
+    async def request_worker(self, worker_id: str, command: str) -> bool:
+        """Leave `command` (one of `WORKER_COMMANDS`: ``"drain"``, ``"stop"``)
+        on a worker's row, for it to act on (`heartbeat` returns it), and
+        tell it at once where the store can (`on_worker_request`).
+
+        Requests escalate and never go back: ``"stop"`` stays over a later
+        ``"drain"``. False (nothing written) if no worker has this id or it
+        is lost (``now - last_seen > lost_after``: nobody would read it). An
+        unknown command raises `ValueError` naming it.
         """
         ...
 
@@ -627,7 +652,8 @@ class SharedStore(
     when repeated: guard them by the lease owner or make them idempotent.
     Wake-ups between processes (a NOTIFY, a file watch, a short poll) are the
     store's business: they reach the scheduler through `wait`,
-    `wait_finished` and the three callbacks.
+    `wait_finished` and the callbacks (`on_work`, `on_cancel`, `on_resync`,
+    `on_worker_request`).
     """
 
 
@@ -678,7 +704,14 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "trigger_schedule",
     ),
     "limits": ("sync_limits", "set_limits"),
-    "workers": ("heartbeat", "workers", "forget_worker", "unserved_types"),
+    "workers": (
+        "on_worker_request",
+        "heartbeat",
+        "request_worker",
+        "workers",
+        "forget_worker",
+        "unserved_types",
+    ),
 }
 #: The protocol of each role, by the same names.
 ROLES: dict[str, type] = {

@@ -452,14 +452,29 @@ class WorkerRow:
     lost_after: float
     #: Jobs it runs now.
     running: int
-    #: ``"running"``, or ``"draining"`` once it is stopping: it claims no
-    #: new job and finishes the ones it runs.
+    #: ``"running"``, or ``"draining"`` once it is stopping or an operator
+    #: asked it to drain: it claims no new job and finishes the ones it runs.
     state: str
+    #: What an operator asked of it (`WorkersRole.request_worker`): ``"drain"``
+    #: (claim nothing more, stay), ``"stop"`` (drain, then exit), or None.
+    #: The store keeps it; the worker's own writes never set it.
+    command: str | None = None
 
 
 #: A registry row's columns, in `WorkerRow`'s field order: every store
 #: names its ``workers`` table's columns after them.
 WORKER_COLUMNS: tuple[str, ...] = tuple(field.name for field in attrs.fields(WorkerRow))
+
+#: What an operator may ask of a worker (`WorkersRole.request_worker`), in
+#: the order they escalate: a later request never takes a worker back down.
+WORKER_COMMANDS = ("drain", "stop")
+
+
+def check_worker_command(command: object) -> str:
+    """`command` if it is one of `WORKER_COMMANDS`, else `ValueError` naming it."""
+    if command not in WORKER_COMMANDS:
+        raise ValueError(f"unknown worker command {command!r}: one of {', '.join(WORKER_COMMANDS)}")
+    return str(command)
 
 
 #: Seconds a lost worker's row is kept (shown marked lost) before a live

@@ -1,8 +1,9 @@
 """The JSON API: ``/api/...`` routes over the operator API of a client.
 
 Every answer is JSON. An error is ``{"error": "one line"}`` with 400 (bad
-query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job or
-schedule) or 409 (the job is not in a status the action applies to).
+query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job,
+schedule or worker) or 409 (the job is not in a status the action applies to;
+a worker the client cannot ask).
 Records keep the field names of their Python classes (`jobsched.JobInfo`,
 `jobsched.Stats`, `jobsched.ScheduleInfo`).
 """
@@ -21,11 +22,13 @@ from jobsched import (
     InvalidTransitionError,
     JobSpecError,
     JobStatus,
+    SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
+    UnknownWorkerError,
     check_queue,
 )
-from jobsched.store import MissingRoleError, StoreOwnedError
+from jobsched.store import MissingRoleError, StoreError, StoreOwnedError
 
 from . import _params
 from ._access import acted, action_route
@@ -121,6 +124,36 @@ async def workers(request: Request, board: Dashboard) -> Any:
     except MissingRoleError:
         return {"workers": [], "registry": False}
     return {"workers": to_json(found), "registry": True}
+
+
+async def drain_worker(request: Request, board: Dashboard) -> Any:
+    return await _ask_worker(request, board, "drain")
+
+
+async def stop_worker(request: Request, board: Dashboard) -> Any:
+    return await _ask_worker(request, board, "stop")
+
+
+async def _ask_worker(request: Request, board: Dashboard, command: str) -> Any:
+    """An operator's request to a worker (`Client.drain_worker`, `stop_worker`):
+    404 for a worker no live one has the id of, 409 where the client cannot
+    ask (a store without the workers role; an in-process scheduler)."""
+    worker_id = request.path_params["worker_id"]
+    if not worker_id:
+        raise BadRequest("worker_id must not be empty")
+    ask = board.client.drain_worker if command == "drain" else board.client.stop_worker
+    try:
+        await ask(worker_id)
+    except UnknownWorkerError as exc:
+        raise ApiError(404, str(exc)) from None
+    except MissingRoleError as exc:
+        raise ApiError(409, str(exc)) from None
+    except StoreError:
+        raise
+    except SchedulerError as exc:  # LocalClient: its program starts and stops its scheduler
+        raise ApiError(409, str(exc)) from None
+    acted(request, 1)
+    return {"worker_id": worker_id, "command": command}
 
 
 async def jobs(request: Request, board: Dashboard) -> Any:
@@ -280,6 +313,9 @@ def api_routes() -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
         get("/api/workers", workers, "api_workers"),
+        # Worker ids hold ':' and may hold '/' (``host:pid/2``): the whole path up to the verb.
+        post("/api/workers/{worker_id:path}/drain", drain_worker, "api_worker_drain", "worker.drain"),
+        post("/api/workers/{worker_id:path}/stop", stop_worker, "api_worker_stop", "worker.stop"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),

@@ -237,6 +237,10 @@ def _document() -> dict[str, Any]:
                     "type": "number",
                     "description": "seconds since its last heartbeat, by the store's clock",
                 },
+                "command": {
+                    "description": "what an operator asked of it (drain, stop), or null",
+                    "oneOf": [{"type": "null"}, {"enum": ["drain", "stop"]}],
+                },
             },
         },
         "Queue": {
@@ -307,6 +311,10 @@ def _document() -> dict[str, Any]:
         },
     ]
     changed = {"type": "object", "properties": {"changed": {"type": "boolean"}}}
+    asked = {
+        "type": "object",
+        "properties": {"worker_id": {"type": "string"}, "command": {"enum": ["drain", "stop"]}},
+    }
     queue_name = {
         "type": "string",
         "minLength": 1,
@@ -370,6 +378,21 @@ def _document() -> dict[str, Any]:
                 },
             }
         },
+        "/api/workers/{worker_id}/drain": _action(
+            "worker.drain",
+            "the worker claims nothing more, finishes its running jobs and stays (draining); "
+            "it reads the request at its next heartbeat (at once on PostgreSQL). 404: no live "
+            "worker has this id; 409: the client cannot ask (an in-process scheduler)",
+            "worker_id",
+            asked,
+        ),
+        "/api/workers/{worker_id}/stop": _action(
+            "worker.stop",
+            "the worker drains, then its process stops as on SIGTERM and leaves the registry; "
+            "404 and 409 as for drain",
+            "worker_id",
+            asked,
+        ),
         "/api/jobs": {
             "get": {
                 "summary": "jobs, newest first, filtered and paged",

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import WORKER_STATES, JobStatus, UnknownJobError
+from jobsched import WORKER_STATES, JobStatus, LocalClient, UnknownJobError
 from jobsched.store import MissingRoleError
 
 from . import _params, _views
@@ -184,6 +184,9 @@ async def workers(request: Request) -> Response:
         "registry": registry,
         "states": {s: sum(1 for w in registry or () if w.state == s) for s in WORKER_STATES},
         "unserved": stats.unserved,
+        # Drain and Stop reach the workers of a store; an in-process
+        # scheduler is its program's to stop (`LocalClient.drain_worker`).
+        "requests": not isinstance(client, LocalClient),
     }
     return _show(request, "workers", context)
 

@@ -27,6 +27,7 @@ from jobsched.store import (
     StoreStats,
     WorkerRow,
     check_max_lease_expiries,
+    check_worker_command,
     encode_json,
     queue_rows,
 )
@@ -118,7 +119,8 @@ class SharedMemoryStore(DelegatedWakeups):
 
     def _wake(self, *what: str, job_id: str | None = None) -> None:
         """Tell every store of the queue, on its own loop: ``work``, ``finished``,
-        ``changed`` (implied by the others) or ``cancel`` (of `job_id`)."""
+        ``changed`` (implied by the others), ``cancel`` (of `job_id`) or
+        ``request`` (to the worker whose id is passed as `job_id`)."""
         assert self._queue is not None
         with self._queue.lock:
             stores = list(self._queue.stores)
@@ -138,6 +140,8 @@ class SharedMemoryStore(DelegatedWakeups):
                 events.on_work()
         if "cancel" in what and job_id is not None and events.on_cancel is not None:
             events.on_cancel(job_id)
+        if "request" in what and job_id is not None and events.on_worker_request is not None:
+            events.on_worker_request(job_id)
 
     # ── submit ─────────────────────────────────────────────────────────
     async def insert(self, jobs: Sequence[NewJob]) -> list[str]:
@@ -646,25 +650,47 @@ class SharedMemoryStore(DelegatedWakeups):
         return done
 
     # ── workers ────────────────────────────────────────────────────────
-    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
-        """Write `worker`'s row stamped now (its first ``started_at`` kept) and
-        forget the rows not seen for `forget_after` seconds."""
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> str | None:
+        """Write `worker`'s row stamped now (its first ``started_at`` and its
+        request kept), forget the rows not seen for `forget_after` seconds;
+        returns the row's request."""
 
-        def body(q: Queue, t: float) -> None:
+        def body(q: Queue, t: float) -> str | None:
             for worker_id, row in list(q.workers.items()):
                 if row.last_seen < t - forget_after and worker_id != worker.worker_id:
                     del q.workers[worker_id]
             before = q.workers.get(worker.worker_id)
             started = t if before is None else before.started_at
+            command = None if before is None else before.command
             q.workers[worker.worker_id] = attrs.evolve(
                 worker,
                 queues=dict(worker.queues),
                 job_types=list(worker.job_types),
                 started_at=started,
                 last_seen=t,
+                command=command,
             )
+            return command
 
-        self._run(body)
+        return self._run(body)
+
+    async def request_worker(self, worker_id: str, command: str) -> bool:
+        """Leave `command` on a live worker's row (``stop`` stays over
+        ``drain``) and tell it; False if unknown or lost."""
+        command = check_worker_command(command)
+
+        def body(q: Queue, t: float) -> bool:
+            row = q.workers.get(worker_id)
+            if row is None or t - row.last_seen > row.lost_after:
+                return False
+            if row.command != "stop":
+                q.workers[worker_id] = attrs.evolve(row, command=command)
+            return True
+
+        done: bool = self._run(body)
+        if done:
+            self._wake("request", job_id=worker_id)
+        return done
 
     async def workers(self) -> tuple[list[WorkerRow], float]:
         """Every registered worker, by id, and the time read."""

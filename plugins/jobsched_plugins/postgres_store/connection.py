@@ -40,6 +40,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 WORK = "w"  # new work may be due
 FINISHED = "f"  # some job may have finished
 _CANCEL = "c:"  # + job id: its owner should cancel it
+REQUEST = "r:"  # + worker id: an operator asked something of it (drain, stop)
 CHANGED = "p"  # a job changed without new work or an end (progress, a claim)
 
 # SQLSTATE classes worth a retry on a fresh connection: connection exceptions,
@@ -332,3 +333,5 @@ class Wakeups(WakeupEvents):
             self.finished_event.set()
         elif payload.startswith(_CANCEL) and self.on_cancel is not None:
             self.on_cancel(payload[len(_CANCEL) :])
+        elif payload.startswith(REQUEST) and self.on_worker_request is not None:
+            self.on_worker_request(payload[len(REQUEST) :])

@@ -21,6 +21,7 @@ from jobsched.store import (
     StoreStats,
     TransactionSubmit,
     WorkerRow,
+    check_worker_command,
 )
 
 from .._wakeups import DelegatedWakeups
@@ -332,10 +333,16 @@ class PostgresStore(DelegatedWakeups):
         return await operations.trigger_schedule(self.db, schedule_id, job)
 
     # ── The worker registry ─────────────────────────────────────────
-    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
-        """Write `worker`'s row (stamped by the server's clock) and delete the
-        rows not seen for `forget_after` seconds, in one statement."""
-        await registry.heartbeat(self.db, worker, forget_after)
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> str | None:
+        """Write `worker`'s row (stamped by the server's clock, its request
+        kept) and delete the rows not seen for `forget_after` seconds, in one
+        statement; returns the row's request (`request_worker`)."""
+        return await registry.heartbeat(self.db, worker, forget_after)
+
+    async def request_worker(self, worker_id: str, command: str) -> bool:
+        """Leave `command` on a live worker's row and NOTIFY it, in one
+        statement (``stop`` stays over ``drain``); False if unknown or lost."""
+        return await registry.request_worker(self.db, worker_id, check_worker_command(command))
 
     async def workers(self) -> tuple[list[WorkerRow], float]:
         """Every registered worker, by id, and the server's clock."""

@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_worker
+from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_command, checked_worker
 
-from .connection import NOW, Database
+from .connection import NOW, REQUEST, Database
 
 if TYPE_CHECKING:
     import psycopg
@@ -16,12 +16,13 @@ if TYPE_CHECKING:
 _COLUMNS = ", ".join(WORKER_COLUMNS)
 
 
-async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> None:
-    """Upsert the worker's row stamped with the server's clock, and delete
-    the rows not seen for `forget_after` seconds, in one statement."""
+async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> str | None:
+    """Upsert the worker's row stamped with the server's clock (its request
+    kept), and delete the rows not seen for `forget_after` seconds, in one
+    statement; returns the row's request."""
 
-    async def body(conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute(
+    async def body(conn: psycopg.AsyncConnection[Any]) -> str | None:
+        cur = await conn.execute(
             db.q(
                 "WITH t AS (SELECT "
                 + NOW
@@ -30,13 +31,14 @@ async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> Non
                     WHERE last_seen < (SELECT now FROM t) - %s AND worker_id <> %s)
                 INSERT INTO {s}.workers ("""
                 + _COLUMNS
-                + """) SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, t.now, t.now, %s, %s, %s
+                + """) SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, t.now, t.now, %s, %s, %s, NULL
                 FROM t
                 ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host,
                     pid = excluded.pid, queues = excluded.queues,
                     job_types = excluded.job_types, version = excluded.version,
                     last_seen = excluded.last_seen, lost_after = excluded.lost_after,
-                    running = excluded.running, state = excluded.state"""
+                    running = excluded.running, state = excluded.state
+                RETURNING command"""
             ),
             [
                 forget_after,
@@ -52,8 +54,34 @@ async def heartbeat(db: Database, worker: WorkerRow, forget_after: float) -> Non
                 worker.state,
             ],
         )
+        record = await cur.fetchone()
+        assert record is not None  # an upsert returns its row
+        return checked_command(worker.worker_id, record["command"])
 
-    await db.statement(body)
+    return await db.statement(body)
+
+
+async def request_worker(db: Database, worker_id: str, command: str) -> bool:
+    """Leave `command` on a live worker's row (``stop`` stays over ``drain``)
+    and NOTIFY it, in one statement; False if unknown or lost."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(
+            db.q(
+                """WITH asked AS (UPDATE {s}.workers SET command =
+                    CASE WHEN command = 'stop' THEN 'stop' ELSE %s END
+                    WHERE worker_id = %s AND """
+                + NOW
+                + """ - last_seen <= lost_after RETURNING worker_id)
+                SELECT count(*)::int AS n,
+                    (SELECT count(pg_notify(%s, %s)) FROM asked) AS note FROM asked"""
+            ),
+            [command, worker_id, db.channel, REQUEST + worker_id],
+        )
+        record = await cur.fetchone()
+        return record is not None and record["n"] > 0
+
+    return await db.statement(body)
 
 
 async def workers(db: Database) -> tuple[list[WorkerRow], float]:
@@ -66,8 +94,11 @@ async def workers(db: Database) -> tuple[list[WorkerRow], float]:
                 + _COLUMNS
                 + ", "
                 + NOW
-                + " AS now FROM {s}.workers UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, "
-                "NULL, NULL, NULL, NULL, NULL, NULL, " + NOW + " ORDER BY worker_id NULLS LAST"
+                + " AS now FROM {s}.workers UNION ALL SELECT "
+                + ", ".join("NULL" for _ in WORKER_COLUMNS)
+                + ", "
+                + NOW
+                + " ORDER BY worker_id NULLS LAST"
             )
         )
         records = await cur.fetchall()

@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -278,11 +278,17 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
             ON jobsched_shared_jobs (queue, job_group, sort_key, seq)
             WHERE job_group IS NOT NULL AND status IN ('pending', 'retry_wait') AND unmet = 0""",
     ],
+    # 14 (issue 24, operating workers): what an operator asked of a worker
+    # (`WorkersRole.request_worker`: drain or stop), read back by the
+    # worker's heartbeat.
+    14: [
+        "ALTER TABLE jobsched_shared_workers ADD COLUMN command TEXT",
+    ],
 }
 
 # The same for a single-owner file: a file at version 1 walks the versions
-# listed here (none for 2, 3, 5, 7, 8 and 10 to 12: a journaled job keeps
-# its queue in its options).
+# listed here (none for 2, 3, 5, 7, 8 and 10 to 14: a journaled job keeps
+# its queue and group in its options, and its owner registers no worker).
 SINGLE_OWNER_MIGRATIONS: dict[int, list[str]] = {
     # 4: a restored job waiting for its upstreams keeps its trigger rule.
     4: [

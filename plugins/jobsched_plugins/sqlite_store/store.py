@@ -28,6 +28,7 @@ from jobsched.store import (
     TransactionSubmit,
     WorkerRow,
     check_max_lease_expiries,
+    check_worker_command,
 )
 
 from .._wakeups import DelegatedWakeups
@@ -593,14 +594,32 @@ class SQLiteStore(DelegatedWakeups):
         )
 
     # ── Shared mode: the worker registry ────────────────────────────
-    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> None:
-        """Write `worker`'s row (stamped now) and delete the rows not seen for
-        `forget_after` seconds, in one transaction."""
+    async def heartbeat(self, worker: WorkerRow, forget_after: float) -> str | None:
+        """Write `worker`'s row (stamped now, its request kept) and delete the
+        rows not seen for `forget_after` seconds, in one transaction; returns
+        the row's request (`request_worker`)."""
         self._need(migrations.SHARED, "heartbeat")
-        await self.db.transaction(
+        command: str | None = await self.db.transaction(
             lambda conn: registry.heartbeat(conn, worker, forget_after, now()),
             "write a worker's heartbeat in",
         )
+        return command
+
+    async def request_worker(self, worker_id: str, command: str) -> bool:
+        """Leave `command` on a live worker's row for its next heartbeat
+        (``stop`` stays over ``drain``); False if unknown or lost. A file has
+        no channel between processes: the worker reads it within a heartbeat
+        interval (a third of its lease). A single-owner file registers no
+        worker: always False."""
+        command = check_worker_command(command)
+        if self.mode == migrations.SINGLE_OWNER:
+            return False
+        self._need(migrations.SHARED, "request_worker")
+        done: bool = await self.db.transaction(
+            lambda conn: registry.request_worker(conn, worker_id, command, now()),
+            "ask a worker in",
+        )
+        return done
 
     async def workers(self) -> tuple[list[WorkerRow], float]:
         """Every registered worker, by id, and the time read (none in a

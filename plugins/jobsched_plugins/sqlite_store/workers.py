@@ -7,25 +7,29 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_worker, json_column
+from jobsched.store import WORKER_COLUMNS, WorkerRow, checked_command, checked_worker, json_column
 
 _COLUMNS = ", ".join(WORKER_COLUMNS)
 
 
-def heartbeat(conn: sqlite3.Connection, worker: WorkerRow, forget_after: float, now: float) -> None:
-    """Upsert the worker's row stamped `now`; delete the rows not seen for `forget_after` s."""
+def heartbeat(
+    conn: sqlite3.Connection, worker: WorkerRow, forget_after: float, now: float
+) -> str | None:
+    """Upsert the worker's row stamped `now` (its request kept); delete the
+    rows not seen for `forget_after` s; returns the row's request."""
     conn.execute(
         "DELETE FROM jobsched_shared_workers WHERE last_seen < ? AND worker_id <> ?",
         (now - forget_after, worker.worker_id),
     )
-    conn.execute(
+    (command,) = conn.execute(
         f"INSERT INTO jobsched_shared_workers ({_COLUMNS}) "
-        """VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
         ON CONFLICT (worker_id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
             queues = excluded.queues, job_types = excluded.job_types,
             version = excluded.version, last_seen = excluded.last_seen,
             lost_after = excluded.lost_after, running = excluded.running,
-            state = excluded.state""",
+            state = excluded.state
+        RETURNING command""",
         (
             worker.worker_id,
             worker.host,
@@ -39,7 +43,19 @@ def heartbeat(conn: sqlite3.Connection, worker: WorkerRow, forget_after: float, 
             worker.running,
             worker.state,
         ),
+    ).fetchone()
+    return checked_command(worker.worker_id, command)
+
+
+def request_worker(conn: sqlite3.Connection, worker_id: str, command: str, now: float) -> bool:
+    """Leave `command` on a live worker's row (``stop`` stays); False if unknown or lost."""
+    cur = conn.execute(
+        "UPDATE jobsched_shared_workers SET command = "
+        "CASE WHEN command = 'stop' THEN 'stop' ELSE ? END "
+        "WHERE worker_id = ? AND ? - last_seen <= lost_after",
+        (command, worker_id, now),
     )
+    return cur.rowcount > 0
 
 
 def workers(conn: sqlite3.Connection) -> list[WorkerRow]:
