@@ -28,6 +28,7 @@ from jobsched import (
 from jobsched.store import MissingRoleError, StoreOwnedError
 
 from . import _params
+from ._bulk import bulk
 from ._deps import dependents, upstream
 from ._health import StoreUnavailable
 from ._http import shown
@@ -264,6 +265,8 @@ def api_routes() -> list[BaseRoute]:
         get("/api/stats", stats, "api_stats"),
         get("/api/workers", workers, "api_workers"),
         get("/api/jobs", jobs, "api_jobs"),
+        # Before the routes of one job: "bulk" is no job id (ids are job-N...).
+        post("/api/jobs/bulk/{action}", bulk, "api_jobs_bulk"),
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
         get("/api/jobs/{job_id}/result", job_result, "api_job_result"),
