@@ -214,6 +214,9 @@
     });
   }
 
-  document.addEventListener("htmx:afterSettle", sync);
+  // Whoever swaps #region (live.js's refresh, the filters, an action's
+  // answer), the new rows get the selection: an event on the swapped-out
+  // element would reach no listener, so watch the panel itself.
+  new MutationObserver(sync).observe(bar.parentNode, { childList: true });
   sync();
 })();
