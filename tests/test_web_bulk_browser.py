@@ -40,28 +40,28 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 FAILED = 500
 
 
-def shoot(tab: Browser, name: str, folder: Path) -> None:
+def shoot(shown: Browser, name: str, folder: Path) -> None:
     """What the screen shows (a modal dialog's backdrop covers the screen, not the page)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tab.tab.screenshot(path=str(folder / f"{name}.png"))
+    shown.tab.screenshot(path=str(folder / f"{name}.png"))
 
 
-def fail_many(client: BlockingClient, plugins: PluginManager, flag: Path, n: int) -> list[str]:
+def fail_many(producer: BlockingClient, manager: PluginManager, flag: Path, n: int) -> list[str]:
     """`n` jobs the worker failed (their gate was closed); their ids, oldest first."""
     flag.touch()
-    ids = client.submit_many([gated(plugins, flag, f"job {i}") for i in range(n)])
-    for info in client.wait_many(ids, timeout=240):
+    ids = producer.submit_many([gated(manager, flag, f"job {i}") for i in range(n)])
+    for info in producer.wait_many(ids, timeout=240):
         assert info.status is JobStatus.FAILED, info
     return ids
 
 
 def test_bulk_retry_of_500_failed_jobs_in_one_click(
-    client: BlockingClient,
-    plugins: PluginManager,
-    worker: Process,
-    tab: Browser,
+    client: BlockingClient,  # noqa: F811
+    plugins: PluginManager,  # noqa: F811
+    worker: Process,  # noqa: F811
+    tab: Browser,  # noqa: F811
     tmp_path: Path,
-    screenshots: Path,
+    screenshots: Path,  # noqa: F811
 ) -> None:
     flag = tmp_path / "gate"
     ids = fail_many(client, plugins, flag, FAILED)
@@ -114,13 +114,13 @@ def test_bulk_retry_of_500_failed_jobs_in_one_click(
 
 
 def test_the_selection_bar_fits_a_phone(
-    browser: Any,
-    dashboard: str,
-    client: BlockingClient,
-    plugins: PluginManager,
-    worker: Process,
+    browser: Any,  # noqa: F811
+    dashboard: str,  # noqa: F811
+    client: BlockingClient,  # noqa: F811
+    plugins: PluginManager,  # noqa: F811
+    worker: Process,  # noqa: F811
     tmp_path: Path,
-    screenshots: Path,
+    screenshots: Path,  # noqa: F811
 ) -> None:
     fail_many(client, plugins, tmp_path / "gate", 60)
     context = browser.new_context(viewport={"width": 390, "height": 844})
