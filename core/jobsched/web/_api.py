@@ -4,7 +4,8 @@ Every answer is JSON. An error is ``{"error": "one line"}`` with 400 (bad
 query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job or
 schedule) or 409 (the job is not in a status the action applies to).
 Records keep the field names of their Python classes (`jobsched.JobInfo`,
-`jobsched.Stats`, `jobsched.ScheduleInfo`).
+`jobsched.Stats`, `jobsched.ScheduleInfo`). The bulk actions
+(``POST /api/jobs/bulk/{action}``) are `jobsched.web._bulk`'s.
 """
 
 from __future__ import annotations
