@@ -340,6 +340,12 @@ class FakeSharedStore:
     async def request_cancel(self, job_id: str) -> bool:
         return False
 
+    async def request_cancel_many(self, job_ids: Any) -> list[str]:
+        return []
+
+    async def delete_finished(self, job_ids: Any) -> list[str]:
+        return []
+
     async def expire_results(self) -> int:  # the reaper's calls: nothing to reap
         return 0
 

@@ -86,11 +86,18 @@ def test_the_examples_submit_their_own_tasks_not_the_demo_types() -> None:
 
 
 def test_the_page_has_the_examples_this_test_runs() -> None:
-    assert len(examples()) == 5
-    assert [expected is not None for _, expected in examples()] == [True, True, False, True, True]
+    assert len(examples()) == 6
+    assert [expected is not None for _, expected in examples()] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+    ]
 
 
-@pytest.mark.parametrize("index", [0, 1, 3, 4])
+@pytest.mark.parametrize("index", [0, 1, 3, 4, 5])
 def test_an_example_prints_what_the_page_says(worker: str, project: Path, index: int) -> None:
     code, expected = examples()[index]
     assert run_example(code, worker, project) == expected

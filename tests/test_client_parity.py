@@ -600,6 +600,17 @@ BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
         TypeError,
         "a worker id is a non-empty string, got ''",
     ),
+    "retry_many of one string": (
+        lambda c: c.retry_many("job-1"),
+        TypeError,
+        "retry_many takes a collection of job ids, got the string 'job-1'",
+    ),
+    "cancel_many id": (
+        lambda c: c.cancel_many(["job-1", 7]),
+        TypeError,
+        "a job id is a string, got integer 7",
+    ),
+    "purge_many id": (lambda c: c.purge_many(["job\x00"]), ValueError, "NUL"),
 }
 
 

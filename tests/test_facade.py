@@ -52,6 +52,7 @@ EXTRAS = [
     "pause_schedule",
     "plugins",
     "purge",
+    "purge_jobs",
     "queue_paused",
     "queues",
     "paused_queues",

@@ -115,7 +115,8 @@ async def test_a_store_lacking_a_role_is_named_with_the_role_and_its_user() -> N
         require_roles(store, ["submit", "operate"], "jobsched jobs retry")
     assert str(caught.value) == (
         "store 'redis://queue' cannot serve jobsched jobs retry: it lacks the operate role "
-        "(retry, requeue, purge, request_cancel, set_queue_paused, queue_paused) "
+        "(retry, requeue, purge, request_cancel, request_cancel_many, delete_finished, "
+        "set_queue_paused, queue_paused) "
         "(docs/plugins.md#store-roles says which roles serve what)"
     )
     assert caught.value.lacking == {"operate": list(ROLE_MEMBERS["operate"])}

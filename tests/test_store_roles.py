@@ -14,7 +14,10 @@ from jobsched.cli import main
 from jobsched.store import ROLE_MEMBERS, ROLES, MissingRoleError, SharedStore, SubmitRole
 from partial_store import PartialStore
 
-OPERATE = "retry, requeue, purge, request_cancel, set_queue_paused, queue_paused"
+OPERATE = (
+    "retry, requeue, purge, request_cancel, request_cancel_many, delete_finished, "
+    "set_queue_paused, queue_paused"
+)
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ ACTIONS = [
     ("/api/queue/resume", "queue.resume_all", []),
     ("/api/queues/emails/pause", "queue.pause", ["emails"]),
     ("/api/queues/emails/resume", "queue.resume", ["emails"]),
+    ("/api/jobs/bulk/retry", "job.bulk", []),
     ("/api/workers/host:12/drain", "worker.drain", ["host:12"]),
     ("/api/workers/host:12/stop", "worker.stop", ["host:12"]),
 ]
@@ -161,6 +162,7 @@ def _template(path: str) -> str:
         .replace("/S1/", "/{schedule_id}/")
         .replace("/emails/", "/{name}/")
         .replace("/host:12/", "/{worker_id}/")
+        .replace("/bulk/retry", "/bulk/{action}")
     )
 
 

@@ -44,6 +44,7 @@ from ._options import (
     NotGiven,
     check_job_id,
     check_queue,
+    id_batch,
     id_list,
 )
 from ._plugins import PluginManager, default_plugin_manager
@@ -938,6 +939,55 @@ class Client:
         self._check_open()
         seconds, wanted = check_purge(older_than, status)
         return int(await self.store.purge(time.time() - seconds, sorted(wanted)))
+
+    # ── operator actions: many jobs at once ─────────────────────────
+    async def retry_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`retry` each failed, timed-out or cancelled job of `job_ids`, in one
+        store transaction; returns the ids retried, in the order given.
+
+        A bulk action tolerates what changed since the ids were chosen: an
+        unknown id, a job in another status (one that is running again, say)
+        or one whose ``unique_key`` another unfinished job holds is left
+        alone and not returned, never an error. An id given twice counts
+        once. A bad id (not a string, a NUL character) is a `TypeError` or
+        `ValueError` naming it, before anything changes.
+        """
+        self._check_open()
+        ids = id_batch(job_ids, "retry_many")
+        if not ids:
+            return []
+        moved = set(await self.store.retry(ids))
+        return [job_id for job_id in ids if job_id in moved]
+
+    async def cancel_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`cancel` each unfinished job of `job_ids`, in one store transaction;
+        returns the ids cancelled, in the order given.
+
+        Waiting jobs are cancelled at once, with the jobs that depend on them;
+        running ones are cancelled by the workers that hold them (soon after:
+        they are returned, as `cancel` returns True for them). Unknown and
+        finished ids are left alone and not returned, as in `retry_many`.
+        """
+        self._check_open()
+        ids = id_batch(job_ids, "cancel_many")
+        if not ids:
+            return []
+        return list(await self.store.request_cancel_many(ids))
+
+    async def purge_many(self, job_ids: Iterable[str]) -> list[str]:
+        """Delete the finished jobs of `job_ids` (completed, failed, timed out
+        or cancelled) with their history, in one store transaction; returns
+        the ids deleted, in the order given.
+
+        `purge` by id, whenever they finished. Unfinished jobs are never
+        deleted: they and unknown ids are left alone and not returned, as in
+        `retry_many`.
+        """
+        self._check_open()
+        ids = id_batch(job_ids, "purge_many")
+        if not ids:
+            return []
+        return list(await self.store.delete_finished(ids))
 
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:

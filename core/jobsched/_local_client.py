@@ -30,8 +30,9 @@ from ._errors import (
 from ._job import FunctionJob, Job, callable_name, job_group
 from ._limits import job_type_of
 from ._operator import OperatorAPI
-from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_list
+from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_batch, id_list
 from ._records import (
+    RETRYABLE,
     THROUGHPUT_MINUTES,
     Attempt,
     JobInfo,
@@ -464,6 +465,41 @@ class LocalClient:
         all); an unfinished status is a `ValueError`."""
         seconds, wanted = check_purge(older_than, status)
         return self.scheduler.purge(seconds, None if status is None else tuple(sorted(wanted)))
+
+    # ── operator actions: many jobs at once ─────────────────────────
+    async def retry_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`retry` each failed, timed-out or cancelled job of `job_ids`;
+        returns the ids retried, in the order given (`Client.retry_many`:
+        unknown ids and jobs in another status are left alone)."""
+        ids = id_batch(job_ids, "retry_many")
+        find = self.scheduler.kernel.table.find
+        done: list[str] = []
+        for job_id in ids:
+            job = find(job_id)
+            if job is not None and job.status.value in RETRYABLE:
+                self.scheduler.retry_job(job_id)
+                done.append(job_id)
+        return done
+
+    async def cancel_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`cancel` each unfinished job of `job_ids`; returns the ids
+        cancelled, in the order given (`Client.cancel_many`)."""
+        ids = id_batch(job_ids, "cancel_many")
+        find = self.scheduler.kernel.table.find
+        chosen = [job for job_id in ids if (job := find(job_id)) is not None]
+        chosen = [job for job in chosen if not job.status.is_terminal]
+        # Newest first, as a store cancels them all at once: a dependent of
+        # the batch ends "cancelled" itself, not by its upstream's cancel.
+        for job in sorted(chosen, key=_seq, reverse=True):
+            self.scheduler.cancel(job.job_id)
+        return [job.job_id for job in chosen]
+
+    async def purge_many(self, job_ids: Iterable[str]) -> list[str]:
+        """Forget the finished jobs of `job_ids` (a SQLite file the scheduler
+        owns deletes them); returns the ids forgotten, in the order given
+        (`JobScheduler.purge_jobs`: unfinished jobs, and one an unfinished
+        job still waits for, are left alone)."""
+        return self.scheduler.purge_jobs(id_batch(job_ids, "purge_many"))
 
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:

@@ -166,6 +166,22 @@ class OperatorAPI(Protocol):
         """`retry` every job in `status` of job type `type`; returns their ids."""
         ...
 
+    async def retry_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`retry` the failed, timed-out or cancelled jobs of `job_ids`, at once;
+        returns the ids retried, in the order given (the others are left alone)."""
+        ...
+
+    async def cancel_many(self, job_ids: Iterable[str]) -> list[str]:
+        """`cancel` the unfinished jobs of `job_ids`, at once; returns the ids
+        cancelled (or, running, asked to stop), in the order given (the others
+        are left alone)."""
+        ...
+
+    async def purge_many(self, job_ids: Iterable[str]) -> list[str]:
+        """Delete (forget) the finished jobs of `job_ids`, at once; returns the
+        ids deleted, in the order given. Unfinished jobs are never deleted."""
+        ...
+
     async def purge(self, *, older_than: float, status: Statuses | None = None) -> int:
         """Delete (forget) finished jobs that ended more than `older_than` s
         ago; returns how many."""

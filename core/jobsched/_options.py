@@ -292,6 +292,13 @@ def id_list(values: Iterable[T], what: str) -> list[T]:
     return list(values)
 
 
+def id_batch(values: Iterable[Any], what: str) -> list[str]:
+    """The job ids of a bulk action (`retry_many`, ...): a collection of ids
+    (`id_list`), each checked (`check_job_id`), an id given twice kept once,
+    in the order given."""
+    return list(dict.fromkeys(check_job_id(v) for v in id_list(values, what)))
+
+
 def is_retry_spec(value: Any) -> bool:
     """Whether `retry` is written as data (a policy name or a table) rather than a policy."""
     return isinstance(value, str | Mapping)

@@ -298,6 +298,7 @@ class JobScheduler:
     retry_job = _forward(Operations.retry_job, "operations")
     retry_jobs = _forward(Operations.retry_jobs, "operations")
     purge = _forward(Operations.purge, "operations")
+    purge_jobs = _forward(Operations.purge_jobs, "operations")
     expire_results = _forward(Operations.expire_results, "operations")
     recurring = _forward(Timers.schedules, "timers")
     pause_schedule = _forward(Timers.pause, "timers")

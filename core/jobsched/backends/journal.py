@@ -289,10 +289,20 @@ class Journal:
                 )
             self.mark(job)
 
-    def purge(self, before: float, statuses: Iterable[JobStatus]) -> None:
-        """Delete finished jobs from the store with the next batch (see `PurgeRow`)."""
+    def purge(
+        self,
+        before: float,
+        statuses: Iterable[JobStatus],
+        job_ids: tuple[str, ...] | None = None,
+    ) -> None:
+        """Delete finished jobs from the store with the next batch (see
+        `PurgeRow`; `job_ids`: those alone)."""
         self._purges.append(
-            PurgeRow(before=before + self._offset(), statuses=tuple(s.value for s in statuses))
+            PurgeRow(
+                before=before + self._offset(),
+                statuses=tuple(s.value for s in statuses),
+                job_ids=job_ids,
+            )
         )
         if not self._woken:
             self._woken = True
@@ -636,8 +646,15 @@ class JournalBackend(LocalBackend):
     def retried(self, job: Job) -> None:
         self.journal.retried(job)
 
-    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
-        self.journal.purge(before, statuses)
+    def purged(
+        self,
+        job_ids: Sequence[str],
+        before: float,
+        statuses: Sequence[JobStatus],
+        *,
+        exact: bool = False,
+    ) -> None:
+        self.journal.purge(before, statuses, tuple(job_ids) if exact else None)
 
     def results_expired(self, jobs: Sequence[Job]) -> None:
         self.journal.results_expired(jobs)

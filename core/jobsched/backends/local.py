@@ -64,7 +64,14 @@ class LocalBackend:
     def retried(self, job: Job) -> None:
         pass
 
-    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
+    def purged(
+        self,
+        job_ids: Sequence[str],
+        before: float,
+        statuses: Sequence[JobStatus],
+        *,
+        exact: bool = False,
+    ) -> None:
         pass
 
     def results_expired(self, jobs: Sequence[Job]) -> None:

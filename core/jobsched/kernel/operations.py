@@ -37,7 +37,12 @@ class OperationHooks(Protocol):
     def retried(self, job: Job) -> None: ...
 
     def purged(
-        self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]
+        self,
+        job_ids: Sequence[str],
+        before: float,
+        statuses: Sequence[JobStatus],
+        *,
+        exact: bool = False,
     ) -> None: ...
 
     def results_expired(self, jobs: Sequence[Job]) -> None: ...
@@ -193,6 +198,36 @@ class Operations:
             self._progress.forget(job_id)
         self._hooks.purged(gone, before, wanted)
         return len(gone)
+
+    def purge_jobs(self, job_ids: Iterable[str]) -> list[str]:
+        """Forget the terminal jobs of `job_ids` (an operator chose them);
+        returns the ids forgotten, in the order given.
+
+        Unfinished jobs, ids the scheduler does not know, and a job whose
+        end the store has not kept yet (its dependents still wait for that)
+        are left alone, as `purge` leaves them. A durable store deletes
+        exactly these jobs too.
+        """
+        jobs = self._table.jobs
+        unreleased = self._graph.unreleased
+        finished = set(self._table.finished)
+        gone = [
+            job_id
+            for job_id in dict.fromkeys(job_ids)
+            if job_id in finished
+            and (job := jobs.get(job_id)) is not None
+            and job.status.is_terminal
+            and job_id not in unreleased
+        ]
+        if not gone:
+            return []
+        self._table.drop_finished(gone)
+        for job_id in gone:
+            self._graph.forget(job_id)
+            self._progress.forget(job_id)
+        terminal = tuple(s for s in JobStatus if s.is_terminal)
+        self._hooks.purged(gone, self._clock.now(), terminal, exact=True)
+        return gone
 
     def expire_results(self) -> int:
         """Drop the results of completed jobs past their time to keep them; returns how many.

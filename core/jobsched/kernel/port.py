@@ -96,10 +96,18 @@ class Backend(Protocol):
         """An operator is making the terminal `job` PENDING again
         (`retry_job`); raise to refuse, before anything changed."""
 
-    def purged(self, job_ids: Sequence[str], before: float, statuses: Sequence[JobStatus]) -> None:
+    def purged(
+        self,
+        job_ids: Sequence[str],
+        before: float,
+        statuses: Sequence[JobStatus],
+        *,
+        exact: bool = False,
+    ) -> None:
         """`purge` forgot these terminal jobs, those in `statuses` that
         finished at or before `before` (monotonic): a store deletes them (and
-        older ones of the same kind it keeps)."""
+        older ones of the same kind it keeps). `exact` (`purge_jobs`: an
+        operator chose them by id): a store deletes these jobs alone."""
 
     def results_expired(self, jobs: Sequence[Job]) -> None:
         """`expire_results` dropped these completed jobs' results: a

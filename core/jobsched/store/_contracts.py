@@ -467,6 +467,30 @@ class OperateRole(StoreBase, Protocol):
         """
         ...
 
+    async def request_cancel_many(self, job_ids: Sequence[str]) -> list[str]:
+        """`request_cancel` each job of `job_ids`, in **one transaction**;
+        returns the ids cancelled or flagged, in the order given.
+
+        Unknown and already finished ids are left alone and not returned;
+        an id given twice counts once. The waiting ones are cancelled
+        together and then settle their dependents as `finish` does. Wakes
+        waiting processes and tells the owners of the running ones, as
+        `request_cancel` does.
+        """
+        ...
+
+    async def delete_finished(self, job_ids: Sequence[str]) -> list[str]:
+        """Delete the terminal jobs of `job_ids` (completed, failed, timed out,
+        cancelled), with their dependency edges and attempt history, in
+        **one transaction**; returns the ids deleted, in the order given.
+
+        `purge` by id: unfinished and unknown ids are left alone and not
+        returned (unfinished jobs are never deleted). A one-owner file (an
+        operator's `Client` on it) also keeps a job an unfinished job
+        depends on, as its owner's purge does.
+        """
+        ...
+
     async def set_queue_paused(self, paused: bool, queue: str | None = None) -> bool:
         """Pause or resume claiming for the whole cluster; False if it already was.
 
@@ -690,6 +714,8 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "requeue",
         "purge",
         "request_cancel",
+        "request_cancel_many",
+        "delete_finished",
         "set_queue_paused",
         "queue_paused",
     ),

@@ -93,10 +93,15 @@ class PurgeRow:
     finished at or before `before` (wall clock), except a job an unfinished
     job depends on (its dependent would lose its upstream on restore). The
     batch's `JobRow` and `ScheduleRow` rows are written first.
+
+    With `job_ids` (an operator purged those jobs by id: ``purge_jobs``),
+    only the jobs of `job_ids` among those are deleted: a one-owner store
+    must honour it, or it deletes more than the operator chose.
     """
 
     before: float
     statuses: tuple[str, ...]
+    job_ids: tuple[str, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -5,7 +5,8 @@ query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job,
 schedule or worker) or 409 (the job is not in a status the action applies to;
 a worker the client cannot ask).
 Records keep the field names of their Python classes (`jobsched.JobInfo`,
-`jobsched.Stats`, `jobsched.ScheduleInfo`).
+`jobsched.Stats`, `jobsched.ScheduleInfo`). The bulk actions
+(``POST /api/jobs/bulk/{action}``) are `jobsched.web._bulk`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from jobsched.store import MissingRoleError, StoreError, StoreOwnedError
 
 from . import _params
 from ._access import acted, action_route
+from ._bulk import bulk
 from ._deps import dependents, upstream
 from ._health import StoreUnavailable
 from ._http import shown
@@ -317,6 +319,9 @@ def api_routes() -> list[BaseRoute]:
         post("/api/workers/{worker_id:path}/drain", drain_worker, "api_worker_drain", "worker.drain"),
         post("/api/workers/{worker_id:path}/stop", stop_worker, "api_worker_stop", "worker.stop"),
         get("/api/jobs", jobs, "api_jobs"),
+        # Before the routes of one job: "bulk" is no job id (ids are job-N...).
+        # Its path names a verb, not an id: the ids are the ones it resolves (`permit`).
+        post("/api/jobs/bulk/{action}", bulk, "api_jobs_bulk", "job.bulk", ids=lambda r: ()),
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
         get("/api/jobs/{job_id}/result", job_result, "api_job_result"),

@@ -9,6 +9,8 @@ from starlette.responses import JSONResponse, Response
 
 from jobsched import MAX_QUEUE_LENGTH, TRIGGER_RULES, JobStatus, __version__
 
+from ._bulk import BULK_ACTIONS, BULK_CAP, FILTER_KEYS
+from ._http import MAX_BODY
 from ._params import MAX_OFFSET, MAX_TEXT
 
 
@@ -440,6 +442,7 @@ def _document() -> dict[str, Any]:
                 "responses": {"200": _json({}), **_errors(400, 404)},
             }
         },
+        "/api/jobs/bulk/{action}": _bulk(statuses),
         "/api/jobs/{job_id}/retry": _action(
             "job.retry", "run a failed, timed-out or cancelled job again", "job_id", _ref("Job")
         ),
@@ -531,6 +534,94 @@ def _document() -> dict[str, Any]:
                 },
             },
         },
+    }
+
+
+def _bulk(statuses: list[str]) -> dict[str, Any]:
+    """``POST /api/jobs/bulk/{action}`` (`jobsched.web._bulk`)."""
+    text = {"type": "string", "maxLength": MAX_TEXT, "pattern": "^[^\\x00]*$"}
+    status = {"enum": statuses}
+    by_ids = {
+        "type": "object",
+        "properties": {
+            "ids": {
+                "type": "array",
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_TEXT,
+                    "pattern": "^[^\\x00]*$",
+                },
+                "minItems": 1,
+                "maxItems": BULK_CAP,
+                "description": f"job ids (at most {BULK_CAP}, and the body at most "
+                f"{MAX_BODY} bytes: about 2,000 ids; for more, send a filter)",
+            }
+        },
+        "required": ["ids"],
+        "additionalProperties": False,
+    }
+    by_filter = {
+        "type": "object",
+        "properties": {
+            "filter": {
+                "type": "object",
+                "description": "the Jobs page's filters, each optional ({} is every job); "
+                f"the newest {BULK_CAP} matching jobs at most",
+                "properties": {
+                    "status": {"oneOf": [status, {"type": "array", "items": status}]},
+                    "type": text,
+                    "q": {**text, "description": "text in the id, name, type or arguments"},
+                },
+                "additionalProperties": False,
+            }
+        },
+        "required": ["filter"],
+        "additionalProperties": False,
+    }
+    count = {"type": "integer", "minimum": 0}
+    result = {
+        "type": "object",
+        "properties": {
+            "action": {"enum": list(BULK_ACTIONS)},
+            "matched": {**count, "description": "jobs the ids or the filter named"},
+            "selected": {**count, "description": f"of those, the ones taken (at most {BULK_CAP})"},
+            "acted": {**count, "description": "of those, the ones the action applied to"},
+            "skipped": {**count, "description": "selected but not in a status the action takes"},
+            "capped": {"type": "boolean", "description": "the cap left out matching jobs"},
+            "cap": {"const": BULK_CAP},
+            "filter": {
+                "description": "the filter applied (null for ids)",
+                "oneOf": [{"type": "null"}, {"type": "object"}],
+            },
+            "job_ids": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["action", "matched", "selected", "acted", "skipped", "capped", "job_ids"],
+    }
+    return {
+        "post": {
+            "summary": "retry, requeue (= retry), cancel or purge many jobs: by id or by filter",
+            "description": "retry (requeue): failed, timed-out and cancelled jobs run again; "
+            "cancel: unfinished jobs are cancelled (running ones asked to stop); purge: "
+            "finished jobs are deleted, never an unfinished one. Jobs in another status "
+            f"are left alone (skipped). Filter keys: {', '.join(FILTER_KEYS)}. "
+            "`authorize` is asked for job.bulk, then for job.ACTION with the selected ids.",
+            "x-jobsched-action": "job.bulk",
+            "security": [{"bearer": []}, {"session": []}],
+            "parameters": [
+                {
+                    "name": "action",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"enum": list(BULK_ACTIONS)},
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"oneOf": [by_ids, by_filter]}}},
+            },
+            "responses": {"200": _json(result), **_errors(400, 401, 403, 413)},
+        }
     }
 
 

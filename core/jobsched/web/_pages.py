@@ -23,6 +23,7 @@ from jobsched import WORKER_STATES, JobStatus, LocalClient, UnknownJobError
 from jobsched.store import MissingRoleError
 
 from . import _params, _views
+from ._bulk import BULK_CAP
 from ._deps import dependents, upstream
 from ._health import StoreUnavailable
 from ._http import shown
@@ -131,6 +132,7 @@ async def jobs(request: Request) -> Response:
         "prev_url": link(max(offset - PAGE_SIZE, 0)) if offset > 0 else None,
         "next_url": link(offset + PAGE_SIZE) if offset + PAGE_SIZE < page.total else None,
         "types": _views.unique(sorted(j.type for j in page.jobs)),
+        "bulk_cap": BULK_CAP,
     }
     return _show(request, "jobs", context)
 

@@ -446,23 +446,51 @@ class SharedMemoryStore(DelegatedWakeups):
                 for r in q.jobs.values()
                 if r.status in wanted and r.finished_at is not None and r.finished_at < before
             }
-            for job_id in gone:
-                row = q.jobs.pop(job_id)
-                q.history.pop(job_id, None)
-                if row.key is not None and q.keys.get(row.key) == job_id:
-                    del q.keys[row.key]
-                for u in q.upstreams.pop(job_id, ()):
-                    if u in q.downstreams and u not in gone:
-                        q.downstreams[u] = [d for d in q.downstreams[u] if d != job_id]
-                for d in q.downstreams.pop(job_id, ()):
-                    if d in q.upstreams and d not in gone:
-                        q.upstreams[d] = tuple(u for u in q.upstreams[d] if u != job_id)
+            _delete(q, gone)
             return len(gone)
 
         deleted: int = self._run(body) if wanted else 0
         if deleted:
             self._wake("changed")
         return deleted
+
+    async def delete_finished(self, job_ids: Sequence[str]) -> list[str]:
+        """Delete the terminal jobs of `job_ids`; the ids deleted, in the order given."""
+        ids = list(dict.fromkeys(job_ids))
+
+        def body(q: Queue, t: float) -> list[str]:
+            gone = [j for j in ids if (r := q.jobs.get(j)) is not None and r.status in TERMINAL]
+            _delete(q, set(gone))
+            return gone
+
+        deleted: list[str] = self._run(body) if ids else []
+        if deleted:
+            self._wake("changed")
+        return deleted
+
+    async def request_cancel_many(self, job_ids: Sequence[str]) -> list[str]:
+        """`request_cancel` each of `job_ids` at once; the ids cancelled or
+        flagged, in the order given."""
+        ids = list(dict.fromkeys(job_ids))
+
+        def body(q: Queue, t: float) -> tuple[list[str], list[str]]:
+            done = [j for j in ids if (r := q.jobs.get(j)) is not None and r.status not in TERMINAL]
+            running = [j for j in done if q.jobs[j].status == "running"]
+            for job_id in running:
+                q.job(job_id, cancel_requested=True)
+            waiting = [j for j in done if q.jobs[j].status != "running"]
+            for job_id in waiting:
+                q.job(job_id, status="cancelled", last_error="cancelled", finished_at=t)
+            if waiting:
+                q.settle([(job_id, "cancelled") for job_id in waiting], t)
+            return done, running
+
+        done, running = self._run(body) if ids else ([], [])
+        for job_id in running:
+            self._wake("cancel", job_id=job_id)
+        if len(done) > len(running):
+            self._wake("work", "finished")
+        return done
 
     async def request_cancel(self, job_id: str) -> bool:
         """Cancel a job from any process; False if unknown or already finished."""
@@ -749,3 +777,18 @@ class SharedMemoryStore(DelegatedWakeups):
 
         self._run(body)
         self._wake("work")
+
+
+def _delete(q: Queue, gone: set[str]) -> None:
+    """Forget the jobs `gone` with their history, keys and dependency edges."""
+    for job_id in gone:
+        row = q.jobs.pop(job_id)
+        q.history.pop(job_id, None)
+        if row.key is not None and q.keys.get(row.key) == job_id:
+            del q.keys[row.key]
+        for u in q.upstreams.pop(job_id, ()):
+            if u in q.downstreams and u not in gone:
+                q.downstreams[u] = [d for d in q.downstreams[u] if d != job_id]
+        for d in q.downstreams.pop(job_id, ()):
+            if d in q.upstreams and d not in gone:
+                q.upstreams[d] = tuple(u for u in q.upstreams[d] if u != job_id)

@@ -267,6 +267,13 @@ class Database:
         """Ask the process that runs `job_id` to cancel it."""
         await self._notify(conn, _CANCEL + job_id)
 
+    async def notify_cancels(self, conn: psycopg.AsyncConnection[Any], job_ids: list[str]) -> None:
+        """`notify_cancel` for each of `job_ids`, in one statement."""
+        await conn.execute(
+            "SELECT pg_notify(%s, %s || j) FROM unnest(%s::text[]) AS j",
+            [self.channel, _CANCEL, job_ids],
+        )
+
     async def _notify(self, conn: psycopg.AsyncConnection[Any], payload: str) -> None:
         await conn.execute("SELECT pg_notify(%s, %s)", [self.channel, payload])
 

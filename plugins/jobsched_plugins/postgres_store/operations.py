@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import NewJob
 
-from .connection import CHANGED, NOW, Database
+from .claims import settle
+from .connection import CHANGED, NOW, TERMINAL, Database
 from .schedules import insert_fired
 
 if TYPE_CHECKING:
@@ -127,6 +128,78 @@ async def purge(db: Database, before: float, statuses: Sequence[str]) -> int:
         )
         rec = await cur.fetchone()
         return int(rec["n"]) if rec else 0
+
+    return await db.transaction(body)
+
+
+async def request_cancel_many(db: Database, job_ids: Sequence[str]) -> list[str]:
+    """`claims.request_cancel` for a batch, in one transaction: the waiting
+    jobs cancelled with one statement (then their dependents settled), the
+    running ones flagged with another and their owners notified; the ids
+    cancelled or flagged, in the order given. Rows are locked in id order, so
+    two batches that share jobs cannot deadlock."""
+    ids = list(dict.fromkeys(job_ids))
+    if not ids:
+        return []
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        cur = await conn.execute(
+            db.q(
+                "SELECT job_id, status FROM {s}.jobs WHERE job_id = ANY(%s) "
+                "AND status <> ALL(%s) ORDER BY job_id FOR UPDATE"
+            ),
+            [ids, list(TERMINAL)],
+        )
+        found = {r["job_id"]: r["status"] for r in await cur.fetchall()}
+        running = [j for j, status in found.items() if status == "running"]
+        waiting = [j for j, status in found.items() if status != "running"]
+        if running:
+            await conn.execute(
+                db.q("UPDATE {s}.jobs SET cancel_requested = true WHERE job_id = ANY(%s)"),
+                [running],
+            )
+            await db.notify_cancels(conn, running)
+        if waiting:
+            await conn.execute(
+                db.q(
+                    "UPDATE {s}.jobs SET status = 'cancelled', last_error = 'cancelled', "
+                    "finished_at = " + NOW + " WHERE job_id = ANY(%s)"
+                ),
+                [waiting],
+            )
+            if await settle(db, conn, [(job_id, "cancelled") for job_id in waiting]):
+                await db.notify_work(conn)
+            await db.notify_finished(conn)
+        return [job_id for job_id in ids if job_id in found]
+
+    return await db.transaction(body)
+
+
+async def delete_finished(db: Database, job_ids: Sequence[str]) -> list[str]:
+    """Delete the terminal jobs of `job_ids` with their dependency edges (by
+    the foreign key) and history, in one statement; the ids deleted, in the
+    order given. Live views hear of it (one NOTIFY) when it deleted any."""
+    ids = list(dict.fromkeys(job_ids))
+    if not ids:
+        return []
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+        cur = await conn.execute(
+            db.q(
+                """WITH gone AS (
+                    DELETE FROM {s}.jobs WHERE job_id = ANY(%s) AND status = ANY(%s)
+                    RETURNING job_id
+                ), history AS (
+                    DELETE FROM {s}.attempts a USING gone WHERE a.job_id = gone.job_id
+                ), note AS (
+                    SELECT pg_notify(%s, %s) WHERE EXISTS (SELECT 1 FROM gone)
+                )
+                SELECT job_id, (SELECT count(*) FROM note) AS noted FROM gone"""
+            ),
+            [ids, list(TERMINAL), db.channel, CHANGED],
+        )
+        gone = {r["job_id"] for r in await cur.fetchall()}
+        return [job_id for job_id in ids if job_id in gone]
 
     return await db.transaction(body)
 

@@ -221,6 +221,16 @@ class PostgresStore(DelegatedWakeups):
         """
         return await claims.request_cancel(self.db, job_id)
 
+    async def request_cancel_many(self, job_ids: Sequence[str]) -> list[str]:
+        """`request_cancel` each of `job_ids` in one transaction; the ids
+        cancelled or flagged, in the order given."""
+        return await operations.request_cancel_many(self.db, job_ids)
+
+    async def delete_finished(self, job_ids: Sequence[str]) -> list[str]:
+        """Delete the terminal jobs of `job_ids` in one transaction; the ids
+        deleted, in the order given."""
+        return await operations.delete_finished(self.db, job_ids)
+
     async def cancel_requests(self, owner: str) -> list[str]:
         """Jobs `owner` runs that someone asked to cancel (the safety net for NOTIFY)."""
         return await claims.cancel_requests(self.db, owner)

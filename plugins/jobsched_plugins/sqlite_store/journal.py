@@ -248,6 +248,8 @@ def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
 
+#: Ids per statement of a purge by id (SQLite's bound parameters, with room to spare).
+PURGE_CHUNK = 500
 # A purge spares an upstream of an unfinished job: restoring that job needs it.
 PURGE = """
 DELETE FROM jobsched_jobs
@@ -302,6 +304,15 @@ def write(db: Database, batch: Sequence[JobRow | ScheduleRow | PurgeRow]) -> Non
             conn.executemany(_UPSERT_SCHEDULE, schedules)
         for purge in purges:
             marks = ",".join("?" * len(purge.statuses))
-            conn.execute(PURGE.format(statuses=marks), (*purge.statuses, purge.before))
+            sql = PURGE.format(statuses=marks)
+            params = (*purge.statuses, purge.before)
+            if purge.job_ids is None:
+                conn.execute(sql, params)
+                continue
+            for i in range(0, len(purge.job_ids), PURGE_CHUNK):
+                chunk = purge.job_ids[i : i + PURGE_CHUNK]
+                conn.execute(
+                    f"{sql} AND job_id IN ({','.join('?' * len(chunk))})", (*params, *chunk)
+                )
 
     db.in_transaction(body, f"write {len(batch)} rows to")

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import migrations
 from .connection import TERMINAL, now
-from .journal import PURGE
+from .journal import PURGE, PURGE_CHUNK
 from .operations import RETRYABLE
 
 _UNFINISHED = ("pending", "running", "retry_wait")
@@ -98,6 +98,45 @@ def cancel(conn: sqlite3.Connection, job_id: str) -> bool:
         [now(), job_id, *TERMINAL],
     )
     return cur.rowcount > 0
+
+
+def cancel_many(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
+    """`cancel` each of `job_ids`; the ids cancelled, in the order given."""
+    migrations.migrate_single_owner(conn)
+    ids = list(dict.fromkeys(job_ids))
+    done: set[str] = set()
+    t = now()
+    for i in range(0, len(ids), _CHUNK):
+        chunk = ids[i : i + _CHUNK]
+        done.update(
+            r[0]
+            for r in conn.execute(
+                "UPDATE jobsched_jobs SET status = 'cancelled', last_error = 'cancelled', "
+                f"finished_at = ? WHERE job_id IN ({_marks(chunk)}) "
+                f"AND status NOT IN ({_marks(TERMINAL)}) RETURNING job_id",
+                [t, *chunk, *TERMINAL],
+            )
+        )
+    return [job_id for job_id in ids if job_id in done]
+
+
+def delete_finished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
+    """Delete the terminal jobs of `job_ids` (as the owner's purge does: an
+    upstream of an unfinished job stays); the ids deleted, in the order given."""
+    migrations.migrate_single_owner(conn)
+    ids = list(dict.fromkeys(job_ids))
+    sql = PURGE.format(statuses=_marks(TERMINAL))
+    gone: set[str] = set()
+    for i in range(0, len(ids), PURGE_CHUNK):
+        chunk = ids[i : i + PURGE_CHUNK]
+        gone.update(
+            r[0]
+            for r in conn.execute(
+                f"{sql} AND job_id IN ({_marks(chunk)}) RETURNING job_id",
+                [*TERMINAL, float("inf"), *chunk],
+            )
+        )
+    return [job_id for job_id in ids if job_id in gone]
 
 
 def purge(conn: sqlite3.Connection, before: float, statuses: Sequence[str]) -> int:

@@ -14,7 +14,8 @@ from typing import Any
 
 from jobsched.store import NewJob
 
-from .connection import now
+from .claims import settle
+from .connection import TERMINAL, now
 from .schedules import insert_fired
 
 RETRYABLE = ("failed", "timed_out", "cancelled")
@@ -107,6 +108,71 @@ def purge(conn: sqlite3.Connection, before: float, statuses: Sequence[str]) -> i
         )
         conn.execute(f"DELETE FROM jobsched_shared_attempts WHERE job_id IN ({_in(chunk)})", chunk)
     return len(ids)
+
+
+def request_cancel_many(
+    conn: sqlite3.Connection, job_ids: Sequence[str]
+) -> tuple[list[str], list[tuple[str, str | None]]]:
+    """Cancel each of `job_ids` (`claims.request_cancel`, for a batch):
+    ``(done, running)``, the ids cancelled or flagged in the order given and,
+    of those, the running ones with their lease owner."""
+    ids = list(dict.fromkeys(job_ids))
+    found: dict[str, tuple[str, str | None]] = {}
+    for i in range(0, len(ids), _CHUNK):
+        chunk = ids[i : i + _CHUNK]
+        for job_id, status, owner in conn.execute(
+            "SELECT job_id, status, lease_owner FROM jobsched_shared_jobs "
+            f"WHERE job_id IN ({_in(chunk)}) AND status NOT IN ({_in(TERMINAL)})",
+            [*chunk, *TERMINAL],
+        ):
+            found[job_id] = (status, owner)
+    running = [(j, owner) for j, (status, owner) in found.items() if status == "running"]
+    waiting = [j for j, (status, _) in found.items() if status != "running"]
+    t = now()
+    for i in range(0, len(running), _CHUNK):
+        chunk = [j for j, _ in running[i : i + _CHUNK]]
+        conn.execute(
+            f"UPDATE jobsched_shared_jobs SET cancel_requested = 1 WHERE job_id IN ({_in(chunk)})",
+            chunk,
+        )
+    for i in range(0, len(waiting), _CHUNK):
+        chunk = waiting[i : i + _CHUNK]
+        conn.execute(
+            "UPDATE jobsched_shared_jobs SET status = 'cancelled', last_error = 'cancelled', "
+            f"finished_at = ? WHERE job_id IN ({_in(chunk)})",
+            [t, *chunk],
+        )
+    if waiting:
+        settle(conn, [(job_id, "cancelled") for job_id in waiting], t)
+    return [job_id for job_id in ids if job_id in found], running
+
+
+def delete_finished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> list[str]:
+    """Delete the terminal jobs of `job_ids` with their dependency edges and
+    history; the ids deleted, in the order given."""
+    ids = list(dict.fromkeys(job_ids))
+    gone: set[str] = set()
+    for i in range(0, len(ids), _CHUNK):
+        chunk = ids[i : i + _CHUNK]
+        deleted = [
+            r[0]
+            for r in conn.execute(
+                f"DELETE FROM jobsched_shared_jobs WHERE job_id IN ({_in(chunk)}) "
+                f"AND status IN ({_in(TERMINAL)}) RETURNING job_id",
+                [*chunk, *TERMINAL],
+            )
+        ]
+        if deleted:
+            conn.execute(
+                f"DELETE FROM jobsched_shared_dependencies WHERE job_id IN ({_in(deleted)}) "
+                f"OR upstream IN ({_in(deleted)})",
+                [*deleted, *deleted],
+            )
+            conn.execute(
+                f"DELETE FROM jobsched_shared_attempts WHERE job_id IN ({_in(deleted)})", deleted
+            )
+        gone.update(deleted)
+    return [job_id for job_id in ids if job_id in gone]
 
 
 def expire_results(conn: sqlite3.Connection) -> int:

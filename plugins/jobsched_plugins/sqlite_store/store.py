@@ -335,6 +335,30 @@ class SQLiteStore(DelegatedWakeups):
             self.wakeups.finished()
         return done
 
+    async def request_cancel_many(self, job_ids: Sequence[str]) -> list[str]:
+        """`request_cancel` each of `job_ids` in one transaction; the ids
+        cancelled or flagged, in the order given."""
+        ids = list(job_ids)
+        if not ids:
+            return []
+        if self.operator:
+            cancelled = await self._operate(
+                lambda conn: journal_ops.cancel_many(conn, ids), "cancel jobs"
+            )
+            if cancelled:
+                self.wakeups.finished()
+            return cancelled
+        self._need(migrations.SHARED, "request_cancel_many")
+        done, running = await self.db.transaction(
+            lambda conn: operations.request_cancel_many(conn, ids), "cancel jobs in"
+        )
+        for job_id, _ in running:  # their owners may be this process
+            self.wakeups.cancel(job_id)
+        if len(done) > len(running):
+            self.wakeups.work()
+            self.wakeups.finished()
+        return done
+
     async def cancel_requests(self, owner: str) -> list[str]:
         """Jobs `owner` runs that someone asked to cancel (the safety net)."""
         self._need(migrations.SHARED, "cancel_requests")
@@ -480,6 +504,24 @@ class SQLiteStore(DelegatedWakeups):
         self._need(migrations.SHARED, "purge")
         deleted = await self.db.transaction(
             lambda conn: operations.purge(conn, before, statuses), "purge jobs from"
+        )
+        if deleted:
+            self.wakeups.changed()
+        return deleted
+
+    async def delete_finished(self, job_ids: Sequence[str]) -> list[str]:
+        """Delete the terminal jobs of `job_ids` in one transaction; the ids
+        deleted, in the order given."""
+        ids = list(job_ids)
+        if not ids:
+            return []
+        if self.operator:
+            return await self._operate(
+                lambda conn: journal_ops.delete_finished(conn, ids), "delete jobs"
+            )
+        self._need(migrations.SHARED, "delete_finished")
+        deleted = await self.db.transaction(
+            lambda conn: operations.delete_finished(conn, ids), "delete jobs from"
         )
         if deleted:
             self.wakeups.changed()
