@@ -240,6 +240,39 @@ async def test_authorize_decides_per_user_and_the_audit_names_them(
     ]
 
 
+@pytest.mark.parametrize("kind", ["memory", "memory-queue"])
+async def test_a_bulk_action_is_authorized_on_the_ids_it_selected(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    asked: list[tuple[str, list[str]]] = []
+
+    def bob_retries_in_bulk(request: Request, action: str, ids: tuple[str, ...]) -> bool:
+        asked.append((action, sorted(ids)))
+        return request.headers.get("x-user") == "bob" and action in ("job.bulk", "job.retry")
+
+    bob = {"X-User": "bob"}
+    options = {"authorize": bob_retries_in_bulk, "identify": x_user}
+    async with make_env(kind, request, tmp_path, None, **options) as env:
+        folders = [tmp_path / str(n) for n in range(3)]
+        for folder in folders:
+            folder.mkdir()
+        ids = sorted([await failed_job(env, folder) for folder in folders])
+        with captured_logs() as logs:
+            purge = await env.http.post("/api/jobs/bulk/purge", json={"ids": ids}, headers=bob)
+            retry = await env.http.post(
+                "/api/jobs/bulk/retry", json={"filter": {"status": "failed"}}, headers=bob
+            )
+    assert purge.status_code == 403, purge.text
+    assert purge.json() == {"error": "not allowed: job.purge for bob"}
+    assert retry.status_code == 200, retry.text
+    assert sorted(retry.json()["job_ids"]) == ids
+    assert asked == [("job.bulk", []), ("job.purge", ids), ("job.bulk", []), ("job.retry", ids)]
+    assert [(e["action"], sorted(e["ids"]), e["allowed"], e["acted"]) for e in audits(logs)] == [
+        ("job.purge", ids, False, 0),
+        ("job.retry", ids, True, 3),
+    ]
+
+
 async def test_the_audit_counts_what_an_action_changed(env: Env, tmp_path: Path) -> None:
     alice = {"X-User": "alice"}
     schedule_id = await env.add_schedule("tick")
