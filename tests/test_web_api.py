@@ -35,7 +35,7 @@ from jobsched import (
     PluginManager,
     Submission,
 )
-from jobsched.web import create_app, template_environment
+from jobsched.web import _workflow, create_app, template_environment
 from web_support import (
     BEARER,
     STORES,
@@ -165,17 +165,20 @@ async def test_a_dependent_behind_more_than_500_newer_jobs_is_still_downstream(
     assert await env.client.dependents(first) == [later]
 
 
-async def test_the_job_page_draws_eight_dependents_and_counts_the_rest(env: Env) -> None:
+async def test_the_job_page_draws_the_workflow_up_to_its_cap_and_counts_the_rest(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_workflow, "MAX_WORKFLOW", 6)
     first = await env.submit(Echo("first"))
     below = [await env.submit(Echo(f"below {i}"), depends_on=[first]) for i in range(11)]
     detail = await get_json(env, f"/api/jobs/{first}")
     assert [d["job_id"] for d in detail["downstream"]] == below
     text = (await env.http.get(f"/jobs/{first}")).text
-    shown = below[:8]  # the graph's column: the first eight in submit order
-    assert all(f'href="/jobs/{job_id}"' in text for job_id in shown)
-    assert not any(f'href="/jobs/{job_id}"' in text for job_id in below[8:])
-    assert ">and 3 more</text>" in text
-    assert text.count('<path class="edge"') == 8
+    drawn = below[:5]  # the cap counts the job itself; the walk reads in submit order
+    assert all(f'href="/jobs/{job_id}"' in text for job_id in drawn)
+    assert not any(f'href="/jobs/{job_id}"' in text for job_id in below[5:])
+    assert '<strong data-testid="workflow-more">6 more not shown</strong>' in text
+    assert text.count('<path class="edge"') == 5
 
 
 async def test_an_unknown_job_is_404(env: Env) -> None:

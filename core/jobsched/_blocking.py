@@ -238,6 +238,8 @@ class BlockingClient:
     wait_many = _Blocking(Client.wait_many)
     result = _Blocking(Client.result)
     add_schedule = _Blocking(Client.add_schedule)
+    update_schedule = _Blocking(Client.update_schedule)
+    schedule_runs = _Blocking(Client.schedule_runs)
     cancel_schedule = _Blocking(Client.cancel_schedule)
     wait_schedule = _Blocking(Client.wait_schedule)
     page = _Blocking(Client.page)

@@ -518,8 +518,16 @@ class ScheduleRole(StoreBase, Protocol):
         """Stop a schedule for every process; False if unknown or already stopped."""
         ...
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule)."""
+    async def schedule_jobs(
+        self, schedule_id: str, limit: int | None = None
+    ) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule).
+
+        With `limit`, only the last `limit` of them (the newest, still in
+        ``seq`` order), read through an index on ``(schedule_id, seq)``: the
+        dashboard's "last runs" of a schedule that fired a million times
+        costs `limit` rows, not a million.
+        """
         ...
 
     async def schedules(self) -> list[SharedScheduleRow]:

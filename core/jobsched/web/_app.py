@@ -108,6 +108,8 @@ def create_app(
     hosts = None if allowed_hosts is None else [check_host_pattern(h) for h in allowed_hosts]
     if scheduler is not None:
         client = LocalClient(scheduler)
+        if plugins is None:  # the job types it runs are the ones the pages offer
+            plugins = scheduler.plugins
     auth = Auth(token, session_ttl=session_ttl)
     board = Dashboard(client=client, auth=auth, templates=make_templates(), plugins=plugins)
 

@@ -605,9 +605,21 @@ class SharedMemoryStore(DelegatedWakeups):
 
         return self._run(body)
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in ``seq`` order."""
-        return self._run(lambda q, t: [r for r in q.jobs.values() if r.schedule_id == schedule_id])
+    async def schedule_jobs(
+        self, schedule_id: str, limit: int | None = None
+    ) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in ``seq`` order (the last `limit`).
+
+        A scan of the queue's jobs: this store lives in one process's memory,
+        so a scan costs no round trip (the SQL stores read an index)."""
+
+        def body(q: Queue, t: float) -> list[SharedJobRow]:
+            fired = [r for r in q.jobs.values() if r.schedule_id == schedule_id]
+            if limit is None:
+                return fired
+            return fired[-limit:] if limit > 0 else []
+
+        return self._run(body)
 
     async def schedules(self) -> list[SharedScheduleRow]:
         """Every schedule, by id."""

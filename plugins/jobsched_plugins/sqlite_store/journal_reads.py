@@ -143,11 +143,16 @@ def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
     return int(n)
 
 
-def schedule_jobs(conn: sqlite3.Connection, url: str, schedule_id: str) -> list[SharedJobRow]:
-    """The jobs a schedule fired, in the order they were fired."""
-    return _checked(
-        url, job_rows(conn, url, "WHERE schedule_id = ? ORDER BY seq DESC", [schedule_id])
-    )[::-1]
+def schedule_jobs(
+    conn: sqlite3.Connection, url: str, schedule_id: str, limit: int | None = None
+) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
+    where = "WHERE schedule_id = ? ORDER BY seq DESC"
+    params: list[Any] = [schedule_id]
+    if limit is not None:
+        where += " LIMIT ?"
+        params.append(limit)
+    return _checked(url, job_rows(conn, url, where, params))[::-1]
 
 
 def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:
