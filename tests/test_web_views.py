@@ -94,7 +94,7 @@ def workflow(jobs: dict[str, Job | None], focus: str, more: int = 0) -> _workflo
         for up in job.depends_on
         if up in jobs
     )
-    return _workflow.Workflow(focus=focus, jobs=dict(jobs), edges=edges, more=more)  # type: ignore[arg-type]
+    return _workflow.Workflow(focus=focus, jobs=dict(jobs), edges=edges, more=more)
 
 
 def test_layers_put_each_job_one_right_of_its_furthest_dependency() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from jobsched import (
+    DEFAULT_QUEUE,
     IntervalTrigger,
     Job,
     JobSpecError,
@@ -179,10 +180,12 @@ def _job(
     type_name: str, args: dict[str, Any], queue: str, plugins: PluginManager, errors: dict[str, str]
 ) -> Job | None:
     try:
-        return build_job(type_name, args, plugins=plugins, label=f"{type_name} job", queue=queue)
+        job = build_job(type_name, args, plugins=plugins, label=f"{type_name} job")
     except (JobSpecError, ValueError, TypeError) as exc:
         errors["args"] = str(exc)
         return None
+    job.queue = queue  # checked by check_queue
+    return job
 
 
 def check_create(fields: Mapping[str, Any], plugins: PluginManager) -> NewSchedule:
@@ -196,10 +199,11 @@ def check_create(fields: Mapping[str, Any], plugins: PluginManager) -> NewSchedu
         errors["type"] = (
             f"unknown job type {shown(type_name)} (registered: {', '.join(known) or 'none'})"
         )
-    queue = _text(fields.get("queue")) or "default"
+    # Not stripped: a queue's name is checked as given (" x" is refused).
+    queue = fields.get("queue") or DEFAULT_QUEUE
     try:
         queue = check_queue(queue)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         errors["queue"] = str(exc)
     args = _args(fields, errors)
     rule = _rule(fields, plugins, errors, required=True)
