@@ -323,6 +323,8 @@ async def test_a_queue_is_listed_paused_and_resumed_by_name(env: Env) -> None:
 ACTIONS = [
     "/api/jobs/{job}/retry",
     "/api/jobs/{job}/cancel",
+    "/api/schedules",
+    "/api/schedules/{schedule}/edit",
     "/api/schedules/{schedule}/pause",
     "/api/schedules/{schedule}/resume",
     "/api/schedules/{schedule}/trigger",

@@ -167,9 +167,7 @@ async def test_a_body_that_is_not_an_object_is_400(env: Env) -> None:
 
 # ── edit ───────────────────────────────────────────────────────────────
 async def test_an_edit_replaces_the_rule_and_the_arguments(env: Env) -> None:
-    old = (await post_json(env, "/api/schedules", json={**CRON, "queue": "reports"}))[
-        "schedule_id"
-    ]
+    old = (await post_json(env, "/api/schedules", json={**CRON, "queue": "reports"}))["schedule_id"]
     await post_json(env, f"/api/schedules/{old}/pause")
     edited = await post_json(
         env, f"/api/schedules/{old}/edit", json={"every": 600, "args": {"text": "edited"}}

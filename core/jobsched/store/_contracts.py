@@ -518,9 +518,7 @@ class ScheduleRole(StoreBase, Protocol):
         """Stop a schedule for every process; False if unknown or already stopped."""
         ...
 
-    async def schedule_jobs(
-        self, schedule_id: str, limit: int | None = None
-    ) -> list[SharedJobRow]:
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
         """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule).
 
         With `limit`, only the last `limit` of them (the newest, still in

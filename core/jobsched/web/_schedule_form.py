@@ -142,15 +142,16 @@ def _rule(
     except PluginError:
         errors["cron"] = "no cron trigger plugin is installed (jobsched's 'cron_trigger')"
         return None
+    # Any error of the trigger plugin is the field's, never a 500.
     try:
         factory(cron, tz="UTC")
-    except (ValueError, TypeError) as exc:
-        errors["cron"] = str(exc)
+    except Exception as exc:
+        errors["cron"] = str(exc) or type(exc).__name__
         return None
     try:
         factory(cron, tz=tz)
-    except (ValueError, TypeError) as exc:
-        errors["tz"] = str(exc)
+    except Exception as exc:
+        errors["tz"] = str(exc) or type(exc).__name__
         return None
     return Rule(trigger={"cron": " ".join(cron.split()), "tz": tz})
 

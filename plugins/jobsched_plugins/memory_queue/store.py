@@ -605,9 +605,7 @@ class SharedMemoryStore(DelegatedWakeups):
 
         return self._run(body)
 
-    async def schedule_jobs(
-        self, schedule_id: str, limit: int | None = None
-    ) -> list[SharedJobRow]:
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
         """The jobs a schedule fired, in ``seq`` order (the last `limit`).
 
         A scan of the queue's jobs: this store lives in one process's memory,

@@ -243,9 +243,7 @@ class PostgresStore(DelegatedWakeups):
         """Stop a schedule for every process; False if unknown or already stopped."""
         return await schedules.deactivate_schedule(self.db, schedule_id)
 
-    async def schedule_jobs(
-        self, schedule_id: str, limit: int | None = None
-    ) -> list[SharedJobRow]:
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
         """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
         return await schedules.schedule_jobs(self.db, schedule_id, limit)
 

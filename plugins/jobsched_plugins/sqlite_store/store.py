@@ -378,9 +378,7 @@ class SQLiteStore(DelegatedWakeups):
             lambda conn: schedules.deactivate_schedule(conn, schedule_id), "stop a schedule in"
         )
 
-    async def schedule_jobs(
-        self, schedule_id: str, limit: int | None = None
-    ) -> list[SharedJobRow]:
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
         """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
         if self.mode == migrations.SINGLE_OWNER:
             return await self._read_journal(
