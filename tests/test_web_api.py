@@ -181,6 +181,43 @@ async def test_the_job_page_draws_the_workflow_up_to_its_cap_and_counts_the_rest
     assert text.count('<path class="edge"') == 5
 
 
+class Counting:
+    """An operator client that counts the calls made through it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+async def test_a_workflow_is_read_in_two_batched_reads_a_step(env: Env) -> None:
+    # root -> 20 parts -> end (a chord): three steps from root, whatever its width.
+    root = await env.submit(Echo("root"), delay=3600)
+    parts = [await env.submit(Echo(f"part {i}"), depends_on=[root]) for i in range(20)]
+    end = await env.submit(Echo("end"), depends_on=parts)
+    assert await env.client.dependents_of([root, "job-nope", parts[3]]) == {
+        root: parts,
+        parts[3]: [end],
+    }
+    counting = Counting(env.client)
+    found = await _workflow.read_workflow(counting, await env.client.get(parts[7]))
+    assert set(found.jobs) == {root, end, *parts} and found.more == 0
+    assert len(found.edges) == 40
+    # From parts[7]: root and end, then the 19 other parts, then nothing new.
+    assert counting.calls == {"dependents_of": 3, "jobs": 2}
+    graph = _workflow.workflow_graph(found)
+    columns = sorted({n.x for n in graph.nodes})
+    assert len(columns) == 3 and len(graph.nodes) == 22
+
+
 async def test_an_unknown_job_is_404(env: Env) -> None:
     answer = await get_json(env, "/api/jobs/nope", 404)
     assert "nope" in answer["error"]

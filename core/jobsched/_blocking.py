@@ -232,6 +232,7 @@ class BlockingClient:
     submit_many = _Blocking(Client.submit_many)
     get = _Blocking(Client.get)
     dependents = _Blocking(Client.dependents)
+    dependents_of = _Blocking(Client.dependents_of)
     jobs = _Blocking(Client.jobs)
     cancel = _Blocking(Client.cancel)
     wait = _Blocking(Client.wait)

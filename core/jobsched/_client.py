@@ -610,6 +610,16 @@ class Client:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
         return found
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one store read: each of `job_ids`
+        that exists, mapped to the ids of its dependents in submit order (an
+        unknown id is left out, not an error). The dashboard walks a whole
+        workflow with it, one read per step of the walk."""
+        self._check_open()
+        ids = [check_job_id(job_id) for job_id in id_list(job_ids, "dependents_of")]
+        found: dict[str, list[str]] = await self.store.dependents_of(ids)
+        return found
+
     async def jobs(
         self,
         *,
@@ -628,9 +638,8 @@ class Client:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an integer, got {limit!r}")
         if ids is not None:
-            if isinstance(ids, str):
-                raise TypeError(f"ids must be a list of job ids, not the string {ids!r}")
-            rows = await self.store.jobs([check_job_id(i) for i in dict.fromkeys(ids)])
+            wanted_ids = dict.fromkeys(check_job_id(i) for i in id_list(ids, "ids"))
+            rows = await self.store.jobs(list(wanted_ids))
             if schedule is not None:
                 rows = [row for row in rows if row.schedule_id == schedule]
         elif schedule is not None:

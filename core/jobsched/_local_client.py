@@ -225,6 +225,16 @@ class LocalClient:
         self._job(job_id)
         return list(self.scheduler.dependents(job_id))
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs at once, among those the scheduler
+        remembers; an unknown id is left out."""
+        table = self.scheduler.kernel.table
+        return {
+            job_id: list(self.scheduler.dependents(job_id))
+            for job_id in (check_job_id(i) for i in id_list(job_ids, "dependents_of"))
+            if table.find(job_id) is not None
+        }
+
     async def jobs(
         self,
         *,
@@ -241,10 +251,8 @@ class LocalClient:
             raise TypeError(f"limit must be an integer, got {limit!r}")
         candidates: Iterable[Job]
         if ids is not None:
-            if isinstance(ids, str):
-                raise TypeError(f"ids must be a list of job ids, not the string {ids!r}")
             table = self.scheduler.kernel.table
-            known = (table.find(check_job_id(i)) for i in dict.fromkeys(ids))
+            known = (table.find(check_job_id(i)) for i in dict.fromkeys(id_list(ids, "ids")))
             candidates = [job for job in known if job is not None]
         else:
             candidates = self.scheduler.jobs()

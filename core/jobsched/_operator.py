@@ -92,6 +92,11 @@ class OperatorAPI(Protocol):
         """The ids of the jobs submitted to depend on this one, in submit order."""
         ...
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs at once: each of `job_ids` that exists,
+        mapped to its dependents' ids in submit order (an unknown id is left out)."""
+        ...
+
     async def jobs(
         self,
         *,

@@ -357,6 +357,14 @@ class LookupRole(StoreBase, Protocol):
         """
         ...
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read: each of `job_ids` that
+        exists, mapped to the ids of its dependents in ``seq`` order (an
+        unknown id is left out). The dashboard walks a workflow with it, one
+        read per step of the walk instead of one per job.
+        """
+        ...
+
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` exist and are not terminal yet."""
         ...
@@ -663,7 +671,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "set_progress",
         "expire_results",
     ),
-    "lookup": ("get", "jobs", "dependents", "unfinished", "wait_finished"),
+    "lookup": ("get", "jobs", "dependents", "dependents_of", "unfinished", "wait_finished"),
     "inspect": ("page", "counts", "schedules", "stats", "queue_stats", "wait_changed"),
     "operate": (
         "retry",

@@ -317,6 +317,19 @@ class SharedMemoryStore(DelegatedWakeups):
 
         return self._run(body)
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of each of `job_ids` that exists; unknown ids left out."""
+
+        def body(q: Queue, t: float) -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {}
+            for job_id in job_ids:
+                if job_id in q.jobs:
+                    below = [q.jobs[d] for d in q.downstreams.get(job_id, ()) if d in q.jobs]
+                    found[job_id] = [r.job_id for r in sorted(below, key=lambda r: r.seq)]
+            return found
+
+        return self._run(body)
+
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` exist and are not terminal yet."""
         return self._run(

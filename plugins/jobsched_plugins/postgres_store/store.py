@@ -260,6 +260,10 @@ class PostgresStore(DelegatedWakeups):
         """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
         return await queries.dependents(self.db, job_id)
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read; unknown ids left out."""
+        return await queries.dependents_of(self.db, job_ids)
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (the kept counts: a few rows)."""
         return await queries.counts(self.db)

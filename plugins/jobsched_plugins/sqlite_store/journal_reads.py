@@ -129,6 +129,27 @@ def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
     ]
 
 
+def dependents_of(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, list[str]]:
+    """`dependents` of each of `job_ids` that exists: one walk of the jobs'
+    ``depends_on`` lists per 500 ids (a journal has no edge table)."""
+    ids = list(dict.fromkeys(job_ids))
+    found: dict[str, list[str]] = {}
+    edges: list[tuple[int, str, str]] = []
+    for i in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        known = conn.execute(f"SELECT job_id FROM jobsched_jobs WHERE job_id IN ({marks})", chunk)
+        found.update((r[0], []) for r in known)
+        edges += conn.execute(
+            "SELECT j.seq, d.value, j.job_id FROM jobsched_jobs AS j, json_each(j.depends_on) AS d "
+            f"WHERE d.value IN ({marks})",
+            chunk,
+        ).fetchall()
+    for _, upstream, job_id in sorted(edges):
+        found.setdefault(upstream, []).append(job_id)
+    return found
+
+
 def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
     """How many of `job_ids` are not terminal yet."""
     n = 0

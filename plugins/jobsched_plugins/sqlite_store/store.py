@@ -407,6 +407,12 @@ class SQLiteStore(DelegatedWakeups):
             return await self._read_journal(lambda conn: journal_reads.dependents(conn, job_id))
         return await self._read(lambda conn: queries.dependents(conn, job_id))
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read; unknown ids left out."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.dependents_of(conn, job_ids))
+        return await self._read(lambda conn: queries.dependents_of(conn, job_ids))
+
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (the kept counts: a few rows)."""
         if self.mode == migrations.SINGLE_OWNER:
