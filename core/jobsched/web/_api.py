@@ -157,8 +157,7 @@ async def job(request: Request, board: Dashboard) -> Any:
         _brief(found) if found is not None else _purged(job_id)
         for job_id, found in zip(info.depends_on, above, strict=True)
     ]
-    below, _ = await dependents(board.client, info)
-    detail["downstream"] = [_brief(found) for found in below]
+    detail["downstream"] = [_brief(found) for found in await dependents(board.client, info)]
     return detail
 
 
