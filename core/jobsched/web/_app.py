@@ -84,9 +84,11 @@ def create_app(
     `token` allows actions (retry, cancel, pause, ...) to requests that
     present it (``Authorization: Bearer TOKEN``, or the session cookie of
     ``POST /login``); without it the dashboard is read-only. `plugins` gives
-    the job types of the client `store_url` opens, the prometheus plugin of
-    ``/metrics`` and the triggers the schedules page previews (default: the
-    installed plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
+    the job types of the client `store_url` opens (and those the schedules
+    page offers to schedule), the prometheus plugin of ``/metrics`` and the
+    triggers the schedules page previews (default: the scheduler's plugins
+    for `scheduler`, else the installed plugins). Mount it anywhere:
+    ``Mount("/jobs", app=create_app(...))``.
 
     `allowed_hosts` are the hosts the app answers to (the ``Host`` header):
     names (``jobs.example.com``; ``*.example.com`` for every name under
