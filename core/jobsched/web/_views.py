@@ -1,9 +1,10 @@
 """What the pages draw, computed in Python so the templates only place it.
 
 Pure functions of the operator API's records: the throughput chart's bars,
-the dependency graph's layout, a schedule's next fires with their
-daylight-saving notes, and the small formatting filters of the templates.
-Nothing here touches the network or the store.
+the dependency graph's records (`_workflow` lays a workflow out in them), a
+schedule's next fires with their daylight-saving notes, its cron expression
+in plain English and its edit form's values, and the small formatting
+filters of the templates. Nothing here touches the network or the store.
 """
 
 from __future__ import annotations
