@@ -78,6 +78,13 @@ class PartialStore:
             return None
         return [row.job_id for row in self._jobs.values() if job_id in row.depends_on]
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        return {
+            job_id: [row.job_id for row in self._jobs.values() if job_id in row.depends_on]
+            for job_id in job_ids
+            if job_id in self._jobs
+        }
+
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         return sum(1 for row in await self.jobs(job_ids) if row.finished_at is None)
 

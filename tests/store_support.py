@@ -369,6 +369,7 @@ class FakeSharedStore:
     refuse = _unused
     wait = wait_finished = set_limits = add_schedule = get_schedule = _unused
     fire_schedule = deactivate_schedule = schedule_jobs = get = jobs = dependents = _unused
+    dependents_of = _unused
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
     wait_changed = set_queue_paused = queue_paused = queue_stats = schedules = _unused
     set_schedule_paused = trigger_schedule = workers = unserved_types = _unused

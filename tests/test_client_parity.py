@@ -25,6 +25,7 @@ from jobsched import (
     SchedulerError,
     Submission,
     UnknownJobError,
+    UnknownScheduleError,
     build_job,
 )
 from task_examples import add, send_email
@@ -574,6 +575,31 @@ BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
     "page limit": (lambda c: c.page(limit=0), ValueError, "limit must be between 1 and 1000"),
     "page status": (lambda c: c.page(status="lost"), ValueError, "unknown status 'lost'"),
     "jobs limit": (lambda c: c.jobs(limit="3"), TypeError, "limit must be an integer"),
+    "jobs ids a string": (
+        lambda c: c.jobs(ids="job-1"),
+        TypeError,
+        "ids takes a collection of job ids, got the string 'job-1'",
+    ),
+    "dependents_of a string": (
+        lambda c: c.dependents_of("job-1"),
+        TypeError,
+        "dependents_of takes a collection of job ids",
+    ),
+    "schedule_runs limit": (
+        lambda c: c.schedule_runs("sched-1", 0),
+        ValueError,
+        "limit must be between 1 and 100, got 0",
+    ),
+    "add_schedule both rules": (
+        lambda c: c.add_schedule(email("a@example.com"), every=60, trigger={"cron": "* * * * *"}),
+        TypeError,
+        "a schedule takes an interval",
+    ),
+    "update_schedule unknown": (
+        lambda c: c.update_schedule("sched-nope", every=60),
+        UnknownScheduleError,
+        "sched-nope",
+    ),
     "requeue status": (
         lambda c: c.requeue(status="running"),
         ValueError,

@@ -464,7 +464,7 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
     s = PostgresStore(pg_schema[0])
     await s.open()
     try:
-        assert await s.schema_version() == SCHEMA_VERSION == 15
+        assert await s.schema_version() == SCHEMA_VERSION == 16
         row = await s.get("old")  # the data survived, with the new column empty
         assert row is not None and row.unique_key is None and row.status == "pending"
         assert row.lease_expiries == 0  # version 9 counts from 0

@@ -60,6 +60,10 @@ async def test_a_client_reads_a_file_of_either_mode(tmp_path: Path, name: str) -
         assert notify.status is JobStatus.CANCELLED
         assert (await client.get(notify.job_id)).depends_on == (dead.job_id,)
         assert await client.dependents(dead.job_id) == [notify.job_id]
+        assert await client.dependents_of([dead.job_id, notify.job_id, "job-nope"]) == {
+            dead.job_id: [notify.job_id],
+            notify.job_id: [],
+        }
         page = await client.page(q="broken.csv")
         assert [info.job_id for info in page.jobs] == [dead.job_id] and page.total == 1
         page = await client.page(status="cancelled")

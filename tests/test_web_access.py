@@ -38,6 +38,8 @@ pytestmark = pytest.mark.timeout(120)
 ACTIONS = [
     ("/api/jobs/J1/retry", "job.retry", ["J1"]),
     ("/api/jobs/J1/cancel", "job.cancel", ["J1"]),
+    ("/api/schedules", "schedule.create", []),
+    ("/api/schedules/S1/edit", "schedule.edit", ["S1"]),
     ("/api/schedules/S1/pause", "schedule.pause", ["S1"]),
     ("/api/schedules/S1/resume", "schedule.resume", ["S1"]),
     ("/api/schedules/S1/trigger", "schedule.trigger", ["S1"]),

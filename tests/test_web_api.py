@@ -35,7 +35,7 @@ from jobsched import (
     PluginManager,
     Submission,
 )
-from jobsched.web import create_app, template_environment
+from jobsched.web import _workflow, create_app, template_environment
 from web_support import (
     BEARER,
     STORES,
@@ -165,17 +165,57 @@ async def test_a_dependent_behind_more_than_500_newer_jobs_is_still_downstream(
     assert await env.client.dependents(first) == [later]
 
 
-async def test_the_job_page_draws_eight_dependents_and_counts_the_rest(env: Env) -> None:
+async def test_the_job_page_draws_the_workflow_up_to_its_cap_and_counts_the_rest(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_workflow, "MAX_WORKFLOW", 6)
     first = await env.submit(Echo("first"))
     below = [await env.submit(Echo(f"below {i}"), depends_on=[first]) for i in range(11)]
     detail = await get_json(env, f"/api/jobs/{first}")
     assert [d["job_id"] for d in detail["downstream"]] == below
     text = (await env.http.get(f"/jobs/{first}")).text
-    shown = below[:8]  # the graph's column: the first eight in submit order
-    assert all(f'href="/jobs/{job_id}"' in text for job_id in shown)
-    assert not any(f'href="/jobs/{job_id}"' in text for job_id in below[8:])
-    assert ">and 3 more</text>" in text
-    assert text.count('<path class="edge"') == 8
+    drawn = below[:5]  # the cap counts the job itself; the walk reads in submit order
+    assert all(f'href="/jobs/{job_id}"' in text for job_id in drawn)
+    assert not any(f'href="/jobs/{job_id}"' in text for job_id in below[5:])
+    assert '<strong data-testid="workflow-more">6 more not shown</strong>' in text
+    assert text.count('<path class="edge"') == 5
+
+
+class Counting:
+    """An operator client that counts the calls made through it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+async def test_a_workflow_is_read_in_two_batched_reads_a_step(env: Env) -> None:
+    # root -> 20 parts -> end (a chord): three steps from root, whatever its width.
+    root = await env.submit(Echo("root"), delay=3600)
+    parts = [await env.submit(Echo(f"part {i}"), depends_on=[root]) for i in range(20)]
+    end = await env.submit(Echo("end"), depends_on=parts)
+    assert await env.client.dependents_of([root, "job-nope", parts[3]]) == {
+        root: parts,
+        parts[3]: [end],
+    }
+    counting = Counting(env.client)
+    found = await _workflow.read_workflow(counting, await env.client.get(parts[7]))
+    assert set(found.jobs) == {root, end, *parts} and found.more == 0
+    assert len(found.edges) == 40
+    # From parts[7]: root and end, then the 19 other parts, then nothing new.
+    assert counting.calls == {"dependents_of": 3, "jobs": 2}
+    graph = _workflow.workflow_graph(found)
+    columns = sorted({n.x for n in graph.nodes})
+    assert len(columns) == 3 and len(graph.nodes) == 22
 
 
 async def test_an_unknown_job_is_404(env: Env) -> None:
@@ -320,6 +360,8 @@ async def test_a_queue_is_listed_paused_and_resumed_by_name(env: Env) -> None:
 ACTIONS = [
     "/api/jobs/{job}/retry",
     "/api/jobs/{job}/cancel",
+    "/api/schedules",
+    "/api/schedules/{schedule}/edit",
     "/api/schedules/{schedule}/pause",
     "/api/schedules/{schedule}/resume",
     "/api/schedules/{schedule}/trigger",

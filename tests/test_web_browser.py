@@ -377,13 +377,12 @@ def test_every_page_shows_the_store(
     assert worker_identity(client, running) in tab.tab.inner_text("body")
     tab.shoot("overview", screenshots)
 
-    # A job with its dependency neighbourhood: extract -> transform -> load, audit
-    # (report, which waits for load, is two steps away: not drawn).
+    # A job with its whole workflow: extract -> transform -> load -> report,
+    # and audit (report, which waits for load, is two steps away: drawn too).
     tab.open(f"/jobs/{transform}")
     graph = tab.tab.locator("[data-testid=dependency-graph]")
-    for name in ("extract", "transform", "load", "audit"):
+    for name in ("extract", "transform", "load", "audit", "report"):
         expect(graph.get_by_text(name, exact=True)).to_have_count(1)
-    expect(graph.get_by_text("report", exact=True)).to_have_count(0)
     expect(graph.locator(".node.focus.s-completed")).to_have_count(1)
     expect(graph.locator(".node.s-failed")).to_have_count(1)
     tab.shoot("job", screenshots)
@@ -402,7 +401,7 @@ def test_every_page_shows_the_store(
     row = tab.tab.locator(f'tr[data-schedule="{schedule}"]')
     assert fires[0].note in row.inner_text()
     assert f"{fires[0].at:%Y-%m-%d %H:%M:%S}" in row.inner_text()
-    tab.shoot("schedules", screenshots)
+    tab.shoot("schedules-dst", screenshots)
 
     # Limits: what the cluster allows and uses.
     tab.open("/limits")

@@ -460,6 +460,7 @@ def as_written_before_the_kept_counts(url: str) -> None:
         for name in ("inserted", "updated", "deleted"):
             conn.execute(f'DROP FUNCTION "{schema}".count_{name}_jobs() CASCADE')
         conn.execute(f'DROP INDEX "{schema}".jobs_seq')
+        conn.execute(f'DROP INDEX "{schema}".jobs_schedule')
         conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 8')
 
 

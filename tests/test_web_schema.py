@@ -20,6 +20,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
+from schemathesis.checks import positive_data_acceptance
 
 from jobsched import BlockingClient, Submission
 from web_support import BEARER, TOKEN, Echo, plugins
@@ -28,6 +29,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 #: Generated cases per operation and phase (the coverage phase adds its own).
 MAX_EXAMPLES = 25
+#: Operations whose body a JSON schema cannot fully state (a registered job
+#: type, arguments fitting its fields, the cron grammar, an IANA zone): a
+#: schema-valid body may be refused with 400 naming the field. Every other
+#: check still applies (declared status, content type and body; no 500).
+SEMANTIC = {"/api/schedules", "/api/schedules/{schedule_id}/edit"}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +88,8 @@ def fuzz(operations: list[Any], headers: dict[str, str]) -> list[str]:
                 phases=[Phase.explicit, Phase.generate],
             )
             def check(case: Any) -> None:
-                case.call_and_validate(headers=headers)
+                excluded = [positive_data_acceptance] if case.operation.path in SEMANTIC else []
+                case.call_and_validate(headers=headers, excluded_checks=excluded)
 
             try:
                 check()

@@ -1,10 +1,12 @@
-"""What the dashboard's pages draw: the chart, the dependency graph, the next
-fires of a schedule with their daylight-saving marks, and the formatting."""
+"""What the dashboard's pages draw: the chart, the workflow graph, the next
+fires of a schedule with their daylight-saving marks, the cron expressions in
+plain English, and the formatting."""
 
 from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import attrs
 import pytest
 
 from jobsched import PluginManager
-from jobsched.web import _views
+from jobsched.web import _views, _workflow
 from jobsched_plugins.cron_trigger import preview
 
 STATIC = Path(_views.__file__).parent / "static"
@@ -82,62 +84,112 @@ def test_an_idle_hour_draws_no_bar() -> None:
     assert all(b.completed_h == 0 and b.failed_h == 0 for b in chart.bars)
 
 
-# ── dependency graph ───────────────────────────────────────────────────
-def test_the_graph_puts_dependencies_left_and_dependents_right() -> None:
-    jobs = {
-        "a": Job(job_id="a", name="extract"),
-        "b": Job(job_id="b", name="transform", depends_on=("a", "gone"), submitted_at=1),
-        "c": Job(job_id="c", status="failed", depends_on=("b",), submitted_at=2),
-        "d": Job(job_id="d", status="pending", depends_on=("c",), submitted_at=3),
-        "e": Job(job_id="e", status="pending", depends_on=("d",), submitted_at=4),
-    }
-    graph = _views.dependency_graph(jobs["b"], jobs)
+# ── workflow graph ─────────────────────────────────────────────────────
+def workflow(jobs: dict[str, Job | None], focus: str, more: int = 0) -> _workflow.Workflow:
+    """`jobs` as `read_workflow` returns them: edges from each one's depends_on."""
+    edges = frozenset(
+        (up, job_id)
+        for job_id, job in jobs.items()
+        if job is not None
+        for up in job.depends_on
+        if up in jobs
+    )
+    return _workflow.Workflow(focus=focus, jobs=dict(jobs), edges=edges, more=more)
+
+
+def test_layers_put_each_job_one_right_of_its_furthest_dependency() -> None:
+    # a -> b -> d, a -> d (a shortcut), c alone: d is on layer 2, not 1.
+    edges = {("a", "b"), ("b", "d"), ("a", "d")}
+    assert _workflow.layers(["a", "b", "c", "d"], edges) == {"a": 0, "b": 1, "c": 0, "d": 2}
+    # An edge to a job not drawn counts for nothing; a cycle (never stored) ends.
+    assert _workflow.layers(["x", "y"], {("gone", "x"), ("x", "y")}) == {"x": 0, "y": 1}
+    cycle = _workflow.layers(["p", "q", "r"], {("p", "q"), ("q", "p"), ("q", "r")})
+    assert set(cycle) == {"p", "q", "r"}
+
+
+def test_a_chord_is_three_layers_with_every_member_status_and_link() -> None:
+    # extract -> (three parallel parts) -> report: a chain into a group into a chord.
+    jobs: dict[str, Job | None] = {"x": Job(job_id="x", name="extract")}
+    for n, status in enumerate(("completed", "failed", "running")):
+        jobs[f"p{n}"] = Job(job_id=f"p{n}", status=status, depends_on=("x",), submitted_at=n + 1)
+    jobs["r"] = Job(job_id="r", status="pending", name="report", depends_on=("p0", "p1", "p2"))
+    jobs["gone"] = None  # a member no longer stored
+    jobs["x"] = Job(job_id="x", name="extract", depends_on=("gone",))
+    graph = _workflow.workflow_graph(workflow(jobs, focus="p1", more=4))
     nodes = {n.job_id: n for n in graph.nodes}
-    # Two levels each way: e (three after b) is left out.
-    assert set(nodes) == {"a", "gone", "b", "c", "d"}
-    assert nodes["a"].x == nodes["gone"].x < nodes["b"].x < nodes["c"].x < nodes["d"].x
-    assert nodes["b"].focus and not nodes["a"].focus
-    assert (nodes["c"].status, nodes["c"].title, nodes["c"].link) == ("failed", "email", True)
-    # A dependency no longer stored: a grey node without a link.
+    assert nodes["gone"].x < nodes["x"].x < nodes["p0"].x == nodes["p1"].x == nodes["p2"].x
+    assert nodes["p2"].x < nodes["r"].x
+    # A column in submit order (all under one dependency), centred on the tallest.
+    assert nodes["p0"].y < nodes["p1"].y < nodes["p2"].y
+    assert nodes["x"].y == nodes["p1"].y == nodes["r"].y
+    assert [nodes[k].status for k in ("p0", "p1", "p2", "r")] == [
+        "completed",
+        "failed",
+        "running",
+        "pending",
+    ]
+    assert nodes["p1"].focus and sum(n.focus for n in graph.nodes) == 1
     assert (nodes["gone"].title, nodes["gone"].link) == ("(not stored)", False)
-    assert len(graph.edges) == 4  # a->b, gone->b, b->c, c->d
-    assert graph.width >= nodes["d"].x + graph.node_w
+    assert all(n.link for k, n in nodes.items() if k != "gone")
+    assert len(graph.edges) == 7  # gone->x, x->p0..2, p0..2->r
+    assert graph.more == 4
+    assert graph.width >= nodes["r"].x + graph.node_w
     assert graph.height >= max(n.y for n in graph.nodes) + graph.node_h
 
 
-def test_a_crowded_column_is_summed_up() -> None:
-    focus = Job(job_id="f")
-    jobs: dict[str, Job] = {"f": focus}
-    for i in range(12):
-        jobs[f"k{i:02d}"] = Job(job_id=f"k{i:02d}", depends_on=("f",), submitted_at=1 + i)
-    graph = _views.dependency_graph(focus, jobs)
-    column = [n for n in graph.nodes if not n.focus]
-    assert len(column) == _views.MAX_PER_COLUMN + 1
-    assert column[-1].title == f"and {12 - _views.MAX_PER_COLUMN} more"
-    assert not column[-1].link
-    assert len(graph.edges) == _views.MAX_PER_COLUMN
-
-
-def test_dependents_given_by_id_are_drawn_in_their_order_and_counted() -> None:
-    focus = Job(job_id="f")
-    ids = [f"k{i:02d}" for i in range(12)]
-    # Records only for the ones a column shows (the page reads no more), and
-    # submitted_at against the given order: the given order wins.
-    jobs: dict[str, Job] = {"f": focus}
-    for n, job_id in enumerate(ids[: _views.MAX_PER_COLUMN]):
-        jobs[job_id] = Job(job_id=job_id, depends_on=("f",), submitted_at=100 - n)
-    graph = _views.dependency_graph(focus, jobs, dependents=ids, depth=1)
-    column = [n for n in graph.nodes if not n.focus]
-    assert [n.job_id for n in column[:-1]] == ids[: _views.MAX_PER_COLUMN]
-    assert all(n.link for n in column[:-1])
-    assert (column[-1].title, column[-1].link) == ("and 4 more", False)
-    assert len(graph.edges) == _views.MAX_PER_COLUMN
+def test_a_column_follows_its_dependencies_rows() -> None:
+    # Two chains side by side: the second column keeps each job beside its parent.
+    jobs: dict[str, Job | None] = {
+        "a": Job(job_id="a", submitted_at=1),
+        "b": Job(job_id="b", submitted_at=2),
+        "a2": Job(job_id="a2", depends_on=("a",), submitted_at=4),
+        "b2": Job(job_id="b2", depends_on=("b",), submitted_at=3),
+    }
+    nodes = {n.job_id: n for n in _workflow.workflow_graph(workflow(jobs, "a")).nodes}
+    assert nodes["a"].y < nodes["b"].y
+    assert nodes["a2"].y == nodes["a"].y and nodes["b2"].y == nodes["b"].y
 
 
 def test_a_job_alone_is_one_node() -> None:
-    focus = Job(job_id="solo")
-    graph = _views.dependency_graph(focus, {"solo": focus})
+    graph = _workflow.workflow_graph(workflow({"solo": Job(job_id="solo")}, "solo"))
     assert [n.job_id for n in graph.nodes] == ["solo"] and graph.edges == []
+
+
+# ── cron in plain English ──────────────────────────────────────────────
+@pytest.mark.parametrize(
+    ("expression", "text"),
+    [
+        ("0 2 * * 1", "At 02:00 AM, only on Monday"),
+        ("*/5 * * * *", "Every 5 minutes"),
+        ("0 9 * * 1-5", "At 09:00 AM, Monday through Friday"),
+        ("30 6 1 * *", "At 06:30 AM, on day 1 of the month"),
+    ],
+)
+def test_a_cron_expression_is_described_in_plain_english(expression: str, text: str) -> None:
+    assert _views.describe_cron(expression) == text
+
+
+@pytest.mark.parametrize("expression", ["@daily", "not cron", ""])
+def test_what_the_describer_cannot_say_shows_as_the_expression(expression: str) -> None:
+    assert _views.describe_cron(expression) == expression
+
+
+def test_without_the_library_the_expression_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cron_descriptor", None)  # import fails
+    assert _views.describe_cron("0 2 * * 1") == "0 2 * * 1"
+
+
+def test_the_edit_form_starts_with_the_schedules_rule_and_arguments() -> None:
+    @attrs.frozen
+    class Info:
+        trigger: dict[str, Any]
+        args: dict[str, Any]
+
+    cron = _views.edit_values(Info({"cron": "0 2 * * 1", "tz": "Europe/Berlin"}, {"b": 1, "a": 2}))
+    assert (cron.kind, cron.cron, cron.tz, cron.every) == ("cron", "0 2 * * 1", "Europe/Berlin", "")
+    assert cron.args == '{\n  "a": 2,\n  "b": 1\n}'
+    every = _views.edit_values(Info({"interval": 3600.0, "origin": 5.0}, {}))
+    assert (every.kind, every.every, every.tz, every.args) == ("interval", "3600", "UTC", "{}")
 
 
 # ── schedules ──────────────────────────────────────────────────────────

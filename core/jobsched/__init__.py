@@ -73,6 +73,7 @@ from ._progress import (
     progress_sender,
 )
 from ._records import (
+    MAX_SCHEDULE_RUNS,
     WORKER_STATES,
     Attempt,
     JobInfo,
@@ -108,6 +109,7 @@ from ._task import Task, TaskCall, TaskJob, task
 from ._trigger_rules import TRIGGER_RULES
 from ._version import __version__ as __version__
 from ._workflow import Chain, Chord, Group, Workflow, chain, chord, group, result_of
+from .backends.schedules import OVERDUE_AFTER
 from .store import (
     StoreError,
 )
@@ -127,8 +129,10 @@ __all__ = [
     "MAX_NESTING",
     "MAX_QUEUE_LENGTH",
     "MAX_RETRIES",
+    "MAX_SCHEDULE_RUNS",
     "MAX_WORKERS",
     "MIN_INTERVAL",
+    "OVERDUE_AFTER",
     "PROGRESS_INTERVAL",
     "TRIGGER_RULES",
     "WORKER_STATES",

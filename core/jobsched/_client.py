@@ -49,6 +49,7 @@ from ._options import (
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._records import (
+    MAX_SCHEDULE_RUNS,
     RETRYABLE,
     THROUGHPUT_MINUTES,
     JobInfo,
@@ -57,6 +58,7 @@ from ._records import (
     ScheduleInfo,
     Stats,
     WorkerRecord,
+    check_count,
     check_page_query,
     check_purge,
     check_requeue,
@@ -73,6 +75,7 @@ from ._workflow import Workflow
 from .backends.schedules import (
     ended,
     next_fire,
+    replacement_row,
     schedule_row,
     serve,
     triggered_job,
@@ -609,6 +612,16 @@ class Client:
             raise UnknownJobError(f"unknown job {job_id!r} in {self.store.url}")
         return found
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one store read: each of `job_ids`
+        that exists, mapped to the ids of its dependents in submit order (an
+        unknown id is left out, not an error). The dashboard walks a whole
+        workflow with it, one read per step of the walk."""
+        self._check_open()
+        ids = [check_job_id(job_id) for job_id in id_list(job_ids, "dependents_of")]
+        found: dict[str, list[str]] = await self.store.dependents_of(ids)
+        return found
+
     async def jobs(
         self,
         *,
@@ -616,14 +629,22 @@ class Client:
         type: str | None = None,
         schedule: str | None = None,
         limit: int | None = None,
+        ids: Iterable[str] | None = None,
     ) -> list[JobInfo]:
         """Stored jobs in submit order, optionally only those in `status` (one or
-        several), of job type `type` or fired by `schedule`; at most `limit`."""
+        several), of job type `type`, fired by `schedule` or with one of the
+        `ids` (one store query for all of them; an unknown id is left out);
+        at most `limit`."""
         self._check_open()
         wanted = wanted_statuses(status)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an integer, got {limit!r}")
-        if schedule is not None:
+        if ids is not None:
+            wanted_ids = dict.fromkeys(check_job_id(i) for i in id_list(ids, "ids"))
+            rows = await self.store.jobs(list(wanted_ids))
+            if schedule is not None:
+                rows = [row for row in rows if row.schedule_id == schedule]
+        elif schedule is not None:
             rows = await self.store.schedule_jobs(schedule)
         else:
             rows = await self.store.jobs()
@@ -750,7 +771,12 @@ class Client:
             now=now,
             offset=now - time.monotonic(),
         )
-        stored = await self.store.add_schedule(row)
+        await self._store_schedule(row)
+        return row.schedule_id
+
+    async def _store_schedule(self, row: SharedScheduleRow) -> SharedScheduleRow:
+        """Store the schedule `row` and serve it while this client is open."""
+        stored: SharedScheduleRow = await self.store.add_schedule(row)
         self._spawn(
             serve(
                 self.store,
@@ -763,7 +789,66 @@ class Client:
             ),
             f"jobsched-schedule-{row.schedule_id}",
         )
+        return stored
+
+    async def update_schedule(
+        self,
+        schedule_id: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Change a schedule's job arguments (`args`) or its rule (`every`
+        seconds, or a `trigger` mapping such as ``{"cron": "0 2 * * *", "tz":
+        "Europe/Berlin"}``); returns the schedule's id, a new one when
+        anything changed.
+
+        A schedule's id names its job and rule (``sched-<hash>``, as
+        `add_schedule` makes it), so an edit is the edited schedule added
+        (kept paused if the old one was) and then the old one cancelled: a
+        crash in between leaves both, never neither. The job's type and
+        other options, ``times``, ``key`` and ``allow_overlap`` are kept; an
+        interval fires first one period from now, a trigger at its next fire.
+        The job type must be installed here (the arguments are checked
+        against its fields: `JobSpecError`); an ended schedule cannot be
+        edited (`ValueError`). `UnknownScheduleError` if unknown.
+        """
+        self._check_open()
+        old = await self._schedule(schedule_id)
+        if ended(old):
+            raise ValueError(
+                f"schedule {schedule_id} has ended (cancelled, or its last period fired): "
+                "add a new schedule instead"
+            )
+        now = time.time()
+        row = replacement_row(
+            self.codec,
+            old,
+            args=args,
+            every=every,
+            trigger=trigger,
+            now=now,
+            offset=now - time.monotonic(),
+        )
+        if row.schedule_id == schedule_id:
+            return schedule_id  # the same job and rule: nothing to change
+        stored = await self._store_schedule(row)
+        if old.paused and not stored.paused:
+            await self.store.set_schedule_paused(row.schedule_id, True)
+        await self.store.deactivate_schedule(schedule_id)
         return row.schedule_id
+
+    async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
+        """The last `limit` jobs the schedule fired (1 to `MAX_SCHEDULE_RUNS`),
+        newest first, in their status now; empty for an unknown schedule.
+
+        One indexed store query that reads `limit` rows, however many jobs
+        the schedule fired."""
+        self._check_open()
+        check_count("limit", limit, low=1, high=MAX_SCHEDULE_RUNS)
+        rows = await self.store.schedule_jobs(schedule_id, limit)
+        return [JobInfo.from_row(row) for row in reversed(rows)]
 
     async def cancel_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule for every process; False if it had already ended."""

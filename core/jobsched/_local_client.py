@@ -18,20 +18,32 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from ._codec import JobCodec
 from ._errors import (
     SchedulerError,
     UnknownJobError,
+    UnknownScheduleError,
 )
 from ._job import FunctionJob, Job, callable_name, job_group
 from ._limits import job_type_of
 from ._operator import OperatorAPI
-from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_batch, id_list
+from ._options import (
+    DEFAULT_QUEUE,
+    NOT_GIVEN,
+    NotGiven,
+    check_job_id,
+    check_queue,
+    id_batch,
+    id_list,
+)
 from ._records import (
+    MAX_SCHEDULE_RUNS,
     RETRYABLE,
     THROUGHPUT_MINUTES,
     Attempt,
@@ -45,6 +57,7 @@ from ._records import (
     ThroughputBucket,
     WorkerInfo,
     WorkerRecord,
+    check_count,
     check_page_query,
     check_purge,
     check_requeue,
@@ -79,7 +92,8 @@ class LocalClient:
 
     `submit` and `submit_many` take what `Client`'s take (`Submission`s,
     workflows, every option, checked the same way), and plain functions too.
-    Not here: `add_schedule` and `wait_schedule` (see docs/client.md).
+    `add_schedule` schedules in the scheduler (no `times`: nothing stores
+    it); not here: `wait_schedule` (see docs/client.md).
 
     What the scheduler remembers is what a `LocalClient` sees: unfinished
     jobs and the last `history_limit` finished ones (with the SQLite store
@@ -220,20 +234,39 @@ class LocalClient:
         self._job(job_id)
         return list(self.scheduler.dependents(job_id))
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs at once, among those the scheduler
+        remembers; an unknown id is left out."""
+        table = self.scheduler.kernel.table
+        return {
+            job_id: list(self.scheduler.dependents(job_id))
+            for job_id in (check_job_id(i) for i in id_list(job_ids, "dependents_of"))
+            if table.find(job_id) is not None
+        }
+
     async def jobs(
         self,
         *,
         status: JobStatus | str | Iterable[JobStatus | str] | None = None,
         type: str | None = None,
         limit: int | None = None,
+        ids: Iterable[str] | None = None,
     ) -> list[JobInfo]:
         """The jobs the scheduler knows in submit order, optionally only those in
-        `status` (one or several) or of job type `type`; at most `limit`."""
+        `status` (one or several), of job type `type` or with one of the
+        `ids` (an unknown id is left out); at most `limit`."""
         wanted = wanted_statuses(status)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an integer, got {limit!r}")
+        candidates: Iterable[Job]
+        if ids is not None:
+            table = self.scheduler.kernel.table
+            known = (table.find(check_job_id(i)) for i in dict.fromkeys(id_list(ids, "ids")))
+            candidates = [job for job in known if job is not None]
+        else:
+            candidates = self.scheduler.jobs()
         found: list[JobInfo] = []
-        for job in sorted(self.scheduler.jobs(), key=_seq):
+        for job in sorted(candidates, key=_seq):
             if limit is not None and len(found) >= limit:
                 break
             if wanted is not None and job.status.value not in wanted:
@@ -506,6 +539,120 @@ class LocalClient:
         """The scheduler's recurring schedules (running or paused), by id."""
         return [self._schedule_info(s) for s in self.scheduler.recurring()]
 
+    async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
+        """The last `limit` jobs the schedule fired, newest first, among the
+        jobs the scheduler remembers (a schedule keeps its last
+        `RECENT_RUNS` ids); empty for an unknown schedule."""
+        check_count("limit", limit, low=1, high=MAX_SCHEDULE_RUNS)
+        for sched in self.scheduler.recurring():
+            if sched.schedule_id == schedule_id:
+                table = self.scheduler.kernel.table
+                jobs = (table.find(job_id) for job_id in reversed(sched.recent))
+                return [self._info(job) for job in jobs if job is not None][:limit]
+        return []
+
+    async def add_schedule(
+        self,
+        job: Job,
+        *,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+        times: int | None = None,
+        key: str | None = None,
+    ) -> str:
+        """Schedule `job` in the scheduler (`JobScheduler.schedule_recurring`)
+        every `every` seconds (first after `start_in`) or whenever `trigger`
+        (a mapping such as ``{"cron": "0 2 * * *", "tz": "Europe/Berlin"}``)
+        fires; returns its id (``sched-N``).
+
+        Each fire submits a new job built from `job`'s description (its
+        registered type, JSON arguments and options), so `job` must be data
+        (`JobSpecError` otherwise). The schedule lives as long as the
+        scheduler: `times` needs a store that keeps schedules (`TypeError`).
+        """
+        if (every is None) == (trigger is None):
+            raise TypeError(
+                "a schedule takes an interval (every=) or a trigger=: exactly one of them"
+            )
+        if times is not None:
+            raise TypeError(
+                "times= needs a stored schedule (Client.add_schedule on a shared store); "
+                "an in-process schedule runs until cancel_schedule"
+            )
+        if trigger is not None and not isinstance(trigger, Mapping):
+            raise TypeError(f"trigger must be a mapping such as {{'cron': ...}}, got {trigger!r}")
+        type_name, args, options = self.codec.describe_data(job, self._offset)
+        factory = ScheduledJob(
+            codec=self.codec,
+            type=type_name,
+            args=args,
+            options=options,
+            rule={"interval": every} if trigger is None else dict(trigger),
+            offset=self._offset,
+        )
+        return self.scheduler.schedule_recurring(
+            factory,
+            every,
+            start_in=start_in,
+            allow_overlap=allow_overlap,
+            trigger=None if trigger is None else dict(trigger),
+            key=key,
+        )
+
+    async def update_schedule(
+        self,
+        schedule_id: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Replace a schedule `add_schedule` made with one of new job `args`
+        and/or a new rule (`every` or `trigger`; neither: the same); returns
+        the new schedule's id. The old one is cancelled after the new one is
+        added (paused if the old one was); an interval fires first one period
+        from now. A schedule made in code (``schedule_recurring`` of a
+        factory) is changed in that code: `ValueError` here;
+        `UnknownScheduleError` if unknown."""
+        sched = next((s for s in self.scheduler.recurring() if s.schedule_id == schedule_id), None)
+        if sched is None or not sched.active:
+            raise UnknownScheduleError(f"unknown recurring schedule {schedule_id!r}")
+        made = sched.factory
+        if not isinstance(made, ScheduledJob):
+            raise ValueError(
+                f"schedule {schedule_id} was made in code (schedule_recurring of "
+                f"{callable_name(made)}): change it there"
+            )
+        if every is not None and trigger is not None:
+            raise TypeError("a schedule takes an interval (every=) or a trigger=, not both")
+        if every is None and trigger is None:
+            if "interval" in made.rule:
+                every = made.rule["interval"]
+            else:
+                trigger = made.rule
+        job = self.codec.build(
+            made.type,
+            made.args if args is None else args,
+            made.options,
+            self._offset,
+            f"schedule {schedule_id}",
+        )
+        if every is not None:
+            IntervalTrigger(every)  # its own message before start_in's
+        new_id = await self.add_schedule(
+            job,
+            every=every,
+            trigger=trigger,
+            start_in=0.0 if every is None else float(every),
+            allow_overlap=sched.allow_overlap,
+        )
+        if sched.paused:
+            self.scheduler.pause_schedule(new_id)
+        self.scheduler.cancel_recurring(schedule_id)
+        return new_id
+
     async def cancel_schedule(self, schedule_id: str) -> bool:
         """Stop a recurring schedule (`JobScheduler.cancel_recurring`); False if
         it had already ended or is unknown."""
@@ -713,8 +860,11 @@ class LocalClient:
 
     def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
         trigger = sched.trigger
+        made = sched.factory if isinstance(sched.factory, ScheduledJob) else None
         spec: dict[str, Any]
-        if isinstance(trigger, IntervalTrigger):
+        if made is not None:
+            spec = dict(made.rule)
+        elif isinstance(trigger, IntervalTrigger):
             spec = {"interval": trigger.seconds}
         else:
             spec = {"trigger": repr(trigger)}
@@ -723,7 +873,9 @@ class LocalClient:
         if sched.active and fire is not None:
             next_run = fire if sched.wall_clock else fire + self._offset
         last = self.scheduler.kernel.table.find(sched.last_job_id) if sched.last_job_id else None
-        if last is not None:
+        if made is not None:
+            type_name = made.type
+        elif last is not None:
             type_name = self._describe(last, 0.0)[0]
         else:
             type_name = callable_name(sched.factory)
@@ -738,7 +890,31 @@ class LocalClient:
             fired=sched.fired,
             skipped=sched.skipped,
             last_job_id=sched.last_job_id,
+            args={} if made is None else made.args,
+            queue=DEFAULT_QUEUE if made is None else made.options.get("queue", DEFAULT_QUEUE),
         )
+
+
+@attrs.frozen(kw_only=True)
+class ScheduledJob:
+    """The factory of a schedule `LocalClient.add_schedule` made: each call
+    builds a new job from the description (a registered type, JSON
+    arguments, options), which `update_schedule` and the schedules' records
+    read back. `rule` is the trigger as given (``{"interval": 60}``,
+    ``{"cron": ..., "tz": ...}``)."""
+
+    codec: JobCodec
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    rule: dict[str, Any]
+    offset: float
+
+    def __call__(self) -> Job:
+        return self.codec.build(self.type, self.args, self.options, self.offset, self.type)
+
+    def __repr__(self) -> str:
+        return f"ScheduledJob({self.type})"
 
 
 def _seq(job: Job) -> int:

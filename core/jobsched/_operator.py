@@ -9,7 +9,7 @@ what they add.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -93,15 +93,22 @@ class OperatorAPI(Protocol):
         """The ids of the jobs submitted to depend on this one, in submit order."""
         ...
 
+    async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs at once: each of `job_ids` that exists,
+        mapped to its dependents' ids in submit order (an unknown id is left out)."""
+        ...
+
     async def jobs(
         self,
         *,
         status: Statuses | None = None,
         type: str | None = None,
         limit: int | None = None,
+        ids: Iterable[str] | None = None,
     ) -> list[JobInfo]:
-        """Jobs in submit order, optionally in `status` or of job type `type`;
-        at most `limit`."""
+        """Jobs in submit order, optionally in `status`, of job type `type` or
+        with one of the `ids` (read at once: an unknown id is left out); at
+        most `limit`."""
         ...
 
     async def cancel(self, job_id: str) -> bool:
@@ -189,6 +196,40 @@ class OperatorAPI(Protocol):
 
     async def schedules(self) -> list[ScheduleInfo]:
         """The recurring schedules, by id."""
+        ...
+
+    async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
+        """The last `limit` jobs the schedule fired, newest first (empty for
+        an unknown schedule); `limit` is 1 to `MAX_SCHEDULE_RUNS`."""
+        ...
+
+    async def add_schedule(
+        self,
+        job: Job,
+        *,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        start_in: float = 0.0,
+        allow_overlap: bool = False,
+        times: int | None = None,
+        key: str | None = None,
+    ) -> str:
+        """A recurring schedule submitting `job` every `every` seconds or
+        whenever `trigger` (a mapping: ``{"cron": "0 2 * * *", "tz": ...}``)
+        fires; returns its id (`Client.add_schedule` documents the options)."""
+        ...
+
+    async def update_schedule(
+        self,
+        schedule_id: str,
+        *,
+        args: Mapping[str, Any] | None = None,
+        every: float | None = None,
+        trigger: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Give a schedule new job arguments or a new rule (interval or
+        trigger); returns its id, a new one when anything changed (the edited
+        schedule replaces the old: `Client.update_schedule`)."""
         ...
 
     async def cancel_schedule(self, schedule_id: str) -> bool:

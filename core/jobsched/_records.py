@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ._errors import JobFailedError
-from ._options import to_priority
+from ._options import DEFAULT_QUEUE, to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
 from .store import (
@@ -156,7 +156,7 @@ class JobInfo:
     build_refusals: int = 0
     last_refusal: str | None = None
     #: The queue it waits in (docs/queues.md).
-    queue: str = "default"
+    queue: str = DEFAULT_QUEUE
     #: The group it was submitted with (a tenant: docs/limits.md), None if none.
     group: str | None = None
 
@@ -406,6 +406,10 @@ class QueueInfo:
         )
 
 
+#: The most jobs `OperatorAPI.schedule_runs` returns for one schedule.
+MAX_SCHEDULE_RUNS = 100
+
+
 @attrs.frozen(kw_only=True)
 class ScheduleInfo:
     """A recurring schedule as the store holds it (`Client.schedules`)."""
@@ -426,11 +430,16 @@ class ScheduleInfo:
     fired: int
     skipped: int
     last_job_id: str | None
-    #: Its next fire is more than 10 seconds in the past and it has not fired
-    #: (`jobsched.backends.schedules.OVERDUE_AFTER`): no process serves it (no
+    #: Its next fire is more than `OVERDUE_AFTER` (10) seconds in the past and
+    #: it has not fired: no process serves it (no
     #: worker runs, or none has its job type installed). Never for a paused or
     #: ended schedule.
     overdue: bool = False
+    #: The fired job's JSON arguments (empty when the schedule's job is not
+    #: data: an in-process schedule of a plain function).
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The fired job's queue.
+    queue: str = DEFAULT_QUEUE
 
     @classmethod
     def from_row(cls, row: SharedScheduleRow, now: float | None = None) -> ScheduleInfo:
@@ -448,6 +457,8 @@ class ScheduleInfo:
             skipped=row.skipped,
             last_job_id=row.last_job_id,
             overdue=overdue(row, time.time() if now is None else now),
+            args=row.args,
+            queue=row.options.get("queue", DEFAULT_QUEUE),
         )
 
 

@@ -8,6 +8,7 @@ arms one timer per schedule; this module decides what happens when it rings.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import random
@@ -31,6 +32,10 @@ _schedule_ids = itertools.count(1)
 EPSILON = 1e-6
 #: At most this many missed fires are collected in one wake-up (see ``coalesce``).
 MAX_CATCH_UP = 1000
+
+#: The ids of a schedule's last fired jobs it keeps (`RecurringSchedule.recent`,
+#: the dashboard's "last runs" of an in-process schedule).
+RECENT_RUNS = 20
 
 #: The shortest interval: a finer one would only spin the loop.
 MIN_INTERVAL = 0.001
@@ -200,6 +205,8 @@ class RecurringSchedule:
         #: Paused by an operator (`JobScheduler.pause_schedule`): armed for no fire.
         self.paused = False
         self.last_job_id: str | None = None
+        #: The ids of its last `RECENT_RUNS` fired jobs, oldest first (`fired_job`).
+        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_RUNS)
         self.fired = 0  # runs submitted
         self.skipped = 0  # fires skipped by the overlap guard
         self.coalesced = 0  # missed fires folded into another run
@@ -210,6 +217,12 @@ class RecurringSchedule:
         #: Misfires not yet reported to plugins, (fire time, lateness, fires):
         #: the scheduler drains this.
         self.pending_misfires: list[tuple[float, float, int]] = []
+
+    def fired_job(self, job_id: str) -> None:
+        """Count a run of the schedule: `job_id` is its job."""
+        self.fired += 1
+        self.last_job_id = job_id
+        self.recent.append(job_id)
 
     @property
     def interval(self) -> float | None:

@@ -847,6 +847,8 @@ def restore(kernel: KernelPort, journal: Journal, snapshot: Snapshot) -> None:
         )
         sched.schedule_id = srow.schedule_id
         sched.last_job_id = srow.last_job_id
+        if srow.last_job_id is not None:
+            sched.recent.append(srow.last_job_id)
         sched.fired = srow.fired
         sched.skipped = srow.skipped
         # The kernel arms only unpaused schedules at start; `resume_schedule`

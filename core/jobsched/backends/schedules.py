@@ -5,7 +5,8 @@ A worker's ``JobScheduler.schedule_recurring`` (through `SharedBackend`) and
 ONE schedule wherever they are registered:
 
 * `schedule_row` checks the trigger, computes the first fire and the id, and
-  returns the `SharedScheduleRow` to store;
+  returns the `SharedScheduleRow` to store; `replacement_row` is the row of
+  an edited schedule (its new job arguments or rule);
 * `schedule_id` derives the id from the job and the trigger (never from when
   or where the schedule was registered), spelled as stores already hold it;
 * `next_fire` steps a schedule along its grid: interval fire k is at
@@ -139,6 +140,59 @@ def schedule_row(
         trigger=spec,
         next_run=first,
         allow_overlap=allow_overlap,
+    )
+
+
+def replacement_row(
+    codec: JobCodec,
+    old: SharedScheduleRow,
+    *,
+    args: Mapping[str, Any] | None = None,
+    every: float | None = None,
+    trigger: Mapping[str, Any] | None = None,
+    now: float,
+    offset: float,
+) -> SharedScheduleRow:
+    """The row of `old` edited: its job with `args` (None: the same) and a new
+    rule, `every` seconds or `trigger` (neither: the same rule).
+
+    The rest of `old` is kept: its job type and options (name, queue,
+    priority, ...), ``times``, ``key`` and ``allow_overlap``. An interval's
+    first fire is one period from `now` (an edit is not a "run now"); a
+    trigger's is its next fire after `now`. The id is the one `schedule_row`
+    gives the edited job and rule, so adding that schedule again in code
+    finds it (a changed schedule has a new id). The job is built from the
+    stored description: its type must be installed here, and `args` must
+    fit its fields (a `JobSpecError` naming the culprit otherwise).
+    """
+    if every is not None and trigger is not None:
+        raise TypeError("a schedule takes an interval (every=) or a trigger=, not both")
+    if every is None and trigger is None:
+        rule = {k: v for k, v in old.trigger.items() if k not in SCHEDULE_KEYS}
+        if "interval" in rule:
+            every = rule["interval"]
+        else:
+            trigger = rule
+    if every is not None:
+        IntervalTrigger(every)  # its own message before start_in's
+    job = codec.build(
+        old.type,
+        old.args if args is None else args,
+        old.options,
+        offset,
+        f"schedule {old.schedule_id}",
+    )
+    return schedule_row(
+        codec,
+        job,
+        every=every,
+        trigger=trigger,
+        start_in=0.0 if every is None else float(every),
+        times=old.trigger.get("times"),
+        key=old.trigger.get("key"),
+        allow_overlap=old.allow_overlap,
+        now=now,
+        offset=offset,
     )
 
 

@@ -210,8 +210,7 @@ class Timers:
         job_id = self._submit(
             sched.factory(), key=None if key is None else f"{key}#{sched.fired + 1}"
         )
-        sched.fired += 1
-        sched.last_job_id = job_id
+        sched.fired_job(job_id)
         self._hooks.schedule_fired(sched, job_id)
         self._hooks.schedule_changed(sched)
         return job_id
@@ -256,7 +255,7 @@ class Timers:
         for _ in fires:
             try:
                 delay = sched.jitter_delay(self._rng)
-                sched.last_job_id = self._submit(
+                job_id = self._submit(
                     sched.factory(),
                     delay=delay,
                     key=None if key is None else f"{key}#{sched.fired + 1}",
@@ -264,5 +263,5 @@ class Timers:
             except Exception:  # a broken factory must not stop the schedule
                 logger.exception("recurring schedule failed to fire", schedule_id=sched.schedule_id)
                 continue
-            sched.fired += 1
-            self._hooks.schedule_fired(sched, sched.last_job_id)
+            sched.fired_job(job_id)
+            self._hooks.schedule_fired(sched, job_id)

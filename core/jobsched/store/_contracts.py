@@ -357,6 +357,14 @@ class LookupRole(StoreBase, Protocol):
         """
         ...
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read: each of `job_ids` that
+        exists, mapped to the ids of its dependents in ``seq`` order (an
+        unknown id is left out). The dashboard walks a workflow with it, one
+        read per step of the walk instead of one per job.
+        """
+        ...
+
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` exist and are not terminal yet."""
         ...
@@ -542,8 +550,14 @@ class ScheduleRole(StoreBase, Protocol):
         """Stop a schedule for every process; False if unknown or already stopped."""
         ...
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule)."""
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in ``seq`` order (empty for an unknown schedule).
+
+        With `limit`, only the last `limit` of them (the newest, still in
+        ``seq`` order), read through an index on ``(schedule_id, seq)``: the
+        dashboard's "last runs" of a schedule that fired a million times
+        costs `limit` rows, not a million.
+        """
         ...
 
     async def schedules(self) -> list[SharedScheduleRow]:
@@ -707,7 +721,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "set_progress",
         "expire_results",
     ),
-    "lookup": ("get", "jobs", "dependents", "unfinished", "wait_finished"),
+    "lookup": ("get", "jobs", "dependents", "dependents_of", "unfinished", "wait_finished"),
     "inspect": ("page", "counts", "schedules", "stats", "queue_stats", "wait_changed"),
     "operate": (
         "retry",

@@ -12,8 +12,10 @@ Records keep the field names of their Python classes (`jobsched.JobInfo`,
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -39,6 +41,7 @@ from ._health import StoreUnavailable
 from ._http import shown
 from ._json import to_json
 from ._params import MAX_OFFSET, BadRequest
+from ._schedule_form import FormErrors, check_create, check_edit
 from ._state import Dashboard, dashboard
 
 #: The most jobs one ``GET /api/jobs`` returns.
@@ -83,6 +86,8 @@ def _answer(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return error_response(503, str(exc), exc.headers)
         except ApiError as exc:
             return error_response(exc.status, exc.message)
+        except FormErrors as exc:
+            return _form_error(exc)
         except BadRequest as exc:
             return error_response(400, str(exc))
         except UnknownJobError:
@@ -185,8 +190,7 @@ async def job(request: Request, board: Dashboard) -> Any:
         _brief(found) if found is not None else _purged(job_id)
         for job_id, found in zip(info.depends_on, above, strict=True)
     ]
-    below, _ = await dependents(board.client, info)
-    detail["downstream"] = [_brief(found) for found in below]
+    detail["downstream"] = [_brief(found) for found in await dependents(board.client, info)]
     return detail
 
 
@@ -223,6 +227,65 @@ async def cancel(request: Request, board: Dashboard) -> Any:
 
 async def schedules(request: Request, board: Dashboard) -> Any:
     return {"schedules": to_json(await board.client.schedules())}
+
+
+async def _fields(request: Request) -> dict[str, Any]:
+    """The request's fields: a JSON object, or a urlencoded form (the page's)."""
+    body = await request.body()
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            data = json.loads(body or b"null")
+        except ValueError as exc:
+            raise ApiError(400, f"the body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "the body must be a JSON object of the schedule's fields")
+        return data
+    try:
+        form = parse_qs(body.decode("utf-8", "replace"), max_num_fields=20)
+    except ValueError:
+        raise ApiError(400, "the form has too many fields") from None
+    return {name: values[0] for name, values in form.items()}
+
+
+def _form_error(exc: FormErrors) -> JSONResponse:
+    """400 with every bad field: ``{"error": "args: ...; every: ...", "errors": {field: line}}``."""
+    return JSONResponse({"error": str(exc), "errors": exc.errors}, status_code=400)
+
+
+async def create_schedule(request: Request, board: Dashboard) -> Any:
+    """A new schedule of a registered job type, on a cron rule or an interval."""
+    new = check_create(await _fields(request), board.plugin_manager())
+    rule = new.rule
+    try:
+        schedule_id = await board.client.add_schedule(
+            new.job, every=rule.every, trigger=rule.trigger
+        )
+    except (ValueError, TypeError) as exc:
+        raise ApiError(400, str(exc)) from None
+    acted(request, 1)
+    return {"schedule_id": schedule_id}
+
+
+async def edit_schedule(request: Request, board: Dashboard) -> Any:
+    """New arguments or a new rule for a schedule; its id changes with them
+    (``Client.update_schedule``): the answer names the new one."""
+    schedule_id = request.path_params["schedule_id"]
+    fields = await _fields(request)
+    found = [s for s in await board.client.schedules() if s.schedule_id == schedule_id]
+    if not found:
+        raise UnknownScheduleError(schedule_id)
+    edit = check_edit(fields, found[0].type, found[0].queue, board.plugin_manager())
+    rule = edit.rule
+    try:
+        new_id = await board.client.update_schedule(
+            schedule_id,
+            args=edit.args,
+            every=None if rule is None else rule.every,
+            trigger=None if rule is None else rule.trigger,
+        )
+    except (ValueError, TypeError) as exc:  # an ended schedule, or one made in code
+        raise ApiError(409, str(exc)) from None
+    return {"schedule_id": new_id, "replaced": None if new_id == schedule_id else schedule_id}
 
 
 async def pause_schedule(request: Request, board: Dashboard) -> Any:
@@ -316,7 +379,9 @@ def api_routes() -> list[BaseRoute]:
         get("/api/stats", stats, "api_stats"),
         get("/api/workers", workers, "api_workers"),
         # Worker ids hold ':' and may hold '/' (``host:pid/2``): the whole path up to the verb.
-        post("/api/workers/{worker_id:path}/drain", drain_worker, "api_worker_drain", "worker.drain"),
+        post(
+            "/api/workers/{worker_id:path}/drain", drain_worker, "api_worker_drain", "worker.drain"
+        ),
         post("/api/workers/{worker_id:path}/stop", stop_worker, "api_worker_stop", "worker.stop"),
         get("/api/jobs", jobs, "api_jobs"),
         # Before the routes of one job: "bulk" is no job id (ids are job-N...).
@@ -328,6 +393,19 @@ def api_routes() -> list[BaseRoute]:
         post("/api/jobs/{job_id}/retry", retry, "api_job_retry", "job.retry"),
         post("/api/jobs/{job_id}/cancel", cancel, "api_job_cancel", "job.cancel"),
         get("/api/schedules", schedules, "api_schedules"),
+        post(
+            "/api/schedules",
+            create_schedule,
+            "api_schedule_create",
+            "schedule.create",
+            ids=lambda r: (),
+        ),
+        post(
+            "/api/schedules/{schedule_id}/edit",
+            edit_schedule,
+            "api_schedule_edit",
+            "schedule.edit",
+        ),
         post(
             "/api/schedules/{schedule_id}/pause",
             pause_schedule,

@@ -89,9 +89,11 @@ def create_app(
     `token` allows actions (retry, cancel, pause, ...) to requests that
     present it (``Authorization: Bearer TOKEN``, or the session cookie of
     ``POST /login``); without it the dashboard is read-only. `plugins` gives
-    the job types of the client `store_url` opens, the prometheus plugin of
-    ``/metrics`` and the triggers the schedules page previews (default: the
-    installed plugins). Mount it anywhere: ``Mount("/jobs", app=create_app(...))``.
+    the job types of the client `store_url` opens (and those the schedules
+    page offers to schedule), the prometheus plugin of ``/metrics`` and the
+    triggers the schedules page previews (default: the scheduler's plugins
+    for `scheduler`, else the installed plugins). Mount it anywhere:
+    ``Mount("/jobs", app=create_app(...))``.
 
     `allowed_hosts` are the hosts the app answers to (the ``Host`` header):
     names (``jobs.example.com``; ``*.example.com`` for every name under
@@ -130,6 +132,8 @@ def create_app(
     hosts = None if allowed_hosts is None else [check_host_pattern(h) for h in allowed_hosts]
     if scheduler is not None:
         client = LocalClient(scheduler)
+        if plugins is None:  # the job types it runs are the ones the pages offer
+            plugins = scheduler.plugins
     auth = Auth(token, session_ttl=session_ttl)
     board = Dashboard(
         client=client,

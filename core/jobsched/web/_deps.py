@@ -2,39 +2,25 @@
 
 Upstream is in the job itself (``JobInfo.depends_on``); downstream is
 ``client.dependents(job_id)``, one indexed store query however many jobs the
-store holds. Each neighbour shown is then read with ``get`` for its type,
-name and status.
+store holds. The neighbours are then read at once with ``client.jobs(ids=...)``
+for their type, name and status. (The job page draws the whole workflow:
+`jobsched.web._workflow`.)
 """
 
 from __future__ import annotations
 
-from jobsched import JobInfo, OperatorAPI, UnknownJobError
+from jobsched import JobInfo, OperatorAPI
 
 
-async def dependents(
-    client: OperatorAPI, job: JobInfo, limit: int | None = None
-) -> tuple[list[JobInfo], list[str]]:
-    """The jobs that depend on `job`: the first `limit` of them (None: all) as
-    `JobInfo` records in submit order, and the ids of all of them.
-
-    A dependent purged between the two reads is left out of the records.
-    """
+async def dependents(client: OperatorAPI, job: JobInfo) -> list[JobInfo]:
+    """The jobs that depend on `job`, in submit order; one purged since is left out."""
     ids = await client.dependents(job.job_id)
-    found = []
-    for job_id in ids if limit is None else ids[:limit]:
-        try:
-            found.append(await client.get(job_id))
-        except UnknownJobError:  # purged meanwhile
-            continue
-    return found, ids
+    return await client.jobs(ids=ids) if ids else []
 
 
 async def upstream(client: OperatorAPI, job: JobInfo) -> list[JobInfo | None]:
     """What `job` depends on, in its order: a `JobInfo` each, None for one purged since."""
-    found: list[JobInfo | None] = []
-    for job_id in job.depends_on:
-        try:
-            found.append(await client.get(job_id))
-        except UnknownJobError:
-            found.append(None)
-    return found
+    if not job.depends_on:
+        return []
+    found = {info.job_id: info for info in await client.jobs(ids=job.depends_on)}
+    return [found.get(job_id) for job_id in job.depends_on]

@@ -58,6 +58,19 @@ def _action(
     return {"post": op}
 
 
+def _with_body(path: dict[str, Any]) -> dict[str, Any]:
+    """`path`'s POST with a `ScheduleFields` body, a 400 naming each bad field."""
+    op = path["post"]
+    op["requestBody"] = {
+        "required": True,
+        "content": {"application/json": {"schema": _ref("ScheduleFields")}},
+    }
+    op["responses"]["400"] = _json(
+        {"anyOf": [_ref("FieldErrors"), _ref("Error")]}, "bad fields, one line each"
+    )
+    return path
+
+
 def _document() -> dict[str, Any]:
     statuses = [s.value for s in JobStatus]
     job = {
@@ -281,7 +294,33 @@ def _document() -> dict[str, Any]:
                     "type": "boolean",
                     "description": "its next fire is over 10 s past: no process fires it",
                 },
+                "args": {"type": "object", "description": "the fired job's arguments"},
+                "queue": {"type": "string", "description": "the fired job's queue"},
             },
+        },
+        "ScheduleFields": {
+            "type": "object",
+            "description": "a schedule to create (type, args, queue and cron+tz or every) or "
+            "the change of one (args and/or cron+tz or every); the page's form sends the "
+            "same fields urlencoded, args as JSON text and kind=cron|interval",
+            "properties": {
+                "type": {"type": "string", "description": "a registered job type (create)"},
+                "args": {"type": "object", "description": "the job's arguments"},
+                "queue": {"type": "string", "description": "the jobs' queue (create)"},
+                "cron": {"type": "string", "description": "a cron expression"},
+                "tz": {"type": "string", "description": "the cron's IANA zone (default UTC)"},
+                "every": {"type": "number", "description": "an interval in seconds (> 0)"},
+                "kind": {"enum": ["cron", "interval"]},
+            },
+        },
+        "FieldErrors": {
+            "type": "object",
+            "description": "400: every bad field, one line each",
+            "properties": {
+                "error": {"type": "string"},
+                "errors": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "required": ["error", "errors"],
         },
     }
     text = {"type": "string", "maxLength": MAX_TEXT, "pattern": "^[^\\x00]*$"}
@@ -321,7 +360,9 @@ def _document() -> dict[str, Any]:
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_QUEUE_LENGTH,
-        "pattern": "^[^\\s\\x00](.*[^\\s\\x00])?$",
+        # Python's str.strip() also strips \x1c-\x1f and \x85, which a JSON
+        # schema's \s (ECMA-262) leaves out.
+        "pattern": "^[^\\s\\x00\\x1c-\\x1f\\x85](.*[^\\s\\x00\\x1c-\\x1f\\x85])?$",
         "description": "a queue's name: no surrounding spaces, no NUL",
     }
     paths = {
@@ -461,8 +502,31 @@ def _document() -> dict[str, Any]:
                     ),
                     **_errors(),
                 },
-            }
+            },
+            **_with_body(
+                _action(
+                    "schedule.create",
+                    "create a schedule of a registered job type on a cron rule or an interval",
+                    None,
+                    {"type": "object", "properties": {"schedule_id": {"type": "string"}}},
+                )
+            ),
         },
+        "/api/schedules/{schedule_id}/edit": _with_body(
+            _action(
+                "schedule.edit",
+                "give a schedule new arguments or a new rule: it is replaced by the edited "
+                "one (whose id the answer names; replaced: the old id, null if unchanged)",
+                "schedule_id",
+                {
+                    "type": "object",
+                    "properties": {
+                        "schedule_id": {"type": "string"},
+                        "replaced": _STRING_OR_NULL,
+                    },
+                },
+            )
+        ),
         "/api/schedules/{schedule_id}/pause": _action(
             "schedule.pause", "pause a schedule", "schedule_id", changed
         ),

@@ -19,21 +19,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from jobsched import WORKER_STATES, JobStatus, LocalClient, UnknownJobError
+from jobsched import (
+    OVERDUE_AFTER,
+    WORKER_STATES,
+    JobStatus,
+    LocalClient,
+    UnknownJobError,
+    job_types,
+)
 from jobsched.store import MissingRoleError
 
-from . import _params, _views
+from . import _params, _views, _workflow
 from ._bulk import BULK_CAP
-from ._deps import dependents, upstream
 from ._health import StoreUnavailable
 from ._http import shown
 from ._params import MAX_OFFSET, BadRequest
 from ._state import dashboard
+from ._workflow import read_workflow, workflow_graph
 
 Page = Callable[[Request], Awaitable[Response]]
 
 #: Jobs per page of the job list.
 PAGE_SIZE = 50
+#: The last runs the schedules page shows of each schedule (one bounded
+#: read per schedule: `OperatorAPI.schedule_runs`).
+LAST_RUNS = 5
 #: Terminal statuses, for the overview's "recently finished".
 FINISHED = ("completed", "failed", "timed_out", "cancelled")
 
@@ -153,6 +163,7 @@ async def job(request: Request) -> Response:
         "no_worker": await _no_worker(client, found),
         "progress": _views.progress_view(found.progress),
         "graph": await _graph(client, found),
+        "max_workflow": _workflow.MAX_WORKFLOW,
         "retryable": _views.RETRYABLE,
         "cancellable": _views.CANCELLABLE,
     }
@@ -166,15 +177,32 @@ async def schedules(request: Request) -> Response:
     def resolve(name: str) -> Any:
         return plugins.resolve("triggers", name)
 
-    rows = [
+    client = board.client
+    rows: list[dict[str, Any]] = [
         {
             "schedule": schedule,
             "trigger": _views.describe_trigger(schedule.trigger),
             "fires": _views.next_fires(schedule.trigger, schedule.next_run, resolve),
+            "runs": await client.schedule_runs(schedule.schedule_id, LAST_RUNS),
+            "editable": schedule.active and "trigger" not in schedule.trigger,
         }
-        for schedule in await board.client.schedules()
+        for schedule in await client.schedules()
     ]
-    return _show(request, "schedules", {"title": "Schedules", "schedules": rows})
+    context: dict[str, Any] = {
+        "title": "Schedules",
+        "schedules": rows,
+        "job_types": [t.name for t in job_types(plugins)],
+        "overdue_after": OVERDUE_AFTER,
+        "editing": None,
+    }
+    wanted = request.query_params.get("edit")
+    if wanted is not None:
+        found = [row for row in rows if row["schedule"].schedule_id == wanted]
+        if not found or not found[0]["editable"]:
+            message = f"No active schedule that can be edited has the id {shown(wanted)}."
+            return _problem(request, "No such schedule", message, 404)
+        context["editing"] = _views.edit_values(found[0]["schedule"])
+    return _show(request, "schedules", context)
 
 
 async def workers(request: Request) -> Response:
@@ -231,12 +259,5 @@ async def limits(request: Request) -> Response:
 
 
 async def _graph(client: Any, focus: Any) -> _views.Graph:
-    """`focus` with the jobs it depends on and the jobs that depend on it (the
-    neighbourhood ``GET /api/jobs/{id}`` answers; a purged dependency is drawn
-    grey). Only the dependents the graph draws are read: the rest are counted."""
-    known: dict[str, Any] = {focus.job_id: focus}
-    below, below_ids = await dependents(client, focus, limit=_views.MAX_PER_COLUMN)
-    for found in [*await upstream(client, focus), *below]:
-        if found is not None:
-            known[found.job_id] = found
-    return _views.dependency_graph(focus, known, dependents=below_ids, depth=1)
+    """The whole workflow `focus` belongs to (at most `MAX_WORKFLOW` jobs), laid out."""
+    return workflow_graph(await read_workflow(client, focus, _workflow.MAX_WORKFLOW))

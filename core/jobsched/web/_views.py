@@ -1,9 +1,10 @@
 """What the pages draw, computed in Python so the templates only place it.
 
 Pure functions of the operator API's records: the throughput chart's bars,
-the dependency graph's layout, a schedule's next fires with their
-daylight-saving notes, and the small formatting filters of the templates.
-Nothing here touches the network or the store.
+the dependency graph's records (`_workflow` lays a workflow out in them), a
+schedule's next fires with their daylight-saving notes, its cron expression
+in plain English and its edit form's values, and the small formatting
+filters of the templates. Nothing here touches the network or the store.
 """
 
 from __future__ import annotations
@@ -283,10 +284,8 @@ def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 
     )
 
 
-# ── dependency graph ───────────────────────────────────────────────────
+# ── dependency graph (laid out by `_workflow.workflow_graph`) ─────────────
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 188, 46, 64, 16, 12
-#: The most nodes drawn in one column; the rest are summed up in one node.
-MAX_PER_COLUMN = 8
 
 
 @attrs.frozen(kw_only=True)
@@ -297,7 +296,7 @@ class Node:
     x: int
     y: int
     focus: bool
-    #: False for a summary node ("and 5 more") or a job that is gone.
+    #: False for a job that is no longer stored.
     link: bool
 
 
@@ -312,6 +311,8 @@ class Graph:
     height: int
     nodes: list[Node]
     edges: list[Edge]
+    #: Jobs of the workflow found but not drawn (over `_workflow.MAX_WORKFLOW`).
+    more: int = 0
 
     @property
     def node_w(self) -> int:
@@ -320,126 +321,6 @@ class Graph:
     @property
     def node_h(self) -> int:
         return NODE_H
-
-
-def _title(job: Any) -> str:
-    text = str(job.name or job.type)
-    return text if len(text) <= 24 else text[:23] + "…"
-
-
-def dependency_graph(
-    focus: Any,
-    jobs: Mapping[str, Any],
-    *,
-    dependents: Sequence[str] | None = None,
-    depth: int = 2,
-) -> Graph:
-    """A left-to-right layered drawing of `focus`'s neighbourhood.
-
-    `jobs` maps ids to `JobInfo` records (the focus, its dependencies and its
-    dependents, as far as known); a dependency missing from it (purged) is
-    drawn as a grey node without a link. Columns: dependencies up to `depth`
-    levels before the focus, dependents up to `depth` levels after it.
-
-    `dependents` are the ids of the focus's dependents in submit order
-    (``Client.dependents``), drawn in that order; only the ones a column
-    shows need a record in `jobs`, the rest are counted ("and 5 more").
-    Without it they are found through the ``depends_on`` of the records.
-    """
-    level: dict[str, int] = {focus.job_id: 0}
-    edges: set[tuple[str, str]] = set()
-    # Upstream: what the focus waits for, breadth first.
-    frontier = [focus.job_id]
-    for step in range(1, depth + 1):
-        nxt: list[str] = []
-        for job_id in frontier:
-            job = jobs.get(job_id)
-            for dep in getattr(job, "depends_on", ()) if job is not None else ():
-                edges.add((dep, job_id))
-                if dep not in level:
-                    level[dep] = -step
-                    nxt.append(dep)
-        frontier = nxt
-    # Downstream: what waits for the focus.
-    children: dict[str, list[str]] = {}
-    for job in jobs.values():
-        for dep in getattr(job, "depends_on", ()):
-            children.setdefault(dep, []).append(job.job_id)
-    rank: dict[str, int] = {}
-    if dependents is not None:
-        children[focus.job_id] = list(dependents)
-        rank = {job_id: n for n, job_id in enumerate(dependents)}
-    frontier = [focus.job_id]
-    for step in range(1, depth + 1):
-        nxt = []
-        for job_id in frontier:
-            for child in sorted(children.get(job_id, ())):
-                edges.add((job_id, child))
-                if child not in level:
-                    level[child] = step
-                    nxt.append(child)
-        frontier = nxt
-
-    columns: dict[int, list[str]] = {}
-    for job_id, lvl in level.items():
-        columns.setdefault(lvl, []).append(job_id)
-    order = sorted(columns)
-    tallest = min(max(len(ids) for ids in columns.values()), MAX_PER_COLUMN + 1)
-    height = PAD * 2 + tallest * NODE_H + (tallest - 1) * GAP_Y
-    width = PAD * 2 + len(order) * NODE_W + (len(order) - 1) * GAP_X
-
-    nodes: list[Node] = []
-    where: dict[str, tuple[int, int]] = {}
-    for col, lvl in enumerate(order):
-        ids = sorted(
-            columns[lvl],
-            key=lambda i: (rank.get(i, -1), getattr(jobs.get(i), "submitted_at", 0), i),
-        )
-        shown, hidden = ids[:MAX_PER_COLUMN], ids[MAX_PER_COLUMN:]
-        rows = len(shown) + (1 if hidden else 0)
-        column_h = rows * NODE_H + (rows - 1) * GAP_Y
-        x = PAD + col * (NODE_W + GAP_X)
-        y0 = (height - column_h) // 2
-        for row, job_id in enumerate(shown):
-            y = y0 + row * (NODE_H + GAP_Y)
-            where[job_id] = (x, y)
-            job = jobs.get(job_id)
-            nodes.append(
-                Node(
-                    job_id=job_id,
-                    title=_title(job) if job is not None else "(not stored)",
-                    status=status_name(job.status) if job is not None else "cancelled",
-                    x=x,
-                    y=y,
-                    focus=job_id == focus.job_id,
-                    link=job is not None,
-                )
-            )
-        if hidden:
-            y = y0 + len(shown) * (NODE_H + GAP_Y)
-            nodes.append(
-                Node(
-                    job_id=f"{len(hidden)} more",
-                    title=f"and {len(hidden)} more",
-                    status="pending",
-                    x=x,
-                    y=y,
-                    focus=False,
-                    link=False,
-                )
-            )
-    paths: list[Edge] = []
-    for src, dst in sorted(edges):
-        if src not in where or dst not in where:
-            continue
-        (sx, sy), (dx, dy) = where[src], where[dst]
-        x1, y1 = sx + NODE_W, sy + NODE_H / 2
-        x2, y2 = dx - 6, dy + NODE_H / 2
-        bend = (x2 - x1) / 2
-        paths.append(
-            Edge(path=f"M{x1},{y1:g} C{x1 + bend:g},{y1:g} {x2 - bend:g},{y2:g} {x2},{y2:g}")
-        )
-    return Graph(width=width, height=height, nodes=nodes, edges=paths)
 
 
 # ── schedules ──────────────────────────────────────────────────────────
@@ -470,6 +351,54 @@ def describe_trigger(trigger: Mapping[str, Any]) -> str:
     if trigger.get("times"):
         text += f", {trigger['times']} times"
     return text
+
+
+def describe_cron(expression: str) -> str:
+    """A cron expression in plain English (``"0 2 * * 1"``: "At 02:00 AM,
+    only on Monday"), by the `cron-descriptor` library of the web extra.
+
+    The expression itself when the library is not installed or cannot say
+    it (a macro such as ``@daily``, a field it does not know): the page
+    shows what is stored rather than nothing. It describes, it does not
+    check: the cron trigger plugin decides what is valid.
+    """
+    try:
+        from cron_descriptor import ExpressionDescriptor, Options
+    except ImportError:  # the web extra without it: show the expression
+        return expression
+    options = Options()
+    options.verbose = False
+    try:
+        text = ExpressionDescriptor(expression, options).get_description()
+    except Exception:  # any error of the library: the expression as stored
+        return expression
+    return str(text) or expression
+
+
+@attrs.frozen(kw_only=True)
+class EditValues:
+    """What the schedules page's edit form starts with: the schedule's rule and arguments."""
+
+    schedule: Any
+    kind: str
+    cron: str
+    tz: str
+    every: str
+    args: str
+
+
+def edit_values(schedule: Any) -> EditValues:
+    """The edit form's values of `schedule` (a `ScheduleInfo`)."""
+    trigger = schedule.trigger
+    every = trigger.get("interval")
+    return EditValues(
+        schedule=schedule,
+        kind="interval" if every is not None else "cron",
+        cron=str(trigger.get("cron", "")),
+        tz=str(trigger.get("tz") or "UTC"),
+        every="" if every is None else f"{float(every):g}",
+        args=json.dumps(dict(schedule.args), indent=2, sort_keys=True, ensure_ascii=False),
+    )
 
 
 def next_fires(
@@ -559,6 +488,7 @@ def install_filters(env: Any) -> None:
         page_json=page_json,
         clip=clip,
         status_name=status_name,
+        describe_cron=describe_cron,
         progress_view=progress_view,
         limit_percent=limit_percent,
     )

@@ -321,6 +321,19 @@ class SharedMemoryStore(DelegatedWakeups):
 
         return self._run(body)
 
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of each of `job_ids` that exists; unknown ids left out."""
+
+        def body(q: Queue, t: float) -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {}
+            for job_id in job_ids:
+                if job_id in q.jobs:
+                    below = [q.jobs[d] for d in q.downstreams.get(job_id, ()) if d in q.jobs]
+                    found[job_id] = [r.job_id for r in sorted(below, key=lambda r: r.seq)]
+            return found
+
+        return self._run(body)
+
     async def unfinished(self, job_ids: Sequence[str]) -> int:
         """How many of `job_ids` exist and are not terminal yet."""
         return self._run(
@@ -637,9 +650,19 @@ class SharedMemoryStore(DelegatedWakeups):
 
         return self._run(body)
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in ``seq`` order."""
-        return self._run(lambda q, t: [r for r in q.jobs.values() if r.schedule_id == schedule_id])
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in ``seq`` order (the last `limit`).
+
+        A scan of the queue's jobs: this store lives in one process's memory,
+        so a scan costs no round trip (the SQL stores read an index)."""
+
+        def body(q: Queue, t: float) -> list[SharedJobRow]:
+            fired = [r for r in q.jobs.values() if r.schedule_id == schedule_id]
+            if limit is None:
+                return fired
+            return fired[-limit:] if limit > 0 else []
+
+        return self._run(body)
 
     async def schedules(self) -> list[SharedScheduleRow]:
         """Every schedule, by id."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -253,6 +253,13 @@ MIGRATIONS: list[list[str]] = [
     # worker's heartbeat.
     [
         "ALTER TABLE {s}.workers ADD COLUMN command text",
+    ],
+    # 16 (issue 24, the dashboard's schedules): a schedule's last runs, the
+    # newest `limit` jobs it fired, read off an index by (schedule_id, seq)
+    # instead of a scan of every job. Only fired jobs are in it.
+    [
+        """CREATE INDEX jobs_schedule ON {s}.jobs (schedule_id, seq)
+            WHERE schedule_id IS NOT NULL""",
     ],
 ]
 

@@ -260,6 +260,29 @@ async def queue_stats(db: Database, since: float) -> list[QueueStatsRow]:
     return await db.transaction(body)
 
 
+async def dependents_of(db: Database, job_ids: Sequence[str]) -> dict[str, list[str]]:
+    """`dependents` of each of `job_ids` that exists, in one transaction: the
+    dependencies' primary key (``upstream, job_id``) finds every edge."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> dict[str, list[str]]:
+        ids = list(dict.fromkeys(job_ids))
+        cur = await conn.execute(db.q("SELECT job_id FROM {s}.jobs WHERE job_id = ANY(%s)"), [ids])
+        found: dict[str, list[str]] = {r["job_id"]: [] for r in await cur.fetchall()}
+        cur = await conn.execute(
+            db.q(
+                """SELECT d.upstream, d.job_id FROM {s}.dependencies d
+                JOIN {s}.jobs j ON j.job_id = d.job_id
+                WHERE d.upstream = ANY(%s) ORDER BY j.seq"""
+            ),
+            [ids],
+        )
+        for rec in await cur.fetchall():
+            found.setdefault(rec["upstream"], []).append(rec["job_id"])
+        return found
+
+    return await db.transaction(body)
+
+
 async def jobs(db: Database, job_ids: Sequence[str] | None = None) -> list[SharedJobRow]:
     """Every job (or those with `job_ids`), in submit order."""
 

@@ -164,14 +164,24 @@ async def deactivate_schedule(db: Database, schedule_id: str) -> bool:
     return await db.transaction(body)
 
 
-async def schedule_jobs(db: Database, schedule_id: str) -> list[SharedJobRow]:
-    """The jobs a schedule fired, in the order they were fired."""
+async def schedule_jobs(
+    db: Database, schedule_id: str, limit: int | None = None
+) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired; with `limit`,
+    the last `limit` of them (newest first through ``jobs_schedule``, then
+    turned around)."""
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> list[SharedJobRow]:
+        if limit is None:
+            cur = await conn.execute(
+                db.q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
+                [schedule_id],
+            )
+            return [job_row(r) for r in await cur.fetchall()]
         cur = await conn.execute(
-            db.q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq"),
-            [schedule_id],
+            db.q("SELECT * FROM {s}.jobs WHERE schedule_id = %s ORDER BY seq DESC LIMIT %s"),
+            [schedule_id, limit],
         )
-        return [job_row(r) for r in await cur.fetchall()]
+        return [job_row(r) for r in await cur.fetchall()][::-1]
 
     return await db.transaction(body)

@@ -254,9 +254,9 @@ class PostgresStore(DelegatedWakeups):
         """Stop a schedule for every process; False if unknown or already stopped."""
         return await schedules.deactivate_schedule(self.db, schedule_id)
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in the order they were fired."""
-        return await schedules.schedule_jobs(self.db, schedule_id)
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
+        return await schedules.schedule_jobs(self.db, schedule_id, limit)
 
     # ── Reading ─────────────────────────────────────────────────────
     async def get(self, job_id: str) -> SharedJobRow | None:
@@ -270,6 +270,10 @@ class PostgresStore(DelegatedWakeups):
     async def dependents(self, job_id: str) -> list[str] | None:
         """The ids of the jobs that depend on `job_id`, in submit order; None if unknown."""
         return await queries.dependents(self.db, job_id)
+
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read; unknown ids left out."""
+        return await queries.dependents_of(self.db, job_ids)
 
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (the kept counts: a few rows)."""

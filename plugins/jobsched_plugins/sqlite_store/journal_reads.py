@@ -129,6 +129,27 @@ def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
     ]
 
 
+def dependents_of(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, list[str]]:
+    """`dependents` of each of `job_ids` that exists: one walk of the jobs'
+    ``depends_on`` lists per 500 ids (a journal has no edge table)."""
+    ids = list(dict.fromkeys(job_ids))
+    found: dict[str, list[str]] = {}
+    edges: list[tuple[int, str, str]] = []
+    for i in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        known = conn.execute(f"SELECT job_id FROM jobsched_jobs WHERE job_id IN ({marks})", chunk)
+        found.update((r[0], []) for r in known)
+        edges += conn.execute(
+            "SELECT j.seq, d.value, j.job_id FROM jobsched_jobs AS j, json_each(j.depends_on) AS d "
+            f"WHERE d.value IN ({marks})",
+            chunk,
+        ).fetchall()
+    for _, upstream, job_id in sorted(edges):
+        found.setdefault(upstream, []).append(job_id)
+    return found
+
+
 def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
     """How many of `job_ids` are not terminal yet."""
     n = 0
@@ -143,11 +164,16 @@ def unfinished(conn: sqlite3.Connection, job_ids: Sequence[str]) -> int:
     return int(n)
 
 
-def schedule_jobs(conn: sqlite3.Connection, url: str, schedule_id: str) -> list[SharedJobRow]:
-    """The jobs a schedule fired, in the order they were fired."""
-    return _checked(
-        url, job_rows(conn, url, "WHERE schedule_id = ? ORDER BY seq DESC", [schedule_id])
-    )[::-1]
+def schedule_jobs(
+    conn: sqlite3.Connection, url: str, schedule_id: str, limit: int | None = None
+) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
+    where = "WHERE schedule_id = ? ORDER BY seq DESC"
+    params: list[Any] = [schedule_id]
+    if limit is not None:
+        where += " LIMIT ?"
+        params.append(limit)
+    return _checked(url, job_rows(conn, url, where, params))[::-1]
 
 
 def stats(conn: sqlite3.Connection, since: float, at: float) -> StoreStats:

@@ -224,6 +224,29 @@ def dependents(conn: sqlite3.Connection, job_id: str) -> list[str] | None:
     ]
 
 
+def dependents_of(conn: sqlite3.Connection, job_ids: Sequence[str]) -> dict[str, list[str]]:
+    """`dependents` of each of `job_ids` that exists, through the same
+    indexes, 500 ids a statement (SQLite's limit on bound parameters)."""
+    ids = list(dict.fromkeys(job_ids))
+    found: dict[str, list[str]] = {}
+    edges: list[tuple[int, str, str]] = []
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        known = conn.execute(
+            f"SELECT job_id FROM jobsched_shared_jobs WHERE job_id IN ({_in(chunk)})", chunk
+        )
+        found.update((r[0], []) for r in known)
+        edges += conn.execute(
+            "SELECT j.seq, d.upstream, d.job_id FROM jobsched_shared_dependencies d "
+            "JOIN jobsched_shared_jobs j ON j.job_id = d.job_id "
+            f"WHERE d.upstream IN ({_in(chunk)})",
+            chunk,
+        ).fetchall()
+    for _, upstream, job_id in sorted(edges):
+        found.setdefault(upstream, []).append(job_id)
+    return found
+
+
 def jobs(
     conn: sqlite3.Connection,
     job_ids: Sequence[str] | None = None,

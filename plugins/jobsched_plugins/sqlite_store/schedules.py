@@ -124,10 +124,21 @@ def deactivate_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:
     return cur.rowcount > 0
 
 
-def schedule_jobs(conn: sqlite3.Connection, schedule_id: str) -> list[SharedJobRow]:
-    """The jobs a schedule fired, in the order they were fired."""
+def schedule_jobs(
+    conn: sqlite3.Connection, schedule_id: str, limit: int | None = None
+) -> list[SharedJobRow]:
+    """The jobs a schedule fired, in the order they were fired; with `limit`,
+    the last `limit` of them. ``jobsched_shared_schedule`` holds the rowid
+    (``seq``) after ``schedule_id``, so the newest come first off the index."""
+    if limit is None:
+        cur = conn.execute(
+            f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE schedule_id = ? ORDER BY seq",
+            (schedule_id,),
+        )
+        return [job_row(r) for r in cur]
     cur = conn.execute(
-        f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE schedule_id = ? ORDER BY seq",
-        (schedule_id,),
+        f"SELECT {JOB_COLUMNS} FROM jobsched_shared_jobs WHERE schedule_id = ? "
+        "ORDER BY seq DESC LIMIT ?",
+        (schedule_id, limit),
     )
-    return [job_row(r) for r in cur]
+    return [job_row(r) for r in cur][::-1]

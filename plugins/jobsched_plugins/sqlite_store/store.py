@@ -403,13 +403,13 @@ class SQLiteStore(DelegatedWakeups):
             lambda conn: schedules.deactivate_schedule(conn, schedule_id), "stop a schedule in"
         )
 
-    async def schedule_jobs(self, schedule_id: str) -> list[SharedJobRow]:
-        """The jobs a schedule fired, in the order they were fired."""
+    async def schedule_jobs(self, schedule_id: str, limit: int | None = None) -> list[SharedJobRow]:
+        """The jobs a schedule fired, in the order they were fired (the last `limit`)."""
         if self.mode == migrations.SINGLE_OWNER:
             return await self._read_journal(
-                lambda conn: journal_reads.schedule_jobs(conn, self.url, schedule_id)
+                lambda conn: journal_reads.schedule_jobs(conn, self.url, schedule_id, limit)
             )
-        return await self._read(lambda conn: schedules.schedule_jobs(conn, schedule_id))
+        return await self._read(lambda conn: schedules.schedule_jobs(conn, schedule_id, limit))
 
     # ── Reading (either mode, also on a readonly open) ──────────────
     async def get(self, job_id: str) -> SharedJobRow | None:
@@ -431,6 +431,12 @@ class SQLiteStore(DelegatedWakeups):
         if self.mode == migrations.SINGLE_OWNER:
             return await self._read_journal(lambda conn: journal_reads.dependents(conn, job_id))
         return await self._read(lambda conn: queries.dependents(conn, job_id))
+
+    async def dependents_of(self, job_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`dependents` of several jobs in one read; unknown ids left out."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return await self._read_journal(lambda conn: journal_reads.dependents_of(conn, job_ids))
+        return await self._read(lambda conn: queries.dependents_of(conn, job_ids))
 
     async def counts(self) -> dict[str, int]:
         """How many jobs are in each status (the kept counts: a few rows)."""

@@ -6,8 +6,9 @@
 // after the last event, one fetch at a time, and once more if events came
 // while one was under way, so the last change is always shown.
 // Every request htmx sends carries the CSRF token of <meta name="csrf-token">.
-// Action buttons (hx-post, hx-swap="none", data-done="what succeeded") report
-// in #flash: their data-done text, or the error the API answered.
+// Action buttons and forms (hx-post, hx-swap="none", data-done="what
+// succeeded") report in #flash: their data-done text, or the error the API
+// answered; a form also shows each bad field's line beside the field.
 (function () {
   "use strict";
 
@@ -71,12 +72,32 @@
     if (!button.hasAttribute("data-done")) { return; }
     var done = button.getAttribute("data-done");
     var xhr = event.detail.xhr;
-    xhr.addEventListener("loadend", function () { report(xhr, done); });
+    xhr.addEventListener("loadend", function () { report(xhr, done, button); });
   });
 
-  function report(xhr, done) {
+  // A form's bad fields (a 400's {"errors": {field: line}}), each shown in
+  // the form's [data-error-for=field] (as text); cleared on every answer.
+  function fieldErrors(form, xhr) {
+    if (form.tagName !== "FORM") { return; }
+    form.querySelectorAll("[data-error-for]").forEach(function (box) {
+      box.textContent = "";
+      box.hidden = true;
+    });
+    var errors = null;
+    try { errors = JSON.parse(xhr.responseText).errors; } catch (e) { errors = null; }
+    if (!errors || xhr.status !== 400) { return; }
+    Object.keys(errors).forEach(function (name) {
+      var box = form.querySelector('[data-error-for="' + CSS.escape(name) + '"]');
+      if (box) { box.textContent = errors[name]; box.hidden = false; }
+    });
+  }
+
+  function report(xhr, done, elt) {
+    fieldErrors(elt, xhr);
     if (xhr.status >= 200 && xhr.status < 300) {
       flash("ok", done);
+      // A form with data-then goes there (the edited schedule's page is gone).
+      if (elt.dataset.then) { window.location.assign(elt.dataset.then); return; }
       changed();
     } else if (xhr.status === 401) {
       var login = document.body.dataset.login;
