@@ -590,6 +590,17 @@ BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
         "purge deletes finished jobs only",
     ),
     "unknown job": (lambda c: c.retry("job-nope"), UnknownJobError, "job-nope"),
+    "history window": (
+        lambda c: c.history(window="30d"),
+        ValueError,
+        "window must be one of 1h, 24h, 7d, got '30d'",
+    ),
+    "history type": (lambda c: c.history(type=3), TypeError, "type must be a string, got 3"),
+    "history queue": (
+        lambda c: c.history(queue=" q"),
+        ValueError,
+        "queue must be a non-empty name without surrounding spaces",
+    ),
 }
 
 

@@ -242,6 +242,7 @@ class BlockingClient:
     wait_schedule = _Blocking(Client.wait_schedule)
     page = _Blocking(Client.page)
     stats = _Blocking(Client.stats)
+    history = _Blocking(Client.history)
     workers = _Blocking(Client.workers)
     retry = _Blocking(Client.retry)
     requeue = _Blocking(Client.requeue)

@@ -47,14 +47,17 @@ from ._options import (
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._records import (
+    HISTORY_WINDOWS,
     RETRYABLE,
     THROUGHPUT_MINUTES,
+    History,
     JobInfo,
     JobPage,
     QueueInfo,
     ScheduleInfo,
     Stats,
     WorkerRecord,
+    check_history_query,
     check_page_query,
     check_purge,
     check_requeue,
@@ -826,6 +829,20 @@ class Client:
         first = (math.floor(now / 60) - (THROUGHPUT_MINUTES - 1)) * 60.0
         raw = await self.store.stats(first)
         return Stats.from_store(raw, await self._unserved())
+
+    async def history(
+        self, *, window: str = "24h", type: str | None = None, queue: str | None = None
+    ) -> History:
+        """Throughput over `window` (``"1h"``, ``"24h"`` or ``"7d"``), per job
+        type, and the backlog now, of job type `type` and queue `queue`
+        (None: all). Reads the history workers keep in the store (a few rows
+        per type and bucket, never the finished jobs) and the unfinished jobs.
+        Needs the ``history`` role."""
+        self._check_open()
+        step, name = check_history_query(window, type, queue)
+        backlog, at = await self.store.backlog(name)
+        rows = await self.store.history(step, at - HISTORY_WINDOWS[window][0], type, name)
+        return History.from_rows(window, rows, backlog, at, type=type, queue=name)
 
     async def _unserved(self) -> dict[str, int]:
         """Due jobs per job type no live worker registered (none for a store

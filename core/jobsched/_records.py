@@ -12,16 +12,21 @@ from typing import Any
 import attrs
 
 from ._errors import JobFailedError
-from ._options import to_priority
+from ._options import check_queue, to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
 from .store import (
+    FOLD_STEP,
     AttemptRow,
+    BacklogRow,
+    HistoryRow,
     QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     StoreStats,
     WorkerRow,
+    percentile,
+    sum_durations,
 )
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
@@ -399,6 +404,184 @@ class QueueInfo:
             throughput=row.finished,
             paused=row.paused,
         )
+
+
+#: The windows `Client.history` takes, each with the step of its buckets:
+#: 5-minute buckets for the last hour and day, hourly ones for the week.
+HISTORY_WINDOWS: dict[str, tuple[float, float]] = {
+    "1h": (3600.0, FOLD_STEP),
+    "24h": (86_400.0, FOLD_STEP),
+    "7d": (7 * 86_400.0, 3600.0),
+}
+
+
+@attrs.frozen(kw_only=True)
+class HistoryBucket:
+    """The attempts that ended in one bucket of time (`History.buckets`)."""
+
+    #: The bucket's start, wall clock (a multiple of `History.step`).
+    start: float
+    #: Attempts that returned.
+    completed: int
+    #: Attempts that raised or timed out, retried after or not.
+    failed: int
+    #: The median and 95th percentile of those attempts' durations, in
+    #: seconds (from the histogram: see `History`); None if none ended.
+    p50: float | None
+    p95: float | None
+
+
+@attrs.frozen(kw_only=True)
+class TypeStats:
+    """One job type over a window (`History.types`)."""
+
+    type: str
+    #: Unfinished jobs now: pending or waiting to retry, and running.
+    queued: int
+    running: int
+    #: How long its oldest due job has waited now, in seconds (None: none is due).
+    backlog_age: float | None
+    #: Attempts that ended in the window, how many failed (raised or timed
+    #: out), the share that failed (None: none ended) and their durations'
+    #: median and 95th percentile (seconds).
+    completed: int
+    failed: int
+    failure_rate: float | None
+    p50: float | None
+    p95: float | None
+
+
+@attrs.frozen(kw_only=True)
+class History:
+    """Throughput over a window, per job type, and the backlog now (`Client.history`).
+
+    Counts are of ended *attempts* (a job retried twice counts three), as
+    workers recorded them: folded in memory and written on their lease
+    renewal (a lag of at most ``lease_seconds / 3``; an in-process
+    scheduler's are counted at once). Durations come from a fixed log-scale
+    histogram (`jobsched.store.DURATION_BOUNDS`, 1 ms to 2000 s), a
+    percentile interpolated inside its bucket as Prometheus'
+    ``histogram_quantile`` does: exact to within its bucket's bounds.
+    """
+
+    #: The window asked for (``"1h"``, ``"24h"`` or ``"7d"``) and the size
+    #: of its buckets in seconds (300, or 3600 for ``"7d"``).
+    window: str
+    step: float
+    #: The filters it was read with (None: all).
+    type: str | None
+    queue: str | None
+    #: Every bucket of the window, oldest first, empty ones included (the
+    #: last one is the bucket now under way).
+    buckets: list[HistoryBucket]
+    #: The window's totals (see `TypeStats`).
+    completed: int
+    failed: int
+    failure_rate: float | None
+    p50: float | None
+    p95: float | None
+    #: How long the oldest due job (of `type`, in `queue`) has waited now,
+    #: in seconds; None if no job is due.
+    backlog_age: float | None
+    #: Each job type with unfinished jobs now or attempts in the window, by name.
+    types: list[TypeStats]
+    #: When it was read (the store's clock).
+    at: float
+
+    @classmethod
+    def from_rows(
+        cls,
+        window: str,
+        rows: Iterable[HistoryRow],
+        backlog: Iterable[BacklogRow],
+        at: float,
+        *,
+        type: str | None = None,
+        queue: str | None = None,
+    ) -> History:
+        """The record of a store's history rows (`HistoryRole.history`, one
+        step) and backlog read at `at`, for `window` (`HISTORY_WINDOWS`)."""
+        span, step = HISTORY_WINDOWS[window]
+        last = math.floor(at / step) * step
+        count = round(span / step)
+        starts = [last - step * i for i in range(count - 1, -1, -1)]
+        rows = [r for r in rows if r.start >= starts[0] and (type is None or r.type == type)]
+        by_start: dict[float, list[HistoryRow]] = {}
+        by_type: dict[str, list[HistoryRow]] = {}
+        for row in rows:
+            by_start.setdefault(row.start, []).append(row)
+            by_type.setdefault(row.type, []).append(row)
+        waiting = {b.type: b for b in backlog if type is None or b.type == type}
+        types = []
+        for name in sorted({*by_type, *waiting}):
+            b = waiting.get(name)
+            done = by_type.get(name, [])
+            durations = sum_durations(done)
+            completed = sum(r.completed for r in done)
+            failed = sum(r.failed for r in done)
+            types.append(
+                TypeStats(
+                    type=name,
+                    queued=b.queued if b else 0,
+                    running=b.running if b else 0,
+                    backlog_age=_age(b.oldest_due if b else None, at),
+                    completed=completed,
+                    failed=failed,
+                    failure_rate=_rate(completed, failed),
+                    p50=percentile(durations, 0.5),
+                    p95=percentile(durations, 0.95),
+                )
+            )
+        buckets = []
+        for start in starts:
+            durations = sum_durations(by_start.get(start, ()))
+            buckets.append(
+                HistoryBucket(
+                    start=start,
+                    completed=sum(r.completed for r in by_start.get(start, ())),
+                    failed=sum(r.failed for r in by_start.get(start, ())),
+                    p50=percentile(durations, 0.5),
+                    p95=percentile(durations, 0.95),
+                )
+            )
+        durations = sum_durations(rows)
+        completed = sum(r.completed for r in rows)
+        failed = sum(r.failed for r in rows)
+        oldest = [b.oldest_due for b in waiting.values() if b.oldest_due is not None]
+        return cls(
+            window=window,
+            step=step,
+            type=type,
+            queue=queue,
+            buckets=buckets,
+            completed=completed,
+            failed=failed,
+            failure_rate=_rate(completed, failed),
+            p50=percentile(durations, 0.5),
+            p95=percentile(durations, 0.95),
+            backlog_age=_age(min(oldest) if oldest else None, at),
+            types=types,
+            at=at,
+        )
+
+
+def check_history_query(window: Any, type: Any, queue: Any) -> tuple[float, str | None]:
+    """The arguments of a ``history`` call checked (as every client checks
+    them); returns the window's step in seconds and the queue's name."""
+    if not isinstance(window, str) or window not in HISTORY_WINDOWS:
+        raise ValueError(f"window must be one of {', '.join(HISTORY_WINDOWS)}, got {window!r}")
+    if type is not None and not isinstance(type, str):
+        raise TypeError(f"type must be a string, got {type!r}")
+    return HISTORY_WINDOWS[window][1], None if queue is None else check_queue(queue)
+
+
+def _rate(completed: int, failed: int) -> float | None:
+    ended = completed + failed
+    return failed / ended if ended else None
+
+
+def _age(oldest: float | None, at: float) -> float | None:
+    return None if oldest is None else max(0.0, at - oldest)
 
 
 @attrs.frozen(kw_only=True)

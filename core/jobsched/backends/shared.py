@@ -19,6 +19,10 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   the job meanwhile) hands the job back unstarted; an attempt whose lease
   the renewer finds lost is stopped and its end is not written (see
   `SharedBackend.starting`);
+* the attempts that end are also counted in memory (`HistoryFold`: per
+  5-minute bucket, queue and job type, with a duration histogram) and handed
+  to the store on the renewer's cadence, in one call (`SharedStore.add_history`):
+  the dashboard's throughput history lags by at most ``lease_seconds / 3``;
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
   releases or cancels dependents in the database. A batch the store refuses
@@ -62,6 +66,8 @@ from ..store import (
     MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     WORKER_RETENTION,
+    HistoryFold,
+    HistoryRow,
     NewJob,
     Outcome,
     SharedJobRow,
@@ -154,6 +160,12 @@ class SharedBackend(LocalBackend):
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
+        # The stored type of each held job, and the attempts ended here not
+        # yet handed to the store (None: a store without the history role).
+        self._type_names: dict[str, str] = {}
+        self._history: HistoryFold | None = (
+            HistoryFold() if callable(getattr(store, "add_history", None)) else None
+        )
         self._outcomes: BatchWriter[Outcome] = BatchWriter(
             self._write_outcomes, name="jobsched-outcomes"
         )
@@ -313,6 +325,7 @@ class SharedBackend(LocalBackend):
         if self._opened:
             if unstarted:
                 await self.store.release(unstarted, self.identity)
+            await self.flush_history()
             await self._forget()
             await self.store.close()
         self._log.info("shared scheduler stopped")
@@ -587,6 +600,8 @@ class SharedBackend(LocalBackend):
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
         self._held[job.job_id] = asked_at
+        if self._history is not None:
+            self._type_names[job.job_id] = row.type
         s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
@@ -669,6 +684,7 @@ class SharedBackend(LocalBackend):
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
             await self._heartbeat()
+            await self.flush_history()
 
     # ── The worker registry ─────────────────────────────────────────
     def worker_row(self) -> WorkerRow:
@@ -694,6 +710,21 @@ class SharedBackend(LocalBackend):
             await self.store.heartbeat(self.worker_row(), WORKER_RETENTION)
         except Exception as exc:
             self._log.warning("could not write the worker's heartbeat", error=str(exc))
+
+    async def flush_history(self) -> None:
+        """Hand the attempts ended since the last call to the store, in one
+        call (never raises: what the store refuses is folded in again and
+        goes with the next call)."""
+        fold = self._history
+        if not fold:
+            return
+        assert fold is not None
+        rows: list[HistoryRow] = fold.take()
+        try:
+            await self.store.add_history(rows)
+        except Exception as exc:
+            fold.merge(rows)
+            self._log.warning("could not write the throughput history", error=str(exc))
 
     async def _forget(self) -> None:
         """Delete this process's registry row: a clean stop, jobs drained."""
@@ -755,6 +786,16 @@ class SharedBackend(LocalBackend):
         """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
         if new is RUNNING or job.job_id not in self._held:
             return
+        fold = self._history
+        if fold is not None and old is RUNNING and new is not CANCELLED:
+            started = job.started_at
+            fold.add(
+                time.time(),
+                job.queue,
+                self._type_names.get(job.job_id, "?"),
+                new is COMPLETED,
+                0.0 if started is None else self.kernel.clock.now() - started,
+            )
         if new is RETRY_WAIT:
             self._outcome(
                 job.job_id,
@@ -842,6 +883,7 @@ class SharedBackend(LocalBackend):
         traceback: str | None = None,
     ) -> None:
         self._held.pop(job_id, None)
+        self._type_names.pop(job_id, None)
         self._writing.add(job_id)
         self._outcomes.add(
             Outcome(

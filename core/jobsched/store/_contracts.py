@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._history import BacklogRow, HistoryRow
 from ._rows import (
     MAX_LEASE_EXPIRIES,
     JobRow,
@@ -608,6 +609,46 @@ class WorkersRole(StoreBase, Protocol):
 
 
 @runtime_checkable
+class HistoryRole(StoreBase, Protocol):
+    """The **history** role: throughput history, per queue and job type
+    (the dashboard's Overview, `Client.history`; `jobsched.store.HistoryRow`)."""
+
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded attempts, in one transaction.
+
+        Each row is a `FOLD_STEP` bucket of one queue and job type (a
+        worker's `HistoryFold`, handed over on its lease-renewal cadence;
+        never on the claim or finish path). Add its counts and histogram to
+        the store's row of the same key at every one of `HISTORY_STEPS`
+        (creating it at zero), and, in the same transaction, delete the rows
+        older than their step's `HISTORY_KEEP` (as of the store's clock).
+        Concurrent writers must not lose counts (an upsert that adds, in a
+        key order they share). A row that is not a `FOLD_STEP` row raises
+        `ValueError` (`check_history_rows`) and writes nothing.
+        """
+        ...
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> list[HistoryRow]:
+        """The rows of `step` (one of `HISTORY_STEPS`) whose start is at or
+        after `since`, of job type `type` and queue `queue` (None: any),
+        summed over queues: one row per ``(start, type)``, sorted so, its
+        ``queue`` the one asked for (``"*"`` for None). Reads the kept rows
+        alone, never the jobs. A single-owner store returns none (its owner
+        keeps the history in memory)."""
+        ...
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's unfinished jobs in `queue` (None: every queue),
+        by type (`BacklogRow`: queued, running, the oldest due job's
+        ``run_at``), and the store's clock when it read them; types with no
+        unfinished job are left out. Reads the unfinished jobs as
+        `InspectRole.queue_stats` does."""
+        ...
+
+
+@runtime_checkable
 class SharedStore(
     SubmitRole,
     QueueRole,
@@ -617,6 +658,7 @@ class SharedStore(
     ScheduleRole,
     LimitsRole,
     WorkersRole,
+    HistoryRole,
     Protocol,
 ):
     """A store **several processes share** as one queue (PostgreSQL): every role.
@@ -679,6 +721,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
     ),
     "limits": ("sync_limits", "set_limits"),
     "workers": ("heartbeat", "workers", "forget_worker", "unserved_types"),
+    "history": ("add_history", "history", "backlog"),
 }
 #: The protocol of each role, by the same names.
 ROLES: dict[str, type] = {
@@ -690,6 +733,7 @@ ROLES: dict[str, type] = {
     "schedules": ScheduleRole,
     "limits": LimitsRole,
     "workers": WorkersRole,
+    "history": HistoryRole,
 }
 #: Every role: what `SharedStore` is.
 SHARED_ROLES = tuple(ROLES)

@@ -15,6 +15,8 @@ import attrs
 
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
+    BacklogRow,
+    HistoryRow,
     LimitsData,
     NewJob,
     Outcome,
@@ -26,6 +28,7 @@ from jobsched.store import (
     StoreError,
     StoreStats,
     WorkerRow,
+    check_history_rows,
     check_max_lease_expiries,
     encode_json,
     queue_rows,
@@ -693,6 +696,43 @@ class SharedMemoryStore(DelegatedWakeups):
                 if r.type not in skip:
                     counts[r.type] = counts.get(r.type, 0) + 1
             return counts
+
+        return self._run(body)
+
+    # ── history ────────────────────────────────────────────────────────
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded rows to every step's; drop the rows kept long enough."""
+        check_history_rows(rows)
+        self._run(lambda q, t: q.throughput.add(rows, t))
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> list[HistoryRow]:
+        """The kept rows of `step` since `since`, summed over queues, by (start, type)."""
+        return self._run(lambda q, t: q.throughput.read(step, since, type, queue))
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's unfinished jobs (of `queue`), by type, and the time read."""
+
+        def body(q: Queue, t: float) -> tuple[list[BacklogRow], float]:
+            found: dict[str, list[Any]] = {}
+            for r in q.jobs.values():
+                if r.status not in ("pending", "retry_wait", "running"):
+                    continue
+                if queue is not None and r.queue != queue:
+                    continue
+                rec = found.setdefault(r.type, [0, 0, None])
+                if r.status == "running":
+                    rec[1] += 1
+                    continue
+                rec[0] += 1
+                if r.unmet == 0 and r.run_at <= t:
+                    rec[2] = r.run_at if rec[2] is None else min(rec[2], r.run_at)
+            rows = [
+                BacklogRow(type=name, queued=rec[0], running=rec[1], oldest_due=rec[2])
+                for name, rec in sorted(found.items())
+            ]
+            return rows, t
 
         return self._run(body)
 

@@ -1,0 +1,156 @@
+"""Throughput history: ``{s}.history`` (`HistoryRole`).
+
+Workers add rows here on their lease-renewal cadence, one statement per
+worker every ``lease_seconds / 3``, never a row per finished job: with a
+dozen workers that is a few statements a second, each touching a row per
+(step, bucket, queue, job type) they ended attempts of, in one key order
+(no deadlock between them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobsched.store import (
+    DURATION_COLUMNS,
+    DURATION_SLOTS,
+    HISTORY_KEEP,
+    BacklogRow,
+    HistoryRow,
+    rows_per_step,
+)
+
+from .connection import NOW, Database
+
+if TYPE_CHECKING:
+    import psycopg
+
+_COUNTS = ("completed", "failed", *DURATION_COLUMNS)
+# How long each step's rows are kept, as SQL (from `HISTORY_KEEP`).
+_KEEP = (
+    "CASE step "
+    + " ".join(f"WHEN {step!r} THEN {keep!r}" for step, keep in HISTORY_KEEP.items())
+    + " END"
+)
+_ADD = (
+    "WITH t AS (SELECT "
+    + NOW
+    + f""" AS now),
+    pruned AS (DELETE FROM {{s}}.history WHERE start + step <= (SELECT now FROM t) - {_KEEP})
+    INSERT INTO {{s}}.history AS h (step, start, queue, type, {", ".join(_COUNTS)})
+    SELECT v.* FROM unnest(%s::float8[], %s::float8[], %s::text[], %s::text[], """
+    + ", ".join(["%s::bigint[]"] * len(_COUNTS))
+    + f""") AS v(step, start, queue, type, {", ".join(_COUNTS)})
+    WHERE v.start + v.step > (SELECT now FROM t) - (CASE v.step """
+    + " ".join(f"WHEN {step!r} THEN {keep!r}" for step, keep in HISTORY_KEEP.items())
+    + """ END)
+    ORDER BY v.step, v.start, v.queue, v.type
+    ON CONFLICT (step, start, queue, type) DO UPDATE SET """
+    + ", ".join(f"{c} = h.{c} + excluded.{c}" for c in _COUNTS)
+)
+_SUMS = ", ".join(f"sum({c})::bigint AS {c}" for c in _COUNTS)
+
+
+async def add_history(db: Database, rows: Sequence[HistoryRow]) -> None:
+    """Add folded rows to both steps' rows and delete those kept long enough,
+    in one statement (its own transaction). Rows a step no longer keeps are
+    left out, so no row is both deleted and updated."""
+    stepped = rows_per_step(rows)
+    if not stepped:
+        return
+    columns: list[list[Any]] = [
+        [r.step for r in stepped],
+        [r.start for r in stepped],
+        [r.queue for r in stepped],
+        [r.type for r in stepped],
+        [r.completed for r in stepped],
+        [r.failed for r in stepped],
+    ]
+    columns += [[r.durations[i] for r in stepped] for i in range(DURATION_SLOTS)]
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(db.q(_ADD), columns)
+
+    await db.statement(body)
+
+
+async def history(
+    db: Database, step: float, since: float, type: str | None, queue: str | None
+) -> list[HistoryRow]:
+    """The rows of `step` since `since` (of `type`, `queue`), summed over queues."""
+    where = ["step = %s", "start >= %s"]
+    params: list[Any] = [step, since]
+    if type is not None:
+        where.append("type = %s")
+        params.append(type)
+    if queue is not None:
+        where.append("queue = %s")
+        params.append(queue)
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> list[HistoryRow]:
+        cur = await conn.execute(
+            db.q(
+                f"SELECT start, type, {_SUMS} FROM {{s}}.history WHERE "
+                + " AND ".join(where)
+                + " GROUP BY start, type ORDER BY start, type"
+            ),
+            params,
+        )
+        return [
+            HistoryRow(
+                step=step,
+                start=float(r["start"]),
+                queue=queue or "*",
+                type=r["type"],
+                completed=int(r["completed"]),
+                failed=int(r["failed"]),
+                durations=tuple(int(r[c]) for c in DURATION_COLUMNS),
+            )
+            for r in await cur.fetchall()
+        ]
+
+    return await db.transaction(body)
+
+
+async def backlog(db: Database, queue: str | None) -> tuple[list[BacklogRow], float]:
+    """Each job type's unfinished jobs (of `queue`), by type, and the server's
+    clock: the unfinished jobs, read as `queries.queue_stats` reads them."""
+
+    async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[BacklogRow], float]:
+        cur = await conn.execute(
+            db.q(
+                "WITH t AS (SELECT "
+                + NOW
+                + """ AS now)
+                SELECT type,
+                    count(*) FILTER (WHERE status IN ('pending', 'retry_wait'))::int AS queued,
+                    count(*) FILTER (WHERE status = 'running')::int AS running,
+                    min(run_at) FILTER (WHERE status IN ('pending', 'retry_wait')
+                        AND unmet = 0 AND run_at <= (SELECT now FROM t)) AS oldest,
+                    (SELECT now FROM t) AS at
+                FROM {s}.jobs
+                WHERE status IN ('pending', 'retry_wait', 'running')
+                    AND (%s::text IS NULL OR queue = %s)
+                GROUP BY type ORDER BY type"""
+            ),
+            [queue, queue],
+        )
+        found = await cur.fetchall()
+        if found:
+            at = float(found[0]["at"])
+        else:
+            cur = await conn.execute("SELECT " + NOW + " AS at")
+            at = float((await cur.fetchone() or {"at": 0.0})["at"])
+        rows = [
+            BacklogRow(
+                type=r["type"],
+                queued=r["queued"],
+                running=r["running"],
+                oldest_due=None if r["oldest"] is None else float(r["oldest"]),
+            )
+            for r in found
+        ]
+        return rows, at
+
+    return await db.transaction(body)

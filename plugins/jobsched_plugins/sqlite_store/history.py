@@ -1,0 +1,93 @@
+"""Throughput history in a shared file: ``jobsched_shared_history`` (`HistoryRole`;
+postgres_store/history.py in SQLite)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from jobsched.store import (
+    DURATION_COLUMNS,
+    HISTORY_KEEP,
+    BacklogRow,
+    HistoryRow,
+    rows_per_step,
+)
+
+_COUNTS = ("completed", "failed", *DURATION_COLUMNS)
+_ADD = (
+    f"INSERT INTO jobsched_shared_history (step, start, queue, type, {', '.join(_COUNTS)}) "
+    f"VALUES (?, ?, ?, ?, {', '.join('?' * len(_COUNTS))}) "
+    "ON CONFLICT (step, start, queue, type) DO UPDATE SET "
+    + ", ".join(f"{c} = {c} + excluded.{c}" for c in _COUNTS)
+)
+_SUMS = ", ".join(f"sum({c})" for c in _COUNTS)
+
+
+def add_history(conn: sqlite3.Connection, rows: Sequence[HistoryRow], now: float) -> None:
+    """Add folded rows to both steps' rows; delete those kept long enough (in
+    the caller's write transaction, which serializes writers)."""
+    conn.executemany(
+        _ADD,
+        [
+            (r.step, r.start, r.queue, r.type, r.completed, r.failed, *r.durations)
+            for r in rows_per_step(rows)
+        ],
+    )
+    for step, keep in HISTORY_KEEP.items():
+        conn.execute(
+            "DELETE FROM jobsched_shared_history WHERE step = ? AND start <= ?",
+            (step, now - keep - step),
+        )
+
+
+def history(
+    conn: sqlite3.Connection, step: float, since: float, type: str | None, queue: str | None
+) -> list[HistoryRow]:
+    """The rows of `step` since `since` (of `type`, `queue`), summed over queues."""
+    where = ["step = ?", "start >= ?"]
+    params: list[object] = [step, since]
+    if type is not None:
+        where.append("type = ?")
+        params.append(type)
+    if queue is not None:
+        where.append("queue = ?")
+        params.append(queue)
+    found = conn.execute(
+        f"SELECT start, type, {_SUMS} FROM jobsched_shared_history "
+        f"WHERE {' AND '.join(where)} GROUP BY start, type ORDER BY start, type",
+        params,
+    )
+    return [
+        HistoryRow(
+            step=step,
+            start=float(r[0]),
+            queue=queue or "*",
+            type=r[1],
+            completed=int(r[2]),
+            failed=int(r[3]),
+            durations=tuple(int(n) for n in r[4:]),
+        )
+        for r in found
+    ]
+
+
+def backlog(conn: sqlite3.Connection, queue: str | None, at: float) -> list[BacklogRow]:
+    """Each job type's unfinished jobs (of `queue`), by type, as `queries.queue_stats`
+    reads them."""
+    where = "status IN ('pending', 'retry_wait', 'running')"
+    params: dict[str, object] = {"at": at}
+    if queue is not None:
+        where += " AND queue = :queue"
+        params["queue"] = queue
+    return [
+        BacklogRow(type=name, queued=int(queued), running=int(running), oldest_due=oldest)
+        for name, queued, running, oldest in conn.execute(
+            f"""SELECT type, sum(status IN ('pending', 'retry_wait')),
+                sum(status = 'running'),
+                min(CASE WHEN status IN ('pending', 'retry_wait') AND unmet = 0
+                    AND run_at <= :at THEN run_at END)
+            FROM jobsched_shared_jobs WHERE {where} GROUP BY type ORDER BY type""",
+            params,
+        )
+    ]
