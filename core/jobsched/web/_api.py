@@ -2,7 +2,8 @@
 
 Every answer is JSON. An error is ``{"error": "one line"}`` with 400 (bad
 query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job or
-schedule) or 409 (the job is not in a status the action applies to).
+schedule), 409 (the job is not in a status the action applies to) or 501
+(the store lacks the role a route needs, e.g. ``history``).
 Records keep the field names of their Python classes (`jobsched.JobInfo`,
 `jobsched.Stats`, `jobsched.ScheduleInfo`).
 """
@@ -114,6 +115,16 @@ def _statuses(request: Request) -> list[str] | None:
 
 async def stats(request: Request, board: Dashboard) -> Any:
     return to_json(await board.client.stats())
+
+
+async def history(request: Request, board: Dashboard) -> Any:
+    """`Client.history`: throughput over a window, per job type, and the backlog."""
+    window, job_type, queue = _params.history_query(request.query_params)
+    try:
+        found = await board.client.history(window=window, type=job_type, queue=queue)
+    except MissingRoleError as exc:
+        raise ApiError(501, str(exc)) from None
+    return to_json(found)
 
 
 async def workers(request: Request, board: Dashboard) -> Any:
@@ -263,6 +274,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
         get("/api/workers", workers, "api_workers"),
+        get("/api/history", history, "api_history"),
         get("/api/jobs", jobs, "api_jobs"),
         get("/api/jobs/{job_id}", job, "api_job"),
         get("/api/jobs/{job_id}/args", job_args, "api_job_args"),
