@@ -114,7 +114,7 @@ async def overview(request: Request) -> Response:
         "history_lacking": lacking,
         "history_chart": None
         if history is None
-        else _views.throughput_chart(history.buckets, step=history.step, width=960),
+        else _views.throughput_chart(history.buckets, step=history.step),
         "queues": queues,
         "filters": {"window": window, "type": job_type, "queue": queue},
         "type_options": sorted(types | ({job_type} if job_type else set())),
