@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -416,3 +419,12 @@ def test_the_windows_are_the_documented_three() -> None:
         "24h": (86_400.0, 300.0),
         "7d": (604_800.0, 3600.0),
     }
+
+
+def test_the_docs_example_prints_what_the_page_says() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    section = doc.split("### Throughput history", 1)[1]
+    code, expected = re.findall(r"```(?:python|text)\n(.*?)```", section, flags=re.S)[:2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
