@@ -125,17 +125,25 @@ def test_the_fold_counts_by_bucket_queue_and_type_and_gives_back_what_failed() -
 
 def test_the_memory_table_keeps_each_step_as_long_as_its_keep() -> None:
     t = 1_800_000_000.0
+    hour = t - t % 3600
     table = HistoryTable()
     table.add([row(t, "default", "a", 2, 0), row(t + 300, "default", "a", 1, 1)], now=t + 600)
-    [hour] = table.read(3600.0, 0.0, None, None)
-    assert (hour.start, hour.completed, hour.failed) == (t - t % 3600, 3, 1)
-    assert len(table.read(300.0, 0.0, None, None)) == 2
+    buckets, [a] = table.read(3600.0, 0.0, None, None)
+    assert buckets == [(hour, 3, 1)] and (a.type, a.completed, a.failed) == ("a", 3, 1)
+    assert table.read(300.0, 0.0, None, None)[0] == [(t, 2, 0), (t + 300, 1, 1)]
     # A day later the 5-minute rows are gone, the hourly one is kept a week.
     table.prune(t + HISTORY_KEEP[300.0] + 600)
-    assert table.read(300.0, 0.0, None, None) == []
-    assert len(table.read(3600.0, 0.0, None, None)) == 1
+    assert table.read(300.0, 0.0, None, None) == ([], [])
+    assert table.read(3600.0, 0.0, None, None)[0] == [(hour, 3, 1)]
     table.prune(t + HISTORY_KEEP[3600.0] + 3600)
-    assert table.read(3600.0, 0.0, None, None) == []
+    assert table.read(3600.0, 0.0, None, None) == ([], [])
+
+
+def summary(read: Any) -> tuple[list[tuple[float, int, int]], list[tuple[str, str, int, int]]]:
+    """A store's history read as plain tuples: the buckets, and each type's
+    ``(type, queue, completed, failed)``."""
+    buckets, types = read
+    return buckets, [(r.type, r.queue, r.completed, r.failed) for r in types]
 
 
 # ── the store contract, on every shared store ──────────────────────────
@@ -156,28 +164,36 @@ async def test_flushes_add_up_at_both_steps_and_reads_filter(target: Target) -> 
             ]
         )
         five = await store.history(300.0, t - 1, None, None)
-        assert [(r.start, r.type, r.queue, r.completed, r.failed) for r in five] == [
-            (t, "email", "*", 9, 1),  # both queues, both flushes
-            (t, "report", "*", 4, 0),
-            (t + 300, "email", "*", 0, 2),
-        ]
-        assert five[0].durations == hist(s0_015=10)
-        [hour_email, hour_report] = await store.history(3600.0, t - 1, None, None)
-        assert (hour_email.start, hour_email.completed, hour_email.failed) == (t, 9, 3)
-        assert hour_email.durations == tuple(
+        assert summary(five) == (
+            [(t, 13, 1), (t + 300, 0, 2)],  # both queues, both types, both flushes
+            [("email", "*", 9, 3), ("report", "*", 4, 0)],
+        )
+        email, report = five[1]
+        assert (email.step, email.start) == (300.0, t - 1)
+        assert email.durations == tuple(
             a + b for a, b in zip(hist(s0_015=10), hist(s1_5=2), strict=True)
         )
-        assert (hour_report.type, hour_report.completed) == ("report", 4)
+        assert report.durations == hist(s0_015=4)
+        # The hourly rows hold the same attempts, in one bucket.
+        assert summary(await store.history(3600.0, t - 1, None, None)) == (
+            [(t, 13, 3)],
+            [("email", "*", 9, 3), ("report", "*", 4, 0)],
+        )
         # Filters: one type, one queue, a later start.
-        assert [r.completed for r in await store.history(300.0, t - 1, "email", "bulk")] == [5]
-        found = await store.history(300.0, t - 1, "email", "default")
-        assert [(r.start, r.queue, r.completed, r.failed) for r in found] == [
-            (t, "default", 4, 1),
-            (t + 300, "default", 0, 2),
-        ]
-        assert [r.start for r in await store.history(300.0, t + 1, None, None)] == [t + 300]
-        assert await store.history(300.0, t - 1, "nope", None) == []
-        assert await store.history(300.0, t - 1, None, "nope") == []
+        assert summary(await store.history(300.0, t - 1, "email", "bulk")) == (
+            [(t, 5, 0)],
+            [("email", "bulk", 5, 0)],
+        )
+        assert summary(await store.history(300.0, t - 1, "email", "default")) == (
+            [(t, 4, 1), (t + 300, 0, 2)],
+            [("email", "default", 4, 3)],
+        )
+        assert summary(await store.history(300.0, t + 1, None, None)) == (
+            [(t + 300, 0, 2)],
+            [("email", "*", 0, 2)],
+        )
+        assert await store.history(300.0, t - 1, "nope", None) == ([], [])
+        assert await store.history(300.0, t - 1, None, "nope") == ([], [])
     finally:
         await store.close()
 
@@ -192,17 +208,18 @@ async def test_rows_older_than_their_keep_go_in_the_flush(target: Target) -> Non
             [row(two_days, "default", "a", 1, 0), row(eight_days, "default", "a", 1, 0)]
         )
         # Two days old: past the day of 5-minute rows, within the week of hourly ones.
-        assert await store.history(300.0, 0.0, None, None) == []
-        assert [r.start for r in await store.history(3600.0, 0.0, None, None)] == [two_days]
+        assert await store.history(300.0, 0.0, None, None) == ([], [])
+        assert (await store.history(3600.0, 0.0, None, None))[0] == [(two_days, 1, 0)]
         if target.kind == "memory":
             return  # its rows are objects: HistoryTable's own test ages them
         # Rows already kept go too, once past their keep (moved back by hand).
-        await store.add_history([row(math.floor(now / 300) * 300.0, "default", "a", 1, 0)])
+        now_bucket = math.floor(now / 300) * 300.0
+        await store.add_history([row(now_bucket, "default", "a", 1, 0)])
         await _age_history(target, store, 6 * 86_400)
-        await store.add_history([row(math.floor(now / 300) * 300.0, "default", "b", 1, 0)])
-        kept = await store.history(3600.0, 0.0, None, None)
-        assert [r.type for r in kept] == ["a", "b"]  # the aged "a" row of now, and "b"
-        assert [r.type for r in await store.history(300.0, 0.0, None, None)] == ["b"]
+        await store.add_history([row(now_bucket, "default", "b", 1, 0)])
+        hourly = await store.history(3600.0, 0.0, None, None)
+        assert [r.type for r in hourly[1]] == ["a", "b"]  # the aged "a" row of now, and "b"
+        assert [r.type for r in (await store.history(300.0, 0.0, None, None))[1]] == ["b"]
     finally:
         await store.close()
 
@@ -243,7 +260,7 @@ async def test_a_row_a_worker_cannot_have_folded_is_refused_whole(target: Target
         ):  # fmt: skip
             with pytest.raises(ValueError, match="not a 300-second history row"):
                 await store.add_history([good, bad])
-        assert await store.history(300.0, 0.0, None, None) == []
+        assert await store.history(300.0, 0.0, None, None) == ([], [])
     finally:
         await store.close()
 
@@ -374,7 +391,7 @@ def test_the_blocking_client_reads_the_history(tmp_path: Path) -> None:
             [],
             None,
         )
-        assert all(b.p50 is None and b.completed == 0 for b in h.buckets)
+        assert all(b.completed == b.failed == 0 for b in h.buckets)
         # Buckets end with the one under way, a step apart.
         assert h.buckets[-1].start <= h.at < h.buckets[-1].start + h.step
         assert {b2.start - b1.start for b1, b2 in itertools.pairwise(h.buckets)} == {3600.0}

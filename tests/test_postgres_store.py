@@ -471,7 +471,7 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
         # version 12: nobody refused it
         assert (row.build_refusals, row.last_refusal, row.refused_by) == (0, None, ())
         assert row.queue == "default"  # version 13 puts stored jobs in the default queue
-        assert await s.history(300.0, 0.0, None, None) == []  # version 15: no history yet
+        assert await s.history(300.0, 0.0, None, None) == ([], [])  # version 15: no history yet
     finally:
         await s.close()
 

@@ -561,7 +561,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
         assert row.last_traceback is None  # version 9 adds it, empty
         # version 11: nobody refused it
         assert (row.build_refusals, row.last_refusal, row.refused_by) == (0, None, ())
-        assert await store.history(300.0, 0.0, None, None) == []  # version 14: none kept yet
+        assert await store.history(300.0, 0.0, None, None) == ([], [])  # version 14: none kept yet
     finally:
         await store.close()
     # Opening again migrates nothing more.

@@ -841,8 +841,8 @@ class Client:
         self._check_open()
         step, name = check_history_query(window, type, queue)
         backlog, at = await self.store.backlog(name)
-        rows = await self.store.history(step, at - HISTORY_WINDOWS[window][0], type, name)
-        return History.from_rows(window, rows, backlog, at, type=type, queue=name)
+        read = await self.store.history(step, at - HISTORY_WINDOWS[window][0], type, name)
+        return History.from_rows(window, read, backlog, at, type=type, queue=name)
 
     async def _unserved(self) -> dict[str, int]:
         """Due jobs per job type no live worker registered (none for a store

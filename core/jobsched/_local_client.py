@@ -65,7 +65,7 @@ from .backends import SharedBackend
 from .store import (
     BacklogRow,
     HistoryFold,
-    HistoryRow,
+    HistoryRead,
     HistoryTable,
     encode_json,
     queue_rows,
@@ -134,9 +134,7 @@ class _Recorder:
             now - job.started_at,
         )
 
-    def read(
-        self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
+    def read(self, step: float, since: float, type: str | None, queue: str | None) -> HistoryRead:
         """`HistoryRole.history` over this scheduler's attempts."""
         if self.fold:
             self.table.add(self.fold.take(), self._clock.time())
@@ -468,8 +466,8 @@ class LocalClient:
             BacklogRow(type=t, queued=r[0], running=r[1], oldest_due=r[2])
             for t, r in sorted(found.items())
         ]
-        rows = self._recorder.read(step, now - HISTORY_WINDOWS[window][0], type, name)
-        return History.from_rows(window, rows, backlog, now, type=type, queue=name)
+        read = self._recorder.read(step, now - HISTORY_WINDOWS[window][0], type, name)
+        return History.from_rows(window, read, backlog, now, type=type, queue=name)
 
     async def workers(self) -> list[WorkerRecord]:
         """This process as the one worker, once its scheduler started (none

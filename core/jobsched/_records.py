@@ -19,7 +19,7 @@ from .store import (
     FOLD_STEP,
     AttemptRow,
     BacklogRow,
-    HistoryRow,
+    HistoryRead,
     QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
@@ -425,10 +425,6 @@ class HistoryBucket:
     completed: int
     #: Attempts that raised or timed out, retried after or not.
     failed: int
-    #: The median and 95th percentile of those attempts' durations, in
-    #: seconds (from the histogram: see `History`); None if none ended.
-    p50: float | None
-    p95: float | None
 
 
 @attrs.frozen(kw_only=True)
@@ -492,33 +488,27 @@ class History:
     def from_rows(
         cls,
         window: str,
-        rows: Iterable[HistoryRow],
+        read: HistoryRead,
         backlog: Iterable[BacklogRow],
         at: float,
         *,
         type: str | None = None,
         queue: str | None = None,
     ) -> History:
-        """The record of a store's history rows (`HistoryRole.history`, one
-        step) and backlog read at `at`, for `window` (`HISTORY_WINDOWS`)."""
+        """The record of a store's history (`HistoryRole.history`: per bucket
+        and per job type, read for `window`, one of `HISTORY_WINDOWS`) and
+        backlog (`HistoryRole.backlog`), read at `at`."""
         span, step = HISTORY_WINDOWS[window]
         last = math.floor(at / step) * step
-        count = round(span / step)
-        starts = [last - step * i for i in range(count - 1, -1, -1)]
-        rows = [r for r in rows if r.start >= starts[0] and (type is None or r.type == type)]
-        by_start: dict[float, list[HistoryRow]] = {}
-        by_type: dict[str, list[HistoryRow]] = {}
-        for row in rows:
-            by_start.setdefault(row.start, []).append(row)
-            by_type.setdefault(row.type, []).append(row)
+        starts = [last - step * i for i in range(round(span / step) - 1, -1, -1)]
+        counts = {start: (completed, failed) for start, completed, failed in read[0]}
+        ended = {row.type: row for row in read[1] if type is None or row.type == type}
         waiting = {b.type: b for b in backlog if type is None or b.type == type}
         types = []
-        for name in sorted({*by_type, *waiting}):
-            b = waiting.get(name)
-            done = by_type.get(name, [])
-            durations = sum_durations(done)
-            completed = sum(r.completed for r in done)
-            failed = sum(r.failed for r in done)
+        for name in sorted({*ended, *waiting}):
+            b, row = waiting.get(name), ended.get(name)
+            completed, failed = (row.completed, row.failed) if row else (0, 0)
+            durations = row.durations if row else ()
             types.append(
                 TypeStats(
                     type=name,
@@ -532,28 +522,21 @@ class History:
                     p95=percentile(durations, 0.95),
                 )
             )
-        buckets = []
-        for start in starts:
-            durations = sum_durations(by_start.get(start, ()))
-            buckets.append(
-                HistoryBucket(
-                    start=start,
-                    completed=sum(r.completed for r in by_start.get(start, ())),
-                    failed=sum(r.failed for r in by_start.get(start, ())),
-                    p50=percentile(durations, 0.5),
-                    p95=percentile(durations, 0.95),
-                )
-            )
-        durations = sum_durations(rows)
-        completed = sum(r.completed for r in rows)
-        failed = sum(r.failed for r in rows)
+        durations = sum_durations(ended.values())
+        completed = sum(t.completed for t in types)
+        failed = sum(t.failed for t in types)
         oldest = [b.oldest_due for b in waiting.values() if b.oldest_due is not None]
         return cls(
             window=window,
             step=step,
             type=type,
             queue=queue,
-            buckets=buckets,
+            buckets=[
+                HistoryBucket(
+                    start=s, completed=counts.get(s, (0, 0))[0], failed=counts.get(s, (0, 0))[1]
+                )
+                for s in starts
+            ],
             completed=completed,
             failed=failed,
             failure_rate=_rate(completed, failed),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._history import BacklogRow, HistoryRow
+from ._history import BacklogRow, HistoryRead, HistoryRow
 from ._rows import (
     MAX_LEASE_EXPIRIES,
     JobRow,
@@ -630,13 +630,17 @@ class HistoryRole(StoreBase, Protocol):
 
     async def history(
         self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
-        """The rows of `step` (one of `HISTORY_STEPS`) whose start is at or
-        after `since`, of job type `type` and queue `queue` (None: any),
-        summed over queues: one row per ``(start, type)``, sorted so, its
-        ``queue`` the one asked for (``"*"`` for None). Reads the kept rows
-        alone, never the jobs. A single-owner store returns none (its owner
-        keeps the history in memory)."""
+    ) -> HistoryRead:
+        """The kept rows of `step` (one of `HISTORY_STEPS`) whose start is at
+        or after `since`, of job type `type` and queue `queue` (None: any),
+        summed two ways, in one transaction: ``(start, completed, failed)``
+        per bucket with rows, by start (over queues and types: the chart),
+        and a `HistoryRow` per job type, by type, summed over the buckets and
+        queues (histogram included: the per-type table), its ``start``
+        `since` and its ``queue`` the one asked for (``"*"`` for None). Reads
+        the kept rows alone, never the jobs (two aggregates the store can
+        compute itself, e.g. SQL ``GROUP BY``). A single-owner store returns
+        none (its owner keeps the history in memory)."""
         ...
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:

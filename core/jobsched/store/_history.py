@@ -53,6 +53,9 @@ HISTORY_STEPS: tuple[float, ...] = (300.0, 3600.0)
 HISTORY_KEEP: dict[float, float] = {300.0: 86_400.0, 3600.0: 7 * 86_400.0}
 #: The finest bucket: what a worker folds into and hands to the store.
 FOLD_STEP = HISTORY_STEPS[0]
+#: What `HistoryRole.history` returns: ``(start, completed, failed)`` per
+#: bucket with attempts (by start), and a row per job type over the window.
+HistoryRead = tuple[list[tuple[float, int, int]], list["HistoryRow"]]
 
 
 @attrs.frozen(kw_only=True)
@@ -61,8 +64,8 @@ class HistoryRow:
 
     A worker hands `HistoryRole.add_history` rows of `FOLD_STEP` seconds; the
     store adds them to its rows of every step. `HistoryRole.history` returns
-    rows of one step summed over queues (their `queue` is then the queue
-    asked for, or ``"*"`` for all of them).
+    a row per job type summed over a window (its `start` is then the
+    window's, its `queue` the queue asked for, or ``"*"`` for all of them).
     """
 
     #: The bucket's size in seconds (one of `HISTORY_STEPS`).
@@ -261,11 +264,10 @@ class HistoryTable:
         for key in old:
             del self._rows[key]
 
-    def read(
-        self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
+    def read(self, step: float, since: float, type: str | None, queue: str | None) -> HistoryRead:
         """`HistoryRole.history` over these rows."""
-        summed: dict[tuple[float, str], HistoryRow] = {}
+        buckets: dict[float, list[int]] = {}
+        types: dict[str, HistoryRow] = {}
         for row in self._rows.values():
             if row.step != step or row.start < since:
                 continue
@@ -273,10 +275,18 @@ class HistoryTable:
                 queue is not None and row.queue != queue
             ):
                 continue
-            key = (row.start, row.type)
-            old = summed.get(key)
-            summed[key] = attrs.evolve(row, queue=queue or "*") if old is None else _added(old, row)
-        return [summed[key] for key in sorted(summed)]
+            counts = buckets.setdefault(row.start, [0, 0])
+            counts[0] += row.completed
+            counts[1] += row.failed
+            old = types.get(row.type)
+            if old is None:
+                types[row.type] = attrs.evolve(row, start=since, queue=queue or "*")
+            else:
+                types[row.type] = _added(old, row)
+        return (
+            [(start, c[0], c[1]) for start, c in sorted(buckets.items())],
+            [types[name] for name in sorted(types)],
+        )
 
 
 def _added(old: HistoryRow, row: HistoryRow) -> HistoryRow:

@@ -169,10 +169,8 @@ def _document() -> dict[str, Any]:
                 "start": {"type": "number"},
                 "completed": {"type": "integer"},
                 "failed": {"type": "integer"},
-                "p50": _NUMBER_OR_NULL,
-                "p95": _NUMBER_OR_NULL,
             },
-            "required": ["start", "completed", "failed", "p50", "p95"],
+            "required": ["start", "completed", "failed"],
         },
         "TypeStats": {
             "type": "object",

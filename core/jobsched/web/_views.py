@@ -247,7 +247,7 @@ def throughput_chart(
     buckets: Sequence[Any], *, step: float = 60.0, width: int = 640, height: int = 150
 ) -> Chart:
     """Stacked bars (completed below, failed above) for `Stats.throughput`
-    (one a minute) or `History.buckets` (`step` seconds each, with p50/p95)."""
+    (one a minute) or `History.buckets` (`step` seconds each)."""
     left, top, bottom = 34.0, 8.0, 20.0
     plot_h = height - top - bottom
     base = height - bottom
@@ -261,9 +261,6 @@ def throughput_chart(
         start = datetime.fromtimestamp(bucket.start, timezone.utc)
         title = f"{start:%a %d %b %H:%M}" if step >= 3600 else f"{start:%H:%M}"
         title += f" UTC: {bucket.completed} completed, {bucket.failed} failed"
-        p50, p95 = getattr(bucket, "p50", None), getattr(bucket, "p95", None)
-        if p50 is not None and p95 is not None:
-            title += f"; p50 {duration(p50)}, p95 {duration(p95)}"
         bars.append(
             Bar(
                 x=round(left + i * slot + 1, 2),

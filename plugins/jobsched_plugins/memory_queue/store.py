@@ -16,6 +16,7 @@ import attrs
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
     BacklogRow,
+    HistoryRead,
     HistoryRow,
     LimitsData,
     NewJob,
@@ -707,8 +708,8 @@ class SharedMemoryStore(DelegatedWakeups):
 
     async def history(
         self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
-        """The kept rows of `step` since `since`, summed over queues, by (start, type)."""
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type."""
         return self._run(lambda q, t: q.throughput.read(step, since, type, queue))
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:

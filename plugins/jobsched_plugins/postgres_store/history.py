@@ -17,6 +17,7 @@ from jobsched.store import (
     DURATION_SLOTS,
     HISTORY_KEEP,
     BacklogRow,
+    HistoryRead,
     HistoryRow,
     rows_per_step,
 )
@@ -27,17 +28,17 @@ if TYPE_CHECKING:
     import psycopg
 
 _COUNTS = ("completed", "failed", *DURATION_COLUMNS)
-# How long each step's rows are kept, as SQL (from `HISTORY_KEEP`).
-_KEEP = (
-    "CASE step "
-    + " ".join(f"WHEN {step!r} THEN {keep!r}" for step, keep in HISTORY_KEEP.items())
-    + " END"
+# The rows kept long enough (`HISTORY_KEEP`), a range of the primary key
+# (step, start) per step: the delete reads no other row.
+_OLD = " OR ".join(
+    f"(step = {step!r} AND start <= (SELECT now FROM t) - {keep + step!r})"
+    for step, keep in HISTORY_KEEP.items()
 )
 _ADD = (
     "WITH t AS (SELECT "
     + NOW
     + f""" AS now),
-    pruned AS (DELETE FROM {{s}}.history WHERE start + step <= (SELECT now FROM t) - {_KEEP})
+    pruned AS (DELETE FROM {{s}}.history WHERE {_OLD})
     INSERT INTO {{s}}.history AS h (step, start, queue, type, {", ".join(_COUNTS)})
     SELECT v.* FROM unnest(%s::float8[], %s::float8[], %s::text[], %s::text[], """
     + ", ".join(["%s::bigint[]"] * len(_COUNTS))
@@ -77,8 +78,9 @@ async def add_history(db: Database, rows: Sequence[HistoryRow]) -> None:
 
 async def history(
     db: Database, step: float, since: float, type: str | None, queue: str | None
-) -> list[HistoryRow]:
-    """The rows of `step` since `since` (of `type`, `queue`), summed over queues."""
+) -> HistoryRead:
+    """The rows of `step` since `since` (of `type`, `queue`), per bucket and
+    per job type: one statement (``GROUPING SETS``), one scan of the rows."""
     where = ["step = %s", "start >= %s"]
     params: list[Any] = [step, since]
     if type is not None:
@@ -88,27 +90,33 @@ async def history(
         where.append("queue = %s")
         params.append(queue)
 
-    async def body(conn: psycopg.AsyncConnection[Any]) -> list[HistoryRow]:
+    async def body(conn: psycopg.AsyncConnection[Any]) -> HistoryRead:
         cur = await conn.execute(
             db.q(
                 f"SELECT start, type, {_SUMS} FROM {{s}}.history WHERE "
                 + " AND ".join(where)
-                + " GROUP BY start, type ORDER BY start, type"
+                + " GROUP BY GROUPING SETS ((start), (type)) ORDER BY start, type"
             ),
             params,
         )
-        return [
-            HistoryRow(
-                step=step,
-                start=float(r["start"]),
-                queue=queue or "*",
-                type=r["type"],
-                completed=int(r["completed"]),
-                failed=int(r["failed"]),
-                durations=tuple(int(r[c]) for c in DURATION_COLUMNS),
-            )
-            for r in await cur.fetchall()
-        ]
+        buckets: list[tuple[float, int, int]] = []
+        types: list[HistoryRow] = []
+        for r in await cur.fetchall():
+            if r["type"] is None:
+                buckets.append((float(r["start"]), int(r["completed"]), int(r["failed"])))
+            else:
+                types.append(
+                    HistoryRow(
+                        step=step,
+                        start=since,
+                        queue=queue or "*",
+                        type=r["type"],
+                        completed=int(r["completed"]),
+                        failed=int(r["failed"]),
+                        durations=tuple(int(r[c]) for c in DURATION_COLUMNS),
+                    )
+                )
+        return buckets, types
 
     return await db.transaction(body)
 

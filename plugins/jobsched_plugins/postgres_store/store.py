@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
     BacklogRow,
+    HistoryRead,
     HistoryRow,
     NewJob,
     Outcome,
@@ -358,8 +359,8 @@ class PostgresStore(DelegatedWakeups):
 
     async def history(
         self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
-        """The kept rows of `step` since `since`, summed over queues, by (start, type)."""
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type."""
         return await throughput.history(self.db, step, since, type, queue)
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:

@@ -10,6 +10,7 @@ from jobsched.store import (
     DURATION_COLUMNS,
     HISTORY_KEEP,
     BacklogRow,
+    HistoryRead,
     HistoryRow,
     rows_per_step,
 )
@@ -43,8 +44,9 @@ def add_history(conn: sqlite3.Connection, rows: Sequence[HistoryRow], now: float
 
 def history(
     conn: sqlite3.Connection, step: float, since: float, type: str | None, queue: str | None
-) -> list[HistoryRow]:
-    """The rows of `step` since `since` (of `type`, `queue`), summed over queues."""
+) -> HistoryRead:
+    """The rows of `step` since `since` (of `type`, `queue`): per bucket,
+    then per job type (in the caller's transaction)."""
     where = ["step = ?", "start >= ?"]
     params: list[object] = [step, since]
     if type is not None:
@@ -53,23 +55,33 @@ def history(
     if queue is not None:
         where.append("queue = ?")
         params.append(queue)
-    found = conn.execute(
-        f"SELECT start, type, {_SUMS} FROM jobsched_shared_history "
-        f"WHERE {' AND '.join(where)} GROUP BY start, type ORDER BY start, type",
-        params,
-    )
-    return [
+    clause = " AND ".join(where)
+    # By start: the primary key's order, no sort; two sums, no histogram.
+    buckets = [
+        (float(start), int(completed), int(failed))
+        for start, completed, failed in conn.execute(
+            "SELECT start, sum(completed), sum(failed) FROM jobsched_shared_history "
+            f"WHERE {clause} GROUP BY start ORDER BY start",
+            params,
+        )
+    ]
+    types = [
         HistoryRow(
             step=step,
-            start=float(r[0]),
+            start=since,
             queue=queue or "*",
-            type=r[1],
-            completed=int(r[2]),
-            failed=int(r[3]),
-            durations=tuple(int(n) for n in r[4:]),
+            type=r[0],
+            completed=int(r[1]),
+            failed=int(r[2]),
+            durations=tuple(int(n) for n in r[3:]),
         )
-        for r in found
+        for r in conn.execute(
+            f"SELECT type, {_SUMS} FROM jobsched_shared_history "
+            f"WHERE {clause} GROUP BY type ORDER BY type",
+            params,
+        )
     ]
+    return buckets, types
 
 
 def backlog(conn: sqlite3.Connection, queue: str | None, at: float) -> list[BacklogRow]:

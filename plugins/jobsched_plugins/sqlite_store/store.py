@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
     BacklogRow,
+    HistoryRead,
     HistoryRow,
     JobRow,
     NewJob,
@@ -640,11 +641,11 @@ class SQLiteStore(DelegatedWakeups):
 
     async def history(
         self, step: float, since: float, type: str | None, queue: str | None
-    ) -> list[HistoryRow]:
-        """The kept rows of `step` since `since`, summed over queues (none in a
-        single-owner file: its owner keeps the history in memory)."""
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type
+        (none in a single-owner file: its owner keeps the history in memory)."""
         if self.mode == migrations.SINGLE_OWNER:
-            return []
+            return [], []
         return await self._read(lambda conn: throughput.history(conn, step, since, type, queue))
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
