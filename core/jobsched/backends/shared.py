@@ -19,10 +19,9 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   the job meanwhile) hands the job back unstarted; an attempt whose lease
   the renewer finds lost is stopped and its end is not written (see
   `SharedBackend.starting`);
-* the attempts that end are also counted in memory (`HistoryFold`: per
-  5-minute bucket, queue and job type, with a duration histogram) and handed
-  to the store on the renewer's cadence, in one call (`SharedStore.add_history`):
-  the dashboard's throughput history lags by at most ``lease_seconds / 3``;
+* the attempts that end are also counted in memory and handed to the store
+  on the renewer's cadence, in one call (`AttemptHistory`): the throughput
+  history lags by at most ``lease_seconds / 3``;
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
   releases or cancels dependents in the database. A batch the store refuses
@@ -66,8 +65,6 @@ from ..store import (
     MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
     WORKER_RETENTION,
-    HistoryFold,
-    HistoryRow,
     NewJob,
     Outcome,
     SharedJobRow,
@@ -81,6 +78,7 @@ from ..store import (
     encode_result,
     storable_text,
 )
+from .history import AttemptHistory
 from .local import LocalBackend
 from .outcomes import write_outcomes
 from .schedules import ScheduleServer, schedule_row
@@ -160,12 +158,7 @@ class SharedBackend(LocalBackend):
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
-        # The stored type of each held job, and the attempts ended here not
-        # yet handed to the store (None: a store without the history role).
-        self._type_names: dict[str, str] = {}
-        self._history: HistoryFold | None = (
-            HistoryFold() if callable(getattr(store, "add_history", None)) else None
-        )
+        self._history = AttemptHistory(store, logger.bind(process=self.identity))
         self._outcomes: BatchWriter[Outcome] = BatchWriter(
             self._write_outcomes, name="jobsched-outcomes"
         )
@@ -325,7 +318,7 @@ class SharedBackend(LocalBackend):
         if self._opened:
             if unstarted:
                 await self.store.release(unstarted, self.identity)
-            await self.flush_history()
+            await self._history.flush()
             await self._forget()
             await self.store.close()
         self._log.info("shared scheduler stopped")
@@ -600,8 +593,7 @@ class SharedBackend(LocalBackend):
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
         self._held[job.job_id] = asked_at
-        if self._history is not None:
-            self._type_names[job.job_id] = row.type
+        self._history.claimed(job.job_id, row.type)
         s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
@@ -684,7 +676,7 @@ class SharedBackend(LocalBackend):
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
             await self._heartbeat()
-            await self.flush_history()
+            await self._history.flush()
 
     # ── The worker registry ─────────────────────────────────────────
     def worker_row(self) -> WorkerRow:
@@ -712,19 +704,9 @@ class SharedBackend(LocalBackend):
             self._log.warning("could not write the worker's heartbeat", error=str(exc))
 
     async def flush_history(self) -> None:
-        """Hand the attempts ended since the last call to the store, in one
-        call (never raises: what the store refuses is folded in again and
-        goes with the next call)."""
-        fold = self._history
-        if not fold:
-            return
-        assert fold is not None
-        rows: list[HistoryRow] = fold.take()
-        try:
-            await self.store.add_history(rows)
-        except Exception as exc:
-            fold.merge(rows)
-            self._log.warning("could not write the throughput history", error=str(exc))
+        """Hand the attempts ended here since the last flush to the store (the
+        renewer does it every ``lease_seconds / 3``; never raises)."""
+        await self._history.flush()
 
     async def _forget(self) -> None:
         """Delete this process's registry row: a clean stop, jobs drained."""
@@ -786,16 +768,10 @@ class SharedBackend(LocalBackend):
         """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
         if new is RUNNING or job.job_id not in self._held:
             return
-        fold = self._history
-        if fold is not None and old is RUNNING and new is not CANCELLED:
+        if old is RUNNING and new is not CANCELLED:
             started = job.started_at
-            fold.add(
-                time.time(),
-                job.queue,
-                self._type_names.get(job.job_id, "?"),
-                new is COMPLETED,
-                0.0 if started is None else self.kernel.clock.now() - started,
-            )
+            ran = 0.0 if started is None else self.kernel.clock.now() - started
+            self._history.ended(job.job_id, job.queue, new is COMPLETED, ran)
         if new is RETRY_WAIT:
             self._outcome(
                 job.job_id,
@@ -883,7 +859,7 @@ class SharedBackend(LocalBackend):
         traceback: str | None = None,
     ) -> None:
         self._held.pop(job_id, None)
-        self._type_names.pop(job_id, None)
+        self._history.forget(job_id)
         self._writing.add(job_id)
         self._outcomes.add(
             Outcome(
