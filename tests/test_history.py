@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import pg_jobs
@@ -265,29 +266,31 @@ async def test_a_row_a_worker_cannot_have_folded_is_refused_whole(target: Target
         await store.close()
 
 
-async def test_the_backlog_counts_unfinished_jobs_per_type(target: Target) -> None:
+async def test_the_backlog_counts_queued_and_running_jobs_per_type(target: Target) -> None:
     async with Client(target.url, plugins=PLUGINS) as client:
         first = await client.submit(target.rec("a"))
         await client.submit(target.rec("b"), queue="bulk")
-        await client.submit(target.rec("c"), delay=3600)  # not due
+        await client.submit(target.rec("c"), delay=3600)  # queued, not due
         await client.submit(pg_jobs.Fail(), depends_on=[first])  # waits for its upstream
+        await client.submit(pg_jobs.Fail(), queue="bulk", delay=3600)
         store = await target.open_store()
         try:
             [claimed], _ = await store.claim(1, "w1", {"default": 1})
             assert claimed.job_id == first
             rows, at = await store.backlog(None)
             assert abs(at - time.time()) < 60
-            assert [(r.type, r.queued, r.running) for r in rows] == [
-                ("fail", 1, 0),
-                ("record", 2, 1),
+            # By queue and type; the job waiting for its dependency is not queued yet.
+            assert [(r.queue, r.type, r.queued, r.running) for r in rows] == [
+                ("bulk", "fail", 1, 0),
+                ("bulk", "record", 1, 0),
+                ("default", "record", 1, 1),
             ]
-            fail, record = rows
-            assert fail.oldest_due is None  # it waits for its dependency
-            assert record.oldest_due is not None and record.oldest_due <= at
+            bulk_fail, bulk_record, default_record = rows
+            assert bulk_fail.oldest_due is None  # queued, but not due for an hour
+            assert bulk_record.oldest_due is not None and bulk_record.oldest_due <= at
+            assert default_record.oldest_due is None  # its one queued job is delayed
             bulk, _ = await store.backlog("bulk")
-            assert bulk == [
-                BacklogRow(type="record", queued=1, running=0, oldest_due=bulk[0].oldest_due)
-            ]
+            assert bulk == [bulk_fail, bulk_record]
             assert (await store.backlog("nope"))[0] == []
         finally:
             await store.close()
@@ -336,6 +339,11 @@ async def test_a_worker_flushes_its_attempts_and_the_client_reads_them(target: T
         later = await client.history(window="1h")
         assert later.backlog_age is not None and later.backlog_age >= 0
         assert [(t.type, t.queued) for t in later.types] == [("fail", 0), ("record", 1)]
+        [default] = later.queues
+        assert (default.name, default.queued, default.running) == ("default", 1, 0)
+        assert default.backlog_age is not None
+        assert (await client.history(window="1h", queue="bulk")).queues == []
+        assert (await client.history(window="1h", type="fail")).queues == []
         assert (await client.get(waiting)).status is JobStatus.PENDING
 
 
@@ -445,3 +453,27 @@ def test_the_docs_example_prints_what_the_page_says() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
+
+
+def test_the_record_sums_the_backlog_per_type_and_per_queue() -> None:
+    at = 1_800_000_000.0
+    backlog = [
+        BacklogRow(queue="bulk", type="a", queued=2, running=1, oldest_due=at - 30),
+        BacklogRow(queue="default", type="a", queued=1, running=0, oldest_due=at - 90),
+        BacklogRow(queue="default", type="b", queued=4, running=2, oldest_due=None),
+    ]
+    ended = [attrs.evolve(row(at - 600, "*", "a", 3, 1), start=at - 3600)]
+    h = History.from_rows("1h", ([(at - 600, 3, 1)], ended), backlog, at)
+    assert [(t.type, t.queued, t.running, t.backlog_age, t.completed) for t in h.types] == [
+        ("a", 3, 1, 90.0, 3),
+        ("b", 4, 2, None, 0),
+    ]
+    assert [(q.name, q.queued, q.running, q.backlog_age) for q in h.queues] == [
+        ("bulk", 2, 1, 30.0),
+        ("default", 5, 2, 90.0),
+    ]
+    assert h.backlog_age == 90.0
+    assert [(b.start, b.completed) for b in h.buckets if b.completed] == [(at - 600, 3)]
+    # A type filter narrows the backlog too.
+    only_b = History.from_rows("1h", ([], []), backlog, at, type="b")
+    assert [q.name for q in only_b.queues] == ["default"] and only_b.backlog_age is None

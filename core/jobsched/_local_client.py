@@ -449,22 +449,24 @@ class LocalClient:
         step, name = check_history_query(window, type, queue)
         scheduler = self.scheduler
         now_mono, now = scheduler.kernel.clock.now(), scheduler.kernel.clock.time()
-        found: dict[str, list[Any]] = {}
+        found: dict[tuple[str, str], list[Any]] = {}
         for job in scheduler.jobs():
             status = job.status
             if status.is_terminal or (name is not None and job.queue != name):
                 continue
-            rec = found.setdefault(self._recorder.type_name(job), [0, 0, None])
+            if status is not _RUNNING and scheduler.waiting_on(job.job_id):
+                continue  # waiting for its dependencies: not queued yet
+            rec = found.setdefault((job.queue, self._recorder.type_name(job)), [0, 0, None])
             if status is _RUNNING:
                 rec[1] += 1
                 continue
             rec[0] += 1
-            if job.run_at <= now_mono and not scheduler.waiting_on(job.job_id):
+            if job.run_at <= now_mono:
                 due = job.run_at + self._offset
                 rec[2] = due if rec[2] is None else min(rec[2], due)
         backlog = [
-            BacklogRow(type=t, queued=r[0], running=r[1], oldest_due=r[2])
-            for t, r in sorted(found.items())
+            BacklogRow(queue=key[0], type=key[1], queued=r[0], running=r[1], oldest_due=r[2])
+            for key, r in sorted(found.items())
         ]
         read = self._recorder.read(step, now - HISTORY_WINDOWS[window][0], type, name)
         return History.from_rows(window, read, backlog, now, type=type, queue=name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -448,6 +448,18 @@ class TypeStats:
 
 
 @attrs.frozen(kw_only=True)
+class QueueBacklog:
+    """One queue's backlog now (`History.queues`): its queued and running jobs
+    (of the history's job type, if it has one) and its oldest due job's wait."""
+
+    name: str
+    queued: int
+    running: int
+    #: How long its oldest due job has waited now, in seconds (None: none is due).
+    backlog_age: float | None
+
+
+@attrs.frozen(kw_only=True)
 class History:
     """Throughput over a window, per job type, and the backlog now (`Client.history`).
 
@@ -479,8 +491,11 @@ class History:
     #: How long the oldest due job (of `type`, in `queue`) has waited now,
     #: in seconds; None if no job is due.
     backlog_age: float | None
-    #: Each job type with unfinished jobs now or attempts in the window, by name.
+    #: Each job type with queued or running jobs now or attempts in the
+    #: window, by name.
     types: list[TypeStats]
+    #: Each queue with queued or running jobs now (of `type`), by name.
+    queues: list[QueueBacklog]
     #: When it was read (the store's clock).
     at: float
 
@@ -503,18 +518,20 @@ class History:
         starts = [last - step * i for i in range(round(span / step) - 1, -1, -1)]
         counts = {start: (completed, failed) for start, completed, failed in read[0]}
         ended = {row.type: row for row in read[1] if type is None or row.type == type}
-        waiting = {b.type: b for b in backlog if type is None or b.type == type}
+        waiting = [b for b in backlog if type is None or b.type == type]
+        per_type = _backlog_by(waiting, lambda b: b.type)
         types = []
-        for name in sorted({*ended, *waiting}):
-            b, row = waiting.get(name), ended.get(name)
+        for name in sorted({*ended, *per_type}):
+            queued, running, oldest = per_type.get(name, (0, 0, None))
+            row = ended.get(name)
             completed, failed = (row.completed, row.failed) if row else (0, 0)
             durations = row.durations if row else ()
             types.append(
                 TypeStats(
                     type=name,
-                    queued=b.queued if b else 0,
-                    running=b.running if b else 0,
-                    backlog_age=_age(b.oldest_due if b else None, at),
+                    queued=queued,
+                    running=running,
+                    backlog_age=_age(oldest, at),
                     completed=completed,
                     failed=failed,
                     failure_rate=_rate(completed, failed),
@@ -525,7 +542,7 @@ class History:
         durations = sum_durations(ended.values())
         completed = sum(t.completed for t in types)
         failed = sum(t.failed for t in types)
-        oldest = [b.oldest_due for b in waiting.values() if b.oldest_due is not None]
+        due = [b.oldest_due for b in waiting if b.oldest_due is not None]
         return cls(
             window=window,
             step=step,
@@ -542,8 +559,12 @@ class History:
             failure_rate=_rate(completed, failed),
             p50=percentile(durations, 0.5),
             p95=percentile(durations, 0.95),
-            backlog_age=_age(min(oldest) if oldest else None, at),
+            backlog_age=_age(min(due) if due else None, at),
             types=types,
+            queues=[
+                QueueBacklog(name=name, queued=q, running=r, backlog_age=_age(o, at))
+                for name, (q, r, o) in sorted(_backlog_by(waiting, lambda b: b.queue).items())
+            ],
             at=at,
         )
 
@@ -556,6 +577,19 @@ def check_history_query(window: Any, type: Any, queue: Any) -> tuple[float, str 
     if type is not None and not isinstance(type, str):
         raise TypeError(f"type must be a string, got {type!r}")
     return HISTORY_WINDOWS[window][1], None if queue is None else check_queue(queue)
+
+
+def _backlog_by(
+    rows: Iterable[BacklogRow], key: Callable[[BacklogRow], str]
+) -> dict[str, tuple[int, int, float | None]]:
+    """Backlog rows summed by `key`: ``(queued, running, oldest due run_at)``."""
+    found: dict[str, tuple[int, int, float | None]] = {}
+    for b in rows:
+        queued, running, oldest = found.get(key(b), (0, 0, None))
+        if b.oldest_due is not None and (oldest is None or b.oldest_due < oldest):
+            oldest = b.oldest_due
+        found[key(b)] = (queued + b.queued, running + b.running, oldest)
+    return found
 
 
 def _rate(completed: int, failed: int) -> float | None:

@@ -644,11 +644,14 @@ class HistoryRole(StoreBase, Protocol):
         ...
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
-        """Each job type's unfinished jobs in `queue` (None: every queue),
-        by type (`BacklogRow`: queued, running, the oldest due job's
-        ``run_at``), and the store's clock when it read them; types with no
-        unfinished job are left out. Reads the unfinished jobs as
-        `InspectRole.queue_stats` does."""
+        """Each job type's queued and running jobs in each queue (`queue`
+        alone, or every queue for None), by ``(queue, type)`` (`BacklogRow`:
+        queued, running, the oldest due job's ``run_at``), and the store's
+        clock when it read them, in one transaction; a queue and type with
+        neither is left out. Queued means pending
+        or retry_wait and released by its dependencies (``unmet`` 0): the
+        jobs the ready indexes of `QueueRole.claim` hold, so that the read
+        walks those and the running jobs, never the finished ones."""
         ...
 
 

@@ -90,10 +90,12 @@ class HistoryRow:
 
 @attrs.frozen(kw_only=True)
 class BacklogRow:
-    """One job type's unfinished jobs (`HistoryRole.backlog`)."""
+    """One job type's queued and running jobs in one queue (`HistoryRole.backlog`)."""
 
+    queue: str
     type: str
-    #: Pending or waiting to retry (due or not, released or not).
+    #: Pending or waiting to retry, released by their dependencies (due or
+    #: not); jobs still waiting for their dependencies are not counted.
     queued: int
     running: int
     #: The earliest ``run_at`` (wall clock) of its due jobs: pending or

@@ -208,9 +208,21 @@ def _document() -> dict[str, Any]:
                     "description": "seconds the oldest due job has waited (null: none is due)",
                 },
                 "types": {"type": "array", "items": _ref("TypeStats")},
+                "queues": {"type": "array", "items": _ref("QueueBacklog")},
                 "at": {"type": "number"},
             },
-            "required": ["window", "step", "buckets", "types", "at"],
+            "required": ["window", "step", "buckets", "types", "queues", "at"],
+        },
+        "QueueBacklog": {
+            "type": "object",
+            "description": "jobsched.QueueBacklog: one queue's backlog now",
+            "properties": {
+                "name": {"type": "string"},
+                "queued": {"type": "integer"},
+                "running": {"type": "integer"},
+                "backlog_age": _NUMBER_OR_NULL,
+            },
+            "required": ["name", "queued", "running", "backlog_age"],
         },
         "Stats": {
             "type": "object",

@@ -99,11 +99,12 @@ async def overview(request: Request) -> Response:
     except MissingRoleError as exc:
         history, lacking = None, str(exc)
     registry = await _registry(client)
-    queues = await client.queues()
-    # The filters offer the types the history names and those the workers
-    # registered, and every queue the store knows (a filter kept as it is).
+    # The filters offer the types and queues the history names and those
+    # the workers registered (and keep the one chosen).
     types = {t.type for t in history.types} if history is not None else set()
     types.update(t for w in registry or () for t in w.job_types)
+    queues = {q.name for q in history.queues} if history is not None else set()
+    queues.update(q for w in registry or () for q in w.queues)
     context = {
         "title": "Overview",
         "stats": stats,
@@ -115,10 +116,9 @@ async def overview(request: Request) -> Response:
         "history_chart": None
         if history is None
         else _views.throughput_chart(history.buckets, step=history.step),
-        "queues": queues,
         "filters": {"window": window, "type": job_type, "queue": queue},
         "type_options": sorted(types | ({job_type} if job_type else set())),
-        "queue_options": sorted({q.name for q in queues} | ({queue} if queue else set())),
+        "queue_options": sorted(queues | ({queue} if queue else set())),
         "windows": {"24h": "24 hours", "7d": "7 days", "1h": "1 hour"},
     }
     return _show(request, "overview", context)

@@ -713,25 +713,27 @@ class SharedMemoryStore(DelegatedWakeups):
         return self._run(lambda q, t: q.throughput.read(step, since, type, queue))
 
     async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
-        """Each job type's unfinished jobs (of `queue`), by type, and the time read."""
+        """Each job type's ready and running jobs per queue (or of `queue`), and the time read."""
 
         def body(q: Queue, t: float) -> tuple[list[BacklogRow], float]:
-            found: dict[str, list[Any]] = {}
+            found: dict[tuple[str, str], list[Any]] = {}
             for r in q.jobs.values():
                 if r.status not in ("pending", "retry_wait", "running"):
                     continue
-                if queue is not None and r.queue != queue:
-                    continue
-                rec = found.setdefault(r.type, [0, 0, None])
+                if (queue is not None and r.queue != queue) or r.unmet:
+                    continue  # another queue's, or waiting for its dependencies
+                rec = found.setdefault((r.queue, r.type), [0, 0, None])
                 if r.status == "running":
                     rec[1] += 1
                     continue
                 rec[0] += 1
-                if r.unmet == 0 and r.run_at <= t:
+                if r.run_at <= t:
                     rec[2] = r.run_at if rec[2] is None else min(rec[2], r.run_at)
             rows = [
-                BacklogRow(type=name, queued=rec[0], running=rec[1], oldest_due=rec[2])
-                for name, rec in sorted(found.items())
+                BacklogRow(
+                    queue=key[0], type=key[1], queued=rec[0], running=rec[1], oldest_due=rec[2]
+                )
+                for key, rec in sorted(found.items())
             ]
             return rows, t
 

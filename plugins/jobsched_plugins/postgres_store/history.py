@@ -122,43 +122,58 @@ async def history(
 
 
 async def backlog(db: Database, queue: str | None) -> tuple[list[BacklogRow], float]:
-    """Each job type's unfinished jobs (of `queue`), by type, and the server's
-    clock: the unfinished jobs, read as `queries.queue_stats` reads them."""
+    """Each job type's ready and running jobs per queue (or of `queue`), and
+    the server's clock. The ready jobs are read through the two ready
+    indexes (their predicates, spelled out, let the planner walk them), the
+    running ones through `jobs_running_type`: the cost follows the backlog,
+    not the table of finished jobs."""
+    of_queue = "" if queue is None else " AND queue = %(queue)s"
+    ready = (
+        "SELECT queue, type, run_at FROM {s}.jobs WHERE job_group IS {group} "
+        "AND status IN ('pending', 'retry_wait') AND unmet = 0" + of_queue
+    )
 
     async def body(conn: psycopg.AsyncConnection[Any]) -> tuple[list[BacklogRow], float]:
         cur = await conn.execute(
             db.q(
                 "WITH t AS (SELECT "
                 + NOW
-                + """ AS now)
-                SELECT type,
-                    count(*) FILTER (WHERE status IN ('pending', 'retry_wait'))::int AS queued,
-                    count(*) FILTER (WHERE status = 'running')::int AS running,
-                    min(run_at) FILTER (WHERE status IN ('pending', 'retry_wait')
-                        AND unmet = 0 AND run_at <= (SELECT now FROM t)) AS oldest,
-                    (SELECT now FROM t) AS at
-                FROM {s}.jobs
-                WHERE status IN ('pending', 'retry_wait', 'running')
-                    AND (%s::text IS NULL OR queue = %s)
-                GROUP BY type ORDER BY type"""
+                + """ AS now),
+                ready AS ("""
+                + ready.replace("{group}", "NULL")
+                + " UNION ALL "
+                + ready.replace("{group}", "NOT NULL")
+                + """),
+                waiting AS (
+                    SELECT queue, type, count(*)::int AS queued,
+                        min(run_at) FILTER (WHERE run_at <= (SELECT now FROM t)) AS oldest
+                    FROM ready GROUP BY queue, type),
+                running AS (
+                    SELECT queue, type, count(*)::int AS running FROM {s}.jobs
+                    WHERE status = 'running'"""
+                + of_queue
+                + """ GROUP BY queue, type)
+                SELECT coalesce(w.queue, r.queue) AS queue, coalesce(w.type, r.type) AS type,
+                    coalesce(w.queued, 0) AS queued, coalesce(r.running, 0) AS running,
+                    w.oldest, (SELECT now FROM t) AS at
+                FROM waiting w FULL JOIN running r ON r.queue = w.queue AND r.type = w.type
+                UNION ALL SELECT NULL, NULL, 0, 0, NULL, (SELECT now FROM t)
+                ORDER BY queue NULLS LAST, type"""
             ),
-            [queue, queue],
+            {"queue": queue},
         )
         found = await cur.fetchall()
-        if found:
-            at = float(found[0]["at"])
-        else:
-            cur = await conn.execute("SELECT " + NOW + " AS at")
-            at = float((await cur.fetchone() or {"at": 0.0})["at"])
         rows = [
             BacklogRow(
+                queue=r["queue"],
                 type=r["type"],
                 queued=r["queued"],
                 running=r["running"],
                 oldest_due=None if r["oldest"] is None else float(r["oldest"]),
             )
             for r in found
+            if r["type"] is not None
         ]
-        return rows, at
+        return rows, float(found[-1]["at"])
 
     return await db.transaction(body)

@@ -85,21 +85,43 @@ def history(
 
 
 def backlog(conn: sqlite3.Connection, queue: str | None, at: float) -> list[BacklogRow]:
-    """Each job type's unfinished jobs (of `queue`), by type, as `queries.queue_stats`
-    reads them."""
-    where = "status IN ('pending', 'retry_wait', 'running')"
-    params: dict[str, object] = {"at": at}
-    if queue is not None:
-        where += " AND queue = :queue"
-        params["queue"] = queue
-    return [
-        BacklogRow(type=name, queued=int(queued), running=int(running), oldest_due=oldest)
-        for name, queued, running, oldest in conn.execute(
-            f"""SELECT type, sum(status IN ('pending', 'retry_wait')),
-                sum(status = 'running'),
-                min(CASE WHEN status IN ('pending', 'retry_wait') AND unmet = 0
-                    AND run_at <= :at THEN run_at END)
-            FROM jobsched_shared_jobs WHERE {where} GROUP BY type ORDER BY type""",
+    """Each job type's ready and running jobs per queue (or of `queue`): the
+    ready jobs through the two ready indexes, the running ones through the
+    leases' (the cost follows the backlog, not the finished jobs)."""
+    of_queue = "" if queue is None else " AND queue = :queue"
+    ready = (
+        "SELECT queue, type, run_at FROM jobsched_shared_jobs INDEXED BY {index} "
+        "WHERE job_group IS {group} AND status IN ('pending', 'retry_wait') AND unmet = 0"
+        + of_queue
+    )
+    params: dict[str, object] = {"at": at, "queue": queue}
+    waiting: dict[tuple[str, str], tuple[int, float | None]] = {
+        (name, kind): (int(queued), None if oldest is None else float(oldest))
+        for name, kind, queued, oldest in conn.execute(
+            "SELECT queue, type, count(*), min(CASE WHEN run_at <= :at THEN run_at END) FROM ("
+            + ready.format(index="jobsched_shared_ready", group="NULL")
+            + " UNION ALL "
+            + ready.format(index="jobsched_shared_ready_group", group="NOT NULL")
+            + ") GROUP BY queue, type",
             params,
         )
+    }
+    running: dict[tuple[str, str], int] = {
+        (name, kind): int(n)
+        for name, kind, n in conn.execute(
+            "SELECT queue, type, count(*) FROM jobsched_shared_jobs "
+            "INDEXED BY jobsched_shared_leases "
+            f"WHERE status = 'running'{of_queue} GROUP BY queue, type",
+            params,
+        )
+    }
+    return [
+        BacklogRow(
+            queue=key[0],
+            type=key[1],
+            queued=waiting.get(key, (0, None))[0],
+            running=running.get(key, 0),
+            oldest_due=waiting.get(key, (0, None))[1],
+        )
+        for key in sorted({*waiting, *running})
     ]
