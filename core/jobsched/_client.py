@@ -47,7 +47,6 @@ from ._options import (
 )
 from ._plugins import PluginManager, default_plugin_manager
 from ._records import (
-    HISTORY_WINDOWS,
     RETRYABLE,
     THROUGHPUT_MINUTES,
     History,
@@ -65,6 +64,7 @@ from ._records import (
     finished_result,
     served_types,
     wanted_statuses,
+    window_start,
 )
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
@@ -841,7 +841,7 @@ class Client:
         self._check_open()
         step, name = check_history_query(window, type, queue)
         backlog, at = await self.store.backlog(name)
-        read = await self.store.history(step, at - HISTORY_WINDOWS[window][0], type, name)
+        read = await self.store.history(step, window_start(window, at), type, name)
         return History.from_rows(window, read, backlog, at, type=type, queue=name)
 
     async def _unserved(self) -> dict[str, int]:

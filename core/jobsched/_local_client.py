@@ -33,7 +33,6 @@ from ._limits import job_type_of
 from ._operator import OperatorAPI
 from ._options import NOT_GIVEN, NotGiven, check_job_id, check_queue, id_list
 from ._records import (
-    HISTORY_WINDOWS,
     THROUGHPUT_MINUTES,
     Attempt,
     History,
@@ -54,6 +53,7 @@ from ._records import (
     check_seconds,
     finished_result,
     wanted_statuses,
+    window_start,
 )
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobPriority, JobStatus
@@ -468,7 +468,7 @@ class LocalClient:
             BacklogRow(queue=key[0], type=key[1], queued=r[0], running=r[1], oldest_due=r[2])
             for key, r in sorted(found.items())
         ]
-        read = self._recorder.read(step, now - HISTORY_WINDOWS[window][0], type, name)
+        read = self._recorder.read(step, window_start(window, now), type, name)
         return History.from_rows(window, read, backlog, now, type=type, queue=name)
 
     async def workers(self) -> list[WorkerRecord]:

@@ -513,9 +513,9 @@ class History:
         """The record of a store's history (`HistoryRole.history`: per bucket
         and per job type, read for `window`, one of `HISTORY_WINDOWS`) and
         backlog (`HistoryRole.backlog`), read at `at`."""
-        span, step = HISTORY_WINDOWS[window]
-        last = math.floor(at / step) * step
-        starts = [last - step * i for i in range(round(span / step) - 1, -1, -1)]
+        step = HISTORY_WINDOWS[window][1]
+        first = window_start(window, at)
+        starts = [first + step * i for i in range(round((at - first) // step) + 1)]
         counts = {start: (completed, failed) for start, completed, failed in read[0]}
         ended = {row.type: row for row in read[1] if type is None or row.type == type}
         waiting = [b for b in backlog if type is None or b.type == type]
@@ -567,6 +567,14 @@ class History:
             ],
             at=at,
         )
+
+
+def window_start(window: str, at: float) -> float:
+    """The start of the first bucket of `window` read at `at`: a window is
+    its span's worth of whole buckets, the last one the bucket under way
+    (what `History.buckets` holds and the store is asked for)."""
+    span, step = HISTORY_WINDOWS[window]
+    return math.floor(at / step) * step - (round(span / step) - 1) * step
 
 
 def check_history_query(window: Any, type: Any, queue: Any) -> tuple[float, str | None]:
