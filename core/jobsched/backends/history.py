@@ -13,32 +13,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..store import HistoryFold, HistoryRow
+from ..store import HistoryFold, HistoryRole
 
 
 class AttemptHistory:
     """The history of one process's attempts, on its way to the store."""
 
-    def __init__(self, store: Any, log: Any) -> None:
+    def __init__(self, store: HistoryRole, log: Any) -> None:
         self._store = store
         self._log = log
-        # None: the store has no history role; nothing is counted.
-        self.fold: HistoryFold | None = (
-            HistoryFold() if callable(getattr(store, "add_history", None)) else None
-        )
+        self.fold = HistoryFold()
         # The stored type of each job claimed here and not ended yet.
         self._types: dict[str, str] = {}
 
     def claimed(self, job_id: str, type_name: str) -> None:
         """A claimed job of stored type `type_name` is held here."""
-        if self.fold is not None:
-            self._types[job_id] = type_name
+        self._types[job_id] = type_name
 
     def ended(self, job_id: str, queue: str, completed: bool, seconds: float) -> None:
         """An attempt of a held job ended now after `seconds`: completed, or
         failed (raised or timed out)."""
-        if self.fold is not None:
-            self.fold.add(time.time(), queue, self._types.get(job_id, "?"), completed, seconds)
+        self.fold.add(time.time(), queue, self._types.get(job_id, "?"), completed, seconds)
 
     def forget(self, job_id: str) -> None:
         """The job is no longer held here (its outcome is on its way)."""
@@ -48,13 +43,11 @@ class AttemptHistory:
         """Hand the attempts ended since the last call to the store, in one
         call (never raises: what the store refuses is folded in again and
         goes with the next call)."""
-        fold = self.fold
-        if not fold:
+        if not self.fold:
             return
-        assert fold is not None
-        rows: list[HistoryRow] = fold.take()
+        rows = self.fold.take()
         try:
             await self._store.add_history(rows)
         except Exception as exc:
-            fold.merge(rows)
+            self.fold.merge(rows)
             self._log.warning("could not write the throughput history", error=str(exc))
