@@ -11,12 +11,14 @@ test sleeps or depends on how long anything took.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import math
 import re
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -477,3 +479,13 @@ def test_the_record_sums_the_backlog_per_type_and_per_queue() -> None:
     # A type filter narrows the backlog too.
     only_b = History.from_rows("1h", ([], []), backlog, at, type="b")
     assert [q.name for q in only_b.queues] == ["default"] and only_b.backlog_age is None
+
+
+async def test_a_schedulers_history_goes_with_it() -> None:
+    # The history is kept per scheduler while it lives, not after.
+    async with JobScheduler() as scheduler:
+        LocalClient(scheduler)
+    gone = weakref.ref(scheduler)
+    del scheduler
+    gc.collect()
+    assert gone() is None

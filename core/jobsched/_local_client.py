@@ -96,7 +96,9 @@ class _Recorder:
         kernel = scheduler.kernel
         self._clock = kernel.clock
         self._offset = self._clock.time() - self._clock.now()
-        self._registered = kernel.registered_types
+        # Weakly: `_recorders` holds this while the scheduler lives, and a
+        # strong path back to it would keep the scheduler alive forever.
+        self._kernel = weakref.ref(kernel)
         self._names: dict[type, str] = {}
         self.fold = HistoryFold()
         self.table = HistoryTable()
@@ -119,7 +121,9 @@ class _Recorder:
             return job_type_of(job)
         name = self._names.get(cls)
         if name is None:
-            name = self._names[cls] = job_type_of(job, self._registered())
+            kernel = self._kernel()
+            registered = kernel.registered_types() if kernel is not None else None
+            name = self._names[cls] = job_type_of(job, registered)
         return name
 
     def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
