@@ -166,7 +166,7 @@ async def test_a_store_without_the_history_role_says_so(tmp_path: Path) -> None:
             answer = await http.get("/api/history")
             assert answer.status_code == 501
             assert answer.json()["error"] == (
-                f"store {store.url!r} cannot serve a Client's backlog: it lacks the history "
+                f"store {store.url!r} cannot serve a Client's history: it lacks the history "
                 "role (add_history, history, backlog) (docs/plugins.md#store-roles says which "
                 "roles serve what)"
             )
