@@ -489,3 +489,29 @@ async def test_a_schedulers_history_goes_with_it() -> None:
     del scheduler
     gc.collect()
     assert gone() is None
+
+
+async def test_workers_flushing_the_same_keys_at_once_lose_no_count(target: Target) -> None:
+    # Each of 3 workers flushes the same 8 keys 10 times, concurrently, its
+    # rows in another order: the store upserts in one key order (no deadlock)
+    # and adds every count (no update lost).
+    t = math.floor(time.time() / 300) * 300.0
+    keys = [(q, k) for q in ("a", "b") for k in ("w", "x", "y", "z")]
+    stores = [await target.open_store(f"w{i}") for i in range(3)]
+    try:
+
+        async def worker(i: int, store: Any) -> None:
+            order = keys[i:] + keys[:i]
+            for _ in range(10):
+                await store.add_history([row(t, q, k, 1, 1) for q, k in order])
+
+        await asyncio.gather(*(worker(i, store) for i, store in enumerate(stores)))
+        buckets, types = await stores[0].history(300.0, t, None, None)
+        assert buckets == [(t, 3 * 10 * 8, 3 * 10 * 8)]
+        assert [(r.type, r.completed, r.failed) for r in types] == [
+            (k, 60, 60) for k in ("w", "x", "y", "z")
+        ]
+        assert types[0].durations == hist(s0_015=120)
+    finally:
+        for store in stores:
+            await store.close()
