@@ -293,6 +293,8 @@ class FakeSharedStore:
         self.on_worker_request: Any = None
         #: Every registry row the backend wrote (`heartbeat`), in order.
         self.heartbeats: list[Any] = []
+        #: Every batch of history rows the backend flushed (`add_history`).
+        self.history_rows: list[Any] = []
 
     async def open(self, context: Any) -> None:
         return None
@@ -362,6 +364,9 @@ class FakeSharedStore:
     async def forget_worker(self, worker_id: str) -> bool:
         return any(w.worker_id == worker_id for w in self.heartbeats)
 
+    async def add_history(self, rows: list[Any]) -> None:
+        self.history_rows.append(list(rows))
+
     # The rest of the contract: not used by the tests that use this store.
     async def _unused(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("FakeSharedStore does not implement this call")
@@ -373,3 +378,4 @@ class FakeSharedStore:
     counts = unfinished = page = stats = retry = requeue = set_progress = _unused
     wait_changed = set_queue_paused = queue_paused = queue_stats = schedules = _unused
     set_schedule_paused = trigger_schedule = workers = unserved_types = _unused
+    history = backlog = _unused

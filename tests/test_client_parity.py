@@ -637,6 +637,17 @@ BAD_QUERIES: dict[str, tuple[Callable[[Any], Any], type[Exception], str]] = {
         "a job id is a string, got integer 7",
     ),
     "purge_many id": (lambda c: c.purge_many(["job\x00"]), ValueError, "NUL"),
+    "history window": (
+        lambda c: c.history(window="30d"),
+        ValueError,
+        "window must be one of 1h, 24h, 7d, got '30d'",
+    ),
+    "history type": (lambda c: c.history(type=3), TypeError, "type must be a string, got 3"),
+    "history queue": (
+        lambda c: c.history(queue=" q"),
+        ValueError,
+        "queue must be a non-empty name without surrounding spaces",
+    ),
 }
 
 

@@ -464,13 +464,14 @@ async def test_a_version_1_store_is_migrated_to_the_current_version(
     s = PostgresStore(pg_schema[0])
     await s.open()
     try:
-        assert await s.schema_version() == SCHEMA_VERSION == 16
+        assert await s.schema_version() == SCHEMA_VERSION == 17
         row = await s.get("old")  # the data survived, with the new column empty
         assert row is not None and row.unique_key is None and row.status == "pending"
         assert row.lease_expiries == 0  # version 9 counts from 0
         # version 12: nobody refused it
         assert (row.build_refusals, row.last_refusal, row.refused_by) == (0, None, ())
         assert row.queue == "default"  # version 13 puts stored jobs in the default queue
+        assert await s.history(300.0, 0.0, None, None) == ([], [])  # version 17: no history yet
     finally:
         await s.close()
 

@@ -539,7 +539,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
                 "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
             ).fetchone()[0]
         )
-        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "14"
+        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "15"
         # Version 5: a job's own dependencies are read by an index.
         plan = await store.call(
             lambda conn: conn.execute(
@@ -561,6 +561,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
         assert row.last_traceback is None  # version 9 adds it, empty
         # version 11: nobody refused it
         assert (row.build_refusals, row.last_refusal, row.refused_by) == (0, None, ())
+        assert await store.history(300.0, 0.0, None, None) == ([], [])  # version 15: none kept yet
     finally:
         await store.close()
     # Opening again migrates nothing more.

@@ -142,6 +142,16 @@ async def test_a_store_without_the_workers_role_keeps_no_registry(partial_plugin
     )
 
 
+async def test_a_store_without_the_history_role_keeps_no_history(partial_plugin: str) -> None:
+    async with Client(partial_plugin) as client:
+        with pytest.raises(MissingRoleError) as caught:
+            await client.history(window="7d")
+    assert str(caught.value) == (
+        f"store {partial_plugin!r} cannot serve a Client's history: it lacks the history role "
+        "(add_history, history, backlog) (docs/plugins.md#store-roles says which roles serve what)"
+    )
+
+
 def test_jobsched_workers_refuses_a_store_without_the_workers_role(
     partial_plugin: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -433,6 +433,7 @@ def as_written_before_the_kept_counts(url: str) -> None:
             conn.execute("ALTER TABLE jobsched_shared_jobs DROP COLUMN last_traceback")
             conn.execute("ALTER TABLE jobsched_shared_attempts DROP COLUMN traceback")
             conn.execute("DROP TABLE jobsched_shared_workers")
+            conn.execute("DROP TABLE jobsched_shared_history")
             for column in ("build_refusals", "last_refusal", "refused_by"):
                 conn.execute(f"ALTER TABLE jobsched_shared_jobs DROP COLUMN {column}")
             conn.execute("DROP TRIGGER jobsched_shared_counted_update")
@@ -454,6 +455,7 @@ def as_written_before_the_kept_counts(url: str) -> None:
         conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN last_traceback')
         conn.execute(f'ALTER TABLE "{schema}".attempts DROP COLUMN traceback')
         conn.execute(f'DROP TABLE "{schema}".workers')
+        conn.execute(f'DROP TABLE "{schema}".history')
         for column in ("build_refusals", "last_refusal", "refused_by"):
             conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN {column}')
         conn.execute(f'DROP TABLE "{schema}".job_counts')

@@ -245,6 +245,7 @@ class BlockingClient:
     wait_schedule = _Blocking(Client.wait_schedule)
     page = _Blocking(Client.page)
     stats = _Blocking(Client.stats)
+    history = _Blocking(Client.history)
     workers = _Blocking(Client.workers)
     drain_worker = _Blocking(Client.drain_worker)
     stop_worker = _Blocking(Client.stop_worker)

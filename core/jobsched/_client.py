@@ -52,6 +52,7 @@ from ._records import (
     MAX_SCHEDULE_RUNS,
     RETRYABLE,
     THROUGHPUT_MINUTES,
+    History,
     JobInfo,
     JobPage,
     QueueInfo,
@@ -59,6 +60,7 @@ from ._records import (
     Stats,
     WorkerRecord,
     check_count,
+    check_history_query,
     check_page_query,
     check_purge,
     check_requeue,
@@ -66,6 +68,7 @@ from ._records import (
     finished_result,
     served_types,
     wanted_statuses,
+    window_start,
 )
 from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
@@ -913,6 +916,22 @@ class Client:
         first = (math.floor(now / 60) - (THROUGHPUT_MINUTES - 1)) * 60.0
         raw = await self.store.stats(first)
         return Stats.from_store(raw, await self._unserved())
+
+    async def history(
+        self, *, window: str = "24h", type: str | None = None, queue: str | None = None
+    ) -> History:
+        """Throughput over `window` (``"1h"``, ``"24h"`` or ``"7d"``), per job
+        type, and the backlog now, of job type `type` and queue `queue`
+        (None: all). Reads the history workers keep in the store (a few rows
+        per type and bucket, never the finished jobs) and the unfinished jobs.
+        Needs the ``history`` role."""
+        self._check_open()
+        step, name = check_history_query(window, type, queue)
+        # A store without the role says so naming this call (its first member).
+        history, backlog_of = self.store.history, self.store.backlog
+        backlog, at = await backlog_of(name)
+        read = await history(step, window_start(window, at), type, name)
+        return History.from_rows(window, read, backlog, at, type=type, queue=name)
 
     async def _unserved(self) -> dict[str, int]:
         """Due jobs per job type no live worker registered (none for a store

@@ -18,6 +18,7 @@ import math
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ from ._records import (
     RETRYABLE,
     THROUGHPUT_MINUTES,
     Attempt,
+    History,
     JobInfo,
     JobPage,
     LimitUse,
@@ -58,12 +60,14 @@ from ._records import (
     WorkerInfo,
     WorkerRecord,
     check_count,
+    check_history_query,
     check_page_query,
     check_purge,
     check_requeue,
     check_seconds,
     finished_result,
     wanted_statuses,
+    window_start,
 )
 from ._recurring import IntervalTrigger, RecurringSchedule
 from ._status import JobPriority, JobStatus
@@ -72,12 +76,91 @@ from ._trigger_rules import ALL_SUCCESS
 from ._version import __version__
 from ._workflow import Workflow
 from .backends import SharedBackend
-from .store import encode_json, queue_rows, result_as_json
+from .store import (
+    BacklogRow,
+    HistoryFold,
+    HistoryRead,
+    HistoryTable,
+    encode_json,
+    queue_rows,
+    result_as_json,
+)
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
 
 _FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
+_RUNNING = JobStatus.RUNNING
+_COMPLETED = JobStatus.COMPLETED
+_CANCELLED = JobStatus.CANCELLED
+
+
+class _Recorder:
+    """The throughput history of one scheduler, in memory: what a worker
+    keeps in a store (`jobsched.store.HistoryFold`, `HistoryTable`).
+
+    Made by the scheduler's first `LocalClient` (every later one shares it),
+    it starts from the finished jobs the scheduler remembers (their last
+    attempts) and then counts every attempt that ends, in a transition
+    listener (a dict update per attempt); `read` folds what it counted into
+    the table first.
+    """
+
+    def __init__(self, scheduler: JobScheduler) -> None:
+        kernel = scheduler.kernel
+        self._clock = kernel.clock
+        self._offset = self._clock.time() - self._clock.now()
+        # Weakly: `_recorders` holds this while the scheduler lives, and a
+        # strong path back to it would keep the scheduler alive forever.
+        self._kernel = weakref.ref(kernel)
+        self._names: dict[type, str] = {}
+        self.fold = HistoryFold()
+        self.table = HistoryTable()
+        for job in scheduler.jobs():
+            started, finished = job.started_at, job.finished_at
+            if started is None or finished is None or job.status not in (_COMPLETED, *_FAILED):
+                continue
+            self.fold.add(
+                finished + self._offset,
+                job.queue,
+                self.type_name(job),
+                job.status is _COMPLETED,
+                finished - started,
+            )
+        scheduler.add_listener(self._on_transition)
+
+    def type_name(self, job: Job) -> str:
+        cls = type(job)
+        if cls is FunctionJob:
+            return job_type_of(job)
+        name = self._names.get(cls)
+        if name is None:
+            kernel = self._kernel()
+            registered = kernel.registered_types() if kernel is not None else None
+            name = self._names[cls] = job_type_of(job, registered)
+        return name
+
+    def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
+        if old is not _RUNNING or new is _RUNNING or new is _CANCELLED or job.started_at is None:
+            return
+        now = self._clock.now()
+        self.fold.add(
+            now + self._offset,
+            job.queue,
+            self.type_name(job),
+            new is _COMPLETED,
+            now - job.started_at,
+        )
+
+    def read(self, step: float, since: float, type: str | None, queue: str | None) -> HistoryRead:
+        """`HistoryRole.history` over this scheduler's attempts."""
+        if self.fold:
+            self.table.add(self.fold.take(), self._clock.time())
+        return self.table.read(step, since, type, queue)
+
+
+#: Each scheduler's history, made by its first LocalClient.
+_recorders: weakref.WeakKeyDictionary[JobScheduler, _Recorder] = weakref.WeakKeyDictionary()
 
 
 class LocalClient:
@@ -115,6 +198,10 @@ class LocalClient:
         # The kernel keeps monotonic times: one offset turns them into wall
         # time, so a job reads the same every time it is read.
         self._offset = clock.time() - clock.now()
+        recorder = _recorders.get(scheduler)
+        if recorder is None:
+            recorder = _recorders[scheduler] = _Recorder(scheduler)
+        self._recorder = recorder
 
     def __repr__(self) -> str:
         return f"LocalClient({self.scheduler!r})"
@@ -388,6 +475,39 @@ class LocalClient:
             at=now,
             abandoned=len(scheduler.abandoned_calls()),
         )
+
+    async def history(
+        self, *, window: str = "24h", type: str | None = None, queue: str | None = None
+    ) -> History:
+        """Throughput over `window` (``"1h"``, ``"24h"`` or ``"7d"``), per job
+        type, and the backlog now, of job type `type` and queue `queue` (None:
+        all), as `Client.history`: counted in memory from the first
+        `LocalClient` made for the scheduler on (starting with the finished
+        jobs it remembered then), without a lag."""
+        step, name = check_history_query(window, type, queue)
+        scheduler = self.scheduler
+        now_mono, now = scheduler.kernel.clock.now(), scheduler.kernel.clock.time()
+        found: dict[tuple[str, str], list[Any]] = {}
+        for job in scheduler.jobs():
+            status = job.status
+            if status.is_terminal or (name is not None and job.queue != name):
+                continue
+            if status is not _RUNNING and scheduler.waiting_on(job.job_id):
+                continue  # waiting for its dependencies: not queued yet
+            rec = found.setdefault((job.queue, self._recorder.type_name(job)), [0, 0, None])
+            if status is _RUNNING:
+                rec[1] += 1
+                continue
+            rec[0] += 1
+            if job.run_at <= now_mono:
+                due = job.run_at + self._offset
+                rec[2] = due if rec[2] is None else min(rec[2], due)
+        backlog = [
+            BacklogRow(queue=key[0], type=key[1], queued=r[0], running=r[1], oldest_due=r[2])
+            for key, r in sorted(found.items())
+        ]
+        read = self._recorder.read(step, window_start(window, now), type, name)
+        return History.from_rows(window, read, backlog, now, type=type, queue=name)
 
     async def workers(self) -> list[WorkerRecord]:
         """This process as the one worker, once its scheduler started (none

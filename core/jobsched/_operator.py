@@ -18,7 +18,15 @@ from ._status import JobPriority, JobStatus
 
 if TYPE_CHECKING:
     from ._job import Job
-    from ._records import JobInfo, JobPage, QueueInfo, ScheduleInfo, Stats, WorkerRecord
+    from ._records import (
+        History,
+        JobInfo,
+        JobPage,
+        QueueInfo,
+        ScheduleInfo,
+        Stats,
+        WorkerRecord,
+    )
     from ._submission import Submission
     from ._workflow import Workflow
 
@@ -145,6 +153,14 @@ class OperatorAPI(Protocol):
 
     async def stats(self) -> Stats:
         """The queue at a glance: counts, throughput, workers, limits."""
+        ...
+
+    async def history(
+        self, *, window: str = "24h", type: str | None = None, queue: str | None = None
+    ) -> History:
+        """Throughput over `window` (``"1h"``, ``"24h"``, ``"7d"``) per job
+        type, and the backlog now, of job type `type` and queue `queue` (None:
+        all) (docs/client.md#history)."""
         ...
 
     async def workers(self) -> list[WorkerRecord]:

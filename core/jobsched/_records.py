@@ -6,22 +6,27 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from ._errors import JobFailedError
-from ._options import DEFAULT_QUEUE, to_priority
+from ._options import DEFAULT_QUEUE, check_queue, to_priority
 from ._status import JobPriority, JobStatus
 from .backends.schedules import ended, overdue
 from .store import (
+    FOLD_STEP,
     AttemptRow,
+    BacklogRow,
+    HistoryRead,
     QueueStatsRow,
     SharedJobRow,
     SharedScheduleRow,
     StoreStats,
     WorkerRow,
+    percentile,
+    sum_durations,
 )
 
 #: Minutes of throughput `Stats` reports (`Stats.throughput`).
@@ -408,6 +413,209 @@ class QueueInfo:
 
 #: The most jobs `OperatorAPI.schedule_runs` returns for one schedule.
 MAX_SCHEDULE_RUNS = 100
+
+
+#: The windows `Client.history` takes, each with the step of its buckets:
+#: 5-minute buckets for the last hour and day, hourly ones for the week.
+HISTORY_WINDOWS: dict[str, tuple[float, float]] = {
+    "1h": (3600.0, FOLD_STEP),
+    "24h": (86_400.0, FOLD_STEP),
+    "7d": (7 * 86_400.0, 3600.0),
+}
+
+
+@attrs.frozen(kw_only=True)
+class HistoryBucket:
+    """The attempts that ended in one bucket of time (`History.buckets`)."""
+
+    #: The bucket's start, wall clock (a multiple of `History.step`).
+    start: float
+    #: Attempts that returned.
+    completed: int
+    #: Attempts that raised or timed out, retried after or not.
+    failed: int
+
+
+@attrs.frozen(kw_only=True)
+class TypeStats:
+    """One job type over a window (`History.types`)."""
+
+    type: str
+    #: Unfinished jobs now: pending or waiting to retry, and running.
+    queued: int
+    running: int
+    #: How long its oldest due job has waited now, in seconds (None: none is due).
+    backlog_age: float | None
+    #: Attempts that ended in the window, how many failed (raised or timed
+    #: out), the share that failed (None: none ended) and their durations'
+    #: median and 95th percentile (seconds).
+    completed: int
+    failed: int
+    failure_rate: float | None
+    p50: float | None
+    p95: float | None
+
+
+@attrs.frozen(kw_only=True)
+class QueueBacklog:
+    """One queue's backlog now (`History.queues`): its queued and running jobs
+    (of the history's job type, if it has one) and its oldest due job's wait."""
+
+    name: str
+    queued: int
+    running: int
+    #: How long its oldest due job has waited now, in seconds (None: none is due).
+    backlog_age: float | None
+
+
+@attrs.frozen(kw_only=True)
+class History:
+    """Throughput over a window, per job type, and the backlog now (`Client.history`).
+
+    Counts are of ended *attempts* (a job retried twice counts three), as
+    workers recorded them: folded in memory and written on their lease
+    renewal (a lag of at most ``lease_seconds / 3``; an in-process
+    scheduler's are counted at once). Durations come from a fixed log-scale
+    histogram (`jobsched.store.DURATION_BOUNDS`, 1 ms to 2000 s), a
+    percentile interpolated inside its bucket as Prometheus'
+    ``histogram_quantile`` does: exact to within its bucket's bounds.
+    """
+
+    #: The window asked for (``"1h"``, ``"24h"`` or ``"7d"``) and the size
+    #: of its buckets in seconds (300, or 3600 for ``"7d"``).
+    window: str
+    step: float
+    #: The filters it was read with (None: all).
+    type: str | None
+    queue: str | None
+    #: Every bucket of the window, oldest first, empty ones included (the
+    #: last one is the bucket now under way).
+    buckets: list[HistoryBucket]
+    #: The window's totals (see `TypeStats`).
+    completed: int
+    failed: int
+    failure_rate: float | None
+    p50: float | None
+    p95: float | None
+    #: How long the oldest due job (of `type`, in `queue`) has waited now,
+    #: in seconds; None if no job is due.
+    backlog_age: float | None
+    #: Each job type with queued or running jobs now or attempts in the
+    #: window, by name.
+    types: list[TypeStats]
+    #: Each queue with queued or running jobs now (of `type`), by name.
+    queues: list[QueueBacklog]
+    #: When it was read (the store's clock).
+    at: float
+
+    @classmethod
+    def from_rows(
+        cls,
+        window: str,
+        read: HistoryRead,
+        backlog: Iterable[BacklogRow],
+        at: float,
+        *,
+        type: str | None = None,
+        queue: str | None = None,
+    ) -> History:
+        """The record of a store's history (`HistoryRole.history`: per bucket
+        and per job type, read for `window`, one of `HISTORY_WINDOWS`) and
+        backlog (`HistoryRole.backlog`), read at `at`."""
+        step = HISTORY_WINDOWS[window][1]
+        first = window_start(window, at)
+        starts = [first + step * i for i in range(round((at - first) // step) + 1)]
+        counts = {start: (completed, failed) for start, completed, failed in read[0]}
+        ended = {row.type: row for row in read[1] if type is None or row.type == type}
+        waiting = [b for b in backlog if type is None or b.type == type]
+        per_type = _backlog_by(waiting, lambda b: b.type)
+        types = []
+        for name in sorted({*ended, *per_type}):
+            queued, running, oldest = per_type.get(name, (0, 0, None))
+            row = ended.get(name)
+            completed, failed = (row.completed, row.failed) if row else (0, 0)
+            durations = row.durations if row else ()
+            types.append(
+                TypeStats(
+                    type=name,
+                    queued=queued,
+                    running=running,
+                    backlog_age=_age(oldest, at),
+                    completed=completed,
+                    failed=failed,
+                    failure_rate=_rate(completed, failed),
+                    p50=percentile(durations, 0.5),
+                    p95=percentile(durations, 0.95),
+                )
+            )
+        durations = sum_durations(ended.values())
+        completed = sum(t.completed for t in types)
+        failed = sum(t.failed for t in types)
+        due = [b.oldest_due for b in waiting if b.oldest_due is not None]
+        return cls(
+            window=window,
+            step=step,
+            type=type,
+            queue=queue,
+            buckets=[
+                HistoryBucket(
+                    start=s, completed=counts.get(s, (0, 0))[0], failed=counts.get(s, (0, 0))[1]
+                )
+                for s in starts
+            ],
+            completed=completed,
+            failed=failed,
+            failure_rate=_rate(completed, failed),
+            p50=percentile(durations, 0.5),
+            p95=percentile(durations, 0.95),
+            backlog_age=_age(min(due) if due else None, at),
+            types=types,
+            queues=[
+                QueueBacklog(name=name, queued=q, running=r, backlog_age=_age(o, at))
+                for name, (q, r, o) in sorted(_backlog_by(waiting, lambda b: b.queue).items())
+            ],
+            at=at,
+        )
+
+
+def window_start(window: str, at: float) -> float:
+    """The start of the first bucket of `window` read at `at`: a window is
+    its span's worth of whole buckets, the last one the bucket under way
+    (what `History.buckets` holds and the store is asked for)."""
+    span, step = HISTORY_WINDOWS[window]
+    return math.floor(at / step) * step - (round(span / step) - 1) * step
+
+
+def check_history_query(window: Any, type: Any, queue: Any) -> tuple[float, str | None]:
+    """The arguments of a ``history`` call checked (as every client checks
+    them); returns the window's step in seconds and the queue's name."""
+    if not isinstance(window, str) or window not in HISTORY_WINDOWS:
+        raise ValueError(f"window must be one of {', '.join(HISTORY_WINDOWS)}, got {window!r}")
+    if type is not None and not isinstance(type, str):
+        raise TypeError(f"type must be a string, got {type!r}")
+    return HISTORY_WINDOWS[window][1], None if queue is None else check_queue(queue)
+
+
+def _backlog_by(
+    rows: Iterable[BacklogRow], key: Callable[[BacklogRow], str]
+) -> dict[str, tuple[int, int, float | None]]:
+    """Backlog rows summed by `key`: ``(queued, running, oldest due run_at)``."""
+    found: dict[str, tuple[int, int, float | None]] = {}
+    for b in rows:
+        queued, running, oldest = found.get(key(b), (0, 0, None))
+        if b.oldest_due is not None and (oldest is None or b.oldest_due < oldest):
+            oldest = b.oldest_due
+        found[key(b)] = (queued + b.queued, running + b.running, oldest)
+    return found
+
+
+def _rate(completed: int, failed: int) -> float | None:
+    ended = completed + failed
+    return failed / ended if ended else None
+
+
+def _age(oldest: float | None, at: float) -> float | None:
+    return None if oldest is None else max(0.0, at - oldest)
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,9 @@ work only by claiming it. `SharedBackend` holds everything that differs:
   the job meanwhile) hands the job back unstarted; an attempt whose lease
   the renewer finds lost is stopped and its end is not written (see
   `SharedBackend.starting`);
+* the attempts that end are also counted in memory and handed to the store
+  on the renewer's cadence, in one call (`AttemptHistory`): the throughput
+  history lags by at most ``lease_seconds / 3``;
 * a transition listener turns every attempt that ends into an outcome; the
   outcomes of one loop iteration are written in one transaction, which also
   releases or cancels dependents in the database. A batch the store refuses
@@ -74,6 +77,7 @@ from ..store import (
     encode_result,
     storable_text,
 )
+from .history import AttemptHistory
 from .local import LocalBackend
 from .outcomes import write_outcomes
 from .registration import Registration
@@ -154,6 +158,7 @@ class SharedBackend(LocalBackend):
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
+        self._history = AttemptHistory(store, logger.bind(process=self.identity))
         self._outcomes: BatchWriter[Outcome] = BatchWriter(
             self._write_outcomes, name="jobsched-outcomes"
         )
@@ -343,6 +348,7 @@ class SharedBackend(LocalBackend):
         if self._opened:
             if unstarted:
                 await self.store.release(unstarted, self.identity)
+            await self._history.flush()
             await self.registration.forget()
             await self.store.close()
         self._log.info("shared scheduler stopped")
@@ -617,6 +623,7 @@ class SharedBackend(LocalBackend):
         job.attempts = row.attempts - 1  # the kernel counts the attempt it starts
         job.submitted_at = row.submitted_at - offset
         self._held[job.job_id] = asked_at
+        self._history.claimed(job.job_id, row.type)
         s.adopt(job)
         if row.cancel_requested or job.job_id in self._early_cancels:
             self._early_cancels.discard(job.job_id)
@@ -704,6 +711,7 @@ class SharedBackend(LocalBackend):
             except Exception as exc:
                 self._log.error("lease renewal failed", error=str(exc))
             await self.registration.beat()
+            await self._history.flush()
 
     # ── The worker registry ─────────────────────────────────────────
     def worker_row(self) -> WorkerRow:
@@ -721,6 +729,11 @@ class SharedBackend(LocalBackend):
             running=self.kernel.running,
             state="draining" if self.registration.draining else "running",
         )
+
+    async def flush_history(self) -> None:
+        """Hand the attempts ended here since the last flush to the store (the
+        renewer does it every ``lease_seconds / 3``; never raises)."""
+        await self._history.flush()
 
     # ── Retention: expired results and old finished jobs ────────────
     async def _reap(self) -> None:
@@ -775,6 +788,10 @@ class SharedBackend(LocalBackend):
         """Listener: an attempt that ended (or a claimed job cancelled) is an outcome."""
         if new is RUNNING or job.job_id not in self._held:
             return
+        if old is RUNNING and new is not CANCELLED:
+            started = job.started_at
+            ran = 0.0 if started is None else self.kernel.clock.now() - started
+            self._history.ended(job.job_id, job.queue, new is COMPLETED, ran)
         if new is RETRY_WAIT:
             self._outcome(
                 job.job_id,
@@ -862,6 +879,7 @@ class SharedBackend(LocalBackend):
         traceback: str | None = None,
     ) -> None:
         self._held.pop(job_id, None)
+        self._history.forget(job_id)
         self._writing.add(job_id)
         self._outcomes.add(
             Outcome(

@@ -23,12 +23,13 @@ scheduler is composed. There are two contracts, both built on `StoreBase`
   order under a lease (`SharedJobRow`), finished (`Outcome`), and recurring
   schedules (`SharedScheduleRow`) fire once per period for the whole cluster.
 
-`SharedStore` is the intersection of eight **roles** (`ROLES`), each a
+`SharedStore` is the intersection of nine **roles** (`ROLES`), each a
 protocol of its own: ``submit`` (`SubmitRole`), ``queue`` (`QueueRole`:
 claims, leases, outcomes), ``lookup`` (`LookupRole`), ``inspect``
 (`InspectRole`: pages, counts, stats), ``operate`` (`OperateRole`: retry,
 requeue, purge, cancel, pause), ``schedules`` (`ScheduleRole`), ``limits``
-(`LimitsRole`) and ``workers`` (`WorkersRole`: the worker registry). A
+(`LimitsRole`), ``workers`` (`WorkersRole`: the worker registry) and
+``history`` (`HistoryRole`: throughput history, `HistoryRow`). A
 store may implement only some: `Client` needs ``submit`` and ``lookup``,
 ``jobsched worker`` all of them, and each of them says, naming
 the store and the role, when a store lacks one (`require_roles`,
@@ -86,6 +87,7 @@ from ._contracts import (
     SHARED_ROLES,
     SHARED_STORE_MEMBERS,
     STORE_MEMBERS,
+    HistoryRole,
     InspectRole,
     LimitsRole,
     LookupRole,
@@ -110,6 +112,25 @@ from ._encoding import (
     result_as_json,
     storable_text,
     storable_traceback,
+)
+from ._history import (
+    DURATION_BOUNDS,
+    DURATION_COLUMNS,
+    DURATION_SLOTS,
+    FOLD_STEP,
+    HISTORY_KEEP,
+    HISTORY_STEPS,
+    BacklogRow,
+    HistoryFold,
+    HistoryRead,
+    HistoryRow,
+    HistoryTable,
+    bucket_start,
+    check_history_rows,
+    duration_slot,
+    percentile,
+    rows_per_step,
+    sum_durations,
 )
 from ._resolve import (
     StoreFactories,
@@ -158,6 +179,12 @@ from ._settle import settle_at_insert, settle_dependent
 
 __all__ = [
     "BASE_MEMBERS",
+    "DURATION_BOUNDS",
+    "DURATION_COLUMNS",
+    "DURATION_SLOTS",
+    "FOLD_STEP",
+    "HISTORY_KEEP",
+    "HISTORY_STEPS",
     "MAX_BUILD_REFUSALS",
     "MAX_LEASE_EXPIRIES",
     "READER_MEMBERS",
@@ -173,7 +200,13 @@ __all__ = [
     "WORKER_COMMANDS",
     "WORKER_RETENTION",
     "AttemptRow",
+    "BacklogRow",
     "BadRowError",
+    "HistoryFold",
+    "HistoryRead",
+    "HistoryRole",
+    "HistoryRow",
+    "HistoryTable",
     "InspectRole",
     "JobRow",
     "LimitsData",
@@ -211,7 +244,9 @@ __all__ = [
     "as_store",
     "as_store_reader",
     "bad_column",
+    "bucket_start",
     "build_refused_error",
+    "check_history_rows",
     "check_max_build_refusals",
     "check_max_lease_expiries",
     "check_snapshot",
@@ -223,6 +258,7 @@ __all__ = [
     "checked_worker",
     "cut_middle",
     "decode_result",
+    "duration_slot",
     "encode_json",
     "encode_result",
     "json_column",
@@ -232,14 +268,17 @@ __all__ = [
     "offers",
     "offers_a_role",
     "offers_shared",
+    "percentile",
     "queue_rows",
     "read_store",
     "require_roles",
     "resolve_store",
     "result_as_json",
+    "rows_per_step",
     "settle_at_insert",
     "settle_dependent",
     "storable_text",
     "storable_traceback",
     "store_name",
+    "sum_durations",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._history import BacklogRow, HistoryRead, HistoryRow
 from ._rows import (
     MAX_LEASE_EXPIRIES,
     JobRow,
@@ -671,6 +672,53 @@ class WorkersRole(StoreBase, Protocol):
 
 
 @runtime_checkable
+class HistoryRole(StoreBase, Protocol):
+    """The **history** role: throughput history, per queue and job type
+    (the dashboard's Overview, `Client.history`; `jobsched.store.HistoryRow`)."""
+
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded attempts, in one transaction.
+
+        Each row is a `FOLD_STEP` bucket of one queue and job type (a
+        worker's `HistoryFold`, handed over on its lease-renewal cadence;
+        never on the claim or finish path). Add its counts and histogram to
+        the store's row of the same key at every one of `HISTORY_STEPS`
+        (creating it at zero), and, in the same transaction, delete the rows
+        older than their step's `HISTORY_KEEP` (as of the store's clock).
+        Concurrent writers must not lose counts (an upsert that adds, in a
+        key order they share). A row that is not a `FOLD_STEP` row raises
+        `ValueError` (`check_history_rows`) and writes nothing.
+        """
+        ...
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> HistoryRead:
+        """The kept rows of `step` (one of `HISTORY_STEPS`) whose start is at
+        or after `since`, of job type `type` and queue `queue` (None: any),
+        summed two ways, in one transaction: ``(start, completed, failed)``
+        per bucket with rows, by start (over queues and types: the chart),
+        and a `HistoryRow` per job type, by type, summed over the buckets and
+        queues (histogram included: the per-type table), its ``start``
+        `since` and its ``queue`` the one asked for (``"*"`` for None). Reads
+        the kept rows alone, never the jobs (two aggregates the store can
+        compute itself, e.g. SQL ``GROUP BY``). A single-owner store returns
+        none (its owner keeps the history in memory)."""
+        ...
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's queued and running jobs in each queue (`queue`
+        alone, or every queue for None), by ``(queue, type)`` (`BacklogRow`:
+        queued, running, the oldest due job's ``run_at``), and the store's
+        clock when it read them, in one transaction; a queue and type with
+        neither is left out. Queued means pending
+        or retry_wait and released by its dependencies (``unmet`` 0): the
+        jobs the ready indexes of `QueueRole.claim` hold, so that the read
+        walks those and the running jobs, never the finished ones."""
+        ...
+
+
+@runtime_checkable
 class SharedStore(
     SubmitRole,
     QueueRole,
@@ -680,6 +728,7 @@ class SharedStore(
     ScheduleRole,
     LimitsRole,
     WorkersRole,
+    HistoryRole,
     Protocol,
 ):
     """A store **several processes share** as one queue (PostgreSQL): every role.
@@ -752,6 +801,7 @@ ROLE_MEMBERS: dict[str, tuple[str, ...]] = {
         "forget_worker",
         "unserved_types",
     ),
+    "history": ("add_history", "history", "backlog"),
 }
 #: The protocol of each role, by the same names.
 ROLES: dict[str, type] = {
@@ -763,6 +813,7 @@ ROLES: dict[str, type] = {
     "schedules": ScheduleRole,
     "limits": LimitsRole,
     "workers": WorkersRole,
+    "history": HistoryRole,
 }
 #: Every role: what `SharedStore` is.
 SHARED_ROLES = tuple(ROLES)

@@ -2,8 +2,9 @@
 
 Every answer is JSON. An error is ``{"error": "one line"}`` with 400 (bad
 query), 401/403 (not allowed, see `jobsched.web._auth`), 404 (unknown job,
-schedule or worker) or 409 (the job is not in a status the action applies to;
-a worker the client cannot ask).
+schedule or worker), 409 (the job is not in a status the action applies to;
+a worker the client cannot ask) or 501 (the store lacks the role a route
+needs, e.g. ``history``).
 Records keep the field names of their Python classes (`jobsched.JobInfo`,
 `jobsched.Stats`, `jobsched.ScheduleInfo`). The bulk actions
 (``POST /api/jobs/bulk/{action}``) are `jobsched.web._bulk`'s.
@@ -122,6 +123,16 @@ def _statuses(request: Request) -> list[str] | None:
 
 async def stats(request: Request, board: Dashboard) -> Any:
     return to_json(await board.client.stats())
+
+
+async def history(request: Request, board: Dashboard) -> Any:
+    """`Client.history`: throughput over a window, per job type, and the backlog."""
+    window, job_type, queue = _params.history_query(request.query_params)
+    try:
+        found = await board.client.history(window=window, type=job_type, queue=queue)
+    except MissingRoleError as exc:
+        raise ApiError(501, str(exc)) from None
+    return to_json(found)
 
 
 async def workers(request: Request, board: Dashboard) -> Any:
@@ -378,6 +389,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
         get("/api/stats", stats, "api_stats"),
         get("/api/workers", workers, "api_workers"),
+        get("/api/history", history, "api_history"),
         # Worker ids hold ':' and may hold '/' (``host:pid/2``): the whole path up to the verb.
         post(
             "/api/workers/{worker_id:path}/drain", drain_worker, "api_worker_drain", "worker.drain"

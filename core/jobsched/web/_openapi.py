@@ -7,7 +7,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from jobsched import MAX_QUEUE_LENGTH, TRIGGER_RULES, JobStatus, __version__
+from jobsched import HISTORY_WINDOWS, MAX_QUEUE_LENGTH, TRIGGER_RULES, JobStatus, __version__
 
 from ._bulk import BULK_ACTIONS, BULK_CAP, FILTER_KEYS
 from ._http import MAX_BODY
@@ -23,6 +23,11 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 
 
 _ERROR = _json(_ref("Error"), "an error, one line")
+#: The characters Python's ``str.isspace`` is true of, as a regex class body.
+_PY_SPACE = (
+    "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a"
+    "\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _STRING_OR_NULL = {"type": ["string", "null"]}
 
@@ -174,6 +179,68 @@ def _document() -> dict[str, Any]:
                 "worker": _STRING_OR_NULL,
                 "traceback": _STRING_OR_NULL,
             },
+        },
+        "HistoryBucket": {
+            "type": "object",
+            "description": "jobsched.HistoryBucket: attempts that ended in one bucket",
+            "properties": {
+                "start": {"type": "number"},
+                "completed": {"type": "integer"},
+                "failed": {"type": "integer"},
+            },
+            "required": ["start", "completed", "failed"],
+        },
+        "TypeStats": {
+            "type": "object",
+            "description": "jobsched.TypeStats: one job type over the window, and its backlog now",
+            "properties": {
+                "type": {"type": "string"},
+                "queued": {"type": "integer"},
+                "running": {"type": "integer"},
+                "backlog_age": _NUMBER_OR_NULL,
+                "completed": {"type": "integer"},
+                "failed": {"type": "integer"},
+                "failure_rate": _NUMBER_OR_NULL,
+                "p50": _NUMBER_OR_NULL,
+                "p95": _NUMBER_OR_NULL,
+            },
+            "required": ["type", "queued", "running", "completed", "failed"],
+        },
+        "History": {
+            "type": "object",
+            "description": "jobsched.History: throughput over a window (ended attempts, "
+            "durations' percentiles from a histogram), per job type, and the backlog now",
+            "properties": {
+                "window": {"enum": list(HISTORY_WINDOWS)},
+                "step": {"type": "number", "description": "seconds per bucket"},
+                "type": _STRING_OR_NULL,
+                "queue": _STRING_OR_NULL,
+                "buckets": {"type": "array", "items": _ref("HistoryBucket")},
+                "completed": {"type": "integer"},
+                "failed": {"type": "integer"},
+                "failure_rate": _NUMBER_OR_NULL,
+                "p50": _NUMBER_OR_NULL,
+                "p95": _NUMBER_OR_NULL,
+                "backlog_age": {
+                    "type": ["number", "null"],
+                    "description": "seconds the oldest due job has waited (null: none is due)",
+                },
+                "types": {"type": "array", "items": _ref("TypeStats")},
+                "queues": {"type": "array", "items": _ref("QueueBacklog")},
+                "at": {"type": "number"},
+            },
+            "required": ["window", "step", "buckets", "types", "queues", "at"],
+        },
+        "QueueBacklog": {
+            "type": "object",
+            "description": "jobsched.QueueBacklog: one queue's backlog now",
+            "properties": {
+                "name": {"type": "string"},
+                "queued": {"type": "integer"},
+                "running": {"type": "integer"},
+                "backlog_age": _NUMBER_OR_NULL,
+            },
+            "required": ["name", "queued", "running", "backlog_age"],
         },
         "Stats": {
             "type": "object",
@@ -365,6 +432,10 @@ def _document() -> dict[str, Any]:
         "pattern": "^[^\\s\\x00\\x1c-\\x1f\\x85](.*[^\\s\\x00\\x1c-\\x1f\\x85])?$",
         "description": "a queue's name: no surrounding spaces, no NUL",
     }
+    # What `check_queue` takes, or nothing: no NUL, and no space at either
+    # end as Python's str.strip() sees it (not JavaScript's \\s).
+    edge = f"[^{_PY_SPACE}\\x00]"
+    queue_or_empty = f"^({edge}([^\\x00]*{edge})?)?$"
     paths = {
         "/healthz": {
             "get": {
@@ -436,6 +507,27 @@ def _document() -> dict[str, Any]:
             "worker_id",
             asked,
         ),
+        "/api/history": {
+            "get": {
+                "summary": "throughput over a window, per job type, and the backlog now",
+                "parameters": [
+                    {
+                        "name": "window",
+                        "in": "query",
+                        "description": "1h and 24h: 5-minute buckets; 7d: hourly ones",
+                        "schema": {"enum": list(HISTORY_WINDOWS), "default": "24h"},
+                    },
+                    {"name": "type", "in": "query", "description": "a job type", "schema": text},
+                    {
+                        "name": "queue",
+                        "in": "query",
+                        "description": "a queue's name (empty: every queue)",
+                        "schema": {**queue_name, "minLength": 0, "pattern": queue_or_empty},
+                    },
+                ],
+                "responses": {"200": _json(_ref("History")), **_errors(400, 501)},
+            }
+        },
         "/api/jobs": {
             "get": {
                 "summary": "jobs, newest first, filtered and paged",

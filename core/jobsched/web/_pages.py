@@ -98,14 +98,39 @@ def _problem(request: Request, title: str, message: str, status: int) -> Respons
 
 async def overview(request: Request) -> Response:
     client = dashboard(request).client
+    try:
+        window, job_type, queue = _params.history_query(request.query_params)
+    except BadRequest as exc:
+        return _problem(request, "Bad filter", str(exc), 400)
     stats = await client.stats()
     recent = await client.page(status=FINISHED, limit=8)
+    try:
+        history = await client.history(window=window, type=job_type, queue=queue)
+        lacking = None
+    except MissingRoleError as exc:
+        history, lacking = None, str(exc)
+    registry = await _registry(client)
+    # The filters offer the types and queues the history names and those
+    # the workers registered (and keep the one chosen).
+    types = {t.type for t in history.types} if history is not None else set()
+    types.update(t for w in registry or () for t in w.job_types)
+    queues = {q.name for q in history.queues} if history is not None else set()
+    queues.update(q for w in registry or () for q in w.queues)
     context = {
         "title": "Overview",
         "stats": stats,
-        "registry": await _registry(client),
+        "registry": registry,
         "chart": _views.throughput_chart(stats.throughput),
         "recent": recent.jobs,
+        "history": history,
+        "history_lacking": lacking,
+        "history_chart": None
+        if history is None
+        else _views.throughput_chart(history.buckets, step=history.step),
+        "filters": {"window": window, "type": job_type, "queue": queue},
+        "type_options": sorted(types | ({job_type} if job_type else set())),
+        "queue_options": sorted(queues | ({queue} if queue else set())),
+        "windows": {"24h": "24 hours", "7d": "7 days", "1h": "1 hour"},
     }
     return _show(request, "overview", context)
 

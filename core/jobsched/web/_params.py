@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jobsched import HISTORY_WINDOWS, check_queue
+
 from ._http import shown
 
 #: The most characters a text filter (``q``, ``type``) may have.
@@ -62,3 +64,21 @@ def integer(query: Mapping[str, str], name: str, default: int, low: int, high: i
     if not low <= value <= high:
         raise BadRequest(f"{name} must be {low} to {high}, got {value}")
     return value
+
+
+def history_query(
+    query: Mapping[str, str], default: str = "24h"
+) -> tuple[str, str | None, str | None]:
+    """The ``window``, ``type`` and ``queue`` of a history request
+    (`Client.history`): a window of `HISTORY_WINDOWS` (`default` when absent),
+    a job type and a queue's name (None when absent or empty)."""
+    window = query.get("window", default)
+    if window not in HISTORY_WINDOWS:
+        raise BadRequest(f"window must be one of {', '.join(HISTORY_WINDOWS)}, got {shown(window)}")
+    queue = query.get("queue") or None
+    if queue is not None:
+        try:
+            check_queue(queue)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+    return window, text(query, "type"), queue

@@ -46,6 +46,8 @@ def duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return ""
     seconds = max(seconds, 0.0)
+    if seconds < 0.01:  # a job's p50 can be well under a millisecond
+        return f"{seconds * 1000:.2g} ms"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
@@ -242,8 +244,11 @@ class Chart:
     ticks: list[tuple[float, str]]
 
 
-def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 150) -> Chart:
-    """Stacked bars (completed below, failed above) for `Stats.throughput`."""
+def throughput_chart(
+    buckets: Sequence[Any], *, step: float = 60.0, width: int = 640, height: int = 150
+) -> Chart:
+    """Stacked bars (completed below, failed above) for `Stats.throughput`
+    (one a minute) or `History.buckets` (`step` seconds each)."""
     left, top, bottom = 34.0, 8.0, 20.0
     plot_h = height - top - bottom
     base = height - bottom
@@ -255,6 +260,8 @@ def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 
         completed_h = bucket.completed * scale
         failed_h = bucket.failed * scale
         start = datetime.fromtimestamp(bucket.start, timezone.utc)
+        title = f"{start:%a %d %b %H:%M}" if step >= 3600 else f"{start:%H:%M}"
+        title += f" UTC: {bucket.completed} completed, {bucket.failed} failed"
         bars.append(
             Bar(
                 x=round(left + i * slot + 1, 2),
@@ -263,14 +270,14 @@ def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 
                 completed_h=round(completed_h, 2),
                 failed_y=round(base - completed_h - failed_h, 2),
                 failed_h=round(failed_h, 2),
-                title=f"{start:%H:%M} UTC: {bucket.completed} completed, {bucket.failed} failed",
+                title=title,
             )
         )
     ticks: list[tuple[float, str]] = []
     if buckets:
         count = len(buckets)
-        for index, label in ((0, f"-{count} min"), (count // 2, f"-{count - count // 2} min")):
-            ticks.append((left + index * slot, label))
+        for index in (0, count // 2):
+            ticks.append((left + index * slot, _before((count - index) * step)))
         ticks.append((float(width), "now"))
     return Chart(
         width=width,
@@ -282,6 +289,22 @@ def throughput_chart(buckets: Sequence[Any], *, width: int = 640, height: int = 
         failed=sum(b.failed for b in buckets),
         ticks=ticks,
     )
+
+
+def _before(seconds: float) -> str:
+    """A tick's label: ``"-60 min"``, ``"-12 h"``, ``"-3.5 d"``."""
+    if seconds >= 2 * 86400:
+        return f"-{seconds / 86400:g} d"
+    if seconds >= 2 * 3600:
+        return f"-{seconds / 3600:g} h"
+    return f"-{seconds / 60:g} min"
+
+
+def failure_rate(rate: float | None) -> str:
+    """``"12.5 %"``, ``"0 %"``; empty for None (nothing ended)."""
+    if rate is None:
+        return ""
+    return f"{rate * 100:.3g} %" if rate else "0 %"
 
 
 # ── dependency graph (laid out by `_workflow.workflow_graph`) ─────────────
@@ -491,4 +514,5 @@ def install_filters(env: Any) -> None:
         describe_cron=describe_cron,
         progress_view=progress_view,
         limit_percent=limit_percent,
+        failure_rate=failure_rate,
     )

@@ -16,6 +16,7 @@ import attrs
 
 from jobsched.store import (
     AttemptRow,
+    HistoryTable,
     LimitsData,
     NewJob,
     Outcome,
@@ -71,6 +72,8 @@ class Queue:
         self.workers: dict[str, WorkerRow] = {}
         #: Queues paused on their own (`SharedStore.set_queue_paused` with a name).
         self.paused_queues: set[str] = set()
+        #: The throughput history (`HistoryRole`), every step's rows.
+        self.throughput = HistoryTable()
         #: The stores open on it (each is told of changes on its own loop).
         self.stores: set[Any] = set()
 

@@ -15,6 +15,9 @@ import attrs
 
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
+    BacklogRow,
+    HistoryRead,
+    HistoryRow,
     LimitsData,
     NewJob,
     Outcome,
@@ -26,6 +29,7 @@ from jobsched.store import (
     StoreError,
     StoreStats,
     WorkerRow,
+    check_history_rows,
     check_max_lease_expiries,
     check_worker_command,
     encode_json,
@@ -770,6 +774,45 @@ class SharedMemoryStore(DelegatedWakeups):
                 if r.type not in skip:
                     counts[r.type] = counts.get(r.type, 0) + 1
             return counts
+
+        return self._run(body)
+
+    # ── history ────────────────────────────────────────────────────────
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded rows to every step's; drop the rows kept long enough."""
+        check_history_rows(rows)
+        self._run(lambda q, t: q.throughput.add(rows, t))
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type."""
+        return self._run(lambda q, t: q.throughput.read(step, since, type, queue))
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's ready and running jobs per queue (or of `queue`), and the time read."""
+
+        def body(q: Queue, t: float) -> tuple[list[BacklogRow], float]:
+            found: dict[tuple[str, str], list[Any]] = {}
+            for r in q.jobs.values():
+                if r.status not in ("pending", "retry_wait", "running"):
+                    continue
+                if (queue is not None and r.queue != queue) or r.unmet:
+                    continue  # another queue's, or waiting for its dependencies
+                rec = found.setdefault((r.queue, r.type), [0, 0, None])
+                if r.status == "running":
+                    rec[1] += 1
+                    continue
+                rec[0] += 1
+                if r.run_at <= t:
+                    rec[2] = r.run_at if rec[2] is None else min(rec[2], r.run_at)
+            rows = [
+                BacklogRow(
+                    queue=key[0], type=key[1], queued=rec[0], running=rec[1], oldest_due=rec[2]
+                )
+                for key, rec in sorted(found.items())
+            ]
+            return rows, t
 
         return self._run(body)
 

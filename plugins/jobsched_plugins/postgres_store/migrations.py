@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 #: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 # Each entry migrates from version i to i + 1. Never edit a released entry:
 # append a new one, so every database walks the same path.
@@ -260,6 +260,44 @@ MIGRATIONS: list[list[str]] = [
     [
         """CREATE INDEX jobs_schedule ON {s}.jobs (schedule_id, seq)
             WHERE schedule_id IS NOT NULL""",
+    ],
+    # 17 (issue 24, the Overview): throughput history. Workers fold the
+    # attempts they end in memory and add them on their lease-renewal
+    # cadence, one statement per worker every few seconds (never a row per
+    # finish), to a row per bucket at two steps (300 s kept a day, 3600 s a
+    # week), with the counts of a log-scale duration histogram in d00..d20
+    # (`jobsched.store.DURATION_BOUNDS`); reads never touch the jobs.
+    [
+        """CREATE TABLE {s}.history (
+            step float8 NOT NULL,
+            start float8 NOT NULL,
+            queue text NOT NULL,
+            type text NOT NULL,
+            completed bigint NOT NULL DEFAULT 0,
+            failed bigint NOT NULL DEFAULT 0,
+            d00 bigint NOT NULL DEFAULT 0,
+            d01 bigint NOT NULL DEFAULT 0,
+            d02 bigint NOT NULL DEFAULT 0,
+            d03 bigint NOT NULL DEFAULT 0,
+            d04 bigint NOT NULL DEFAULT 0,
+            d05 bigint NOT NULL DEFAULT 0,
+            d06 bigint NOT NULL DEFAULT 0,
+            d07 bigint NOT NULL DEFAULT 0,
+            d08 bigint NOT NULL DEFAULT 0,
+            d09 bigint NOT NULL DEFAULT 0,
+            d10 bigint NOT NULL DEFAULT 0,
+            d11 bigint NOT NULL DEFAULT 0,
+            d12 bigint NOT NULL DEFAULT 0,
+            d13 bigint NOT NULL DEFAULT 0,
+            d14 bigint NOT NULL DEFAULT 0,
+            d15 bigint NOT NULL DEFAULT 0,
+            d16 bigint NOT NULL DEFAULT 0,
+            d17 bigint NOT NULL DEFAULT 0,
+            d18 bigint NOT NULL DEFAULT 0,
+            d19 bigint NOT NULL DEFAULT 0,
+            d20 bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY (step, start, queue, type)
+        )""",
     ],
 ]
 

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
+    BacklogRow,
+    HistoryRead,
+    HistoryRow,
     NewJob,
     Outcome,
     QueueStatsRow,
@@ -21,11 +24,13 @@ from jobsched.store import (
     StoreStats,
     TransactionSubmit,
     WorkerRow,
+    check_history_rows,
     check_worker_command,
 )
 
 from .._wakeups import DelegatedWakeups
 from . import claims, in_transaction, migrations, operations, queries, schedules, submit
+from . import history as throughput
 from . import workers as registry
 from .connection import Database, Wakeups
 
@@ -365,6 +370,23 @@ class PostgresStore(DelegatedWakeups):
     async def forget_worker(self, worker_id: str) -> bool:
         """Delete a worker's row (a clean stop); False if there was none."""
         return await registry.forget_worker(self.db, worker_id)
+
+    # ── The throughput history ──────────────────────────────────────
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded rows to both steps' rows and delete the rows
+        kept long enough, in one statement."""
+        check_history_rows(rows)
+        await throughput.add_history(self.db, rows)
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type."""
+        return await throughput.history(self.db, step, since, type, queue)
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's unfinished jobs (of `queue`), by type, and the server's clock."""
+        return await throughput.backlog(self.db, queue)
 
     async def unserved_types(self, known: Sequence[str], scan: int) -> dict[str, int]:
         """Due jobs per job type not in `known`, among the first `scan` due ones."""

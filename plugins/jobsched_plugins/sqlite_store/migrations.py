@@ -29,7 +29,7 @@ import urllib.parse
 from jobsched.store import SchemaTooNewError, StoreError
 
 #: The highest schema version this code understands.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 SINGLE_OWNER_VERSION = 1
 #: The version `SHARED_SCHEMA` creates; `SHARED_MIGRATIONS` take it further.
 SHARED_VERSION = 2
@@ -283,6 +283,43 @@ SHARED_MIGRATIONS: dict[int, list[str]] = {
     # worker's heartbeat.
     14: [
         "ALTER TABLE jobsched_shared_workers ADD COLUMN command TEXT",
+    ],
+    # 15 (issue 24, the Overview): throughput history. Workers add the
+    # attempts they ended, folded per 5 minutes, queue and job type, to a
+    # row per bucket at two steps (300 s kept a day, 3600 s a week), with
+    # the counts of a log-scale duration histogram in d00..d20
+    # (`jobsched.store.DURATION_BOUNDS`); reads never touch the jobs.
+    15: [
+        """CREATE TABLE jobsched_shared_history (
+            step REAL NOT NULL,
+            start REAL NOT NULL,
+            queue TEXT NOT NULL,
+            type TEXT NOT NULL,
+            completed INTEGER NOT NULL DEFAULT 0,
+            failed INTEGER NOT NULL DEFAULT 0,
+            d00 INTEGER NOT NULL DEFAULT 0,
+            d01 INTEGER NOT NULL DEFAULT 0,
+            d02 INTEGER NOT NULL DEFAULT 0,
+            d03 INTEGER NOT NULL DEFAULT 0,
+            d04 INTEGER NOT NULL DEFAULT 0,
+            d05 INTEGER NOT NULL DEFAULT 0,
+            d06 INTEGER NOT NULL DEFAULT 0,
+            d07 INTEGER NOT NULL DEFAULT 0,
+            d08 INTEGER NOT NULL DEFAULT 0,
+            d09 INTEGER NOT NULL DEFAULT 0,
+            d10 INTEGER NOT NULL DEFAULT 0,
+            d11 INTEGER NOT NULL DEFAULT 0,
+            d12 INTEGER NOT NULL DEFAULT 0,
+            d13 INTEGER NOT NULL DEFAULT 0,
+            d14 INTEGER NOT NULL DEFAULT 0,
+            d15 INTEGER NOT NULL DEFAULT 0,
+            d16 INTEGER NOT NULL DEFAULT 0,
+            d17 INTEGER NOT NULL DEFAULT 0,
+            d18 INTEGER NOT NULL DEFAULT 0,
+            d19 INTEGER NOT NULL DEFAULT 0,
+            d20 INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (step, start, queue, type)
+        ) WITHOUT ROWID""",
     ],
 }
 

@@ -10,6 +10,9 @@ from typing import Any, TypeVar
 
 from jobsched.store import (
     MAX_LEASE_EXPIRIES,
+    BacklogRow,
+    HistoryRead,
+    HistoryRow,
     JobRow,
     NewJob,
     Outcome,
@@ -27,6 +30,7 @@ from jobsched.store import (
     StoreStats,
     TransactionSubmit,
     WorkerRow,
+    check_history_rows,
     check_max_lease_expiries,
     check_worker_command,
 )
@@ -43,6 +47,7 @@ from . import (
     schedules,
     submit,
 )
+from . import history as throughput
 from . import workers as registry
 from .connection import Database, Wakeups, now, seconds_option
 
@@ -689,6 +694,34 @@ class SQLiteStore(DelegatedWakeups):
         if self.mode == migrations.SINGLE_OWNER:
             return {}
         return await self._read(lambda conn: registry.unserved_types(conn, known, scan, now()))
+
+    # ── Shared mode: the throughput history ─────────────────────────
+    async def add_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Add a worker's folded rows to both steps' rows and delete the rows
+        kept long enough, in one transaction."""
+        self._need(migrations.SHARED, "add_history")
+        check_history_rows(rows)
+        await self.db.transaction(
+            lambda conn: throughput.add_history(conn, rows, now()),
+            "write the throughput history in",
+        )
+
+    async def history(
+        self, step: float, since: float, type: str | None, queue: str | None
+    ) -> HistoryRead:
+        """The kept rows of `step` since `since`, per bucket and per job type
+        (none in a single-owner file: its owner keeps the history in memory)."""
+        if self.mode == migrations.SINGLE_OWNER:
+            return [], []
+        return await self._read(lambda conn: throughput.history(conn, step, since, type, queue))
+
+    async def backlog(self, queue: str | None) -> tuple[list[BacklogRow], float]:
+        """Each job type's unfinished jobs (of `queue`), by type, and the time
+        read (none in a single-owner file: its owner's `LocalClient` tells)."""
+        at = now()
+        if self.mode == migrations.SINGLE_OWNER:
+            return [], at
+        return await self._read(lambda conn: (throughput.backlog(conn, queue, at), at))
 
 
 # The contracts, checked by mypy: this one class implements both protocols.
