@@ -595,6 +595,51 @@ def refuse(
     return at_bound, released
 
 
+# A batch's outcomes as one JSON array of ``[job_id, status, result, error,
+# traceback, run_at, result_expires]`` rows (`_outcome_rows`).
+_OUTCOMES = (
+    "SELECT json_extract(value, '$[0]') AS o_id, json_extract(value, '$[1]') AS o_status, "
+    "json_extract(value, '$[2]') AS o_result, json_extract(value, '$[3]') AS o_error, "
+    "json_extract(value, '$[4]') AS o_traceback, json_extract(value, '$[5]') AS o_run_at, "
+    "json_extract(value, '$[6]') AS o_expires FROM json_each(?)"
+)
+# Every outcome of a batch in one statement, for the jobs `owner` still holds
+# (the write lock is ours: nothing changes them meanwhile). One statement, not
+# one per job: each statement in a transaction that fires the status
+# counters' trigger keeps a statement journal of the pages it touches, and a
+# statement per job paid that (about 7 µs of a 12 µs finish) once per job.
+_FINISH = f"""UPDATE jobsched_shared_jobs SET status = o_status, result = o_result,
+    last_error = CASE WHEN o_status = 'completed' THEN NULL
+        ELSE coalesce(o_error, last_error) END,
+    last_traceback = o_traceback, run_at = coalesce(o_run_at, run_at),
+    finished_at = CASE WHEN o_status = 'retry_wait' THEN NULL ELSE ? END,
+    result_expires = o_expires, lease_owner = NULL, lease_expires = NULL,
+    cancel_requested = 0
+FROM ({_OUTCOMES}) WHERE job_id = o_id AND lease_owner = ? AND status = 'running'
+RETURNING job_id, attempts, started_at"""
+
+# The JSON of a batch keeps every text as it is (`ensure_ascii=False`): a
+# lone surrogate then fails to bind, as a parameter would, instead of
+# becoming an escape SQLite would store as invalid UTF-8.
+_encode_rows = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def _outcome_rows(outcomes: Sequence[Outcome], t: float) -> dict[str, tuple[Outcome, list[Any]]]:
+    """Each job's first outcome (a job listed twice is written once), with its
+    row of `_OUTCOMES`."""
+    rows: dict[str, tuple[Outcome, list[Any]]] = {}
+    for o in outcomes:
+        if o.job_id in rows:
+            continue
+        completed = o.status == "completed"
+        expires = t + o.result_ttl if o.result_ttl is not None and completed else None
+        rows[o.job_id] = (
+            o,
+            [o.job_id, o.status, o.result, o.error, o.traceback, o.run_at, expires],
+        )
+    return rows
+
+
 def finish(
     conn: sqlite3.Connection, outcomes: Sequence[Outcome], owner: str
 ) -> tuple[list[str], bool]:
@@ -606,23 +651,20 @@ def finish(
     caller's transaction.
     """
     t = now()
+    rows = _outcome_rows(outcomes, t)
+    batch = list(rows.values())
+    # The attempts written, by job: (number, started_at) as the rows held them.
+    held: dict[str, tuple[int, float | None]] = {}
+    for i in range(0, len(batch), 500):
+        chunk = _encode_rows([row for _, row in batch[i : i + 500]])
+        for job_id, attempts, started_at in conn.execute(_FINISH, (t, chunk, owner)):
+            held[job_id] = (attempts, started_at)
+    if not held:
+        return [], False
     written: list[tuple[str, str]] = []
     history: list[tuple[Any, ...]] = []
-    # The attempts `owner` still holds, read once for the batch (the write
-    # lock is ours: nothing changes them before the update below).
-    held: dict[str, tuple[int, float | None]] = {}
-    ids = list(dict.fromkeys(o.job_id for o in outcomes))
-    for i in range(0, len(ids), 500):
-        chunk = ids[i : i + 500]
-        for job_id, attempts, started_at in conn.execute(
-            "SELECT job_id, attempts, started_at FROM jobsched_shared_jobs "
-            f"WHERE job_id IN ({_in(chunk)}) AND lease_owner = ? AND status = 'running'",
-            [*chunk, owner],
-        ):
-            held[job_id] = (attempts, started_at)
-    updates = []
-    for o in outcomes:
-        found = held.pop(o.job_id, None)  # pop: a job listed twice is written once
+    for o, _ in batch:  # in the batch's order (RETURNING gives no order)
+        found = held.get(o.job_id)
         if found is None:
             continue
         attempts, started_at = found
@@ -630,36 +672,12 @@ def finish(
         history.append(
             (o.job_id, attempts, o.attempt or o.status, o.error, started_at, t, owner, o.traceback)
         )
-        updates.append(
-            (
-                o.status,
-                o.result,  # JSON text already (Outcome.result)
-                o.status == "completed",
-                o.error,
-                o.traceback,
-                o.run_at,
-                None if o.status == "retry_wait" else t,
-                t + o.result_ttl if o.result_ttl is not None and o.status == "completed" else None,
-                o.job_id,
-            )
-        )
-    if updates:
-        conn.executemany(
-            """UPDATE jobsched_shared_jobs SET status = ?, result = ?,
-                last_error = CASE WHEN ? THEN NULL ELSE coalesce(?, last_error) END,
-                last_traceback = ?, run_at = coalesce(?, run_at),
-                finished_at = ?, result_expires = ?, lease_owner = NULL,
-                lease_expires = NULL, cancel_requested = 0
-            WHERE job_id = ?""",
-            updates,
-        )
-    if history:
-        # The batch's attempts, in one statement.
-        conn.executemany(
-            "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
-            "finished_at, worker, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            history,
-        )
+    # The batch's attempts, in one statement.
+    conn.executemany(
+        "INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at, "
+        "finished_at, worker, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        history,
+    )
     ended = [(job_id, status) for job_id, status in written if status in TERMINAL]
     wake = any(status == "retry_wait" for _, status in written)
     if ended:
