@@ -191,10 +191,13 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def shared_round(path: Path, jobs: int, workers: int, batch: int) -> tuple[float, float | None]:
-    """Jobs per second one worker process runs from a shared file, and the
-    worker's CPU microseconds per job (None where it cannot be read)."""
-    url = f"sqlite:///{path}"
+def shared_round(
+    path: Path, jobs: int, workers: int, batch: int, options: str = ""
+) -> tuple[float, float | None]:
+    """Jobs per second one worker process runs from a shared file (its URL's
+    query string `options`, say ``?synchronous=normal``), and the worker's CPU
+    microseconds per job (None where it cannot be read)."""
+    url = f"sqlite:///{path}{options}"
     asyncio.run(load_shared(url, jobs, batch))
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", url, str(workers)],
