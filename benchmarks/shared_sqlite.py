@@ -3,7 +3,7 @@
     pip install huey            # Huey's SqliteStorage, for this comparison only
     python benchmarks/shared_sqlite.py [--jobs 20000] [--rounds 5] [--workers 8]
                                        [--dsn postgresql://postgres@127.0.0.1:5432/test]
-                                       [--json] [--no-docs] [--check]
+                                       [--baseline DIR] [--json] [--no-docs] [--check]
 
 Issue 25's target: shared SQLite (``jobsched worker --store sqlite:////abs.db``,
 one worker process, its defaults) runs at least 40,000 no-op jobs a second,
@@ -28,6 +28,11 @@ exits 1 when it does not). The systems, each in a fresh database per round:
   otherwise: WAL, SQLite's ``synchronous=FULL``) is started and waits for a
   line on stdin before it runs; the clock runs from that line until the
   file holds every task's result (the task returns True, so each stores one).
+
+With ``--baseline DIR`` (a checkout of another jobsched) the shared SQLite
+row runs a second time in each round, its worker process importing DIR's
+code (the jobs stored and counted by this one's: the file format is one):
+before and after, side by side.
 
 The rounds interleave the systems (their order turned every round) so that
 the rest of a shared machine disturbs them alike; each figure is the median
@@ -218,6 +223,11 @@ def measure(
                 if name == "jobsched sqlite":
                     path = folder / f"shared-{r}.db"
                     rate, used = shared_round(path, args.jobs, args.workers, args.batch)
+                elif name == "jobsched sqlite (baseline)":
+                    path = folder / f"shared-baseline-{r}.db"
+                    rate, used = shared_round(
+                        path, args.jobs, args.workers, args.batch, code=args.baseline
+                    )
                 elif name == "jobsched sqlite normal":
                     path = folder / f"shared-normal-{r}.db"
                     rate, used = shared_round(
@@ -265,6 +275,8 @@ def table(
 def label(name: str) -> str:
     if name == "jobsched sqlite":
         return "jobsched, shared SQLite (`synchronous=full`, the default)"
+    if name == "jobsched sqlite (baseline)":
+        return "the same, the worker running the baseline's code"
     if name == "jobsched sqlite normal":
         return "jobsched, shared SQLite, `?synchronous=normal`"
     if name == "jobsched postgresql":
@@ -298,6 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a PostgreSQL server for the jobsched PostgreSQL row (default: "
         "$JOBSCHED_TEST_POSTGRES_DSN; none: the row is left out)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of another jobsched (say `git archive main | tar -x -C /tmp/main`): "
+        "a shared SQLite row whose worker process runs its code, beside this one's",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--no-docs", action="store_true", help=f"do not write {DOCS}")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -311,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1 or args.rounds < 1 or args.workers < 1:
         parser.error("--jobs, --rounds and --workers must be at least 1")
     systems = ["jobsched sqlite", "jobsched sqlite normal"]
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "core" / "jobsched" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: not a jobsched checkout (no core/jobsched)")
+        systems.insert(1, "jobsched sqlite (baseline)")
     if args.dsn:
         systems.append("jobsched postgresql")
     if huey_installed():
