@@ -634,10 +634,29 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
     json_extract(value, '$[3]'), json_extract(value, '$[4]'), ?, ?, json_extract(value, '$[5]')
 FROM json_each(?)"""
 
+# The same statements for one row, its values bound as parameters.
+_ONE_OUTCOME = (
+    "SELECT ? AS o_id, ? AS o_status, ? AS o_result, ? AS o_error, ? AS o_traceback, "
+    "? AS o_run_at, ? AS o_expires"
+)
+_FINISH_ONE = _FINISH.replace(_OUTCOMES, _ONE_OUTCOME)
+_HISTORY_ONE = """INSERT INTO jobsched_shared_attempts (job_id, number, status, error, started_at,
+    finished_at, worker, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+
 # The JSON of a batch keeps every text as it is (`ensure_ascii=False`): a
 # lone surrogate then fails to bind, as a parameter would, instead of
 # becoming an escape SQLite would store as invalid UTF-8.
 _encode_rows = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def _as_json(rows: list[list[Any]]) -> str | None:
+    """`rows` as one JSON array, or None when JSON cannot carry one of them
+    (an id a hand tampered into a BLOB, which a claim fails as it is stored;
+    an infinite time): those go a row at a time, as parameters."""
+    try:
+        return _encode_rows(rows)
+    except (TypeError, ValueError):
+        return None
 
 
 def _outcome_rows(outcomes: Sequence[Outcome], t: float) -> dict[str, tuple[Outcome, list[Any]]]:
@@ -672,8 +691,13 @@ def finish(
     # The attempts written, by job: (number, started_at) as the rows held them.
     held: dict[str, tuple[int, float | None]] = {}
     for i in range(0, len(batch), 500):
-        chunk = _encode_rows([row for _, row in batch[i : i + 500]])
-        for job_id, attempts, started_at in conn.execute(_FINISH, (t, chunk, owner)):
+        chunk = [row for _, row in batch[i : i + 500]]
+        text = _as_json(chunk)
+        if text is not None:
+            returned = conn.execute(_FINISH, (t, text, owner)).fetchall()
+        else:
+            returned = [r for row in chunk for r in conn.execute(_FINISH_ONE, (t, *row, owner))]
+        for job_id, attempts, started_at in returned:
             held[job_id] = (attempts, started_at)
     if not held:
         return [], False
@@ -691,7 +715,12 @@ def finish(
     # The batch's attempts, in one statement (the table's AUTOINCREMENT
     # writes its counter once per statement).
     for i in range(0, len(history), 500):
-        conn.execute(_HISTORY, (t, owner, _encode_rows(history[i : i + 500])))
+        part = history[i : i + 500]
+        text = _as_json(part)
+        if text is not None:
+            conn.execute(_HISTORY, (t, owner, text))
+        else:
+            conn.executemany(_HISTORY_ONE, [(*row[:5], t, owner, row[5]) for row in part])
     ended = [(job_id, status) for job_id, status in written if status in TERMINAL]
     wake = any(status == "retry_wait" for _, status in written)
     if ended:
