@@ -244,7 +244,7 @@ def _why_not_storable(value: Any, what: str) -> str:
 # ── jobs ───────────────────────────────────────────────────────────────
 #: Stored descriptions whose checks a codec keeps (`JobCodec.build`).
 BUILDERS_KEPT = 1024
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+_KEYED_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def _description_key(type_name: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -256,7 +256,7 @@ def _description_key(type_name: str, args: Mapping[str, Any]) -> tuple[Any, ...]
     items = []
     for name, value in args.items():
         kind = type(value)
-        if kind not in _SCALARS:
+        if kind not in _KEYED_TYPES:
             return None
         items.append((name, kind, value))
     return (type_name, *items)
