@@ -295,7 +295,7 @@ def write_docs(header: str, lines: list[str]) -> None:
     before, rest = text.split(START, 1)
     after = rest.split(END, 1)[1]
     path.write_text("\n".join([before + START, "", header, "", *lines, "", END]) + after)
-    print(f"wrote the figures into {DOCS}")
+    print(f"wrote the figures into {DOCS}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
