@@ -259,6 +259,8 @@ def table(
         f"jobs, one worker process of {args.workers} workers, median of {args.rounds} rounds "
         "(range in brackets)."
     )
+    if args.baseline is not None:
+        header += f" Baseline: the checkout in {args.baseline}."
     lines = [
         "| system | jobs/s | worker CPU µs/job | shared SQLite / this |",
         "|---|---:|---:|---:|",
