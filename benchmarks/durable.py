@@ -114,13 +114,18 @@ async def one_round(store: str | None, jobs: int, workers: int) -> tuple[float, 
     return jobs / elapsed, cpu / jobs * 1e6
 
 
-def code_round(code: Path, url: str, jobs: int, workers: int) -> tuple[float, float]:
-    """`one_round` on `url` in a child process that imports the jobsched of
+def code_env(code: Path) -> dict[str, str]:
+    """The environment of a child process that imports the jobsched of
     checkout `code` (its source roots first on the path)."""
     path = [str(code / root) for root in ROOTS]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])}
+
+
+def code_round(code: Path, url: str, jobs: int, workers: int) -> tuple[float, float]:
+    """`one_round` on `url` in a child process that imports the jobsched of
+    checkout `code`."""
     args = [sys.executable, __file__, "--one-round", url, str(jobs), str(workers)]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(args, env=code_env(code), capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the round with the code of {code} failed:\n{done.stderr}")
     rate, cpu = json.loads(done.stdout)
@@ -191,15 +196,20 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def shared_round(path: Path, jobs: int, workers: int, batch: int) -> tuple[float, float | None]:
-    """Jobs per second one worker process runs from a shared file, and the
-    worker's CPU microseconds per job (None where it cannot be read)."""
-    url = f"sqlite:///{path}"
+def shared_round(
+    path: Path, jobs: int, workers: int, batch: int, options: str = "", code: Path | None = None
+) -> tuple[float, float | None]:
+    """Jobs per second one worker process runs from a shared file (its URL's
+    query string `options`, say ``?synchronous=normal``), and the worker's CPU
+    microseconds per job (None where it cannot be read). With `code` (a
+    checkout of another jobsched) the worker process imports that code."""
+    url = f"sqlite:///{path}{options}"
     asyncio.run(load_shared(url, jobs, batch))
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", url, str(workers)],
         stdout=subprocess.PIPE,
         text=True,
+        env=None if code is None else code_env(code),
     )
     try:
         assert proc.stdout is not None

@@ -451,3 +451,84 @@ def test_build_job_and_job_files_take_the_result_options(codec: JobCodec) -> Non
     assert (options["result_ttl"], options["keep_result"]) == (3600.0, False)
     built = build_job("noop", {}, plugins=codec.plugins, **options)
     assert (built.result_ttl, built.keep_result) == (3600.0, False)
+
+
+# ── building the same stored description again (a shared store's claims) ──
+@attrs.define(slots=True, eq=False, repr=False)
+class Counted(AsyncJob):
+    """Counts its constructions; `items` may be a list."""
+
+    count: int = 0
+    items: Any = None
+    built = 0
+
+    def __attrs_post_init__(self) -> None:
+        type(self).built += 1
+
+    async def run(self) -> None:
+        return None
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class CountedToo(Counted):
+    """The same arguments, another class (a job type registered anew)."""
+
+
+def counted_plugin(cls: type) -> object:
+    class plugin:
+        @staticmethod
+        @hookimpl
+        def jobsched_register_job_types(register: Callable[[str, Any], None]) -> None:
+            register("counted", cls)
+
+    return plugin
+
+
+def test_a_description_built_again_is_a_new_job_from_the_types_constructor() -> None:
+    codec = JobCodec(PluginManager([counted_plugin(Counted)], autoload=False))
+    before = Counted.built
+    first = codec.build("counted", {"count": 2}, {"name": "a"}, OFFSET, "job 1")
+    second = codec.build("counted", {"count": 2}, {"name": "b"}, OFFSET, "job 2")
+    assert Counted.built - before == 2
+    assert first is not second
+    assert (first.count, first.name, second.count, second.name) == (2, "a", 2, "b")
+    second.count = 5  # one job's state is its own
+    assert first.count == 2
+    assert described(codec, first)[:2] == ("counted", {"count": 2, "items": None})
+    # Arguments that are lists or tables are never shared between two jobs.
+    one = codec.build("counted", {"items": [1, 2]}, {}, OFFSET, "job 3")
+    two = codec.build("counted", {"items": [1, 2]}, {}, OFFSET, "job 4")
+    assert one.items == two.items == [1, 2] and one.items is not two.items
+
+
+@pytest.mark.parametrize("first", [1, 1.0, True])
+@pytest.mark.parametrize("then", [1, 1.0, True, "1"])
+def test_equal_python_values_of_other_json_types_are_checked_on_their_own(
+    first: Any, then: Any
+) -> None:
+    plugins = PluginManager([counted_plugin(Counted)], autoload=False)
+
+    def build(codec: JobCodec, value: Any) -> tuple[str, Any]:
+        try:
+            job = codec.build("counted", {"count": value}, {}, OFFSET, "job 9")
+        except JobSpecError as exc:
+            return "refused", str(exc)
+        return "built", (type(job.count), job.count)
+
+    codec = JobCodec(plugins)
+    build(codec, first)
+    # The same codec answers as a codec that never saw `first` (1 == 1.0 == True).
+    assert build(codec, then) == build(JobCodec(plugins), then)
+
+
+def test_a_job_type_registered_anew_is_built_with_its_new_class() -> None:
+    plugins = PluginManager([], autoload=False)
+    plugins.register(counted_plugin(Counted), name="counted")
+    codec = JobCodec(plugins)
+    assert type(codec.build("counted", {"count": 1}, {}, OFFSET, "job 1")) is Counted
+    plugins.unregister("counted")
+    plugins.register(counted_plugin(CountedToo), name="counted-again")
+    assert type(codec.build("counted", {"count": 1}, {}, OFFSET, "job 2")) is CountedToo
+    plugins.unregister("counted-again")
+    with pytest.raises(JobSpecError, match="job 3: unknown job type 'counted'"):
+        codec.build("counted", {"count": 1}, {}, OFFSET, "job 3")

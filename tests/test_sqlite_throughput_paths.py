@@ -148,6 +148,8 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
         mine, _ = await store.claim(3, "me")
         theirs, _ = await store.claim(1, "them")
         assert [r.job_id for r in mine] == ["j0", "j1", "j2"]
+        statements: list[str] = []
+        await store.call(lambda conn: conn.set_trace_callback(statements.append))
         written = await store.finish(
             [
                 Outcome(job_id="j0", status="completed", result="1"),
@@ -157,7 +159,17 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
             ],
             "me",
         )
+        await store.call(lambda conn: conn.set_trace_callback(None))
         assert written == ["j0", "j1"]
+        # The batch is one statement for the jobs and one for their history
+        # (a trigger's work is traced as its statement again: counted once).
+        writes = [
+            s.split()[0:3] for s in dict.fromkeys(statements) if s.startswith(("UPDATE", "INSERT"))
+        ]
+        assert writes == [
+            ["UPDATE", "jobsched_shared_jobs", "SET"],
+            ["INSERT", "INTO", "jobsched_shared_attempts"],
+        ]
         rows = {r.job_id: r for r in await store.jobs()}
         assert (rows["j0"].status, rows["j0"].result) == ("completed", 1)
         assert (rows["j1"].status, rows["j1"].last_error) == ("failed", "boom")
@@ -165,6 +177,39 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
         assert (rows["j3"].status, rows["j3"].lease_owner) == ("running", "them")
         history = (await store.get("j1")).history  # type: ignore[union-attr]
         assert [(a.number, a.status, a.worker) for a in history] == [(1, "failed", "me")]
+    finally:
+        await store.close()
+
+
+async def test_a_claimed_row_whose_id_was_tampered_into_a_blob_is_failed_as_stored(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "jobs.db")
+    try:
+        await store.insert([new_job(f"j{i}") for i in range(3)])
+        await store.call(
+            lambda conn: conn.execute(
+                "UPDATE jobsched_shared_jobs SET job_id = CAST(job_id AS BLOB) WHERE job_id = 'j1'"
+            )
+        )
+        claimed, _ = await store.claim(3, "me")
+        assert [r.job_id for r in claimed] == ["j0", "j2"]
+        # Failed in the claim's transaction, under the id as stored, its attempt
+        # in the history: JSON cannot carry a BLOB, so that row went on its own.
+        failed = await store.call(
+            lambda conn: conn.execute(
+                "SELECT j.status, j.last_error, a.status, a.worker FROM jobsched_shared_jobs j "
+                "JOIN jobsched_shared_attempts a ON a.job_id = j.job_id WHERE j.job_id = ?",
+                (b"j1",),
+            ).fetchall()
+        )
+        assert len(failed) == 1
+        status, error, attempt, worker = failed[0]
+        assert (status, attempt, worker) == ("failed", "failed", "me")
+        assert error.startswith("BadRowError: ") and "job_id" in error
+        # The others finish as a batch.
+        done = [Outcome(job_id=r.job_id, status="completed") for r in claimed]
+        assert await store.finish(done, "me") == ["j0", "j2"]
     finally:
         await store.close()
 

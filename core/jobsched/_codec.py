@@ -66,8 +66,8 @@ from ._job import (
 )
 from ._jobtypes import (
     JobSpecError,
-    build_job,
     build_retry_policy,
+    job_builder,
     job_spec,
     jsonable,
     retry_policy_data,
@@ -242,6 +242,26 @@ def _why_not_storable(value: Any, what: str) -> str:
 
 
 # ── jobs ───────────────────────────────────────────────────────────────
+#: Stored descriptions whose checks a codec keeps (`JobCodec.build`).
+BUILDERS_KEPT = 1024
+_KEYED_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _description_key(type_name: str, args: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A key for the description ``(type_name, args)``, or None when an
+    argument is not a JSON scalar. Each value's type is in the key: ``1``,
+    ``1.0`` and ``True`` are equal in Python but not to a job type's checks."""
+    if type(args) is not dict:
+        return None  # the checks say what it is
+    items = []
+    for name, value in args.items():
+        kind = type(value)
+        if kind not in _KEYED_TYPES:
+            return None
+        items.append((name, kind, value))
+    return (type_name, *items)
+
+
 class JobCodec:
     """Describes jobs as data and builds them back.
 
@@ -260,6 +280,9 @@ class JobCodec:
         self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
         # Options without a deadline or trace -> (retry policy, options dict, its JSON text).
         self._options: dict[tuple[Any, ...], tuple[Any, dict[str, Any], str]] = {}
+        # A stored description (`_description_key`) -> (the job type's
+        # registration it was checked against, its `job_builder`).
+        self._builders: dict[tuple[Any, ...], tuple[Any, Callable[[str], Job]]] = {}
 
     # ── describing ─────────────────────────────────────────────────────
     def describe(self, job: Job, offset: float) -> tuple[str, str, str]:
@@ -492,12 +515,29 @@ class JobCodec:
             raise JobSpecError(
                 f"{label}: unknown option {unknown[0]!r} (stored options: {', '.join(OPTIONS)})"
             )
-        job = build_job(type_name, args, plugins=self.plugins, label=label)
+        job = self._builder(type_name, args, label)(label)
         try:
             self._apply_options(job, options, offset)
         except (JobSpecError, ValueError, TypeError) as exc:
             raise JobSpecError(f"{label}: {exc}") from None
         return job
+
+    def _builder(self, type_name: str, args: Mapping[str, Any], label: str) -> Callable[[str], Job]:
+        """`job_builder` for this description, checked once while the job type's
+        registration stays the same (arguments of JSON scalars only: a built
+        job never shares a list or table of its arguments with another)."""
+        registration = self.plugins.registry["job_types"].get(type_name)
+        key = _description_key(type_name, args)
+        if key is not None:
+            cached = self._builders.get(key)
+            if cached is not None and cached[0] is registration:
+                return cached[1]
+        builder = job_builder(type_name, args, plugins=self.plugins, label=label)
+        if key is not None:
+            if len(self._builders) >= BUILDERS_KEPT:
+                self._builders.clear()  # every job's arguments may differ: stay bounded
+            self._builders[key] = (registration, builder)
+        return builder
 
     def _apply_options(self, job: Job, options: Mapping[str, Any], offset: float) -> None:
         name = options.get("name")

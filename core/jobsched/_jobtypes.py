@@ -639,6 +639,9 @@ def build_job(
         type_name, args, options = spec.type, spec.args, dict(spec.options)
     else:
         type_name, args = spec, args if args is not None else {}
+    if not options:
+        builder = job_builder(type_name, args, plugins=plugins, label=label)
+        return builder(label or f"{type_name} job")
     if not isinstance(type_name, str):
         raise JobSpecError(f"a job type name must be a string, got {_show(type_name)}")
     plugins = _plugins_or_default(plugins)
@@ -683,6 +686,51 @@ def build_job(
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options=data)
     record_spec(job, spec)
     return job
+
+
+def job_builder(
+    type_name: str,
+    args: Mapping[str, Any],
+    *,
+    plugins: PluginManager | None = None,
+    label: str | None = None,
+) -> Callable[[str], Job]:
+    """`build_job(type_name, args)` in two steps: the checks now, the building later.
+
+    The type is looked up and `args` are checked (and converted) here, once:
+    every mistake is the `JobSpecError` `build_job` raises. The callable
+    returned builds a new job from the checked arguments each time it is
+    called (the type's own constructor runs for every job, so no two jobs
+    share state), with the description it was built from (`job_spec`); a
+    constructor that fails is a `JobSpecError` naming the label it is given.
+    A scheduler that builds the same stored description over and over (a
+    shared store's claims) checks it once.
+    """
+    if not isinstance(type_name, str):
+        raise JobSpecError(f"a job type name must be a string, got {_show(type_name)}")
+    plugins = _plugins_or_default(plugins)
+    label = label or f"{type_name} job"
+    try:
+        info = job_type_info(type_name, plugins)
+    except JobSpecError as exc:
+        raise JobSpecError(f"{label}: {exc}") from None
+    checked = check_arguments(info, args, label)
+    factory = info.factory
+    spec = JobSpec(type=type_name, args=_jsonable_args(args), options={})
+
+    def build(label: str) -> Job:
+        try:
+            job = factory(**checked)
+        except (TypeError, ValueError) as exc:
+            where = f"{label} ({type_name})" if type_name not in label else label
+            raise JobSpecError(f"{where}: {type(exc).__name__}: {exc}") from None
+        if not isinstance(job, Job):
+            where = f"{label} ({type_name})" if type_name not in label else label
+            raise JobSpecError(f"{where}: the factory returned {job!r}, not a Job")
+        record_spec(job, spec)
+        return job
+
+    return build
 
 
 def _jsonable_args(args: Mapping[str, Any]) -> dict[str, Any]:

@@ -74,9 +74,19 @@ def _object(text: str) -> Any:
 _FLAGS: dict[Any, bool] = {0: False, 1: True}
 
 
+#: What the columns after `BASE_JOB_COLUMNS` hold in a file from before
+#: them (``jobsched status`` reads a file no process has migrated yet).
+_LATER_COLUMNS = (None, None, "all_success", 0, None, 0, None, None, "default", None)
+_JOB_COLUMN_COUNT = JOB_COLUMNS.count(",") + 1
+
+
 def job_row(r: Sequence[Any]) -> SharedJobRow:
-    """A row selected with `JOB_COLUMNS` as a `SharedJobRow`: every column
-    decoded and checked here (a `BadRowError` names the job and the column)."""
+    """A row selected with `JOB_COLUMNS` (or `BASE_JOB_COLUMNS` and some of
+    the later ones) as a `SharedJobRow`: every column decoded and checked
+    here (a `BadRowError` names the job and the column)."""
+    if len(r) < _JOB_COLUMN_COUNT:
+        r = (*r, *_LATER_COLUMNS[len(r) - _JOB_COLUMN_COUNT :])
+    progress, refused_by = r[22], r[29]
     try:
         row = SharedJobRow(
             job_id=r[0],
@@ -101,16 +111,16 @@ def job_row(r: Sequence[Any]) -> SharedJobRow:
             started_at=r[19],
             finished_at=r[20],
             unique_key=r[21],
-            progress=None if len(r) < 23 or r[22] is None else json.loads(r[22]),
-            result_expires=r[23] if len(r) > 23 else None,
-            trigger_rule=r[24] if len(r) > 24 else "all_success",
-            lease_expiries=r[25] if len(r) > 25 else 0,
-            last_traceback=r[26] if len(r) > 26 else None,
-            build_refusals=r[27] if len(r) > 27 else 0,
-            last_refusal=r[28] if len(r) > 28 else None,
-            refused_by=_refusers(r[0], r[29]) if len(r) > 29 else (),
-            queue=r[30] if len(r) > 30 else "default",
-            job_group=r[31] if len(r) > 31 else None,
+            progress=None if progress is None else json.loads(progress),
+            result_expires=r[23],
+            trigger_rule=r[24],
+            lease_expiries=r[25],
+            last_traceback=r[26],
+            build_refusals=r[27],
+            last_refusal=r[28],
+            refused_by=() if refused_by is None else _refusers(r[0], refused_by),
+            queue=r[30],
+            job_group=r[31],
         )
     except (TypeError, ValueError, OverflowError):
         raise _undecodable(r) from None
