@@ -152,6 +152,7 @@ from ._rows import (
     queue_rows,
 )
 from ._settle import settle_at_insert, settle_dependent
+from ._sort_keys import pack_sort_key, unpack_sort_key
 
 __all__ = [
     "BASE_MEMBERS",
@@ -226,6 +227,7 @@ __all__ = [
     "offers",
     "offers_a_role",
     "offers_shared",
+    "pack_sort_key",
     "queue_rows",
     "read_store",
     "require_roles",
@@ -236,4 +238,5 @@ __all__ = [
     "storable_text",
     "storable_traceback",
     "store_name",
+    "unpack_sort_key",
 ]
