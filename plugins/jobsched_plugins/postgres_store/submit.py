@@ -271,14 +271,35 @@ def _insert_statement(db: Database, plan: _Plan) -> tuple[sql.Composed, list[Any
 async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:
     """COPY `jobs` as new pending rows, and wake the workers (at the commit).
 
-    The rows are spelled here in COPY's text format, into one buffer: the
-    fields a batch's jobs share (type, options, key, queue...) are spelled
+    The rows are spelled here in COPY's text format, a chunk at a time: the
+    fields a batch's jobs share (key, type, options, queue...) are spelled
     once per distinct value, where psycopg's `write_row` adapts every field
     of every row.
     """
     options_text = _JsonCache()
     shared: dict[tuple[Any, ...], str] = {}  # the last fields, by their values
-    lines = []
+    lines: list[str] = []
+    cur = conn.cursor()
+    async with cur.copy(db.q(_COPY)) as copy:
+        for start in range(0, len(jobs), _COPY_CHUNK):
+            # A chunk at a time: the server stores one while the next is spelled.
+            _copy_lines(jobs[start : start + _COPY_CHUNK], lines, shared, options_text)
+            await copy.write("".join(lines))
+            lines.clear()
+    await db.notify_work(conn)
+
+
+#: Rows spelled per write of `_copy` (about psycopg's 32 KiB send buffer).
+_COPY_CHUNK = 200
+
+
+def _copy_lines(
+    jobs: Sequence[NewJob],
+    lines: list[str],
+    shared: dict[tuple[Any, ...], str],
+    options_text: _JsonCache,
+) -> None:
+    """Append the COPY lines of `jobs`; `shared` caches the fields jobs share."""
     for job in jobs:
         options = job.options
         same = (job.sort_key, job.type, job.schedule_id, job.submitted_by, job.queue)
@@ -301,10 +322,6 @@ async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence
             f"{_copy_text(job.job_id)}\t{args}\t{_copy_json(options_text(options))}\t"
             f"{_float_text(job.run_at)}\t{_float_text(job.submitted_at)}\t{tail}\n"
         )
-    cur = conn.cursor()
-    async with cur.copy(db.q(_COPY)) as copy:
-        await copy.write("".join(lines))
-    await db.notify_work(conn)
 
 
 #: What COPY's text format escapes in a field.
