@@ -136,9 +136,11 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
         job.depends_on or job.key is not None or job.unique_key is not None for job in jobs
     ):
         # Nothing to plan: every job is a new pending row (an id a stored
-        # job holds fails the COPY, and the batch takes the informed path).
+        # job holds fails the COPY, and the batch takes the informed path,
+        # which is also where a retry after a lost NOTIFY ends: every id
+        # resolves to its stored job).
         try:
-            await db.transaction(lambda conn: _copy(db, conn, jobs))
+            await db.statement(lambda conn: _copy(db, conn, jobs))
             return [job.job_id for job in jobs]
         except _unique_violation():
             pass
@@ -269,7 +271,10 @@ def _insert_statement(db: Database, plan: _Plan) -> tuple[sql.Composed, list[Any
 
 
 async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:
-    """COPY `jobs` as new pending rows, and wake the workers (at the commit).
+    """COPY `jobs` as new pending rows, then wake the workers.
+
+    On an autocommit connection: the COPY is a transaction of its own (no
+    BEGIN and COMMIT round trips), and the NOTIFY follows its commit.
 
     The rows are spelled here in COPY's text format, a chunk at a time: the
     fields a batch's jobs share (key, type, options, queue...) are spelled
