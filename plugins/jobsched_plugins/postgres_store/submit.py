@@ -305,6 +305,7 @@ def _copy_lines(
     options_text: _JsonCache,
 ) -> None:
     """Append the COPY lines of `jobs`; `shared` caches the fields jobs share."""
+    times: dict[float, str] = {}
     for job in jobs:
         options = job.options
         same = (job.sort_key, job.type, job.schedule_id, job.submitted_by, job.queue)
@@ -323,9 +324,14 @@ def _copy_lines(
                 )
             )
         args = "{}" if not job.args else _copy_json(_dumps(job.args))
+        # A batch's jobs mostly share their times (one submit's `now`).
+        run_at = times.get(job.run_at) or times.setdefault(job.run_at, _float_text(job.run_at))
+        submitted_at = times.get(job.submitted_at) or times.setdefault(
+            job.submitted_at, _float_text(job.submitted_at)
+        )
         lines.append(
             f"{_copy_text(job.job_id)}\t{args}\t{_copy_json(options_text(options))}\t"
-            f"{_float_text(job.run_at)}\t{_float_text(job.submitted_at)}\t{tail}\n"
+            f"{run_at}\t{submitted_at}\t{tail}\n"
         )
 
 
