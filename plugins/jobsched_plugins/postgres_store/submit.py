@@ -15,9 +15,9 @@ dependencies). A job another process inserts between that read and the
 insert makes it fail the same way, and it is planned again.
 
 A big batch without keys, unique keys or dependencies (what most submitters
-send) has nothing to plan: it is written with ``COPY`` and a NOTIFY in one
-transaction, which the server stores about twice as fast. An id a stored job
-holds fails it the same way, and it is then planned like any batch.
+send) has nothing to plan: it is written with ``COPY``, a transaction of its
+own, then a NOTIFY, which the server stores about twice as fast. An id a
+stored job holds fails it the same way, and it is then planned like any batch.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ SELECT pg_notify(%s, CASE WHEN %s THEN %s ELSE %s END) WHERE %s"""
 
 #: A batch of at least this many jobs without keys or dependencies is
 #: written with COPY: the server parses rows faster than `json_to_recordset`
-#: (about three times here), which outweighs COPY's two extra round trips.
+#: (about three times here), which outweighs COPY's extra round trip.
 COPY_AT_LEAST = 64
 
 # The fields a batch's jobs mostly share come last (see `_copy`).
