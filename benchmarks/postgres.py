@@ -1,16 +1,21 @@
-"""jobsched's postgres store against procrastinate and PgQueuer: running and enqueueing.
+"""jobsched's postgres store against procrastinate, PgQueuer and Oban: running and enqueueing.
 
     pip install -e '.[postgres]' procrastinate pgqueuer asyncpg   # for this benchmark only
+    python3.12 -m venv .oban && .oban/bin/pip install oban       # Oban needs Python 3.12+
     python benchmarks/postgres.py [--dsn postgresql://postgres@127.0.0.1:5432/test]
                                   [--jobs 5000] [--concurrency 8] [--runs 3]
                                   [--enqueue-jobs 20000] [--batch 1000] [--no-docs]
+                                  [--oban-python .oban/bin/python]
 
 It prints the table and writes it into docs/postgres.md (between two marker
 lines), with the date and the machine's load average.
 
-All three run on the same server, in one fresh database (``jobsched_bench``,
+All of them run on the same server, in one fresh database (``jobsched_bench``,
 dropped and re-created), in the same run, each measurement repeated
-``--runs`` times (the median is reported, the range beside it).
+``--runs`` times (the median is reported, the range beside it). Oban for
+Python runs under its own interpreter (``--oban-python``, or the
+``JOBSCHED_BENCH_OBAN_PYTHON`` variable; without either it is left out):
+benchmarks/oban_peer.py is its side, which imports nothing of jobsched's.
 
 **Running** no-op jobs, with 1 and 4 worker processes: N jobs are queued
 first, the worker processes are started and connected (not timed), then the jobs
@@ -19,9 +24,10 @@ done (polling a count every 5 ms). jobsched's jobs wait due in ten years and
 one UPDATE makes them due; procrastinate's and PgQueuer's workers are
 connected and wait for a line on stdin to start their loops (moving
 PgQueuer's ``execute_after`` instead leaves it scanning dead rows, 3x
-slower). Each worker process runs ``--concurrency`` jobs at a time (jobsched
-``--workers``, procrastinate ``concurrency``, PgQueuer batches of that many,
-at most twice that picked, as jobsched claims one job ahead per worker).
+slower); Oban's start with their queue paused and resume it. Each worker
+process runs ``--concurrency`` jobs at a time (jobsched ``--workers``,
+procrastinate ``concurrency``, PgQueuer batches of that many, at most twice
+that picked, as jobsched claims one job ahead per worker; Oban's queue limit).
 PgQueuer uses its asyncpg driver (``pip install asyncpg``).
 
 **Enqueueing** from one client connected before the clock starts, into an
@@ -29,8 +35,14 @@ emptied queue: jobsched through the public ``Client.submit_many`` in batches
 of ``--batch``, through ``Client.submit`` awaited one at a time, and through
 ``Client.submit`` called concurrently (``asyncio.gather`` of ``--batch``
 submits at a time, which the client coalesces); procrastinate's
-``batch_defer_async`` and PgQueuer's ``Queries.enqueue`` with lists, in
-batches of ``--batch``.
+``batch_defer_async``, PgQueuer's ``Queries.enqueue`` with lists and Oban's
+``enqueue_many``, in batches of ``--batch``. **Concurrent single submits**,
+what a web app's requests do: ``--submitters`` coroutines (8), each awaiting
+one job's enqueue after another, ``--enqueue-jobs`` in all: jobsched's
+``Client.submit`` (one client, which stores the calls waiting at a moment
+together), procrastinate's ``defer_async``, PgQueuer's ``Queries.enqueue``
+of one job on a pool of as many asyncpg connections as coroutines
+(``AsyncpgPoolDriver``), Oban's ``enqueue`` on such a psycopg pool.
 """
 
 from __future__ import annotations
@@ -177,15 +189,26 @@ WORKERS: dict[str, Callable[..., None]] = {
 
 
 def spawn(
-    kind: str, target: str, concurrency: int, n: int, queues: list[str] | None = None
+    kind: str,
+    target: str,
+    concurrency: int,
+    n: int,
+    queues: list[str] | None = None,
+    command: list[str] | None = None,
 ) -> list[subprocess.Popen[str]]:
+    """`n` worker processes, once each says it is ready; `command` runs
+    another program's worker (Oban's) instead of this script's."""
+    argv = command or [
+        sys.executable,
+        __file__,
+        "--worker",
+        kind,
+        target,
+        str(concurrency),
+        *(queues or ()),
+    ]
     procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", kind, target, str(concurrency), *(queues or ())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(n)
     ]
     for proc in procs:
@@ -327,6 +350,49 @@ def run_pgqueuer(dsn: str, jobs: int, procs: int, concurrency: int, run: int) ->
     return jobs / (end - start)
 
 
+#: Oban's side (benchmarks/oban_peer.py) and the interpreter that runs it,
+#: set by `main` (None: Oban is left out).
+OBAN_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oban_peer.py")
+oban_python: str | None = None
+
+
+def oban(*arguments: object) -> str:
+    """Run one command of benchmarks/oban_peer.py; its printed line."""
+    assert oban_python is not None
+    done = subprocess.run(
+        [oban_python, OBAN_PEER, *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise SystemExit(f"oban_peer.py {arguments[0]} failed:\n{done.stderr}")
+    return done.stdout.strip()
+
+
+def run_oban(dsn: str, jobs: int, procs: int, concurrency: int, run: int) -> float:
+    assert oban_python is not None
+    oban("load", dsn, jobs)
+    workers = spawn(
+        "oban",
+        dsn,
+        concurrency,
+        procs,
+        command=[oban_python, OBAN_PEER, "worker", dsn, str(concurrency)],
+    )
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            start = time.perf_counter()
+            for proc in workers:  # each resumes its paused queue
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            end = wait_count(conn, "SELECT count(*) FROM oban_jobs WHERE state = 'completed'", jobs)
+    finally:
+        stop(workers)
+    return jobs / (end - start)
+
+
 # ── enqueueing: one measurement each ───────────────────────────────────
 async def enqueue_jobsched(dsn: str, jobs: int, batch: int, how: str) -> float:
     from jobsched import Submission
@@ -344,6 +410,13 @@ async def enqueue_jobsched(dsn: str, jobs: int, batch: int, how: str) -> float:
         elif how == "submit loop":
             for item in held:
                 await client.submit(item.job)
+        elif how == "submitters":  # `batch` coroutines, each awaiting its submits
+
+            async def submitter(mine: list[Submission]) -> None:
+                for item in mine:
+                    await client.submit(item.job)
+
+            await asyncio.gather(*(submitter(held[k::batch]) for k in range(batch)))
         else:  # concurrent submits
             for i in range(0, jobs, batch):
                 await asyncio.gather(*(client.submit(item.job) for item in held[i : i + batch]))
@@ -375,6 +448,56 @@ async def enqueue_pgqueuer(dsn: str, jobs: int, batch: int) -> float:
     return jobs / (end - start)
 
 
+async def enqueue_procrastinate_concurrent(dsn: str, jobs: int, submitters: int) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM procrastinate_jobs")
+    app = procrastinate_app(dsn)
+    async with app.open_async():
+        noop = app.tasks["noop"]
+
+        async def submitter(count: int) -> None:
+            for _ in range(count):
+                await noop.defer_async()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(submitter(n) for n in shares(jobs, submitters)))
+        end = time.perf_counter()
+    return jobs / (end - start)
+
+
+async def enqueue_pgqueuer_concurrent(dsn: str, jobs: int, submitters: int) -> float:
+    import asyncpg
+    from pgqueuer import AsyncpgPoolDriver, Queries
+
+    await (await pgqueuer_queries(dsn)).clear_queue()
+    # A connection per coroutine (its single-connection driver runs one
+    # query at a time), as a web app's pool.
+    pool = await asyncpg.create_pool(dsn, min_size=submitters, max_size=submitters)
+    queries = Queries(AsyncpgPoolDriver(pool))
+
+    async def submitter(count: int) -> None:
+        for _ in range(count):
+            await queries.enqueue("noop", None, 0)
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(submitter(n) for n in shares(jobs, submitters)))
+        end = time.perf_counter()
+    finally:
+        await pool.close()
+    return jobs / (end - start)
+
+
+async def oban_enqueue(command: str, *arguments: object) -> float:
+    """jobs/s of one of benchmarks/oban_peer.py's enqueue measurements."""
+    return float(oban(command, *arguments))
+
+
+def shares(jobs: int, submitters: int) -> list[int]:
+    """`jobs` split between `submitters` as evenly as can be."""
+    return [jobs // submitters + (i < jobs % submitters) for i in range(submitters)]
+
+
 # ── the whole run ──────────────────────────────────────────────────────
 def fresh_database(dsn: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -393,6 +516,8 @@ def install_others(dsn: str) -> None:
         await (await pgqueuer_queries(dsn)).install()
 
     asyncio.run(install())
+    if oban_python is not None:
+        oban("install", dsn)
 
 
 def median(values: list[float]) -> str:
@@ -416,6 +541,18 @@ def main() -> None:
         "--loop-jobs", type=int, default=2000, help="jobs for the awaited submit loop"
     )
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--submitters", type=int, default=8, help="coroutines submitting one job at a time"
+    )
+    parser.add_argument(
+        "--concurrent-jobs", type=int, default=2000, help="jobs for the concurrent submitters"
+    )
+    parser.add_argument(
+        "--oban-python",
+        default=os.environ.get("JOBSCHED_BENCH_OBAN_PYTHON"),
+        help="a Python 3.12+ interpreter with `oban` installed (default: "
+        "$JOBSCHED_BENCH_OBAN_PYTHON; without it Oban is left out)",
+    )
     parser.add_argument("--skip-run", action="store_true", help="measure enqueueing only")
     parser.add_argument(
         "--no-docs",
@@ -439,20 +576,35 @@ def main() -> None:
             "pip install procrastinate pgqueuer asyncpg"
         ) from None
     quiet_logs()
+    global oban_python
+    oban_python = args.oban_python
     dsn = fresh_database(args.dsn)
     install_others(dsn)
+    oban_version = (
+        oban_python
+        and subprocess.run(
+            [oban_python, "-c", "import oban; print(oban.__version__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_before = os.getloadavg()[0]
     print(
         f"{started}, {os.cpu_count()} cores ({platform.machine()}), "
         f"load average {load_before:.2f}; PostgreSQL at {urlsplit(dsn).hostname}; "
-        f"procrastinate {procrastinate.__version__}, PgQueuer {pgqueuer.__version__}; "
+        f"procrastinate {procrastinate.__version__}, PgQueuer {pgqueuer.__version__}, "
+        f"{f'Oban {oban_version}' if oban_python else 'no Oban (--oban-python)'}; "
         f"median of {args.runs} runs (range)"
     )
     results: dict[tuple[str, str], list[float]] = {}
     runners = {"jobsched": run_jobsched, "procrastinate": run_procrastinate}
     runners["pgqueuer"] = run_pgqueuer
+    if oban_python:
+        runners["oban"] = run_oban
     n, batch = args.enqueue_jobs, args.batch
+    k, m = args.submitters, args.concurrent_jobs
     for run in range(args.runs):
         if not args.skip_run:
             for procs in (1, 4):
@@ -478,17 +630,30 @@ def main() -> None:
             ),
             ("procrastinate", "enqueue, batches"): lambda: enqueue_procrastinate(dsn, n, batch),
             ("pgqueuer", "enqueue, batches"): lambda: enqueue_pgqueuer(dsn, n, batch),
+            ("jobsched", "enqueue, submitters"): lambda: enqueue_jobsched(dsn, m, k, "submitters"),
+            ("procrastinate", "enqueue, submitters"): lambda: enqueue_procrastinate_concurrent(
+                dsn, m, k
+            ),
+            ("pgqueuer", "enqueue, submitters"): lambda: enqueue_pgqueuer_concurrent(dsn, m, k),
         }
+        if oban_python:
+            enqueues[("oban", "enqueue, batches")] = lambda: oban_enqueue("enqueue", dsn, n, batch)
+            enqueues[("oban", "enqueue, submitters")] = lambda: oban_enqueue(
+                "concurrent", dsn, m, k
+            )
         for key, measure in enqueues.items():
             results.setdefault(key, []).append(asyncio.run(measure()))
     table = report(results, args)
     if not args.no_docs:
         versions = f"procrastinate {procrastinate.__version__}, PgQueuer {pgqueuer.__version__}"
+        if oban_python:
+            versions += f", Oban {oban_version} (Python 3.12)"
         write_docs(
             f"Generated by `python benchmarks/postgres.py` on {started}: "
             f"{os.cpu_count()} cores, PostgreSQL on the same machine, load average "
             f"{load_before:.2f} at the start and {os.getloadavg()[0]:.2f} at the end; "
-            f"{versions}; median of {args.runs} runs, range in brackets.",
+            f"{versions}; median of {args.runs} runs, range in brackets (the ratio: "
+            "the median of each run's pair, measured one after the other).",
             table,
         )
 
@@ -502,6 +667,7 @@ LABELS = {
     "enqueue, batches": "enqueue, batches (jobsched: `Client.submit_many`)",
     "enqueue, concurrent submit": "enqueue, concurrent `Client.submit` (gathered)",
     "enqueue, submit loop": "enqueue, `Client.submit` awaited one by one",
+    "enqueue, submitters": "enqueue, concurrent single submits (8 coroutines)",
 }
 
 #: The page whose table the script rewrites, between these two lines.
@@ -527,28 +693,45 @@ def write_docs(header: str, table: list[str]) -> None:
 
 def report(results: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> list[str]:
     """Print the table of figures; returns its lines (Markdown)."""
-    systems = ("jobsched", "procrastinate", "pgqueuer")
+    systems = tuple(
+        s
+        for s in ("jobsched", "procrastinate", "pgqueuer", "oban")
+        if any(s == r[0] for r in results)
+    )
     rows = list(dict.fromkeys(what for _, what in results))
     table = [
-        f"| jobs/s | {' | '.join(systems)} | jobsched / PgQueuer |",
+        f"| jobs/s | {' | '.join(systems)} | jobsched / PgQueuer, per run |",
         f"|---|{'---|' * len(systems)}---|",
     ]
     for what in rows:
         cells = [median(results[s, what]) if (s, what) in results else "" for s in systems]
-        # A run is compared with PgQueuer's run of as many processes (one queue).
-        base = what.removesuffix(", queues") if what.startswith("run") else "enqueue, batches"
+        # A run is compared with PgQueuer's run of as many processes (one
+        # queue), the concurrent submits with its concurrent enqueues, the
+        # other ways to enqueue with its batches.
+        base = what.removesuffix(", queues")
+        if what.startswith("enqueue") and what != "enqueue, submitters":
+            base = "enqueue, batches"
         ratio = ""
         if ("jobsched", what) in results and ("pgqueuer", base) in results:
-            ours = statistics.median(results["jobsched", what])
-            ratio = f"{ours / statistics.median(results['pgqueuer', base]):.2f}x"
+            # Each run's pair, measured one after the other: the machine's
+            # load moves both alike, which the ratio of two medians ignores.
+            pairs = [
+                ours / theirs
+                for ours, theirs in zip(
+                    results["jobsched", what], results["pgqueuer", base], strict=True
+                )
+            ]
+            ratio = f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})"
         table.append(f"| {LABELS.get(what, what)} | {' | '.join(cells)} | {ratio} |")
     print()
     print("\n".join(table))
     print(
         f"\nrun: {args.jobs} no-op jobs, {args.concurrency} at a time per process; "
         f"enqueue: {args.enqueue_jobs} jobs in batches of {args.batch} "
-        f"({args.loop_jobs} for the awaited submit loop); every enqueue row of jobsched "
-        "is compared with PgQueuer's batch enqueue."
+        f"({args.loop_jobs} for the awaited submit loop), {args.concurrent_jobs} by "
+        f"{args.submitters} concurrent submitters; jobsched's concurrent submits are "
+        "compared with PgQueuer's concurrent enqueues, its other enqueue rows with "
+        "PgQueuer's batch enqueue; the ratio is the median of each run's pair (range)."
     )
     return table
 

@@ -60,7 +60,7 @@ async def fill_postgres(url: str, rows: int) -> None:
                 lease_expires)
             SELECT 'job-' || n, CASE WHEN n % 10 = 0 THEN 'report' ELSE 'email' END,
                 '{{"to": "user@example.com"}}', '{{"name": "email", "executor": "async"}}',
-                s, 1, {now} - n, {now} - n, ARRAY[0, {now} - n],
+                s, 1, {now} - n, {now} - n, "{schema}".sort_key(0, {now} - n),
                 CASE WHEN s <> 'pending' THEN {now} - n END,
                 CASE WHEN s NOT IN ('pending', 'running') THEN {now} - n + 1 END,
                 CASE WHEN s = 'running' THEN 'worker-' || (n % 4) END,

@@ -101,7 +101,8 @@ async def test_a_finish_that_waits_for_an_insert_releases_the_job_it_inserted(
             await inserter.execute(
                 f'INSERT INTO "{schema}".jobs (job_id, type, args, options, status, run_at, '
                 "submitted_at, sort_key, unmet) VALUES "
-                "('downstream', 'noop', '{}', '{}', 'pending', 0, 0, '{0}', 1)"
+                "('downstream', 'noop', '{}', '{}', 'pending', 0, 0, "
+                f'"{schema}".sort_key(0), 1)'
             )
             await inserter.execute(
                 f'INSERT INTO "{schema}".dependencies (job_id, upstream) '

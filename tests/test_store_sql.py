@@ -190,6 +190,7 @@ async def test_the_documented_plain_sql_insert_is_run_by_a_waiting_worker(
 ) -> None:
     url, schema = pg_schema
     script = sql_example().replace("jobsched.jobs", f'"{schema}".jobs')
+    script = script.replace("jobsched.sort_key(", f'"{schema}".sort_key(')
     script = script.replace("'jobsched_jobsched'", f"'jobsched_{schema}'")
     async with JobScheduler(store=url, shared=True), Client(url) as client:
         applied = subprocess.run(

@@ -118,7 +118,7 @@ SHARED_CASES = [
     ("jobs", "run_at", "'zzz'", "'NaN'", "a"),
     ("jobs", "submitted_at", "'zzz'", "'Infinity'", "a"),
     ("jobs", "seq", "-1", "-1", "a"),
-    ("jobs", "sort_key", "1.5", "'{1,NULL}'", "a"),
+    ("jobs", "sort_key", "1.5", "'\\x00ff'", "a"),  # PostgreSQL: 2 bytes, no key
     ("jobs", "unmet", "'zzz'", "-1", "b"),
     ("jobs", "lease_owner", "x'00ff'", None, "a"),
     ("jobs", "lease_expires", "'zzz'", "'NaN'", "a"),
@@ -409,7 +409,7 @@ async def worker(url: str) -> AsyncIterator[JobScheduler]:
 #: (PostgreSQL), or no JSON at all (SQLite, where every claim used to fail,
 #: naming nothing).
 WORKER_TAMPERING = {
-    "postgresql": [("args", "'[1,2]'"), ("options", "'\"str\"'"), ("sort_key", "'{1,NULL}'")],
+    "postgresql": [("args", "'[1,2]'"), ("options", "'\"str\"'"), ("sort_key", "'\\x00ff'")],
     "sqlite": [("args", "'nope'"), ("options", "'null'"), ("sort_key", "1.5")],
 }
 

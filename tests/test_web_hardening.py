@@ -36,6 +36,7 @@ from jobsched import (
     StoreError,
     Submission,
 )
+from jobsched.store import unpack_sort_key
 from jobsched.web import bound_hosts, create_app
 from pg_support import base_dsn, with_query
 from web_support import (
@@ -416,7 +417,8 @@ async def test_the_kept_counts_follow_every_change(store_url: str, tmp_path: Pat
 
 def as_written_before_the_kept_counts(url: str) -> None:
     """Take the store back to the schema of the code before them (SQLite
-    version 6, PostgreSQL 7): their migration and the later ones only add, so
+    version 6, PostgreSQL 7): their migration and the later ones only add
+    (PostgreSQL's version 18 converts the key, converted back here), so
     dropping what they added is that schema, with the jobs it holds."""
     if url.startswith("sqlite:"):
         with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
@@ -444,6 +446,17 @@ def as_written_before_the_kept_counts(url: str) -> None:
         return
     schema = url.split("schema=")[1].split("&")[0]
     with psycopg.connect(base_dsn(), autocommit=True) as conn:
+        # Version 18: the keys back to float8[], each as it was packed.
+        keys = conn.execute(f'SELECT job_id, sort_key FROM "{schema}".jobs').fetchall()
+        conn.execute(
+            f"ALTER TABLE \"{schema}\".jobs ALTER COLUMN sort_key TYPE float8[] USING '{{}}'"
+        )
+        for job_id, packed in keys:
+            conn.execute(
+                f'UPDATE "{schema}".jobs SET sort_key = %s WHERE job_id = %s',
+                [list(unpack_sort_key(packed)), job_id],
+            )
+        conn.execute(f'DROP FUNCTION "{schema}".sort_key(float8[])')
         conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN job_group')  # and its indexes
         conn.execute(f'ALTER TABLE "{schema}".jobs DROP COLUMN queue')  # and its index
         conn.execute(

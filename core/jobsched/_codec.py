@@ -169,14 +169,22 @@ def check_storable(value: Any, text: str | None, what: str) -> None:
     value found wrong is walked again to say where. A `JobSpecError` names
     `what` and where.
     """
-    strings = True
-    if text is not None:
-        strings = "\\u0000" in text or "\\ud" in text
-        if not strings and text.count("[") + text.count("{") <= MAX_NESTING:
-            return
+    if text is not None and plainly_storable(text):
+        return
+    strings = text is None or "\\u0000" in text or "\\ud" in text
     if _is_storable(value, strings):
         return
     raise JobSpecError(_why_not_storable(value, what))
+
+
+def plainly_storable(text: str) -> bool:
+    """Whether JSON `text` is storable at a glance (`check_storable` without
+    the value: what it decides for most values, before naming anything)."""
+    return (
+        "\\u0000" not in text
+        and "\\ud" not in text
+        and text.count("[") + text.count("{") <= MAX_NESTING
+    )
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
@@ -329,7 +337,8 @@ class JobCodec:
                 f"{job!r}: its arguments nest lists and tables more than {MAX_NESTING} deep "
                 "(MAX_NESTING), more than every store can hold"
             ) from None
-        check_storable(args, text, f"{job!r}: argument")
+        if not plainly_storable(text):  # else the job's repr is spelled for nothing
+            check_storable(args, text, f"{job!r}: argument")
         return type_name, args, text
 
     def _encode_arguments(
@@ -435,7 +444,8 @@ class JobCodec:
             options_json = encode_json(options)
         except (TypeError, ValueError) as exc:
             raise JobSpecError(f"{job!r}: its options are not JSON: {exc}") from None
-        check_storable(options, options_json, f"{job!r}: option")
+        if not plainly_storable(options_json):
+            check_storable(options, options_json, f"{job!r}: option")
         if cache_key is not None:
             if len(self._options) >= 4096:
                 self._options.clear()  # names vary per job: keep the cache bounded

@@ -176,6 +176,7 @@ from ._rows import (
     queue_rows,
 )
 from ._settle import settle_at_insert, settle_dependent
+from ._sort_keys import pack_sort_key, unpack_sort_key
 
 __all__ = [
     "BASE_MEMBERS",
@@ -268,6 +269,7 @@ __all__ = [
     "offers",
     "offers_a_role",
     "offers_shared",
+    "pack_sort_key",
     "percentile",
     "queue_rows",
     "read_store",
@@ -281,4 +283,5 @@ __all__ = [
     "storable_traceback",
     "store_name",
     "sum_durations",
+    "unpack_sort_key",
 ]

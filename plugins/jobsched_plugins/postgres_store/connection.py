@@ -165,10 +165,11 @@ class Database:
     async def statement(
         self, body: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, lane: str = ""
     ) -> T:
-        """Run `body`, which sends exactly one statement, without BEGIN and COMMIT.
+        """Run `body` without BEGIN and COMMIT.
 
-        The connection is in autocommit mode, so that statement is a
-        transaction of its own: one round trip instead of three. Reconnects
+        The connection is in autocommit mode, so each statement `body` sends
+        is a transaction of its own: one round trip instead of three (a
+        body sends one statement, or statements that stand alone). Reconnects
         and retries as `transaction` does.
         """
         return await self._run(body, atomic=False, lane=lane)

@@ -17,6 +17,7 @@ from jobsched.store import (
     bad_column,
     checked_shared_job,
     checked_shared_schedule,
+    unpack_sort_key,
 )
 
 _JOB_FIELDS = frozenset(f.name for f in attrs.fields(SharedJobRow))
@@ -39,10 +40,12 @@ def job_row(rec: Mapping[str, Any]) -> SharedJobRow:
     one job) as a checked `SharedJobRow`."""
     _known("job", rec, _JOB_FIELDS, "job_id")
     values = dict(rec)
-    sort_key = values["sort_key"]
-    if type(sort_key) is not list:
-        raise bad_column("job", rec["job_id"], "sort_key", sort_key, "a list of numbers")
-    values["sort_key"] = tuple(sort_key)
+    try:
+        values["sort_key"] = unpack_sort_key(values["sort_key"])
+    except ValueError:
+        raise bad_column(
+            "job", rec["job_id"], "sort_key", values["sort_key"], "a packed strategy key"
+        ) from None
     if "depends_on" in values:
         values["depends_on"] = tuple(values["depends_on"])
     if "refused_by" in values:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
+from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError, pack_sort_key
 
 from .connection import TERMINAL, Database, to_json
 from .rows import job_row, schedule_row
@@ -129,7 +129,7 @@ async def insert_fired(
             to_json(job.options),
             job.run_at,
             job.submitted_at,
-            [float(x) for x in job.sort_key],
+            pack_sort_key(job.sort_key),
             schedule_id,
             job.submitted_by,
             job.queue,

@@ -15,9 +15,9 @@ dependencies). A job another process inserts between that read and the
 insert makes it fail the same way, and it is planned again.
 
 A big batch without keys, unique keys or dependencies (what most submitters
-send) has nothing to plan: it is written with ``COPY`` and a NOTIFY in one
-transaction, which the server stores about twice as fast. An id a stored job
-holds fails it the same way, and it is then planned like any batch.
+send) has nothing to plan: it is written with ``COPY``, a transaction of its
+own, then a NOTIFY, which the server stores about twice as fast. An id a
+stored job holds fails it the same way, and it is then planned like any batch.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from jobsched.store import NewJob, StoreError, settle_at_insert
+from jobsched.store import NewJob, StoreError, pack_sort_key, settle_at_insert
 
 from .connection import CHANGED, NOW, WORK, Database, to_json
 
@@ -52,7 +52,7 @@ _INSERT = (
 WITH batch AS MATERIALIZED (
     SELECT * FROM json_to_recordset(%s::json)
         AS t(job_id text, key text, type text, args jsonb, options jsonb, status text,
-            run_at float8, submitted_at float8, sort_key float8[], upstreams text[],
+            run_at float8, submitted_at float8, sort_key bytea, upstreams text[],
             last_error text, schedule_id text, submitted_by text, unique_key text, ord bigint,
             unmet int, trigger_rule text, queue text)
 ), new AS (
@@ -76,11 +76,12 @@ SELECT pg_notify(%s, CASE WHEN %s THEN %s ELSE %s END) WHERE %s"""
 
 #: A batch of at least this many jobs without keys or dependencies is
 #: written with COPY: the server parses rows faster than `json_to_recordset`
-#: (about three times here), which outweighs COPY's two extra round trips.
+#: (about three times here), which outweighs COPY's extra round trip.
 COPY_AT_LEAST = 64
 
-_COPY = """COPY {s}.jobs (job_id, type, args, options, status, run_at, submitted_at,
-    sort_key, schedule_id, submitted_by, queue, job_group) FROM STDIN"""
+# The fields a batch's jobs mostly share come last (see `_copy`).
+_COPY = """COPY {s}.jobs (job_id, args, options, run_at, submitted_at,
+    sort_key, type, schedule_id, submitted_by, queue, job_group, status) FROM STDIN"""
 
 # FOR SHARE: a dependency that finishes while the batch is planned either
 # waits for the batch's commit (and then finds its new dependents to settle)
@@ -135,9 +136,11 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
         job.depends_on or job.key is not None or job.unique_key is not None for job in jobs
     ):
         # Nothing to plan: every job is a new pending row (an id a stored
-        # job holds fails the COPY, and the batch takes the informed path).
+        # job holds fails the COPY, and the batch takes the informed path,
+        # which is also where a retry after a lost NOTIFY ends: every id
+        # resolves to its stored job).
         try:
-            await db.transaction(lambda conn: _copy(db, conn, jobs))
+            await db.statement(lambda conn: _copy(db, conn, jobs))
             return [job.job_id for job in jobs]
         except _unique_violation():
             pass
@@ -268,34 +271,86 @@ def _insert_statement(db: Database, plan: _Plan) -> tuple[sql.Composed, list[Any
 
 
 async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]) -> None:
-    """COPY `jobs` as new pending rows, and wake the workers (at the commit)."""
+    """COPY `jobs` as new pending rows, then wake the workers.
+
+    On an autocommit connection: the COPY is a transaction of its own (no
+    BEGIN and COMMIT round trips), and the NOTIFY follows its commit.
+
+    The rows are spelled here in COPY's text format, a chunk at a time: the
+    fields a batch's jobs share (key, type, options, queue...) are spelled
+    once per distinct value, where psycopg's `write_row` adapts every field
+    of every row.
+    """
     options_text = _JsonCache()
-    sort_keys: dict[tuple[float, ...], str] = {}
+    shared: dict[tuple[Any, ...], str] = {}  # the last fields, by their values
+    lines: list[str] = []
     cur = conn.cursor()
     async with cur.copy(db.q(_COPY)) as copy:
-        for job in jobs:
-            key = job.sort_key
-            try:
-                sort_key = sort_keys[key]
-            except KeyError:
-                sort_key = sort_keys[key] = _array_text(key)
-            await copy.write_row(
+        for start in range(0, len(jobs), _COPY_CHUNK):
+            # A chunk at a time: the server stores one while the next is spelled.
+            _copy_lines(jobs[start : start + _COPY_CHUNK], lines, shared, options_text)
+            await copy.write("".join(lines))
+            lines.clear()
+    await db.notify_work(conn)
+
+
+#: Rows spelled per write of `_copy` (about psycopg's 32 KiB send buffer).
+_COPY_CHUNK = 200
+
+
+def _copy_lines(
+    jobs: Sequence[NewJob],
+    lines: list[str],
+    shared: dict[tuple[Any, ...], str],
+    options_text: _JsonCache,
+) -> None:
+    """Append the COPY lines of `jobs`; `shared` caches the fields jobs share."""
+    times: dict[float, str] = {}
+    for job in jobs:
+        options = job.options
+        same = (job.sort_key, job.type, job.schedule_id, job.submitted_by, job.queue)
+        group = options.get("group")
+        try:
+            tail = shared[same, group]
+        except KeyError:
+            tail = shared[same, group] = "\t".join(
                 (
-                    job.job_id,
-                    job.type,
-                    "{}" if not job.args else _dumps(job.args),
-                    options_text(job.options),
+                    # bytea's hex input, its backslash escaped for COPY.
+                    "\\\\x" + pack_sort_key(job.sort_key).hex(),
+                    *(_copy_text(v) for v in (job.type, job.schedule_id, job.submitted_by)),
+                    _copy_text(job.queue),
+                    _copy_text(group),
                     "pending",
-                    job.run_at,
-                    job.submitted_at,
-                    sort_key,
-                    job.schedule_id,
-                    job.submitted_by,
-                    job.queue,
-                    job.options.get("group"),
                 )
             )
-    await db.notify_work(conn)
+        args = "{}" if not job.args else _copy_json(_dumps(job.args))
+        # A batch's jobs mostly share their times (one submit's `now`).
+        run_at = times.get(job.run_at) or times.setdefault(job.run_at, _float_text(job.run_at))
+        submitted_at = times.get(job.submitted_at) or times.setdefault(
+            job.submitted_at, _float_text(job.submitted_at)
+        )
+        lines.append(
+            f"{_copy_text(job.job_id)}\t{args}\t{_copy_json(options_text(options))}\t"
+            f"{run_at}\t{submitted_at}\t{tail}\n"
+        )
+
+
+#: What COPY's text format escapes in a field.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str | None) -> str:
+    """A text field (None: NULL) for COPY's text format."""
+    if value is None:
+        return "\\N"
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
+
+
+def _copy_json(text: str) -> str:
+    """JSON text for COPY's text format (JSON escapes control characters itself)."""
+    return text.replace("\\", "\\\\") if "\\" in text else text
 
 
 class _JsonCache:
@@ -323,11 +378,6 @@ def _dumps(value: Any) -> str:
         return to_json(value)  # raises StoreError naming what cannot be stored
 
 
-def _array_text(values: Sequence[float]) -> str:
-    """A sort key as a PostgreSQL array literal."""
-    return "{" + ",".join(_float_text(float(x)) for x in values) + "}"
-
-
 def _batch_json(plan: _Plan) -> str:
     records = [
         {
@@ -339,7 +389,8 @@ def _batch_json(plan: _Plan) -> str:
             "status": status,
             "run_at": job.run_at,
             "submitted_at": job.submitted_at,
-            "sort_key": _sort_key(job.sort_key),
+            # bytea's hex input (JSON holds no bytes).
+            "sort_key": "\\x" + pack_sort_key(job.sort_key).hex(),
             "upstreams": upstreams,
             "last_error": error,
             "schedule_id": job.schedule_id,
@@ -363,16 +414,8 @@ def _batch_json(plan: _Plan) -> str:
         raise
 
 
-def _sort_key(values: Sequence[float]) -> list[float] | str:
-    """A sort key for JSON: a list, or (with an infinity, which JSON cannot
-    hold) a PostgreSQL array literal, which PostgreSQL reads as well."""
-    numbers = [float(x) for x in values]
-    if all(math.isfinite(x) for x in numbers):
-        return numbers
-    return "{" + ",".join(_float_text(x) for x in numbers) + "}"
-
-
 def _float_text(x: float) -> str:
+    """A float as PostgreSQL's float8 input reads it."""
     if math.isfinite(x):
         return repr(x)
     if math.isnan(x):
