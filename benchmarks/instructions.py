@@ -1,6 +1,7 @@
 """Instructions per job, counted by callgrind: figures a busy machine cannot move.
 
-    python -m benchmarks.instructions [--jobs 20000] [--case NAME ...] [--baseline DIR]
+    python -m benchmarks.instructions [--jobs 20000] [--process-jobs 500]
+                                      [--case NAME ...] [--baseline DIR]
 
 Wall time on a shared machine moves by tens of percent from run to run; the
 number of instructions the CPU retires for the same work does not. Each case
@@ -23,13 +24,20 @@ The cases (`CASES`):
   less ``submit``);
 * ``raw-submit`` and ``raw-run``: the baselines of the timed rows, building
   the same jobs and pushing them on a heap and into a dict, or draining a
-  deque of them with 8 coroutines awaiting ``job.run()``.
+  deque of them with 8 coroutines awaiting ``job.run()``;
+* ``process`` and ``raw-process``: tiny jobs (``return 1``) on the process
+  executor, and through raw ``loop.run_in_executor`` on a process pool of the
+  same size (``--process-jobs``, as a process job costs ~30 times an async
+  one); the pool's processes are counted too (each writes its own counts).
 
 Instruction counts are not time: the collector's walk of a large heap is
 bound by memory, not instructions, so its share of the time is larger than
 its share of the instructions (the timed rows of ``python -m benchmarks``
 say how much time it takes). A difference of a few percent in the other
 instructions is a real change in the code's work, on any machine load.
+Compare counts made by one version of this harness: what the child imports
+moves CPython's method cache collisions, and so, by a few percent, the cost
+of a code path full of generic attribute lookups.
 
 ``--baseline DIR`` (DIR a checkout of another jobsched, say ``git archive
 main | tar -x -C /tmp/main``) counts every case with DIR's code too (its
@@ -307,7 +315,7 @@ def _inclusive(out: Path, function: str) -> int | None:
         match = pattern.match(line)
         if match:
             return int(match.group(1).replace(",", ""))
-    return 0 if annotated else None
+    return None  # no symbols for it: the interpreter was stripped
 
 
 @dataclass(frozen=True)
