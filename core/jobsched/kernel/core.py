@@ -466,7 +466,10 @@ class Kernel:
                 self.backend.refused(job)
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
-        now = self._now()
+        # Read, then called: ``self._now()`` would be a method lookup that
+        # CPython cannot specialise for a function held by the instance.
+        clock_now = self._now
+        now = clock_now()
         job.seq = table.seq
         job.submitted_at = now
         # Share the float when there is no delay: 24 bytes per pending job.
