@@ -32,10 +32,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 import jobsched
+from benchmarks import instructions
+from benchmarks.instructions import NoopAsync, ReferenceJob, TinyProcess
 from jobsched import (
     AsyncJob,
     BlockingJob,
-    CpuBoundJob,
     Job,
     JobScheduler,
     PluginManager,
@@ -51,13 +52,8 @@ monotonic = time.monotonic  # what jobsched's SystemClock uses
 
 
 # ── The jobs (module level, so process jobs pickle) ───────────────────
-class NoopAsync(AsyncJob):
-    """Does nothing on the event loop."""
-
-    __slots__ = ()
-
-    async def run(self) -> None:
-        return None
+# NoopAsync, TinyProcess and ReferenceJob are `benchmarks.instructions`'s,
+# whose instruction counts are of the same jobs.
 
 
 class NoopThread(BlockingJob):
@@ -67,15 +63,6 @@ class NoopThread(BlockingJob):
 
     def run_sync(self) -> None:
         return None
-
-
-class TinyProcess(CpuBoundJob):
-    """Returns a small int from a pool process."""
-
-    __slots__ = ()
-
-    def run_sync(self) -> int:
-        return 1
 
 
 class LatenessProbe(AsyncJob):
@@ -523,6 +510,16 @@ def bench_submit(sizes: Sizes) -> list[Row]:
             submit(NoopAsync("noop"))
         built = perf_counter() - t0
     del scheduler, submit
+    # The same with a job written the reference design's way (see ReferenceJob).
+    scheduler = _scheduler()
+    submit = scheduler.submit
+    gc.collect()
+    with GCTimer() as reference_gc:
+        t0 = perf_counter()
+        for _ in range(n):
+            submit(ReferenceJob("ops@example.com", "daily report"))
+        reference = perf_counter() - t0
+    del scheduler, submit
     heap = []
     index = {}
     gc.collect()
@@ -590,6 +587,21 @@ def bench_submit(sizes: Sizes) -> list[Row]:
                 f"pays {raw_built_gc.seconds / n * 1e6:.2f} µs of it). Without GC: "
                 f"{(built - built_gc.seconds) / n * 1e6:.2f} µs, against "
                 f"{(raw_built - raw_built_gc.seconds) / n * 1e6:.2f} µs for the baseline."
+            ),
+        ),
+        Row(
+            f"job construction + submit, {n:,} reference-style jobs, not running",
+            f"{_us(reference / n)} (GC {reference_gc.seconds / n * 1e6:.2f})",
+            f"{_us(raw_built / n)} (GC {raw_built_gc.seconds / n * 1e6:.2f}; the row above's)",
+            f"{reference / raw_built:.1f}x",
+            "<= 2.5 µs",
+            reference / n * 1e6 <= 2.5,
+            note=(
+                f"building and submitting a job defined as the reference design's examples "
+                f"are (`ReferenceJob`: no `__slots__`, a name built in `__init__`, "
+                f"`super().__init__(name, **kw)`) costs {reference / n * 1e6:.2f} µs, of which "
+                f"{reference_gc.seconds / n * 1e6:.2f} µs is the cyclic garbage collector. "
+                f"Without GC: {(reference - reference_gc.seconds) / n * 1e6:.2f} µs."
             ),
         ),
         Row(
@@ -906,6 +918,20 @@ async def run_all(sizes: Sizes, progress: Callable[[str], None]) -> list[Row]:
     return ordered + plugin_rows
 
 
+#: N of the callgrind cases (in-memory, process) per mode: each runs twice, with
+#: N and 2N jobs, about 50 times slower than natively.
+CALLGRIND_JOBS = {"full": (20_000, 500), "quick": (1_000, 50)}
+
+
+def callgrind_rows(sizes: Sizes) -> list[Row]:
+    """Instructions per job (`benchmarks.instructions`), each beside its baseline."""
+    n, process_n = CALLGRIND_JOBS["full" if sizes == FULL else "quick"]
+    return [
+        Row(name, ours, base, versus, "(info)", None)
+        for name, ours, base, versus in instructions.rows(n, process_n)
+    ]
+
+
 HEADERS = ["benchmark", "jobsched", "raw asyncio baseline", "vs baseline", "target", "met"]
 
 
@@ -950,7 +976,10 @@ How each figure is measured (`benchmarks/suite.py`):
 - **Submit.** `submit` of jobs built beforehand, on a scheduler that is not
   started; the baseline is a `heappush` plus a dict insert per job. "Job
   construction + submit" builds each job inside the timed loop, and so does
-  its baseline. Memory is
+  its baseline; the "reference-style" row builds a job defined as the
+  reference design's examples are (`ReferenceJob` in
+  `benchmarks/instructions.py`: no `__slots__`, `super().__init__(name, **kw)`).
+  Memory is
   measured in a separate pass under `tracemalloc` (which would distort the
   timing): it *includes* the job objects and their id strings; the baseline
   column is the job objects alone.
@@ -978,6 +1007,18 @@ How each figure is measured (`benchmarks/suite.py`):
   tracing pays), then with an SDK `TracerProvider` that records every span and
   exports none (what a span costs; no target, the SDK's own cost dominates).
   These rows run last: a tracer provider, once set, stays for the process.
+- **Instructions per job** (`--callgrind`; `benchmarks/instructions.py`).
+  Each case runs in a child process under `valgrind --tool=callgrind`, once
+  with N jobs and once with 2N; the difference of the instructions counted,
+  over N, is one job's, with the interpreter's start-up, the imports and a
+  warm-up subtracted out (`PYTHONHASHSEED=0`; the child exits without tearing
+  down). "GC" is the share in CPython's cyclic collector (`gc_collect_main`):
+  it grows in steps with N, where the rest stays within a few tenths of a
+  percent from run to run, on any load. The process case counts the pool's
+  processes too. Instructions are not time (the collector's walk is bound by
+  memory, so its share of the time is larger), but a few percent more of
+  them is a real change in the work: `python -m benchmarks.instructions
+  --baseline DIR` counts another checkout side by side.
 """
 
 
@@ -1040,6 +1081,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run, nowhere for --quick)",
     )
     parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="also count the instructions per job of the in-memory and process paths under "
+        "valgrind's callgrind (benchmarks/instructions.py; a few minutes more), beside the "
+        "timings: figures a busy machine does not move",
+    )
+    parser.add_argument(
         "--plugin",
         action="append",
         choices=PLUGINS,
@@ -1049,6 +1097,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "every span, exporting none); repeat for both (docs/observability.md)",
     )
     args = parser.parse_args(argv)
+    if args.callgrind and (missing := instructions.valgrind_missing()) is not None:
+        print(f"python -m benchmarks --callgrind: {missing}", file=sys.stderr)
+        return 2
     for plugin in args.plugin:
         enable_plugin(plugin)
     sizes = QUICK if args.quick else FULL
@@ -1060,6 +1111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine_info()
     info["plugins"] = ", ".join(args.plugin)
     rows = asyncio.run(run_all(sizes, progress))
+    if args.callgrind:
+        progress("instructions per job (callgrind)")
+        rows += callgrind_rows(sizes)
     report = render(rows, info, sizes)
     print(report)
     if output is not None:

@@ -19,6 +19,7 @@ ROW_PREFIXES = [
     "100 tiny process jobs, 8 workers, pool of ",
     "submit 20,000 jobs, not running",
     "job construction + submit, 20,000 jobs, not running",
+    "job construction + submit, 20,000 reference-style jobs, not running",
     "memory per pending job (20,000 pending; job object included)",
     "lateness of 100 jobs delayed 50 ms, p50",
     "lateness of 100 jobs delayed 50 ms, p99",

@@ -84,6 +84,9 @@ EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback")
 
 DEFAULT_RETRY = RetryPolicy()
 DEFAULT_TIMEOUT = 30.0
+# A module global is one specialised lookup; ``JobStatus.PENDING`` in
+# `Job.__init__` is an attribute of an enum class, looked up anew for every job.
+_PENDING = JobStatus.PENDING
 
 
 class Job(ABC):
@@ -178,7 +181,7 @@ class Job(ABC):
             self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
         if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
             self.queue = check_queue(queue)
-        self.status = JobStatus.PENDING
+        self.status = _PENDING
         self.attempts = 0
         self.result: Any = None
         self.last_error: str | None = None
@@ -563,6 +566,12 @@ def callable_name(fn: Callable[..., Any]) -> str:
 # A job's group is read and written through these two, not a `Job` property:
 # a job type's own field may be called ``group`` (it is a common argument
 # name), and it must neither shadow the option nor be taken for it.
+def job_extras(job: Job) -> JobExtras | None:
+    """`job`'s rarely set options and state (`JobExtras`), None while it sets
+    none of them: the submit path reads its queue and group in one call."""
+    return job._extras
+
+
 def job_group(job: Job) -> str | None:
     """The group `job` was submitted with (a tenant, a customer), or None: see
     `jobsched.Limits` (``group``) and the claims' turns (docs/limits.md)."""

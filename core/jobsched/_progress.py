@@ -24,7 +24,7 @@ import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ._cancel import cancel_token
@@ -189,10 +189,9 @@ def thread_timer(delay: float, fn: Callable[[], None]) -> threading.Timer:
     return timer
 
 
-@contextlib.contextmanager
 def progress_sender(
     send: Callable[[float, float | None, str | None], None],
-) -> Iterator[Callable[[], bool]]:
+) -> contextlib.AbstractContextManager[Callable[[], bool]]:
     """In a process that runs one job for a scheduler elsewhere: while inside,
     `progress` calls ``send(done, total, message)``, throttled, and the last
     value is sent on the way out. Yields ``sent()``: whether any report came.
@@ -201,29 +200,49 @@ def progress_sender(
     subprocess executors use it): `send` writes to the channel back to the
     scheduler, where ``progress_reporter().report_threadsafe`` takes it.
     """
-    lock = threading.Lock()  # the job's thread and the throttle's timer thread
+    return _ProgressSender(send)
 
-    def later(delay: float, fn: Callable[[], None]) -> threading.Timer:
+
+class _ProgressSender:
+    """`progress_sender`'s context manager. Entered once per job in a worker
+    process, so it costs a job that reports nothing one lock: the throttle
+    (closures, a timer later) is built at the first report."""
+
+    __slots__ = ("_lock", "_send", "_throttle")
+
+    def __init__(self, send: Callable[[float, float | None, str | None], None]) -> None:
+        self._send = send
+        self._lock = threading.Lock()  # the job's thread and the throttle's timer thread
+        self._throttle: ProgressThrottle | None = None
+
+    def __enter__(self) -> Callable[[], bool]:
+        set_child_reporter(self._report)
+        return self._reported
+
+    def __exit__(self, *exc_info: object) -> None:
+        set_child_reporter(None)
+        if self._throttle is not None:
+            with self._lock:
+                self._throttle.flush()
+
+    def _reported(self) -> bool:
+        return self._throttle is not None
+
+    def _report(self, done: float, total: float | None, message: str | None) -> None:
+        with self._lock:
+            throttle = self._throttle
+            if throttle is None:
+                send = self._send
+                throttle = self._throttle = ProgressThrottle(
+                    lambda value: send(*value), time.monotonic, self._later
+                )
+            throttle.update((done, total, message))
+
+    def _later(self, delay: float, fn: Callable[[], None]) -> threading.Timer:
+        lock = self._lock
+
         def locked() -> None:
             with lock:
                 fn()
 
         return thread_timer(delay, locked)
-
-    throttle = ProgressThrottle(lambda value: send(*value), time.monotonic, later)
-
-    reported: list[bool] = []
-
-    def report(done: float, total: float | None, message: str | None) -> None:
-        with lock:
-            if not reported:
-                reported.append(True)
-            throttle.update((done, total, message))
-
-    set_child_reporter(report)
-    try:
-        yield lambda: bool(reported)
-    finally:
-        set_child_reporter(None)
-        with lock:
-            throttle.flush()

@@ -289,6 +289,10 @@ def unpack_job(job: Any) -> Any:
     return job
 
 
+#: Results that always pickle: not pickled twice to find out (the check below).
+_PICKLABLE = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
 def _run_unpickled(payload: bytes) -> Any:
     try:
         job = unpack_job(pickle.loads(payload))
@@ -298,6 +302,8 @@ def _run_unpickled(payload: bytes) -> Any:
             "its class and function must be importable by module and name"
         ) from None
     result = job.run_sync()
+    if type(result) in _PICKLABLE:
+        return result
     # Pickled once more to check it: a result the pool cannot send back would
     # otherwise fail with an error that looks like the job's own.
     try:

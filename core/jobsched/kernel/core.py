@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -29,9 +29,10 @@ from .._errors import (
     SchedulerStoppedError,
     UnknownJobError,
 )
-from .._job import Job, job_group
+from .._job import Job, job_extras
 from .._limits import Limits
 from .._options import (
+    DEFAULT_QUEUE,
     NOT_GIVEN,
     check_delay,
     check_key,
@@ -203,6 +204,11 @@ class Kernel:
             forget=self.forget,
         )
         self._submit_hooks = plugins.submit_hooks()
+        # The submit fast path's lookups, done once here.
+        self._executor_names = self.executors.registry
+        self._now = self.clock.now
+        #: Job classes known to be `Job` subclasses that do not `takes_results`.
+        self._plain_types: set[type] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         #: When `start` opened the backend (the clock's wall time), None before.
@@ -357,24 +363,28 @@ class Kernel:
         """
         if delay != 0.0:
             delay = check_delay(delay)
-        if depends_on.__class__ is str:
+        # type(x), not x.__class__: a call CPython specialises, where reading
+        # __class__ is a generic attribute lookup on every submit.
+        if type(depends_on) is str:
             id_list(depends_on, "depends_on")  # refused: its characters are not ids
         upstreams = None
         rule = ALL_SUCCESS
         if trigger_rule is not None and check_trigger_rule(trigger_rule) != ALL_SUCCESS:
             rule = trigger_rule
             upstreams = Upstreams(trigger_rule, 0)  # counted below, with result_of's upstreams
+        cls = type(job)
+        plain_types = self._plain_types
         if (
             args
             or options
             or kwargs is not None
-            # A class check, not isinstance(job, Job): Job is an ABC, whose
-            # isinstance costs a Python-level call on every submit.
-            or Job not in job.__class__.__mro__
-            or job.retry.__class__ is not RetryPolicy  # type: ignore[union-attr]
             or result_ttl is not None
             or keep_result is not None
             or group is not None
+            # A class check, not isinstance(job, Job): Job is an ABC, whose
+            # isinstance costs a Python-level call on every submit.
+            or (cls not in plain_types and Job not in cls.__mro__)
+            or type(job.retry) is not RetryPolicy  # type: ignore[union-attr]
         ):
             job = as_job(
                 job,
@@ -384,17 +394,22 @@ class Kernel:
                 (delay, depends_on, unique_key, key, result_ttl, keep_result, trigger_rule, group),
                 self.plugins,
             )
-        else:
-            job = cast(Job, job)  # a Job whose retry policy is resolved already
+            cls = type(job)
+        if TYPE_CHECKING:  # a Job by the checks above (or a workflow); no call at run time
+            assert isinstance(job, Job)
         marked = False
-        if job.takes_results:  # a task's job, or a workflow: one check for both
-            if isinstance(job, Workflow):
-                given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group)
-                return self._submit_workflow(job, args, options, delay, depends_on, given)[-1]
-            upstreams_of_results = job.result_upstreams(job_id_of)
-            if upstreams_of_results:
-                marked = True
-                depends_on = [*depends_on, *upstreams_of_results]
+        if cls not in plain_types:
+            if job.takes_results:  # a task's job, or a workflow: one check for both
+                if isinstance(job, Workflow):
+                    given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group)
+                    return self._submit_workflow(job, args, options, delay, depends_on, given)[-1]
+                upstreams_of_results = job.result_upstreams(job_id_of)
+                if upstreams_of_results:
+                    marked = True
+                    depends_on = [*depends_on, *upstreams_of_results]
+            else:
+                # `takes_results` is a class's (a ClassVar): asked once per job type.
+                plain_types.add(cls)
         if upstreams is not None:
             if not depends_on:
                 raise ValueError(f"trigger_rule={trigger_rule!r} needs depends_on")
@@ -418,7 +433,7 @@ class Kernel:
                 return known
         if job.status is not PENDING or job.attempts:
             raise SchedulerError(f"{job.job_id} was already submitted")
-        if job.model not in self.executors.registry:
+        if job.model not in self._executor_names:
             raise PluginError(f"{job!r}: {self.executors.unknown(job.model)}")
         if self._submit_hooks:
             for hook in self._submit_hooks:
@@ -432,7 +447,8 @@ class Kernel:
             )
             if taken is not None:
                 return taken
-        if job.queue not in self._served:
+        extras = job_extras(job)  # None: the default queue, no group
+        if (DEFAULT_QUEUE if extras is None else extras.queue) not in self._served:
             # Kept here, no other process would ever run it.
             self.backend.refused(job)
             raise ValueError(
@@ -451,7 +467,10 @@ class Kernel:
                 self.backend.refused(job)
                 # Requiring dependencies to exist first makes cycles impossible.
                 raise UnknownJobError(f"{job_id}: unknown dependencies: {sorted(unknown)}")
-        now = self.clock.now()
+        # Read, then called: ``self._now()`` would be a method lookup that
+        # CPython cannot specialise for a function held by the instance.
+        clock_now = self._now
+        now = clock_now()
         job.seq = table.seq
         job.submitted_at = now
         # Share the float when there is no delay: 24 bytes per pending job.
@@ -482,7 +501,7 @@ class Kernel:
         if run_at > now:
             queues.delay(job)
         else:
-            if job_group(job) is not None:
+            if extras is not None and extras.group is not None:
                 queues.push(job)  # to its group's turn (`GroupTurns`)
             elif heap is None:
                 queues.ready.push(job)
