@@ -81,7 +81,9 @@ OVERFLOWS = """
   }
   for (const el of document.querySelectorAll("body *")) {
     const x = getComputedStyle(el).overflowX;
-    if ((x === "auto" || x === "scroll") && !el.classList.contains("scroll")) {
+    // A text area scrolls its own text, as every browser's does.
+    if ((x === "auto" || x === "scroll") && !el.classList.contains("scroll") &&
+        el.tagName !== "TEXTAREA") {
       out.push(`${name(el)} scrolls sideways but is no .scroll box`);
     }
   }
