@@ -25,14 +25,14 @@ from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
-from ._client_submit import Submitter, storable
+from ._client_schedules import ClientSchedules
+from ._client_submit import Submitter
 from ._codec import JobCodec
 from ._errors import (
     InvalidTransitionError,
     MissingRoleError,
     SchedulerError,
     UnknownJobError,
-    UnknownScheduleError,
     UnknownWorkerError,
 )
 from ._fork import on_fork_in_child
@@ -75,15 +75,9 @@ from ._submission import Submission
 from ._workflow import Workflow
 from .backends.schedules import (
     ended,
-    next_fire,
-    replacement_row,
-    schedule_row,
-    serve,
-    triggered_job,
 )
 from .store import (
     UNSERVED_SCAN,
-    SharedScheduleRow,
     SharedStore,
     StoreContext,
     new_worker_id,
@@ -159,6 +153,17 @@ class Client:
             identity=self.identity,
             id_suffix=self._id_suffix,
             check_open=self._check_open,
+        )
+        # Stored schedules: built, edited and served by a collaborator.
+        self._schedules = ClientSchedules(
+            self.store,
+            plugins=self.plugins,
+            codec=self.codec,
+            strategy=self.strategy,
+            identity=self.identity,
+            id_suffix=self._id_suffix,
+            spawn=self._spawn,
+            retry_pause=_SAFETY_POLL,
         )
         self._changed_event: asyncio.Event | None = None
 
@@ -520,39 +525,15 @@ class Client:
         schedule no process fires is flagged `ScheduleInfo.overdue`.
         """
         self._check_open()
-        storable(job)
-        now = time.time()
-        row = schedule_row(
-            self.codec,
+        return await self._schedules.add(
             job,
             every=every,
             trigger=trigger,
             start_in=start_in,
+            allow_overlap=allow_overlap,
             times=times,
             key=key,
-            allow_overlap=allow_overlap,
-            now=now,
-            offset=now - time.monotonic(),
         )
-        await self._store_schedule(row)
-        return row.schedule_id
-
-    async def _store_schedule(self, row: SharedScheduleRow) -> SharedScheduleRow:
-        """Store the schedule `row` and serve it while this client is open."""
-        stored: SharedScheduleRow = await self.store.add_schedule(row)
-        self._spawn(
-            serve(
-                self.store,
-                stored,
-                codec=self.codec,
-                strategy_key=self.strategy.key,
-                submitted_by=self.identity,
-                job_id_suffix=self._id_suffix,
-                retry_pause=_SAFETY_POLL,
-            ),
-            f"jobsched-schedule-{row.schedule_id}",
-        )
-        return stored
 
     async def update_schedule(
         self,
@@ -578,29 +559,7 @@ class Client:
         edited (`ValueError`). `UnknownScheduleError` if unknown.
         """
         self._check_open()
-        old = await self._schedule(schedule_id)
-        if ended(old):
-            raise ValueError(
-                f"schedule {schedule_id} has ended (cancelled, or its last period fired): "
-                "add a new schedule instead"
-            )
-        now = time.time()
-        row = replacement_row(
-            self.codec,
-            old,
-            args=args,
-            every=every,
-            trigger=trigger,
-            now=now,
-            offset=now - time.monotonic(),
-        )
-        if row.schedule_id == schedule_id:
-            return schedule_id  # the same job and rule: nothing to change
-        stored = await self._store_schedule(row)
-        if old.paused and not stored.paused:
-            await self.store.set_schedule_paused(row.schedule_id, True)
-        await self.store.deactivate_schedule(schedule_id)
-        return row.schedule_id
+        return await self._schedules.update(schedule_id, args=args, every=every, trigger=trigger)
 
     async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
         """The last `limit` jobs the schedule fired (1 to `MAX_SCHEDULE_RUNS`),
@@ -862,20 +821,13 @@ class Client:
         now = time.time()
         return [ScheduleInfo.from_row(row, now) for row in rows]
 
-    async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
-        rows: list[SharedScheduleRow] = await self.store.schedules()
-        for row in rows:
-            if row.schedule_id == schedule_id:
-                return row
-        raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
-
     async def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule firing (for every process) until it is resumed;
         False if it was paused already, `UnknownScheduleError` if unknown."""
         self._check_open()
         if await self.store.set_schedule_paused(schedule_id, True):
             return True
-        await self._schedule(schedule_id)
+        await self._schedules.find(schedule_id)
         return False
 
     async def resume_schedule(self, schedule_id: str) -> bool:
@@ -883,15 +835,7 @@ class Client:
         (the periods missed while paused are not fired); False if it was not
         paused, `UnknownScheduleError` if unknown."""
         self._check_open()
-        row = await self._schedule(schedule_id)
-        if not row.paused:
-            return False
-        now = time.time()
-        next_run: float | None = None
-        if not ended(row) and row.next_run <= now:
-            following = next_fire(row.trigger, row.next_run, now, self._resolve_trigger)
-            next_run = math.inf if following is None else following
-        return bool(await self.store.set_schedule_paused(schedule_id, False, next_run))
+        return await self._schedules.resume(schedule_id)
 
     async def trigger_schedule(self, schedule_id: str) -> str:
         """Submit the schedule's job once, now, without moving its next fire;
@@ -900,18 +844,7 @@ class Client:
         The stored job is submitted as stored: its job type (a ``@task``'s
         code) need not be known here, only to the workers that run it."""
         self._check_open()
-        row = await self._schedule(schedule_id)
-        # The stored job is copied, not built: no job type or task code needed here.
-        job = triggered_job(
-            row,
-            now=time.time(),
-            strategy_key=self.strategy.key,
-            submitted_by=self.identity,
-            job_id_suffix=self._id_suffix,
-        )
-        if not await self.store.trigger_schedule(schedule_id, job):
-            raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
-        return job.job_id
+        return await self._schedules.trigger(schedule_id)
 
     # ── operator actions: the queue ─────────────────────────────────
     async def pause_queue(self, name: str | None = None) -> bool:
@@ -978,10 +911,6 @@ class Client:
                 assert self._changed_event is not None
                 self._changed_event.set()
                 self._changed_event = asyncio.Event()
-
-    @property
-    def _resolve_trigger(self) -> Any:
-        return lambda name: self.plugins.resolve("triggers", name)
 
 
 #: Client implements the operator contract: mypy checks it here.
