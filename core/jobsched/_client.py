@@ -16,7 +16,6 @@ saying to open a new one there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 import secrets
@@ -27,6 +26,7 @@ from typing import Any, cast
 
 from ._client_schedules import ClientSchedules
 from ._client_submit import Submitter
+from ._client_waits import Waits
 from ._codec import JobCodec
 from ._errors import (
     InvalidTransitionError,
@@ -73,9 +73,6 @@ from ._records import (
 from ._status import JobPriority, JobStatus
 from ._submission import Submission
 from ._workflow import Workflow
-from .backends.schedules import (
-    ended,
-)
 from .store import (
     UNSERVED_SCAN,
     SharedStore,
@@ -141,8 +138,6 @@ class Client:
         self._id_suffix = secrets.token_hex(6)
         self._state = "new"  # -> "open" -> "closed", or "forked" in a forked child
         self._opened_in = 0  # the process that opened it
-        self._finished = 0  # "some job finished" notifications seen
-        self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # Submits are planned, batched and stored by a collaborator of their own.
         self._submitter = Submitter(
@@ -165,7 +160,13 @@ class Client:
             spawn=self._spawn,
             retry_pause=_SAFETY_POLL,
         )
-        self._changed_event: asyncio.Event | None = None
+        # Waiting for jobs, schedules and changes: the store's wake-ups, counted.
+        self._waits = Waits(
+            self.store,
+            is_open=lambda: self._state == "open",
+            spawn=self._spawn,
+            safety_poll=_SAFETY_POLL,
+        )
 
     def __repr__(self) -> str:
         return f"Client({self.store.url!r})"
@@ -185,8 +186,7 @@ class Client:
         self._state = "open"
         self._opened_in = os.getpid()
         on_fork_in_child(self._forked)
-        self._finished_event = asyncio.Event()
-        self._spawn(self._watch_finished(), "jobsched-client-finished")
+        self._waits.start()
         return self
 
     def _forked(self) -> None:
@@ -452,49 +452,7 @@ class Client:
         Woken by the store's "a job finished" notification, not by polling.
         """
         self._check_open()
-        given = [check_job_id(job_id) for job_id in id_list(job_ids, "wait_many")]
-        ids = list(dict.fromkeys(given))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        done: dict[str, JobInfo] = {}
-        while True:
-            seen = self._finished
-            todo = [job_id for job_id in ids if job_id not in done]
-            rows = {row.job_id: row for row in await self.store.jobs(todo)}
-            unknown = [job_id for job_id in todo if job_id not in rows]
-            if unknown:
-                raise UnknownJobError(f"unknown jobs {unknown} in {self.store.url}")
-            for row in rows.values():
-                if JobStatus(row.status).is_terminal:
-                    done[row.job_id] = JobInfo.from_row(row)
-            if len(done) == len(ids):
-                return [done[job_id] for job_id in given]
-            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                pending = [job_id for job_id in ids if job_id not in done]
-                raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
-            await self._next_finished(seen, min(left, _SAFETY_POLL))
-
-    async def _watch_finished(self) -> None:
-        # One task consumes the store's "finished" wake-up and counts it, so
-        # every waiter sees every notification (several waiters reading the
-        # store's one event would take it from each other).
-        # The loop also ends on the state `close` sets before cancelling this
-        # task: Python 3.11's wait_for loses a cancellation that arrives as the
-        # awaited event is set (a store poll seeing our own write), and
-        # `close` would wait for this task forever.
-        assert self._finished_event is not None
-        while self._state == "open":
-            await self.store.wait_finished(_SAFETY_POLL)
-            self._finished += 1
-            self._finished_event.set()
-            self._finished_event = asyncio.Event()
-
-    async def _next_finished(self, seen: int, timeout: float) -> None:
-        """Return once a notification newer than `seen` arrived, or after `timeout`."""
-        if self._finished != seen or self._finished_event is None:
-            return
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._finished_event.wait(), timeout)
+        return await self._waits.wait_many(job_ids, timeout)
 
     # ── recurring schedules ─────────────────────────────────────────
     async def add_schedule(
@@ -581,16 +539,7 @@ class Client:
         """Wait until the schedule has ended (its `times` ran, its trigger is
         exhausted, or it was cancelled); `TimeoutError` after `timeout` seconds."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            seen = self._finished
-            if ended(await self.store.get_schedule(schedule_id)):
-                return
-            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"schedule {schedule_id} did not end within {timeout} s")
-            # Its last run ends it: a finished job is the moment to look again.
-            await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
+        await self._waits.wait_schedule(schedule_id, timeout)
 
     # ── results ─────────────────────────────────────────────────────
     async def result(self, job_id: str, timeout: float | None = None) -> Any:
@@ -895,22 +844,7 @@ class Client:
         """
         self._check_open()
         seconds = check_seconds("timeout", timeout)
-        if self._changed_event is None:
-            self._changed_event = asyncio.Event()
-            self._spawn(self._watch_changes(), "jobsched-client-changes")
-        event = self._changed_event
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
-        return event.is_set()
-
-    async def _watch_changes(self) -> None:
-        # One task consumes the store's wake-up and sets a fresh event per
-        # change, so every waiter sees every change (as `_watch_finished`).
-        while self._state == "open":
-            if await self.store.wait_changed(_SAFETY_POLL):
-                assert self._changed_event is not None
-                self._changed_event.set()
-                self._changed_event = asyncio.Event()
+        return await self._waits.changed(seconds)
 
 
 #: Client implements the operator contract: mypy checks it here.
