@@ -65,11 +65,11 @@ from ..store import (
     SharedStore,
     StoreContext,
     WorkerRow,
-    build_refused_error,
     check_max_build_refusals,
     check_max_lease_expiries,
     encode_result,
 )
+from .claims import claim_target, refuse
 from .history import AttemptHistory
 from .inserts import Inserts
 from .local import LocalBackend
@@ -115,7 +115,8 @@ class SharedBackend(LocalBackend):
 
     Its collaborators own their parts: `Inserts` (the submitted rows),
     `OutcomeWriter` (ended attempts and progress, in batches), `Reaper`
-    (retention), `AttemptHistory` and `Registration`. A process that only
+    (retention), `AttemptHistory` and `Registration`; `claims` sizes its
+    claims and refuses what it cannot build. A process that only
     submits and follows jobs uses `jobsched.Client`.
     """
 
@@ -407,7 +408,7 @@ class SharedBackend(LocalBackend):
         s = self.kernel
         # Keep up to one extra job per worker queued here so a worker that
         # finishes finds its next job without a round trip to the database;
-        # more while jobs are shorter than a claim (`_claim_target`).
+        # more while jobs are shorter than a claim (`claims.claim_target`).
         base = target = 2 * s.num_workers
         while not s.stopping:
             self._wake.clear()
@@ -431,7 +432,7 @@ class SharedBackend(LocalBackend):
                     await self._check_schema()
                     rows, next_due = [], None
                 claimed = len(rows)
-                target = _claim_target(target, base, claimed == room, s)
+                target = claim_target(target, base, claimed == room, s)
                 try:
                     ready = await self._with_results(rows)
                 except Exception:
@@ -489,40 +490,18 @@ class SharedBackend(LocalBackend):
             task.add_done_callback(self._side_tasks.discard)
 
     async def _refuse(self, refused: list[tuple[SharedJobRow, str]]) -> None:
-        """Hand back jobs this process cannot build (`SharedStore.refuse`): they
+        """Hand back jobs this process cannot build (`claims.refuse`): they
         wait for a worker with another version of their type. One that has
         been refused `max_build_refusals` times fails, naming why."""
-        bound = self.max_build_refusals
-        try:
-            at_bound = set(
-                await self.store.refuse(
-                    [(row.job_id, error) for row, error in refused],
-                    self.identity,
-                    self._refuser,
-                    bound,
-                )
-            )
-        except Exception as exc:  # their leases expire and the reaper queues them again
-            self._log.error(
-                "could not hand back jobs it cannot build",
-                job_ids=[row.job_id for row, _ in refused],
-                error=str(exc),
-            )
-            return
-        for row, error in refused:
-            if row.job_id in at_bound:
-                self._log.error(
-                    "job failed: too many workers could not build it",
-                    job_id=row.job_id,
-                    type=row.type,
-                    max_build_refusals=bound,
-                )
-                self._outcome(
-                    row.job_id,
-                    "failed",
-                    error=build_refused_error(row.type, row.build_refusals + 1, bound, error),
-                )
-        if len(at_bound) < len(refused):
+        if await refuse(
+            self.store,
+            refused,
+            owner=self.identity,
+            refuser=self._refuser,
+            bound=self.max_build_refusals,
+            fail=self._fail,
+            log=self._log,
+        ):
             self._wake.set()
 
     async def _with_results(self, rows: list[SharedJobRow]) -> list[SharedJobRow]:
@@ -864,27 +843,3 @@ class SharedBackend(LocalBackend):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         return known
-
-
-#: The most jobs a process keeps claimed ahead of its workers, per worker.
-MAX_PREFETCH_PER_WORKER = 64
-
-
-def _claim_target(target: int, base: int, full: bool, kernel: KernelPort) -> int:
-    """How many jobs to hold (running + queued here) after a claim came back.
-
-    A claim that filled its batch while workers sat idle with nothing queued
-    here means the jobs are shorter than a claim's round trip: the workers
-    ate the local backlog before the next batch arrived. Then the batch
-    doubles (up to `MAX_PREFETCH_PER_WORKER` per worker), so that one
-    transaction carries more jobs. Long jobs keep every worker busy, and a
-    drained queue returns a short batch: the target falls back to `base`, so
-    a process does not sit on jobs that idle processes could run.
-    """
-    if not full:
-        return base
-    if kernel.queued == 0 and kernel.running < kernel.num_workers:
-        return min(2 * target, MAX_PREFETCH_PER_WORKER * kernel.num_workers)
-    if kernel.running >= kernel.num_workers:
-        return max(base, target // 2)
-    return target
