@@ -19,20 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from ._codec import JobCodec
 from ._errors import (
     SchedulerError,
     UnknownJobError,
     UnknownScheduleError,
 )
-from ._job import FunctionJob, Job, callable_name, job_group
-from ._limits import job_type_of
+from ._job import Job, callable_name
+from ._local_records import LocalRecords, ScheduledJob
 from ._local_stats import LocalStats
 from ._operator import OperatorAPI
 from ._options import (
-    DEFAULT_QUEUE,
     NOT_GIVEN,
     NotGiven,
     check_job_id,
@@ -43,11 +40,9 @@ from ._options import (
 from ._records import (
     MAX_SCHEDULE_RUNS,
     RETRYABLE,
-    Attempt,
     History,
     JobInfo,
     JobPage,
-    Progress,
     QueueInfo,
     ScheduleInfo,
     Stats,
@@ -60,13 +55,13 @@ from ._records import (
     finished_result,
     wanted_statuses,
 )
-from ._recurring import IntervalTrigger, RecurringSchedule
+from ._recurring import IntervalTrigger
 from ._status import JobPriority, JobStatus
 from ._submission import Submission
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
 from .backends import SharedBackend
-from .store import encode_json, result_as_json
+from .store import encode_json
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
@@ -107,6 +102,8 @@ class LocalClient:
         # The kernel keeps monotonic times: one offset turns them into wall
         # time, so a job reads the same every time it is read.
         self._offset = clock.time() - clock.now()
+        # Jobs and schedules as the records a Client returns.
+        self._records = LocalRecords(scheduler, self.codec, self._offset)
         # Stats, history, workers and queues: read by a collaborator, which
         # also keeps the scheduler's throughput history from now on.
         self._stats = LocalStats(scheduler, self._offset)
@@ -220,13 +217,13 @@ class LocalClient:
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id now, with its history and progress;
         `UnknownJobError` if the scheduler does not know it."""
-        return self._info(self._job(job_id), full=True)
+        return self._records.info(self._records.job(job_id), full=True)
 
     async def dependents(self, job_id: str) -> list[str]:
         """The ids of the jobs submitted to depend on this one, in submit order,
         among those the scheduler remembers (`JobScheduler.dependents`);
         `UnknownJobError` if it does not know the job."""
-        self._job(job_id)
+        self._records.job(job_id)
         return list(self.scheduler.dependents(job_id))
 
     async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -266,7 +263,7 @@ class LocalClient:
                 break
             if wanted is not None and job.status.value not in wanted:
                 continue
-            info = self._info(job)
+            info = self._records.info(job)
             if type is None or info.type == type:
                 found.append(info)
         return found
@@ -300,7 +297,7 @@ class LocalClient:
                 raise UnknownJobError(f"unknown jobs {unknown}")
             pending = [job_id for job_id, job in found.items() if not job.status.is_terminal]
             if not pending:
-                return [self._info(found[job_id], full=True) for job_id in given]
+                return [self._records.info(found[job_id], full=True) for job_id in given]
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
@@ -335,7 +332,7 @@ class LocalClient:
         for job in sorted(self.scheduler.jobs(), key=_seq, reverse=True):
             if wanted is not None and job.status.value not in wanted:
                 continue
-            info = self._info(job)
+            info = self._records.info(job)
             if type is not None and info.type != type:
                 continue
             if needle is not None and not _matches(info, needle):
@@ -393,8 +390,8 @@ class LocalClient:
         `JobInfo.history`. A job in another status raises
         `InvalidTransitionError` naming it; an unknown id `UnknownJobError`.
         """
-        self._job(job_id)
-        return self._info(self.scheduler.retry_job(job_id), full=True)
+        self._records.job(job_id)
+        return self._records.info(self.scheduler.retry_job(job_id), full=True)
 
     async def requeue(
         self,
@@ -410,7 +407,7 @@ class LocalClient:
 
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job; False if it had already finished, `UnknownJobError` if unknown."""
-        self._job(job_id)
+        self._records.job(job_id)
         return self.scheduler.cancel(job_id)
 
     async def purge(
@@ -464,7 +461,7 @@ class LocalClient:
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:
         """The scheduler's recurring schedules (running or paused), by id."""
-        return [self._schedule_info(s) for s in self.scheduler.recurring()]
+        return [self._records.schedule_info(s) for s in self.scheduler.recurring()]
 
     async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
         """The last `limit` jobs the schedule fired, newest first, among the
@@ -475,7 +472,7 @@ class LocalClient:
             if sched.schedule_id == schedule_id:
                 table = self.scheduler.kernel.table
                 jobs = (table.find(job_id) for job_id in reversed(sched.recent))
-                return [self._info(job) for job in jobs if job is not None][:limit]
+                return [self._records.info(job) for job in jobs if job is not None][:limit]
         return []
 
     async def add_schedule(
@@ -658,171 +655,9 @@ class LocalClient:
             event.set()
             self._changed = asyncio.Event()
 
-    # ── records ─────────────────────────────────────────────────────
-    def _job(self, job_id: str) -> Job:
-        job = self.scheduler.kernel.table.find(check_job_id(job_id))
-        if job is None:
-            raise UnknownJobError(f"unknown job {job_id!r}")
-        return job
-
-    def _info(self, job: Job, *, full: bool = False) -> JobInfo:
-        """`job` as the record a `Client` returns; `full` adds its history."""
-        scheduler = self.scheduler
-        offset = self._offset
-        job_id = job.job_id
-        type_name, args, options = self._describe(job, offset)
-        progress = scheduler.job_progress(job_id)
-        history: tuple[Attempt, ...] = ()
-        if full:
-            history = tuple(
-                Attempt(
-                    number=a.number,
-                    status=a.status.value,
-                    error=a.error,
-                    started_at=_wall(a.started_at, offset),
-                    finished_at=_wall(a.finished_at, offset),
-                    worker=None,
-                    traceback=a.traceback,
-                )
-                for a in scheduler.attempt_history(job_id)
-            )
-        status = job.status
-        return JobInfo(
-            job_id=job_id,
-            type=type_name,
-            args=args,
-            status=status,
-            name=job.name,
-            priority=job.priority,
-            attempts=job.attempts,
-            # A completed job's record has no error: an earlier attempt's is in
-            # its history (the Job keeps its last failure, as the reference's).
-            last_error=None if status is JobStatus.COMPLETED else job.last_error,
-            result=result_as_json(job.result) if status is JobStatus.COMPLETED else None,
-            lease_owner=None,
-            lease_expires=None,
-            key=scheduler.kernel.table.key_of(job_id),
-            unique_key=scheduler.unique_key_of(job_id),
-            schedule_id=None,
-            submitted_by=None,
-            submitted_at=job.submitted_at + offset,
-            run_at=job.run_at + offset,
-            started_at=_wall(job.started_at, offset),
-            finished_at=_wall(job.finished_at, offset),
-            progress=None
-            if progress is None
-            else Progress(
-                done=progress.done,
-                total=progress.total,
-                message=progress.message,
-                updated_at=progress.updated_at,
-            ),
-            history=history,
-            depends_on=scheduler.kernel.graph.depends_on(job_id),
-            trigger_rule=scheduler.kernel.graph.trigger_rule(job_id),
-            options=options,
-            queue=job.queue,
-            result_expires=self._result_expires(job, offset),
-            traceback=None if status is JobStatus.COMPLETED else job.last_traceback,
-            group=job_group(job),
-        )
-
-    def _result_expires(self, job: Job, offset: float) -> float | None:
-        if job.status is not JobStatus.COMPLETED or job.finished_at is None:
-            return None
-        ttl = self.scheduler.kernel.operations.result_ttl_of(job)
-        return None if ttl is None else job.finished_at + ttl + offset
-
-    def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """The job's type, arguments and options as a store would keep them;
-        a job that is not data (a plain function) by name and reprs."""
-        if not isinstance(job, FunctionJob):
-            try:
-                return self.codec.describe_data(job, offset)
-            except SchedulerError:  # JobSpecError: not a registered, describable type
-                pass
-        if isinstance(job, FunctionJob):
-            type_name = callable_name(job.fn)
-            args: dict[str, Any] = {
-                "args": [repr(a) for a in job.args],
-                "kwargs": {k: repr(v) for k, v in job.kwargs.items()},
-            }
-        else:
-            type_name = job_type_of(job)
-            args = {}
-        options: dict[str, Any] = {
-            "name": job.name,
-            "executor": str(job.model),
-            "priority": job.priority.name.lower(),
-            "timeout": job.timeout,
-        }
-        return type_name, args, options
-
-    def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
-        trigger = sched.trigger
-        made = sched.factory if isinstance(sched.factory, ScheduledJob) else None
-        spec: dict[str, Any]
-        if made is not None:
-            spec = dict(made.rule)
-        elif isinstance(trigger, IntervalTrigger):
-            spec = {"interval": trigger.seconds}
-        else:
-            spec = {"trigger": repr(trigger)}
-        next_run: float | None = None
-        fire = sched.next_fire
-        if sched.active and fire is not None:
-            next_run = fire if sched.wall_clock else fire + self._offset
-        last = self.scheduler.kernel.table.find(sched.last_job_id) if sched.last_job_id else None
-        if made is not None:
-            type_name = made.type
-        elif last is not None:
-            type_name = self._describe(last, 0.0)[0]
-        else:
-            type_name = callable_name(sched.factory)
-        return ScheduleInfo(
-            schedule_id=sched.schedule_id,
-            name=sched.name,
-            type=type_name,
-            trigger=spec,
-            next_run=next_run,
-            paused=sched.paused,
-            active=sched.active,
-            fired=sched.fired,
-            skipped=sched.skipped,
-            last_job_id=sched.last_job_id,
-            args={} if made is None else made.args,
-            queue=DEFAULT_QUEUE if made is None else made.options.get("queue", DEFAULT_QUEUE),
-        )
-
-
-@attrs.frozen(kw_only=True)
-class ScheduledJob:
-    """The factory of a schedule `LocalClient.add_schedule` made: each call
-    builds a new job from the description (a registered type, JSON
-    arguments, options), which `update_schedule` and the schedules' records
-    read back. `rule` is the trigger as given (``{"interval": 60}``,
-    ``{"cron": ..., "tz": ...}``)."""
-
-    codec: JobCodec
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any]
-    rule: dict[str, Any]
-    offset: float
-
-    def __call__(self) -> Job:
-        return self.codec.build(self.type, self.args, self.options, self.offset, self.type)
-
-    def __repr__(self) -> str:
-        return f"ScheduledJob({self.type})"
-
 
 def _seq(job: Job) -> int:
     return job.seq
-
-
-def _wall(monotonic: float | None, offset: float) -> float | None:
-    return None if monotonic is None else monotonic + offset
 
 
 def _matches(info: JobInfo, needle: str) -> bool:
