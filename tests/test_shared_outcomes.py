@@ -269,7 +269,7 @@ def test_results_no_store_can_keep_are_described(value: Any, holds: str) -> None
 
 
 def test_a_dependent_hears_why_a_described_result_is_unavailable() -> None:
-    from jobsched.backends.shared import stored_result
+    from jobsched.backends.upstreams import stored_result
 
     now = time.time()
     row = SharedJobRow(

@@ -16,27 +16,27 @@ saying to open a new one there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Set
+from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
-from ._batcher import BatchWriter
-from ._codec import JobCodec, sort_key
+from ._client_schedules import ClientSchedules
+from ._client_submit import Submitter
+from ._client_waits import Waits
+from ._codec import JobCodec
 from ._errors import (
     InvalidTransitionError,
     MissingRoleError,
     SchedulerError,
     UnknownJobError,
-    UnknownScheduleError,
     UnknownWorkerError,
 )
 from ._fork import on_fork_in_child
-from ._job import FunctionJob, Job, new_job_id
+from ._job import Job
 from ._limits import Limits
 from ._operator import OperatorAPI
 from ._options import (
@@ -70,26 +70,13 @@ from ._records import (
     wanted_statuses,
     window_start,
 )
-from ._result_of import markers_in
 from ._status import JobPriority, JobStatus
-from ._submission import Submission, check_workflow_options, overrides, plan
-from ._trigger_rules import ALL_SUCCESS
+from ._submission import Submission
 from ._workflow import Workflow
-from .backends.schedules import (
-    ended,
-    next_fire,
-    replacement_row,
-    schedule_row,
-    serve,
-    triggered_job,
-)
 from .store import (
     UNSERVED_SCAN,
-    NewJob,
-    SharedScheduleRow,
     SharedStore,
     StoreContext,
-    TransactionSubmit,
     new_worker_id,
     offers_a_role,
     require_roles,
@@ -99,43 +86,6 @@ from .store import (
 #: How long a waiter sleeps without a "finished" notification before it looks
 #: again anyway (a notification lost while the store reconnected).
 _SAFETY_POLL = 5.0
-
-
-# ── jobs as data ───────────────────────────────────────────────────────
-def _storable(job: Any) -> Job:
-    """`job` if a store can keep it (a `Job` of a registered type), else the refusal."""
-    if isinstance(job, FunctionJob) or (callable(job) and not isinstance(job, Job)):
-        raise SchedulerError(
-            f"{job!r}: a plain function cannot be stored in a shared store "
-            "(other hosts cannot run it); register a job type and submit that"
-        )
-    if not isinstance(job, Job):
-        raise TypeError(f"submit() takes a Job, got {job!r}")
-    return job
-
-
-#: `submit`'s options as it defaults them (`Client._submit_on` takes any of them).
-_SUBMIT_DEFAULTS: dict[str, Any] = {
-    "delay": 0.0,
-    "depends_on": (),
-    "key": None,
-    "unique_key": None,
-    "priority": None,
-    "timeout": NOT_GIVEN,
-    "retry": None,
-    "name": None,
-    "result_ttl": None,
-    "keep_result": None,
-    "trigger_rule": ALL_SUCCESS,
-    "queue": None,
-    "group": None,
-}
-
-#: The stored jobs a submit without dependencies needs.
-_NOTHING: frozenset[str] = frozenset()
-#: A `submit` waiting to be stored: its rows, the stored ids they depend on
-#: and the caller's answer.
-_Queued = tuple[list[NewJob], Set[str], asyncio.Future[str]]
 
 
 class Client:
@@ -171,8 +121,6 @@ class Client:
             raise TypeError(f"strategy must have a key(job) method, got {strategy!r}")
         self.strategy = strategy
         self.codec = JobCodec(self.plugins)
-        self._submit_hooks = self.plugins.submit_hooks()
-        self._submit_batch = self.plugins.submit_batch()
         built = resolve_store(store, self.plugins)
         if built is None or not offers_a_role(built):
             raise SchedulerError(
@@ -190,15 +138,35 @@ class Client:
         self._id_suffix = secrets.token_hex(6)
         self._state = "new"  # -> "open" -> "closed", or "forked" in a forked child
         self._opened_in = 0  # the process that opened it
-        self._finished = 0  # "some job finished" notifications seen
-        self._finished_event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        # `submit` calls stored together: those made while an insert runs
-        # form the next one.
-        self._submits: BatchWriter[_Queued] = BatchWriter(
-            self._store_queued, name="jobsched-client-submits"
+        # Submits are planned, batched and stored by a collaborator of their own.
+        self._submitter = Submitter(
+            self.store,
+            plugins=self.plugins,
+            codec=self.codec,
+            strategy=self.strategy,
+            identity=self.identity,
+            id_suffix=self._id_suffix,
+            check_open=self._check_open,
         )
-        self._changed_event: asyncio.Event | None = None
+        # Stored schedules: built, edited and served by a collaborator.
+        self._schedules = ClientSchedules(
+            self.store,
+            plugins=self.plugins,
+            codec=self.codec,
+            strategy=self.strategy,
+            identity=self.identity,
+            id_suffix=self._id_suffix,
+            spawn=self._spawn,
+            retry_pause=_SAFETY_POLL,
+        )
+        # Waiting for jobs, schedules and changes: the store's wake-ups, counted.
+        self._waits = Waits(
+            self.store,
+            is_open=lambda: self._state == "open",
+            spawn=self._spawn,
+            safety_poll=_SAFETY_POLL,
+        )
 
     def __repr__(self) -> str:
         return f"Client({self.store.url!r})"
@@ -218,8 +186,7 @@ class Client:
         self._state = "open"
         self._opened_in = os.getpid()
         on_fork_in_child(self._forked)
-        self._finished_event = asyncio.Event()
-        self._spawn(self._watch_finished(), "jobsched-client-finished")
+        self._waits.start()
         return self
 
     def _forked(self) -> None:
@@ -237,7 +204,7 @@ class Client:
             return
         self._state = "closed"
         # Submits already accepted are stored before the store closes.
-        await self._submits.drain()
+        await self._submitter.drain()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -349,77 +316,23 @@ class Client:
         never committed or rolled back here; a dependency may be a job
         inserted earlier in it.
         """
-        rows: list[NewJob]
-        outside: Set[str]
-        if (
-            conn is None
-            and delay == 0.0
-            and depends_on == ()
-            and key is None
-            and unique_key is None
-            and priority is None
-            and timeout is NOT_GIVEN
-            and retry is None
-            and name is None
-            and result_ttl is None
-            and keep_result is None
-            and queue is None
-            and group is None
-            and trigger_rule == ALL_SUCCESS
-            and not isinstance(job, Workflow)
-            and not getattr(job, "takes_results", True)
-        ):
-            self._check_open()
-            now = time.time()
-            rows, outside = [self._plain_row(job, now, now - time.monotonic())], _NOTHING
-        else:
-            # Checked and encoded now: a bad job is refused at the call.
-            rows, outside = self._submit_rows(
-                job,
-                delay=delay,
-                depends_on=depends_on,
-                key=key,
-                unique_key=unique_key,
-                priority=priority,
-                timeout=timeout,
-                retry=retry,
-                name=name,
-                result_ttl=result_ttl,
-                keep_result=keep_result,
-                trigger_rule=trigger_rule,
-                queue=queue,
-                group=group,
-            )
-            if conn is not None:
-                return (await self._in_transaction().insert_in_transaction(conn, rows))[-1]
-            if isinstance(job, Workflow):
-                return (await self._store(rows, outside))[-1]
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._submits.add((rows, outside, future))
-        return await future
-
-    async def _store_queued(self, batch: list[_Queued]) -> None:
-        try:
-            ids = await self._store(
-                [row for rows, _, _ in batch for row in rows],
-                set().union(*(outside for _, outside, _ in batch)),
-            )
-        except Exception as exc:
-            if len(batch) == 1:
-                _settle(batch[0][2], exc=exc)
-                return
-            # One bad job (an unknown dependency) must not fail the others:
-            # store them one by one, each caller getting its own answer.
-            for rows, outside, future in batch:
-                try:
-                    (job_id,) = await self._store(rows, outside)
-                except Exception as one:
-                    _settle(future, exc=one)
-                else:
-                    _settle(future, result=job_id)
-            return
-        for (_, _, future), job_id in zip(batch, ids, strict=True):
-            _settle(future, result=job_id)
+        return await self._submitter.submit(
+            job,
+            delay=delay,
+            depends_on=depends_on,
+            key=key,
+            unique_key=unique_key,
+            priority=priority,
+            timeout=timeout,
+            retry=retry,
+            name=name,
+            result_ttl=result_ttl,
+            keep_result=keep_result,
+            trigger_rule=trigger_rule,
+            conn=conn,
+            queue=queue,
+            group=group,
+        )
 
     async def submit_many(
         self, jobs: Iterable[Job | Submission | Workflow], *, conn: Any = None
@@ -434,173 +347,15 @@ class Client:
         one bad job stores none. `conn`: in the application's transaction,
         as `submit` takes it.
         """
-        self._check_open()
-        if self._submit_batch is None:
-            rows, outside = self._rows(jobs)
-            return await self._store_rows(rows, outside, conn)
-        with self._submit_batch():
-            rows, outside = self._rows(jobs)
-            return await self._store_rows(rows, outside, conn)
-
-    async def _store_rows(self, rows: list[NewJob], outside: Set[str], conn: Any) -> list[str]:
-        """Store `rows` through this client, or in the application's transaction on `conn`."""
-        if conn is not None:
-            return await self._in_transaction().insert_in_transaction(conn, rows)
-        return await self._store(rows, outside)
-
-    def _submit_rows(self, job: Job | Workflow, **options: Any) -> tuple[list[NewJob], Set[str]]:
-        """The rows `submit` stores for `job` with its `options` (checked and
-        encoded; the last one's id is the answer), and the stored ids they
-        depend on: one plan for this client's store and for an application's
-        transaction (`conn`)."""
-        if isinstance(job, Workflow):
-            check_workflow_options(
-                job,
-                delay=options["delay"],
-                given=tuple(
-                    options[o]
-                    for o in (
-                        "key",
-                        "unique_key",
-                        "priority",
-                        "retry",
-                        "name",
-                        "result_ttl",
-                        "keep_result",
-                        "queue",
-                        "group",
-                    )
-                ),
-                timeout=options["timeout"],
-                trigger_rule=options["trigger_rule"],
-            )
-            self._check_open()
-            deps = tuple(id_list(options["depends_on"], "depends_on"))
-            return self._rows(
-                [Submission(j, depends_on=after or deps) for j, after in job.plan(())]
-            )
-        self._check_open()
-        options["depends_on"] = tuple(id_list(options["depends_on"], "depends_on"))
-        return self._rows([Submission(job, **options)])
-
-    # ── submitting in the application's transaction ───────────────────
-    def _in_transaction(self) -> TransactionSubmit:
-        """The store, if it inserts in a caller's transaction; else the refusal."""
-        if not isinstance(self.store, TransactionSubmit):
-            raise SchedulerError(
-                f"{self.store.url}: this store cannot insert in the caller's transaction "
-                "(conn=): it has no database connection of the application's to use"
-            )
-        return self.store
+        return await self._submitter.submit_many(jobs, conn)
 
     def _submit_on(self, conn: Any, job: Job | Workflow, **options: Any) -> str:
         """`submit` with a sync `conn`, in the calling thread (`BlockingClient`)."""
-        rows, _ = self._submit_rows(job, **_SUBMIT_DEFAULTS | options)
-        return self._in_transaction().insert_in_transaction_sync(conn, rows)[-1]
+        return self._submitter.submit_on(conn, job, **options)
 
     def _submit_many_on(self, conn: Any, jobs: Iterable[Job | Submission | Workflow]) -> list[str]:
         """`submit_many` with a sync `conn`, in the calling thread (`BlockingClient`)."""
-        self._check_open()
-        rows, _ = self._rows(jobs)
-        return self._in_transaction().insert_in_transaction_sync(conn, rows)
-
-    def _rows(self, jobs: Iterable[Any]) -> tuple[list[NewJob], frozenset[str]]:
-        """The store rows for `jobs` (as `submit_many` takes them), each checked
-        by the one batch planner, and the stored ids they depend on."""
-        jobs = jobs if type(jobs) is list else list(jobs)
-        if not self._submit_hooks and all(map(_bare, jobs)):
-            # Jobs without options, what most batches hold: the planner
-            # would check nothing and change nothing (a few µs per job).
-            now = time.time()
-            offset = now - time.monotonic()
-            plain = self._plain_row
-            return [
-                plain(item.job if type(item) is Submission else item, now, offset) for item in jobs
-            ], frozenset()
-        planned = plan(
-            jobs, self.plugins, as_job=_storable, new_id=self._new_id, hooks=self._submit_hooks
-        )
-        now = time.time()
-        offset = now - time.monotonic()
-        outside = set(planned.outside)
-        ids_of: dict[int, str] = {}  # the batch's jobs so far, for result_of markers
-        batch_ids = {p.job_id for p in planned.jobs}
-
-        def id_of(job: Job) -> str:
-            if id(job) not in ids_of:
-                raise ValueError(
-                    f"result_of: {job!r} is not an earlier job of this batch; "
-                    "name a stored job by the id submit returned"
-                )
-            return ids_of[id(job)]
-
-        rows: list[NewJob] = []
-        for p in planned.jobs:
-            item, job = p.item, p.job
-            type_name, args, options = self.codec.describe_data(job, offset, id_of)
-            depends_on = p.depends_on
-            if job.takes_results:
-                # The markers' upstreams, named by id in the encoded args.
-                marked = [
-                    upstream
-                    for value in args.values()
-                    for marker in markers_in(value)
-                    for upstream in marker.ids(str)
-                ]
-                extra = [m for m in dict.fromkeys(marked) if m not in depends_on]
-                outside.update(m for m in extra if m not in batch_ids)
-                depends_on = (*depends_on, *extra)
-                if item.trigger_rule != ALL_SUCCESS and not depends_on:
-                    raise ValueError(f"trigger_rule={item.trigger_rule!r} needs depends_on")
-            ids_of[id(item.job)] = p.job_id
-            rows.append(
-                NewJob(
-                    job_id=p.job_id,
-                    key=item.key,
-                    type=type_name,
-                    args=args,
-                    options=options,
-                    run_at=now + item.delay,
-                    submitted_at=now,
-                    sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
-                    depends_on=depends_on,
-                    submitted_by=self.identity,
-                    unique_key=item.unique_key,
-                    trigger_rule=item.trigger_rule,
-                    queue=job.queue,
-                )
-            )
-        return rows, frozenset(outside)
-
-    def _new_id(self, job: Job) -> str:
-        return f"{new_job_id()}-{self._id_suffix}"
-
-    def _plain_row(self, job: Job, now: float, offset: float) -> NewJob:
-        """The row of a job submitted without options (the common case, kept lean)."""
-        if self._submit_hooks:
-            rows, _ = self._rows([job])
-            return rows[0]
-        type_name, args, options = self.codec.describe_data(_storable(job), offset)
-        return NewJob(
-            job_id=self._new_id(job),
-            type=type_name,
-            args=args,
-            options=options,
-            run_at=now,
-            submitted_at=now,
-            sort_key=sort_key(self.strategy.key, job, submitted_at=now, offset=offset),
-            submitted_by=self.identity,
-            queue=job.queue,
-        )
-
-    async def _store(self, rows: list[NewJob], outside: Set[str]) -> list[str]:
-        """Insert `rows` (`outside`: the stored jobs they depend on, which must exist)."""
-        if outside:
-            known = {row.job_id for row in await self.store.jobs(sorted(outside))}
-            unknown = sorted(outside - known)
-            if unknown:
-                raise UnknownJobError(f"unknown dependencies: {unknown}")
-        return list(await self.store.insert(rows))
+        return self._submitter.submit_many_on(conn, jobs)
 
     # ── looking up ──────────────────────────────────────────────────
     async def get(self, job_id: str) -> JobInfo:
@@ -697,49 +452,7 @@ class Client:
         Woken by the store's "a job finished" notification, not by polling.
         """
         self._check_open()
-        given = [check_job_id(job_id) for job_id in id_list(job_ids, "wait_many")]
-        ids = list(dict.fromkeys(given))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        done: dict[str, JobInfo] = {}
-        while True:
-            seen = self._finished
-            todo = [job_id for job_id in ids if job_id not in done]
-            rows = {row.job_id: row for row in await self.store.jobs(todo)}
-            unknown = [job_id for job_id in todo if job_id not in rows]
-            if unknown:
-                raise UnknownJobError(f"unknown jobs {unknown} in {self.store.url}")
-            for row in rows.values():
-                if JobStatus(row.status).is_terminal:
-                    done[row.job_id] = JobInfo.from_row(row)
-            if len(done) == len(ids):
-                return [done[job_id] for job_id in given]
-            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                pending = [job_id for job_id in ids if job_id not in done]
-                raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
-            await self._next_finished(seen, min(left, _SAFETY_POLL))
-
-    async def _watch_finished(self) -> None:
-        # One task consumes the store's "finished" wake-up and counts it, so
-        # every waiter sees every notification (several waiters reading the
-        # store's one event would take it from each other).
-        # The loop also ends on the state `close` sets before cancelling this
-        # task: Python 3.11's wait_for loses a cancellation that arrives as the
-        # awaited event is set (a store poll seeing our own write), and
-        # `close` would wait for this task forever.
-        assert self._finished_event is not None
-        while self._state == "open":
-            await self.store.wait_finished(_SAFETY_POLL)
-            self._finished += 1
-            self._finished_event.set()
-            self._finished_event = asyncio.Event()
-
-    async def _next_finished(self, seen: int, timeout: float) -> None:
-        """Return once a notification newer than `seen` arrived, or after `timeout`."""
-        if self._finished != seen or self._finished_event is None:
-            return
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._finished_event.wait(), timeout)
+        return await self._waits.wait_many(job_ids, timeout)
 
     # ── recurring schedules ─────────────────────────────────────────
     async def add_schedule(
@@ -770,39 +483,15 @@ class Client:
         schedule no process fires is flagged `ScheduleInfo.overdue`.
         """
         self._check_open()
-        _storable(job)
-        now = time.time()
-        row = schedule_row(
-            self.codec,
+        return await self._schedules.add(
             job,
             every=every,
             trigger=trigger,
             start_in=start_in,
+            allow_overlap=allow_overlap,
             times=times,
             key=key,
-            allow_overlap=allow_overlap,
-            now=now,
-            offset=now - time.monotonic(),
         )
-        await self._store_schedule(row)
-        return row.schedule_id
-
-    async def _store_schedule(self, row: SharedScheduleRow) -> SharedScheduleRow:
-        """Store the schedule `row` and serve it while this client is open."""
-        stored: SharedScheduleRow = await self.store.add_schedule(row)
-        self._spawn(
-            serve(
-                self.store,
-                stored,
-                codec=self.codec,
-                strategy_key=self.strategy.key,
-                submitted_by=self.identity,
-                job_id_suffix=self._id_suffix,
-                retry_pause=_SAFETY_POLL,
-            ),
-            f"jobsched-schedule-{row.schedule_id}",
-        )
-        return stored
 
     async def update_schedule(
         self,
@@ -828,29 +517,7 @@ class Client:
         edited (`ValueError`). `UnknownScheduleError` if unknown.
         """
         self._check_open()
-        old = await self._schedule(schedule_id)
-        if ended(old):
-            raise ValueError(
-                f"schedule {schedule_id} has ended (cancelled, or its last period fired): "
-                "add a new schedule instead"
-            )
-        now = time.time()
-        row = replacement_row(
-            self.codec,
-            old,
-            args=args,
-            every=every,
-            trigger=trigger,
-            now=now,
-            offset=now - time.monotonic(),
-        )
-        if row.schedule_id == schedule_id:
-            return schedule_id  # the same job and rule: nothing to change
-        stored = await self._store_schedule(row)
-        if old.paused and not stored.paused:
-            await self.store.set_schedule_paused(row.schedule_id, True)
-        await self.store.deactivate_schedule(schedule_id)
-        return row.schedule_id
+        return await self._schedules.update(schedule_id, args=args, every=every, trigger=trigger)
 
     async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
         """The last `limit` jobs the schedule fired (1 to `MAX_SCHEDULE_RUNS`),
@@ -872,16 +539,7 @@ class Client:
         """Wait until the schedule has ended (its `times` ran, its trigger is
         exhausted, or it was cancelled); `TimeoutError` after `timeout` seconds."""
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            seen = self._finished
-            if ended(await self.store.get_schedule(schedule_id)):
-                return
-            left = _SAFETY_POLL if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"schedule {schedule_id} did not end within {timeout} s")
-            # Its last run ends it: a finished job is the moment to look again.
-            await self._next_finished(seen, min(left, _SAFETY_POLL, 0.25))
+        await self._waits.wait_schedule(schedule_id, timeout)
 
     # ── results ─────────────────────────────────────────────────────
     async def result(self, job_id: str, timeout: float | None = None) -> Any:
@@ -1112,20 +770,13 @@ class Client:
         now = time.time()
         return [ScheduleInfo.from_row(row, now) for row in rows]
 
-    async def _schedule(self, schedule_id: str) -> SharedScheduleRow:
-        rows: list[SharedScheduleRow] = await self.store.schedules()
-        for row in rows:
-            if row.schedule_id == schedule_id:
-                return row
-        raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
-
     async def pause_schedule(self, schedule_id: str) -> bool:
         """Stop a schedule firing (for every process) until it is resumed;
         False if it was paused already, `UnknownScheduleError` if unknown."""
         self._check_open()
         if await self.store.set_schedule_paused(schedule_id, True):
             return True
-        await self._schedule(schedule_id)
+        await self._schedules.find(schedule_id)
         return False
 
     async def resume_schedule(self, schedule_id: str) -> bool:
@@ -1133,15 +784,7 @@ class Client:
         (the periods missed while paused are not fired); False if it was not
         paused, `UnknownScheduleError` if unknown."""
         self._check_open()
-        row = await self._schedule(schedule_id)
-        if not row.paused:
-            return False
-        now = time.time()
-        next_run: float | None = None
-        if not ended(row) and row.next_run <= now:
-            following = next_fire(row.trigger, row.next_run, now, self._resolve_trigger)
-            next_run = math.inf if following is None else following
-        return bool(await self.store.set_schedule_paused(schedule_id, False, next_run))
+        return await self._schedules.resume(schedule_id)
 
     async def trigger_schedule(self, schedule_id: str) -> str:
         """Submit the schedule's job once, now, without moving its next fire;
@@ -1150,18 +793,7 @@ class Client:
         The stored job is submitted as stored: its job type (a ``@task``'s
         code) need not be known here, only to the workers that run it."""
         self._check_open()
-        row = await self._schedule(schedule_id)
-        # The stored job is copied, not built: no job type or task code needed here.
-        job = triggered_job(
-            row,
-            now=time.time(),
-            strategy_key=self.strategy.key,
-            submitted_by=self.identity,
-            job_id_suffix=self._id_suffix,
-        )
-        if not await self.store.trigger_schedule(schedule_id, job):
-            raise UnknownScheduleError(f"unknown schedule {schedule_id!r} in {self.store.url}")
-        return job.job_id
+        return await self._schedules.trigger(schedule_id)
 
     # ── operator actions: the queue ─────────────────────────────────
     async def pause_queue(self, name: str | None = None) -> bool:
@@ -1212,57 +844,7 @@ class Client:
         """
         self._check_open()
         seconds = check_seconds("timeout", timeout)
-        if self._changed_event is None:
-            self._changed_event = asyncio.Event()
-            self._spawn(self._watch_changes(), "jobsched-client-changes")
-        event = self._changed_event
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
-        return event.is_set()
-
-    async def _watch_changes(self) -> None:
-        # One task consumes the store's wake-up and sets a fresh event per
-        # change, so every waiter sees every change (as `_watch_finished`).
-        while self._state == "open":
-            if await self.store.wait_changed(_SAFETY_POLL):
-                assert self._changed_event is not None
-                self._changed_event.set()
-                self._changed_event = asyncio.Event()
-
-    @property
-    def _resolve_trigger(self) -> Any:
-        return lambda name: self.plugins.resolve("triggers", name)
-
-
-def _bare(item: Any) -> bool:
-    """Whether `item` of a `submit_many` list is a job without options (a
-    `Job`, or a `Submission` giving none), whose row `Client._plain_row`
-    builds as the planner would: no dependencies or `result_of` markers
-    (which may name another job of the batch), keys, delay or overrides."""
-    if type(item) is Submission:
-        if (
-            item.delay != 0.0
-            or item.depends_on
-            or item.key is not None
-            or item.unique_key is not None
-            or item.trigger_rule != ALL_SUCCESS
-            or overrides(item)
-        ):
-            return False
-        item = item.job
-    return isinstance(item, Job) and not item.takes_results
-
-
-def _settle(
-    future: asyncio.Future[str], *, result: str = "", exc: BaseException | None = None
-) -> None:
-    """Answer a queued `submit` (unless its caller stopped waiting)."""
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
+        return await self._waits.changed(seconds)
 
 
 #: Client implements the operator contract: mypy checks it here.

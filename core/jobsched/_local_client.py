@@ -14,16 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
-import os
-import socket
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from ._codec import JobCodec
 from ._errors import (
@@ -31,11 +25,11 @@ from ._errors import (
     UnknownJobError,
     UnknownScheduleError,
 )
-from ._job import FunctionJob, Job, callable_name, job_group
-from ._limits import job_type_of
+from ._job import Job, callable_name
+from ._local_records import LocalRecords, ScheduledJob
+from ._local_stats import LocalStats
 from ._operator import OperatorAPI
 from ._options import (
-    DEFAULT_QUEUE,
     NOT_GIVEN,
     NotGiven,
     check_job_id,
@@ -46,121 +40,31 @@ from ._options import (
 from ._records import (
     MAX_SCHEDULE_RUNS,
     RETRYABLE,
-    THROUGHPUT_MINUTES,
-    Attempt,
     History,
     JobInfo,
     JobPage,
-    LimitUse,
-    Progress,
     QueueInfo,
     ScheduleInfo,
     Stats,
-    ThroughputBucket,
-    WorkerInfo,
     WorkerRecord,
     check_count,
-    check_history_query,
     check_page_query,
     check_purge,
     check_requeue,
     check_seconds,
     finished_result,
     wanted_statuses,
-    window_start,
 )
-from ._recurring import IntervalTrigger, RecurringSchedule
+from ._recurring import IntervalTrigger
 from ._status import JobPriority, JobStatus
 from ._submission import Submission
 from ._trigger_rules import ALL_SUCCESS
-from ._version import __version__
 from ._workflow import Workflow
 from .backends import SharedBackend
-from .store import (
-    BacklogRow,
-    HistoryFold,
-    HistoryRead,
-    HistoryTable,
-    encode_json,
-    queue_rows,
-    result_as_json,
-)
+from .store import encode_json
 
 if TYPE_CHECKING:
     from ._scheduler import JobScheduler
-
-_FAILED = (JobStatus.FAILED, JobStatus.TIMED_OUT)
-_RUNNING = JobStatus.RUNNING
-_COMPLETED = JobStatus.COMPLETED
-_CANCELLED = JobStatus.CANCELLED
-
-
-class _Recorder:
-    """The throughput history of one scheduler, in memory: what a worker
-    keeps in a store (`jobsched.store.HistoryFold`, `HistoryTable`).
-
-    Made by the scheduler's first `LocalClient` (every later one shares it),
-    it starts from the finished jobs the scheduler remembers (their last
-    attempts) and then counts every attempt that ends, in a transition
-    listener (a dict update per attempt); `read` folds what it counted into
-    the table first.
-    """
-
-    def __init__(self, scheduler: JobScheduler) -> None:
-        kernel = scheduler.kernel
-        self._clock = kernel.clock
-        self._offset = self._clock.time() - self._clock.now()
-        # Weakly: `_recorders` holds this while the scheduler lives, and a
-        # strong path back to it would keep the scheduler alive forever.
-        self._kernel = weakref.ref(kernel)
-        self._names: dict[type, str] = {}
-        self.fold = HistoryFold()
-        self.table = HistoryTable()
-        for job in scheduler.jobs():
-            started, finished = job.started_at, job.finished_at
-            if started is None or finished is None or job.status not in (_COMPLETED, *_FAILED):
-                continue
-            self.fold.add(
-                finished + self._offset,
-                job.queue,
-                self.type_name(job),
-                job.status is _COMPLETED,
-                finished - started,
-            )
-        scheduler.add_listener(self._on_transition)
-
-    def type_name(self, job: Job) -> str:
-        cls = type(job)
-        if cls is FunctionJob:
-            return job_type_of(job)
-        name = self._names.get(cls)
-        if name is None:
-            kernel = self._kernel()
-            registered = kernel.registered_types() if kernel is not None else None
-            name = self._names[cls] = job_type_of(job, registered)
-        return name
-
-    def _on_transition(self, job: Job, old: JobStatus, new: JobStatus) -> None:
-        if old is not _RUNNING or new is _RUNNING or new is _CANCELLED or job.started_at is None:
-            return
-        now = self._clock.now()
-        self.fold.add(
-            now + self._offset,
-            job.queue,
-            self.type_name(job),
-            new is _COMPLETED,
-            now - job.started_at,
-        )
-
-    def read(self, step: float, since: float, type: str | None, queue: str | None) -> HistoryRead:
-        """`HistoryRole.history` over this scheduler's attempts."""
-        if self.fold:
-            self.table.add(self.fold.take(), self._clock.time())
-        return self.table.read(step, since, type, queue)
-
-
-#: Each scheduler's history, made by its first LocalClient.
-_recorders: weakref.WeakKeyDictionary[JobScheduler, _Recorder] = weakref.WeakKeyDictionary()
 
 
 class LocalClient:
@@ -198,10 +102,11 @@ class LocalClient:
         # The kernel keeps monotonic times: one offset turns them into wall
         # time, so a job reads the same every time it is read.
         self._offset = clock.time() - clock.now()
-        recorder = _recorders.get(scheduler)
-        if recorder is None:
-            recorder = _recorders[scheduler] = _Recorder(scheduler)
-        self._recorder = recorder
+        # Jobs and schedules as the records a Client returns.
+        self._records = LocalRecords(scheduler, self.codec, self._offset)
+        # Stats, history, workers and queues: read by a collaborator, which
+        # also keeps the scheduler's throughput history from now on.
+        self._stats = LocalStats(scheduler, self._offset)
 
     def __repr__(self) -> str:
         return f"LocalClient({self.scheduler!r})"
@@ -312,13 +217,13 @@ class LocalClient:
     async def get(self, job_id: str) -> JobInfo:
         """The job with this id now, with its history and progress;
         `UnknownJobError` if the scheduler does not know it."""
-        return self._info(self._job(job_id), full=True)
+        return self._records.info(self._records.job(job_id), full=True)
 
     async def dependents(self, job_id: str) -> list[str]:
         """The ids of the jobs submitted to depend on this one, in submit order,
         among those the scheduler remembers (`JobScheduler.dependents`);
         `UnknownJobError` if it does not know the job."""
-        self._job(job_id)
+        self._records.job(job_id)
         return list(self.scheduler.dependents(job_id))
 
     async def dependents_of(self, job_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -358,7 +263,7 @@ class LocalClient:
                 break
             if wanted is not None and job.status.value not in wanted:
                 continue
-            info = self._info(job)
+            info = self._records.info(job)
             if type is None or info.type == type:
                 found.append(info)
         return found
@@ -392,7 +297,7 @@ class LocalClient:
                 raise UnknownJobError(f"unknown jobs {unknown}")
             pending = [job_id for job_id, job in found.items() if not job.status.is_terminal]
             if not pending:
-                return [self._info(found[job_id], full=True) for job_id in given]
+                return [self._records.info(found[job_id], full=True) for job_id in given]
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError(f"jobs {pending} did not finish within {timeout} s")
@@ -427,7 +332,7 @@ class LocalClient:
         for job in sorted(self.scheduler.jobs(), key=_seq, reverse=True):
             if wanted is not None and job.status.value not in wanted:
                 continue
-            info = self._info(job)
+            info = self._records.info(job)
             if type is not None and info.type != type:
                 continue
             if needle is not None and not _matches(info, needle):
@@ -440,41 +345,7 @@ class LocalClient:
         the finish times of the jobs the scheduler remembers), this process
         as the one worker, the limits' use, whether the queue is paused and
         how many calls its executors abandoned still run."""
-        scheduler = self.scheduler
-        clock = scheduler.kernel.clock
-        now = clock.time()
-        offset = self._offset
-        counts = {s.value: 0 for s in JobStatus}
-        last = math.floor(now / 60) * 60.0
-        first = last - 60.0 * (THROUGHPUT_MINUTES - 1)
-        completed = [0] * THROUGHPUT_MINUTES
-        failed = [0] * THROUGHPUT_MINUTES
-        for job in scheduler.jobs():
-            status = job.status
-            counts[status.value] += 1
-            if job.finished_at is None or not status.is_terminal:
-                continue
-            minute = int((job.finished_at + offset - first) // 60)
-            if 0 <= minute < THROUGHPUT_MINUTES:
-                if status is JobStatus.COMPLETED:
-                    completed[minute] += 1
-                elif status in _FAILED:
-                    failed[minute] += 1
-        running = scheduler.kernel.running
-        return Stats(
-            counts=counts,
-            throughput=[
-                ThroughputBucket(start=first + 60.0 * i, completed=completed[i], failed=failed[i])
-                for i in range(THROUGHPUT_MINUTES)
-            ],
-            workers=[WorkerInfo(worker="local", running=running, lease_expires=None)]
-            if running
-            else [],
-            limits=self._limit_uses(),
-            queue_paused=scheduler.queue_paused,
-            at=now,
-            abandoned=len(scheduler.abandoned_calls()),
-        )
+        return self._stats.stats()
 
     async def history(
         self, *, window: str = "24h", type: str | None = None, queue: str | None = None
@@ -484,57 +355,13 @@ class LocalClient:
         all), as `Client.history`: counted in memory from the first
         `LocalClient` made for the scheduler on (starting with the finished
         jobs it remembered then), without a lag."""
-        step, name = check_history_query(window, type, queue)
-        scheduler = self.scheduler
-        now_mono, now = scheduler.kernel.clock.now(), scheduler.kernel.clock.time()
-        found: dict[tuple[str, str], list[Any]] = {}
-        for job in scheduler.jobs():
-            status = job.status
-            if status.is_terminal or (name is not None and job.queue != name):
-                continue
-            if status is not _RUNNING and scheduler.waiting_on(job.job_id):
-                continue  # waiting for its dependencies: not queued yet
-            rec = found.setdefault((job.queue, self._recorder.type_name(job)), [0, 0, None])
-            if status is _RUNNING:
-                rec[1] += 1
-                continue
-            rec[0] += 1
-            if job.run_at <= now_mono:
-                due = job.run_at + self._offset
-                rec[2] = due if rec[2] is None else min(rec[2], due)
-        backlog = [
-            BacklogRow(queue=key[0], type=key[1], queued=r[0], running=r[1], oldest_due=r[2])
-            for key, r in sorted(found.items())
-        ]
-        read = self._recorder.read(step, window_start(window, now), type, name)
-        return History.from_rows(window, read, backlog, now, type=type, queue=name)
+        return self._stats.history(window, type, queue)
 
     async def workers(self) -> list[WorkerRecord]:
         """This process as the one worker, once its scheduler started (none
         before): its queue, job types, running count and state (``draining``
         once it is stopping)."""
-        kernel = self.scheduler.kernel
-        started = kernel.started_at
-        if started is None:
-            return []
-        running = kernel.running
-        state = "draining" if kernel.stopping else "live" if running else "idle"
-        host, pid = socket.gethostname(), os.getpid()
-        return [
-            WorkerRecord(
-                worker_id=f"{host}:{pid}",
-                host=host,
-                pid=pid,
-                queues={"default": kernel.num_workers},
-                job_types=tuple(kernel.plugins.names("job_types")),
-                version=__version__,
-                started_at=started,
-                last_seen=kernel.clock.time(),
-                running=running,
-                state=state,
-                seen_ago=0.0,
-            )
-        ]
+        return self._stats.workers()
 
     async def drain_worker(self, worker_id: str) -> None:
         """Refused: an in-process scheduler is its own one worker, and its
@@ -555,29 +382,6 @@ class LocalClient:
             "and stop are for the workers of a shared store (jobsched.Client)"
         )
 
-    def _limit_uses(self) -> list[LimitUse]:
-        limiter = self.scheduler.limiter
-        if limiter is None:
-            return []
-        limits = limiter.limits
-        uses = [
-            LimitUse(kind="executor", name=name, limit=n, in_use=limiter.running(executor=name))
-            for name, n in sorted(limits.executors.items())
-        ]
-        uses += [
-            LimitUse(kind="job_type", name=name, limit=n, in_use=limiter.running(job_type=name))
-            for name, n in sorted(limits.job_types.items())
-        ]
-        uses += [
-            LimitUse(kind="queue", name=name, limit=n, in_use=limiter.running(queue=name))
-            for name, n in sorted(limits.queues.items())
-        ]
-        uses += [
-            LimitUse(kind="rate", name=name, limit=rate.burst, in_use=0)
-            for name, rate in sorted(limits.rates.items())
-        ]
-        return uses
-
     # ── operator actions: jobs ──────────────────────────────────────
     async def retry(self, job_id: str) -> JobInfo:
         """Run a failed, timed-out or cancelled job again, now; returns it.
@@ -586,8 +390,8 @@ class LocalClient:
         `JobInfo.history`. A job in another status raises
         `InvalidTransitionError` naming it; an unknown id `UnknownJobError`.
         """
-        self._job(job_id)
-        return self._info(self.scheduler.retry_job(job_id), full=True)
+        self._records.job(job_id)
+        return self._records.info(self.scheduler.retry_job(job_id), full=True)
 
     async def requeue(
         self,
@@ -603,7 +407,7 @@ class LocalClient:
 
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job; False if it had already finished, `UnknownJobError` if unknown."""
-        self._job(job_id)
+        self._records.job(job_id)
         return self.scheduler.cancel(job_id)
 
     async def purge(
@@ -657,7 +461,7 @@ class LocalClient:
     # ── operator actions: schedules ─────────────────────────────────
     async def schedules(self) -> list[ScheduleInfo]:
         """The scheduler's recurring schedules (running or paused), by id."""
-        return [self._schedule_info(s) for s in self.scheduler.recurring()]
+        return [self._records.schedule_info(s) for s in self.scheduler.recurring()]
 
     async def schedule_runs(self, schedule_id: str, limit: int = 5) -> list[JobInfo]:
         """The last `limit` jobs the schedule fired, newest first, among the
@@ -668,7 +472,7 @@ class LocalClient:
             if sched.schedule_id == schedule_id:
                 table = self.scheduler.kernel.table
                 jobs = (table.find(job_id) for job_id in reversed(sched.recent))
-                return [self._info(job) for job in jobs if job is not None][:limit]
+                return [self._records.info(job) for job in jobs if job is not None][:limit]
         return []
 
     async def add_schedule(
@@ -815,34 +619,7 @@ class LocalClient:
     async def queues(self) -> list[QueueInfo]:
         """Each queue at a glance, by name: the queues this scheduler serves,
         those its remembered jobs name, and ``"default"`` (`Client.queues`)."""
-        scheduler = self.scheduler
-        clock = scheduler.kernel.clock
-        now_mono, now = clock.now(), clock.time()
-        paused = set(scheduler.paused_queues)
-        found: dict[str, dict[str, Any]] = {
-            name: {"ready": 0, "oldest": None, "running": 0, "finished": 0}
-            for name in (*scheduler.queues, *paused)
-        }
-        for job in scheduler.jobs():
-            rec = found.setdefault(
-                job.queue, {"ready": 0, "oldest": None, "running": 0, "finished": 0}
-            )
-            status = job.status
-            if status is JobStatus.RUNNING:
-                rec["running"] += 1
-            elif status.is_terminal:
-                if job.finished_at is not None and job.finished_at >= now_mono - 60.0:
-                    rec["finished"] += 1
-            elif (
-                status in (JobStatus.PENDING, JobStatus.RETRY_WAIT)
-                and job.run_at <= now_mono
-                and not scheduler.waiting_on(job.job_id)
-            ):
-                rec["ready"] += 1
-                ready_at = job.run_at + self._offset
-                oldest = rec["oldest"]
-                rec["oldest"] = ready_at if oldest is None else min(oldest, ready_at)
-        return [QueueInfo.from_row(row, now) for row in queue_rows(found, paused)]
+        return self._stats.queues()
 
     # ── live views ──────────────────────────────────────────────────
     async def wait_for_change(self, timeout: float) -> bool:
@@ -878,171 +655,9 @@ class LocalClient:
             event.set()
             self._changed = asyncio.Event()
 
-    # ── records ─────────────────────────────────────────────────────
-    def _job(self, job_id: str) -> Job:
-        job = self.scheduler.kernel.table.find(check_job_id(job_id))
-        if job is None:
-            raise UnknownJobError(f"unknown job {job_id!r}")
-        return job
-
-    def _info(self, job: Job, *, full: bool = False) -> JobInfo:
-        """`job` as the record a `Client` returns; `full` adds its history."""
-        scheduler = self.scheduler
-        offset = self._offset
-        job_id = job.job_id
-        type_name, args, options = self._describe(job, offset)
-        progress = scheduler.job_progress(job_id)
-        history: tuple[Attempt, ...] = ()
-        if full:
-            history = tuple(
-                Attempt(
-                    number=a.number,
-                    status=a.status.value,
-                    error=a.error,
-                    started_at=_wall(a.started_at, offset),
-                    finished_at=_wall(a.finished_at, offset),
-                    worker=None,
-                    traceback=a.traceback,
-                )
-                for a in scheduler.attempt_history(job_id)
-            )
-        status = job.status
-        return JobInfo(
-            job_id=job_id,
-            type=type_name,
-            args=args,
-            status=status,
-            name=job.name,
-            priority=job.priority,
-            attempts=job.attempts,
-            # A completed job's record has no error: an earlier attempt's is in
-            # its history (the Job keeps its last failure, as the reference's).
-            last_error=None if status is JobStatus.COMPLETED else job.last_error,
-            result=result_as_json(job.result) if status is JobStatus.COMPLETED else None,
-            lease_owner=None,
-            lease_expires=None,
-            key=scheduler.kernel.table.key_of(job_id),
-            unique_key=scheduler.unique_key_of(job_id),
-            schedule_id=None,
-            submitted_by=None,
-            submitted_at=job.submitted_at + offset,
-            run_at=job.run_at + offset,
-            started_at=_wall(job.started_at, offset),
-            finished_at=_wall(job.finished_at, offset),
-            progress=None
-            if progress is None
-            else Progress(
-                done=progress.done,
-                total=progress.total,
-                message=progress.message,
-                updated_at=progress.updated_at,
-            ),
-            history=history,
-            depends_on=scheduler.kernel.graph.depends_on(job_id),
-            trigger_rule=scheduler.kernel.graph.trigger_rule(job_id),
-            options=options,
-            queue=job.queue,
-            result_expires=self._result_expires(job, offset),
-            traceback=None if status is JobStatus.COMPLETED else job.last_traceback,
-            group=job_group(job),
-        )
-
-    def _result_expires(self, job: Job, offset: float) -> float | None:
-        if job.status is not JobStatus.COMPLETED or job.finished_at is None:
-            return None
-        ttl = self.scheduler.kernel.operations.result_ttl_of(job)
-        return None if ttl is None else job.finished_at + ttl + offset
-
-    def _describe(self, job: Job, offset: float) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """The job's type, arguments and options as a store would keep them;
-        a job that is not data (a plain function) by name and reprs."""
-        if not isinstance(job, FunctionJob):
-            try:
-                return self.codec.describe_data(job, offset)
-            except SchedulerError:  # JobSpecError: not a registered, describable type
-                pass
-        if isinstance(job, FunctionJob):
-            type_name = callable_name(job.fn)
-            args: dict[str, Any] = {
-                "args": [repr(a) for a in job.args],
-                "kwargs": {k: repr(v) for k, v in job.kwargs.items()},
-            }
-        else:
-            type_name = job_type_of(job)
-            args = {}
-        options: dict[str, Any] = {
-            "name": job.name,
-            "executor": str(job.model),
-            "priority": job.priority.name.lower(),
-            "timeout": job.timeout,
-        }
-        return type_name, args, options
-
-    def _schedule_info(self, sched: RecurringSchedule) -> ScheduleInfo:
-        trigger = sched.trigger
-        made = sched.factory if isinstance(sched.factory, ScheduledJob) else None
-        spec: dict[str, Any]
-        if made is not None:
-            spec = dict(made.rule)
-        elif isinstance(trigger, IntervalTrigger):
-            spec = {"interval": trigger.seconds}
-        else:
-            spec = {"trigger": repr(trigger)}
-        next_run: float | None = None
-        fire = sched.next_fire
-        if sched.active and fire is not None:
-            next_run = fire if sched.wall_clock else fire + self._offset
-        last = self.scheduler.kernel.table.find(sched.last_job_id) if sched.last_job_id else None
-        if made is not None:
-            type_name = made.type
-        elif last is not None:
-            type_name = self._describe(last, 0.0)[0]
-        else:
-            type_name = callable_name(sched.factory)
-        return ScheduleInfo(
-            schedule_id=sched.schedule_id,
-            name=sched.name,
-            type=type_name,
-            trigger=spec,
-            next_run=next_run,
-            paused=sched.paused,
-            active=sched.active,
-            fired=sched.fired,
-            skipped=sched.skipped,
-            last_job_id=sched.last_job_id,
-            args={} if made is None else made.args,
-            queue=DEFAULT_QUEUE if made is None else made.options.get("queue", DEFAULT_QUEUE),
-        )
-
-
-@attrs.frozen(kw_only=True)
-class ScheduledJob:
-    """The factory of a schedule `LocalClient.add_schedule` made: each call
-    builds a new job from the description (a registered type, JSON
-    arguments, options), which `update_schedule` and the schedules' records
-    read back. `rule` is the trigger as given (``{"interval": 60}``,
-    ``{"cron": ..., "tz": ...}``)."""
-
-    codec: JobCodec
-    type: str
-    args: dict[str, Any]
-    options: dict[str, Any]
-    rule: dict[str, Any]
-    offset: float
-
-    def __call__(self) -> Job:
-        return self.codec.build(self.type, self.args, self.options, self.offset, self.type)
-
-    def __repr__(self) -> str:
-        return f"ScheduledJob({self.type})"
-
 
 def _seq(job: Job) -> int:
     return job.seq
-
-
-def _wall(monotonic: float | None, offset: float) -> float | None:
-    return None if monotonic is None else monotonic + offset
 
 
 def _matches(info: JobInfo, needle: str) -> bool:

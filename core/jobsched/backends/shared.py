@@ -44,45 +44,40 @@ import asyncio
 import contextlib
 import itertools
 import os
-import random
 import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import structlog
 
-from .._batcher import BatchWriter
 from .._codec import JobCodec, wall_offset
-from .._errors import ResultUnavailableError, SchedulerError, SchemaTooNewError
+from .._errors import SchedulerError, SchemaTooNewError
 from .._job import Job
-from .._result_of import has_markers, job_id_of, resolve
 from .._status import JobStatus
 from .._version import __version__
 from ..store import (
     MAX_BUILD_REFUSALS,
     MAX_LEASE_EXPIRIES,
-    NewJob,
-    Outcome,
     SharedJobRow,
     SharedScheduleRow,
     SharedStore,
     StoreContext,
     WorkerRow,
-    build_refused_error,
     check_max_build_refusals,
     check_max_lease_expiries,
     encode_result,
-    storable_text,
 )
+from .claims import claim_target, refuse
 from .history import AttemptHistory
+from .inserts import Inserts
 from .local import LocalBackend
-from .outcomes import write_outcomes
+from .outcomes import OutcomeWriter
 from .registration import Registration
+from .retention import Reaper
 from .schedules import ScheduleServer, schedule_row
-from .upstreams import stored_result, upstream_ids
+from .upstreams import with_results
 
 if TYPE_CHECKING:
     from .._recurring import Trigger
@@ -93,9 +88,6 @@ logger = structlog.get_logger("jobsched.shared")
 RUNNING = JobStatus.RUNNING
 RETRY_WAIT = JobStatus.RETRY_WAIT
 COMPLETED = JobStatus.COMPLETED
-TERMINAL = ("completed", "failed", "timed_out", "cancelled")
-#: Seconds between two reaper passes (on average: each wait is jittered ±50 %).
-REAP_INTERVAL = 60.0
 #: Seconds before a background task that died is started again (one that
 #: dies at once must not spin).
 RESTART_PAUSE = 1.0
@@ -121,7 +113,11 @@ def process_identity() -> str:
 class SharedBackend(LocalBackend):
     """The feeder, lease renewer, outcome writer and schedules of one process.
 
-    A process that only submits and follows jobs uses `jobsched.Client`.
+    Its collaborators own their parts: `Inserts` (the submitted rows),
+    `OutcomeWriter` (ended attempts and progress, in batches), `Reaper`
+    (retention), `AttemptHistory` and `Registration`; `claims` sizes its
+    claims and refuses what it cannot build. A process that only
+    submits and follows jobs uses `jobsched.Client`.
     """
 
     def __init__(
@@ -158,28 +154,24 @@ class SharedBackend(LocalBackend):
         # Claimed here, not yet written back -> when its lease was last known
         # alive (the kernel's monotonic clock as the claim or renewal began).
         self._held: dict[str, float] = {}
+        self._log = logger.bind(process=self.identity)
         self._history = AttemptHistory(store, logger.bind(process=self.identity))
-        self._outcomes: BatchWriter[Outcome] = BatchWriter(
-            self._write_outcomes, name="jobsched-outcomes"
-        )
-        self._writing: set[str] = set()  # ids whose outcome is not written yet
-        self._closing = False  # close() began: outcomes the store refuses are given up
-        # Written from open() on: jobs submitted before start() wait for it.
-        self._inserts: BatchWriter[NewJob] = BatchWriter(
-            self._write_inserts, name="jobsched-inserts", held=True
-        )
-        self._submitted: set[str] = set()  # this process's submissions, for join()
+        # Ended attempts and progress reports, written in batches; `writing`:
+        # the ids whose outcome is not written yet.
+        self._outcomes = OutcomeWriter(store, self.identity, self._log)
+        # Submitted jobs, written from open() on: those submitted before
+        # start() wait for it.
+        self._inserts = Inserts(store, self._log)
         self._early_cancels: set[str] = set()
+        # Expired results and old finished jobs (`KernelPort.retention`).
+        self._reaper = Reaper(store, lambda: self.kernel.retention, self._log)
         #: A submitted job whose key the store already had -> the stored job's id.
-        self.aliases: dict[str, str] = {}
+        self.aliases: dict[str, str] = self._inserts.aliases
         # The kernel's per-job hooks: the store's queue, not the kernel's.
         self.listener = self._on_transition
         self.admit = self._submit
         # Progress of held jobs, written in batches (`SharedStore.set_progress`).
         self.progress = self._on_progress
-        self._progress: BatchWriter[tuple[str, dict[str, Any]]] = BatchWriter(
-            self._write_progress, name="jobsched-progress"
-        )
         self.starting = self._starting_job
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -187,7 +179,6 @@ class SharedBackend(LocalBackend):
         self._schedules: list[SharedScheduleRow] = []
         self._schedule_server: ScheduleServer | None = None
         self._opened = False
-        self._log = logger.bind(process=self.identity)
         self.registration = Registration(
             store, self.identity, row=self.worker_row, act=self._asked, log=self._log
         )
@@ -228,7 +219,9 @@ class SharedBackend(LocalBackend):
         self._tasks = [
             asyncio.create_task(self._supervised("feeder", self._feed), name="jobsched-feeder"),
             asyncio.create_task(self._supervised("renewer", self._renew), name="jobsched-renewer"),
-            asyncio.create_task(self._supervised("reaper", self._reap), name="jobsched-reaper"),
+            asyncio.create_task(
+                self._supervised("reaper", self._reaper.run), name="jobsched-reaper"
+            ),
         ]
         self._schedule_server = ScheduleServer(
             self.store,
@@ -335,7 +328,7 @@ class SharedBackend(LocalBackend):
             for job_id in self._held
             if (job := s.find(job_id)) is not None and job.status is JobStatus.PENDING
         ]
-        self._closing = True
+        self._outcomes.closing()
         # Refusals under way may fail a job at the bound: that outcome is
         # flushed with the others.
         await asyncio.gather(*self._side_tasks, return_exceptions=True)
@@ -356,7 +349,7 @@ class SharedBackend(LocalBackend):
 
     async def flush(self) -> None:
         """Return once every submit and outcome so far is written to the store."""
-        writers = (self._inserts, self._outcomes, self._progress)
+        writers = (self._inserts, self._outcomes)
         while any(writer.busy for writer in writers):
             await asyncio.gather(*(writer.drain() for writer in writers))
 
@@ -394,52 +387,28 @@ class SharedBackend(LocalBackend):
             trigger_rule=trigger_rule,
         )
         job.job_id = row.job_id
-        self._submitted.add(job.job_id)
         self._inserts.add(row)
         return job.job_id
 
     def resolve(self, job_id: str) -> str:
         """The stored job's id for an id `submit` returned (see `_submit`)."""
-        return self.aliases.get(job_id, job_id)
-
-    async def _write_inserts(self, batch: list[NewJob]) -> None:
-        try:
-            stored = await self.store.insert(batch)
-            for row, job_id in zip(batch, stored, strict=False):
-                if job_id != row.job_id:  # its key was there: resumed, not duplicated
-                    self.aliases[row.job_id] = job_id
-                    self._submitted.discard(row.job_id)
-                    self._submitted.add(job_id)
-        except Exception:
-            # One bad job (an unknown dependency) must not lose the others.
-            for row in batch:
-                try:
-                    await self.store.insert([row])
-                except Exception as exc:
-                    self._submitted.discard(row.job_id)
-                    self._log.error("job not stored", job_id=row.job_id, error=str(exc))
+        return self._inserts.resolve(job_id)
 
     def follow(self, job_ids: Iterable[str]) -> None:
         """Make `join` also wait for these stored jobs (say, the runs of a schedule)."""
-        self._submitted.update(job_ids)
+        self._inserts.follow(job_ids)
 
     async def join(self) -> None:
         """Wait until every job this process submitted is terminal in the store."""
         await self.flush()
-        while self._submitted:
-            rows = await self.store.jobs(sorted(self._submitted))
-            done = {r.job_id for r in rows if r.status in _TERMINAL_NAMES}
-            self._submitted -= done
-            self._submitted &= {r.job_id for r in rows}
-            if self._submitted:
-                await self.store.wait_finished(self.poll_interval)
+        await self._inserts.wait_finished(self.poll_interval)
 
     # ── Claiming ────────────────────────────────────────────────────
     async def _feed(self) -> None:
         s = self.kernel
         # Keep up to one extra job per worker queued here so a worker that
         # finishes finds its next job without a round trip to the database;
-        # more while jobs are shorter than a claim (`_claim_target`).
+        # more while jobs are shorter than a claim (`claims.claim_target`).
         base = target = 2 * s.num_workers
         while not s.stopping:
             self._wake.clear()
@@ -463,13 +432,15 @@ class SharedBackend(LocalBackend):
                     await self._check_schema()
                     rows, next_due = [], None
                 claimed = len(rows)
-                target = _claim_target(target, base, claimed == room, s)
+                target = claim_target(target, base, claimed == room, s)
                 try:
                     ready = await self._with_results(rows)
                 except Exception:
                     # The feeder dies (and is started again): the rows it
                     # claimed go back rather than wait for their leases to expire.
-                    self._hand_back([row.job_id for row in rows if row.job_id not in self._writing])
+                    self._hand_back(
+                        [row.job_id for row in rows if row.job_id not in self._outcomes.writing]
+                    )
                     raise
                 self._take(ready, asked_at)
                 if claimed == room:
@@ -519,71 +490,27 @@ class SharedBackend(LocalBackend):
             task.add_done_callback(self._side_tasks.discard)
 
     async def _refuse(self, refused: list[tuple[SharedJobRow, str]]) -> None:
-        """Hand back jobs this process cannot build (`SharedStore.refuse`): they
+        """Hand back jobs this process cannot build (`claims.refuse`): they
         wait for a worker with another version of their type. One that has
         been refused `max_build_refusals` times fails, naming why."""
-        bound = self.max_build_refusals
-        try:
-            at_bound = set(
-                await self.store.refuse(
-                    [(row.job_id, error) for row, error in refused],
-                    self.identity,
-                    self._refuser,
-                    bound,
-                )
-            )
-        except Exception as exc:  # their leases expire and the reaper queues them again
-            self._log.error(
-                "could not hand back jobs it cannot build",
-                job_ids=[row.job_id for row, _ in refused],
-                error=str(exc),
-            )
-            return
-        for row, error in refused:
-            if row.job_id in at_bound:
-                self._log.error(
-                    "job failed: too many workers could not build it",
-                    job_id=row.job_id,
-                    type=row.type,
-                    max_build_refusals=bound,
-                )
-                self._outcome(
-                    row.job_id,
-                    "failed",
-                    error=build_refused_error(row.type, row.build_refusals + 1, bound, error),
-                )
-        if len(at_bound) < len(refused):
+        if await refuse(
+            self.store,
+            refused,
+            owner=self.identity,
+            refuser=self._refuser,
+            bound=self.max_build_refusals,
+            fail=self._fail,
+            log=self._log,
+        ):
             self._wake.set()
 
     async def _with_results(self, rows: list[SharedJobRow]) -> list[SharedJobRow]:
         """Claimed rows with their `result_of` markers replaced by the upstreams'
-        stored results (read in one query). A row whose result cannot be had
-        fails at once, saying why; a failed read hands the rows back."""
-        marked = {row.job_id: row for row in rows if has_markers(row.args)}
-        if not marked:
-            return rows
-        wanted = {i for row in marked.values() for v in row.args.values() for i in upstream_ids(v)}
-        try:
-            upstreams = {u.job_id: u for u in await self.store.jobs(sorted(wanted))}
-        except Exception as exc:
-            self._log.error("cannot read upstream results", error=str(exc))
-            self._hand_back(list(marked))
-            return [row for row in rows if row.job_id not in marked]
-
-        def result_of(upstream_id: str) -> Any:
-            return stored_result(upstreams.get(upstream_id), upstream_id)
-
-        ready = []
-        for row in rows:
-            if row.job_id in marked:
-                try:
-                    args = {k: resolve(v, result_of, job_id_of) for k, v in row.args.items()}
-                except ResultUnavailableError as exc:
-                    self._outcome(row.job_id, "failed", error=f"ResultUnavailableError: {exc}")
-                    continue
-                row = attrs.evolve(row, args=args)
-            ready.append(row)
-        return ready
+        stored results (`upstreams.with_results`: a row whose result cannot be
+        had fails, a failed read hands the rows back)."""
+        return await with_results(
+            self.store, rows, fail=self._fail, hand_back=self._hand_back, log=self._log
+        )
 
     def _adopt(self, row: SharedJobRow, asked_at: float) -> str | None:
         """Make a claimed row a local job in the ready queue (no await: atomic).
@@ -593,7 +520,9 @@ class SharedBackend(LocalBackend):
         """
         s = self.kernel
         earlier = s.find(row.job_id)
-        if row.job_id in self._writing or (earlier is not None and not earlier.status.is_terminal):
+        if row.job_id in self._outcomes.writing or (
+            earlier is not None and not earlier.status.is_terminal
+        ):
             # An earlier attempt of this job is still here: its lease ran out
             # unnoticed and the job was queued again. Its result must not be
             # written over this claim, so this claim is handed back.
@@ -698,7 +627,7 @@ class SharedBackend(LocalBackend):
             try:
                 # Leases whose outcome is still being written are kept too:
                 # the store may be slow or down, and the outcome waits for it.
-                asked, asked_at = [*self._held, *self._writing], clock.now()
+                asked, asked_at = [*self._held, *self._outcomes.writing], clock.now()
                 lost = await self.store.renew(asked, self.identity)
                 for job_id in asked:
                     if job_id in lost:
@@ -736,30 +665,10 @@ class SharedBackend(LocalBackend):
         await self._history.flush()
 
     # ── Retention: expired results and old finished jobs ────────────
-    async def _reap(self) -> None:
-        """Expire results and purge by `KernelPort.retention`: once at start, then
-        every `REAP_INTERVAL` seconds (jittered, so a cluster's workers spread
-        out). Never on the claim or finish path."""
-        rng = random.Random()
-        while True:
-            await self.reap_once()
-            await asyncio.sleep(REAP_INTERVAL * (0.5 + rng.random()))
-
     async def reap_once(self) -> tuple[int, int]:
         """One pass of the reaper: ``(results expired, jobs purged)``; a store
         error is logged (the next pass tries again) and counts as nothing."""
-        retention = self.kernel.retention
-        try:
-            expired = await self.store.expire_results()
-            purged = 0
-            if retention is not None:
-                purged = await self.store.purge(time.time() - retention, TERMINAL)
-        except Exception as exc:
-            self._log.error("reaper failed", error=str(exc))
-            return 0, 0
-        if expired or purged:
-            self._log.info("reaped", results_expired=expired, jobs_purged=purged)
-        return expired, purged
+        return await self._reaper.once()
 
     def _on_cancel(self, job_id: str) -> None:
         s = self.kernel
@@ -821,21 +730,7 @@ class SharedBackend(LocalBackend):
         """Progress listener (throttled by the kernel): written with the next batch."""
         if job.job_id not in self._held:
             return
-        progress = {
-            "done": done,
-            "total": total,
-            "message": storable_text(message),
-            "updated_at": time.time(),
-        }
-        self._progress.add((job.job_id, progress))
-
-    async def _write_progress(self, reports: list[tuple[str, dict[str, Any]]]) -> None:
-        """Write a batch of progress reports, each job's latest (never raises)."""
-        batch = list(dict(reports).items())
-        try:
-            await self.store.set_progress(batch, self.identity)
-        except Exception as exc:  # progress is advisory: the job runs on
-            self._log.warning("could not record progress", count=len(batch), error=str(exc))
+        self._outcomes.progress(job.job_id, done, total, message)
 
     def interrupted(self, job: Job) -> bool:
         """Torn down by our own shutdown: handed back, so another process runs it again.
@@ -880,40 +775,20 @@ class SharedBackend(LocalBackend):
     ) -> None:
         self._held.pop(job_id, None)
         self._history.forget(job_id)
-        self._writing.add(job_id)
         self._outcomes.add(
-            Outcome(
-                job_id=job_id,
-                status=status,
-                result=result,
-                # Every shared store keeps the same text (PostgreSQL refuses a NUL).
-                error=storable_text(error),
-                run_at=run_at,
-                result_ttl=result_ttl,
-                attempt=attempt,
-                traceback=traceback,  # storable already (`storable_traceback`)
-            )
+            job_id,
+            status,
+            result=result,
+            error=error,
+            run_at=run_at,
+            result_ttl=result_ttl,
+            attempt=attempt,
+            traceback=traceback,
         )
 
-    async def _write_outcomes(self, batch: list[Outcome]) -> None:
-        try:
-            # A job's last progress is written while this process still holds it.
-            await self._progress.drain()
-            written, unanswered = await write_outcomes(
-                self.store, self.identity, batch, log=self._log, closing=lambda: self._closing
-            )
-            for outcome in batch:
-                if outcome.job_id not in written and outcome not in unanswered:
-                    # Its lease ran out before the attempt ended (the renewer
-                    # had not noticed yet): the job is another process's now.
-                    self._log.warning(
-                        "lease lost",
-                        job_id=outcome.job_id,
-                        reason="the store refused the attempt's end",
-                        action="result not recorded",
-                    )
-        finally:
-            self._writing.difference_update(o.job_id for o in batch)
+    def _fail(self, job_id: str, error: str) -> None:
+        """Fail a claimed job before it runs, saying why."""
+        self._outcome(job_id, "failed", error=error)
 
     # ── Schedules ───────────────────────────────────────────────────
     def schedule_recurring(
@@ -968,30 +843,3 @@ class SharedBackend(LocalBackend):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         return known
-
-
-#: The most jobs a process keeps claimed ahead of its workers, per worker.
-MAX_PREFETCH_PER_WORKER = 64
-
-
-def _claim_target(target: int, base: int, full: bool, kernel: KernelPort) -> int:
-    """How many jobs to hold (running + queued here) after a claim came back.
-
-    A claim that filled its batch while workers sat idle with nothing queued
-    here means the jobs are shorter than a claim's round trip: the workers
-    ate the local backlog before the next batch arrived. Then the batch
-    doubles (up to `MAX_PREFETCH_PER_WORKER` per worker), so that one
-    transaction carries more jobs. Long jobs keep every worker busy, and a
-    drained queue returns a short batch: the target falls back to `base`, so
-    a process does not sit on jobs that idle processes could run.
-    """
-    if not full:
-        return base
-    if kernel.queued == 0 and kernel.running < kernel.num_workers:
-        return min(2 * target, MAX_PREFETCH_PER_WORKER * kernel.num_workers)
-    if kernel.running >= kernel.num_workers:
-        return max(base, target // 2)
-    return target
-
-
-_TERMINAL_NAMES = frozenset(s.value for s in JobStatus if s.is_terminal)
