@@ -118,6 +118,11 @@ def test_the_overview_shows_the_history_the_workers_flush(
         tab.tab.select_option("select[name=window]", "7d")
         tab.tab.wait_for_url(re.compile(r"window=7d"))
         expect_text(tab, "[data-testid=history] h2 .hint", "hourly buckets")
+        # htmx binds the swapped-in form's triggers as it settles, a moment
+        # after the swap: a choice made before then sends nothing.
+        tab.tab.wait_for_function(
+            "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+        )
         tab.tab.select_option("select[name=queue]", "bulk")
         tab.tab.wait_for_url(re.compile(r"queue=bulk"))
         tab.tab.wait_for_function(

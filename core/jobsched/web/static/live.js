@@ -5,6 +5,10 @@
 // again (htmx asks, so the server answers with that fragment only): 250 ms
 // after the last event, one fetch at a time, and once more if events came
 // while one was under way, so the last change is always shown.
+// A person's own request into #region (a filter of the overview's history)
+// comes first: no refresh starts while one is under way, and a refresh that
+// began before one does not swap over it (the person's answer, or their
+// choice, would be lost); the page is fetched again once theirs is done.
 // Every request htmx sends carries the CSRF token of <meta name="csrf-token">.
 // Action buttons and forms (hx-post, hx-swap="none", data-done="what
 // succeeded") report in #flash: their data-done text, or the error the API
@@ -15,14 +19,19 @@
   var refreshing = false;
   var again = false;
   var timer = null;
+  var LIVE = "X-Jobsched-Refresh";  // marks the refreshes' own requests
+  var asked = 0;       // a person's requests into #region under way
+  var askedEver = 0;   // how many of those began
+  var liveSince = 0;   // askedEver when the refresh under way began
 
   function refresh() {
     var region = document.getElementById("region");
     if (!region) { return; }
-    if (refreshing) { again = true; return; }
+    if (refreshing || asked > 0) { again = true; return; }
     refreshing = true;
+    liveSince = askedEver;
     htmx.ajax("GET", window.location.pathname + window.location.search,
-              { target: region, swap: "outerHTML", select: "#region" })
+              { target: region, swap: "outerHTML", select: "#region", headers: { [LIVE]: "1" } })
       .finally(function () {
         refreshing = false;
         // How many refreshes the page has had (a test waits for the first).
@@ -58,6 +67,30 @@
       return xhr.statusText || "the request failed";
     }
   }
+
+  function live(detail) {
+    var config = detail.requestConfig;
+    return Boolean(config && config.headers && config.headers[LIVE]);
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var target = event.detail.target;
+    if (live(event.detail) || !target || target.id !== "region") { return; }
+    asked += 1;
+    askedEver += 1;
+    // Read off the request: its own answer swaps the form that sent it out.
+    event.detail.xhr.addEventListener("loadend", function () {
+      asked -= 1;
+      if (asked === 0 && again) { again = false; refresh(); }
+    });
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (live(event.detail) && askedEver !== liveSince) {
+      event.detail.shouldSwap = false;
+      again = true;
+    }
+  });
 
   document.addEventListener("htmx:configRequest", function (event) {
     var meta = document.querySelector('meta[name="csrf-token"]');
