@@ -100,9 +100,7 @@ def test_a_schedule_is_created_described_run_and_edited_from_the_page(
     assert created.trigger["cron"] == "0 2 * * 1" and created.args["label"] == "nightly"
     row = tab.tab.locator(f'tr[data-schedule="{created.schedule_id}"]')
     # The live region shows it, described in plain English, not overdue.
-    expect(row.locator("[data-testid=cron-description]")).to_have_text(
-        "At 02:00 AM, only on Monday"
-    )
+    expect(row.locator("[data-testid=cron-description]")).to_have_text("At 02:00, only on Monday")
     expect(row.locator("[data-testid=overdue]")).to_have_count(0)
 
     # Run it now, twice: the worker runs both; their runs show, newest first.

@@ -159,10 +159,10 @@ def test_a_job_alone_is_one_node() -> None:
 @pytest.mark.parametrize(
     ("expression", "text"),
     [
-        ("0 2 * * 1", "At 02:00 AM, only on Monday"),
+        ("0 2 * * 1", "At 02:00, only on Monday"),
         ("*/5 * * * *", "Every 5 minutes"),
-        ("0 9 * * 1-5", "At 09:00 AM, Monday through Friday"),
-        ("30 6 1 * *", "At 06:30 AM, on day 1 of the month"),
+        ("0 9 * * 1-5", "At 09:00, Monday through Friday"),
+        ("30 6 1 * *", "At 06:30, on day 1 of the month"),
     ],
 )
 def test_a_cron_expression_is_described_in_plain_english(expression: str, text: str) -> None:

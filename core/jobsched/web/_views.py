@@ -377,7 +377,7 @@ def describe_trigger(trigger: Mapping[str, Any]) -> str:
 
 
 def describe_cron(expression: str) -> str:
-    """A cron expression in plain English (``"0 2 * * 1"``: "At 02:00 AM,
+    """A cron expression in plain English (``"0 2 * * 1"``: "At 02:00,
     only on Monday"), by the `cron-descriptor` library of the web extra.
 
     The expression itself when the library is not installed or cannot say
@@ -391,6 +391,10 @@ def describe_cron(expression: str) -> str:
         return expression
     options = Options()
     options.verbose = False
+    # Its defaults follow the process's locale (a C locale gives another
+    # wording): the dashboard is in English, with 24-hour times everywhere.
+    options.locale_code = "en_US"
+    options.use_24hour_time_format = True
     try:
         text = ExpressionDescriptor(expression, options).get_description()
     except Exception:  # any error of the library: the expression as stored
