@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from jobsched import JobScheduler, StoreError
-from jobsched.store import NewJob, StoreContext
+from jobsched.store import NewJob, StoreContext, pack_sort_key, unpack_sort_key
 from jobsched_plugins.sqlite_store import SQLiteStore
-from jobsched_plugins.sqlite_store.connection import pack_sort_key, unpack_sort_key
 from worker_support import wait_started
 
 SHARED = StoreContext(worker_id="test", shared=True)

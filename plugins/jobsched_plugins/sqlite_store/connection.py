@@ -14,10 +14,9 @@ import math
 import os
 import socket
 import sqlite3
-import struct
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -116,63 +115,6 @@ def to_json(value: Any) -> str:
         return _encode(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"not JSON, so it cannot be stored: {exc}") from None
-
-
-_SIGN = 1 << 63
-_ALL = (1 << 64) - 1
-_DOUBLE = struct.Struct(">d")
-_WORD = struct.Struct(">Q")
-# Strategies give few distinct keys (FIFO one, priorities a handful): each is
-# packed once. Bounded, as aging and EDF keys (times) are all different.
-_packed: dict[tuple[float, ...], bytes] = {}
-
-
-def pack_sort_key(key: Sequence[float]) -> bytes:
-    """A strategy key as bytes whose byte order is the tuple's order.
-
-    SQLite has no arrays; a BLOB compares byte by byte (a shorter prefix
-    first), so each float becomes 8 big-endian bytes with the IEEE-754
-    order-preserving flip (negative numbers inverted, positive ones get the
-    sign bit) and ``ORDER BY sort_key`` walks the strategy's order.
-    """
-    cache_key = key if type(key) is tuple else tuple(key)
-    packed = _packed.get(cache_key)
-    if packed is not None:
-        return packed
-    out = bytearray()
-    for x in key:
-        (bits,) = _WORD.unpack(_DOUBLE.pack(float(x) + 0.0))  # + 0.0: no -0.0
-        bits = (~bits & _ALL) if bits & _SIGN else (bits | _SIGN)
-        out += _WORD.pack(bits)
-    packed = bytes(out)
-    if len(_packed) >= 1024:
-        _packed.clear()
-    _packed[cache_key] = packed
-    return packed
-
-
-_unpacked: dict[bytes, tuple[float, ...]] = {}
-
-
-def unpack_sort_key(blob: bytes) -> tuple[float, ...]:
-    """The inverse of `pack_sort_key`."""
-    key = _unpacked.get(blob)
-    if key is None:
-        key = _unpacked[blob] = _unpack_sort_key(blob)
-        if len(_unpacked) >= 1024:
-            _unpacked.clear()
-    return key
-
-
-def _unpack_sort_key(blob: bytes) -> tuple[float, ...]:
-    if type(blob) is not bytes or len(blob) % 8:
-        raise ValueError(f"{blob!r} is not a packed strategy key")
-    key = []
-    for i in range(0, len(blob), 8):
-        bits = int.from_bytes(blob[i : i + 8], "big")
-        bits = (bits & ~_SIGN & _ALL) if bits & _SIGN else (~bits & _ALL)
-        key.append(struct.unpack(">d", bits.to_bytes(8, "big"))[0])
-    return tuple(key)
 
 
 class Database:

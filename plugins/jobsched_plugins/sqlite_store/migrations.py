@@ -83,7 +83,7 @@ UNIQUE_INDEX = """CREATE UNIQUE INDEX jobsched_shared_unique ON jobsched_shared_
 
 # The PostgreSQL store's tables (postgres_store/migrations.py), in SQLite:
 # JSON as TEXT, the strategy key as an order-preserving BLOB
-# (connection.pack_sort_key), submit order as the rowid.
+# (jobsched.store.pack_sort_key), submit order as the rowid.
 SHARED_SCHEMA = f"""
 CREATE TABLE jobsched_meta (
     name TEXT PRIMARY KEY,

@@ -26,9 +26,10 @@ from jobsched.store import (
     checked_shared_schedule,
     json_column,
     queue_rows,
+    unpack_sort_key,
 )
 
-from .connection import TERMINAL, unpack_sort_key
+from .connection import TERMINAL
 
 #: The columns of schema version 2 (what ``jobsched status`` reads, so it
 #: reads a file no process has migrated yet).

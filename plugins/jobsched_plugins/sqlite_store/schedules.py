@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError
+from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError, pack_sort_key
 
-from .connection import TERMINAL, pack_sort_key, to_json
+from .connection import TERMINAL, to_json
 from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, count_inserted, job_row, schedule_row
 
 

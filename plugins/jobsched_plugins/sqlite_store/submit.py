@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobsched import UnknownJobError
-from jobsched.store import NewJob, StoreError, settle_at_insert
+from jobsched.store import NewJob, StoreError, pack_sort_key, settle_at_insert
 
-from .connection import now, pack_sort_key, to_json
+from .connection import now, to_json
 from .queries import count_inserted
 
 _INSERT = """
