@@ -5,13 +5,14 @@
     python benchmarks/postgres.py [--dsn postgresql://postgres@127.0.0.1:5432/test]
                                   [--jobs 5000] [--concurrency 8] [--runs 3]
                                   [--enqueue-jobs 20000] [--batch 1000] [--no-docs]
+                                  [--database jobsched_bench]
                                   [--oban-python .oban/bin/python]
 
 It prints the table and writes it into docs/postgres.md (between two marker
 lines), with the date and the machine's load average.
 
-All of them run on the same server, in one fresh database (``jobsched_bench``,
-dropped and re-created), in the same run, each measurement repeated
+All of them run on the same server, in one fresh database (``jobsched_bench``, or
+``--database``, dropped and re-created), in the same run, each measurement repeated
 ``--runs`` times (the median is reported, the range beside it). Oban for
 Python runs under its own interpreter (``--oban-python``, or the
 ``JOBSCHED_BENCH_OBAN_PYTHON`` variable; without either it is left out):
@@ -499,12 +500,13 @@ def shares(jobs: int, submitters: int) -> list[int]:
 
 
 # ── the whole run ──────────────────────────────────────────────────────
-def fresh_database(dsn: str) -> str:
+def fresh_database(dsn: str, name: str = BENCH_DB) -> str:
+    """The DSN of database `name` on `dsn`'s server, dropped and created anew."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
     parts = urlsplit(dsn)
-    return urlunsplit(parts._replace(path=f"/{BENCH_DB}", query=""))
+    return urlunsplit(parts._replace(path=f"/{name}", query=""))
 
 
 def install_others(dsn: str) -> None:
@@ -532,6 +534,11 @@ def main() -> None:
         default=os.environ.get(
             "JOBSCHED_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
         ),
+    )
+    parser.add_argument(
+        "--database",
+        default=BENCH_DB,
+        help=f"the database to drop and create anew on that server (default {BENCH_DB})",
     )
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per run measurement")
     parser.add_argument("--concurrency", type=int, default=8)
@@ -578,7 +585,7 @@ def main() -> None:
     quiet_logs()
     global oban_python
     oban_python = args.oban_python
-    dsn = fresh_database(args.dsn)
+    dsn = fresh_database(args.dsn, args.database)
     install_others(dsn)
     oban_version = (
         oban_python
