@@ -1116,10 +1116,16 @@ FROM done"""
 # processes finishing two upstreams of one dependent settle it one after the
 # other, the second seeing the first's ``unmet``. A dependent at ``unmet = 0``
 # was released (or has no dependencies left) and is never settled again.
+# The jobs are read by their ids (the primary key) and never scanned: left
+# to its estimates, a planner without fresh statistics hashes the ready jobs
+# instead, a scan of the table after every finish.
 _WAITING = """
+WITH d AS MATERIALIZED (
+    SELECT job_id, upstream FROM {s}.dependencies WHERE upstream = ANY(%s)
+)
 SELECT j.job_id, j.trigger_rule, j.unmet, d.upstream
-FROM {s}.dependencies d JOIN {s}.jobs j ON j.job_id = d.job_id
-WHERE d.upstream = ANY(%s) AND j.status = 'pending' AND j.unmet > 0
+FROM d JOIN {s}.jobs j ON j.job_id = d.job_id
+WHERE j.job_id = ANY(ARRAY(SELECT job_id FROM d)) AND j.status = 'pending' AND j.unmet > 0
 ORDER BY j.job_id
 FOR UPDATE OF j
 """
