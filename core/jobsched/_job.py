@@ -579,6 +579,12 @@ def job_group(job: Job) -> str | None:
     return None if extras is None else extras.group
 
 
+def sets_rare_options(job: Job) -> bool:
+    """Whether `job` sets one of its rarely set options (`JobExtras`: group,
+    queue, result_ttl...); if not, each is its type's default."""
+    return job._extras is not None
+
+
 def set_job_group(job: Job, group: str | None) -> None:
     """Set `job`'s group (checked by the caller: `check_group`)."""
     if group is not None or job._extras is not None:
