@@ -301,7 +301,8 @@ async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence
     cur = conn.cursor()
     async with cur.copy(db.q(_COPY)) as copy:
         for start in range(0, len(jobs), _COPY_CHUNK):
-            # A chunk at a time: the server stores one while the next is spelled.
+            # A chunk at a time: the server stores one while the next is spelled
+            # (and a PlainNewJobs' slice described).
             chunk = jobs[start : start + _COPY_CHUNK]
             if isinstance(chunk, PlainNewJobs):
                 _plain_copy_lines(chunk, lines, tails, shared, options_text)
