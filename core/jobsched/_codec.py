@@ -62,8 +62,8 @@ from ._job import (
     Job,
     is_adapted_attrs,
     job_group,
+    rare_options_are_defaults,
     set_job_group,
-    sets_rare_options,
 )
 from ._jobtypes import (
     JobSpecError,
@@ -409,8 +409,8 @@ class JobCodec:
         model = job.model
         cache_key: tuple[Any, ...] | None = None
         if job.deadline is None:
-            if not sets_rare_options(job):
-                # The rarely set options are its type's defaults: the type stands for them.
+            if rare_options_are_defaults(job):
+                # The type stands for its rarely set options.
                 cache_key = (job.__class__, job.name, job.priority, job.timeout, id(retry), model)
             elif job.traceparent is None:
                 cache_key = (
