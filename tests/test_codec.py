@@ -132,6 +132,28 @@ def test_result_options_come_from_the_job_type_unless_the_job_sets_its_own(
         codec.build("noop", {}, {"keep_result": "no"}, OFFSET, "job x")
 
 
+def test_a_type_that_computes_an_option_is_described_job_by_job(codec: JobCodec) -> None:
+    # Jobs of one type that set no option share their described options,
+    # unless the type computes one of them itself.
+    class Regional(Noop):
+        def __init__(self, region: str) -> None:
+            super().__init__()
+            self.name = "regional"
+            self.region = region
+
+        @property
+        def queue(self) -> str:
+            return self.region
+
+    class Mailing(Noop):
+        queue = "mail"
+
+    assert codec.options(Regional("eu"), OFFSET)["queue"] == "eu"
+    assert codec.options(Regional("us"), OFFSET)["queue"] == "us"
+    assert codec.options(Mailing(), OFFSET)["queue"] == "mail"
+    assert "queue" not in codec.options(Noop(), OFFSET)
+
+
 def test_options_at_their_defaults_are_left_out(codec: JobCodec) -> None:
     _, _, options = described(codec, Noop())
     assert options == {"name": "Noop", "executor": "async"}

@@ -3,16 +3,18 @@
 `Client` holds one `Submitter` and hands it every `submit` and `submit_many`
 (and, for `BlockingClient`, their sync ``conn=`` forms). It owns what
 submitting needs and nothing else: the plan of each call's rows (checked and
-encoded at the call, by the one batch planner of `jobsched._submission`),
-the job ids it makes, and the `BatchWriter` that stores concurrent `submit`
-calls together, one insert for all the calls waiting at that moment.
+encoded at the call, by the one batch planner of `jobsched._submission`;
+a `submit_many` of jobs without options as the store reads them, see
+`PlainNewJobs`), the job ids it makes, and the `BatchWriter` that stores
+concurrent `submit` calls together, one insert for all the calls waiting at
+that moment.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
 from ._batcher import BatchWriter
@@ -25,7 +27,7 @@ from ._result_of import markers_in
 from ._submission import Submission, check_workflow_options, overrides, plan
 from ._trigger_rules import ALL_SUCCESS
 from ._workflow import Workflow
-from .store import NewJob, SharedStore, TransactionSubmit
+from .store import JobKind, NewJob, PlainNewJobs, SharedStore, TransactionSubmit
 
 
 # ── jobs as data ───────────────────────────────────────────────────────
@@ -62,7 +64,7 @@ _SUBMIT_DEFAULTS: dict[str, Any] = {
 _NOTHING: frozenset[str] = frozenset()
 #: A `submit` waiting to be stored: its rows, the stored ids they depend on
 #: and the caller's answer.
-_Queued = tuple[list[NewJob], Set[str], asyncio.Future[str]]
+_Queued = tuple[Sequence[NewJob], Set[str], asyncio.Future[str]]
 
 
 class Submitter:
@@ -127,7 +129,7 @@ class Submitter:
     ) -> str:
         """`Client.submit` (its docstring is the contract): every option
         given, as the client's signature defaults them."""
-        rows: list[NewJob]
+        rows: Sequence[NewJob]
         outside: Set[str]
         if (
             conn is None
@@ -211,13 +213,15 @@ class Submitter:
             rows, outside = self._rows(jobs)
             return await self._store_rows(rows, outside, conn)
 
-    async def _store_rows(self, rows: list[NewJob], outside: Set[str], conn: Any) -> list[str]:
+    async def _store_rows(self, rows: Sequence[NewJob], outside: Set[str], conn: Any) -> list[str]:
         """Store `rows` through this client, or in the application's transaction on `conn`."""
         if conn is not None:
             return await self._in_transaction().insert_in_transaction(conn, rows)
         return await self._store(rows, outside)
 
-    def _submit_rows(self, job: Job | Workflow, **options: Any) -> tuple[list[NewJob], Set[str]]:
+    def _submit_rows(
+        self, job: Job | Workflow, **options: Any
+    ) -> tuple[Sequence[NewJob], Set[str]]:
         """The rows `submit` stores for `job` with its `options` (checked and
         encoded; the last one's id is the answer), and the stored ids they
         depend on: one plan for this client's store and for an application's
@@ -273,19 +277,14 @@ class Submitter:
         rows, _ = self._rows(jobs)
         return self._in_transaction().insert_in_transaction_sync(conn, rows)
 
-    def _rows(self, jobs: Iterable[Any]) -> tuple[list[NewJob], frozenset[str]]:
+    def _rows(self, jobs: Iterable[Any]) -> tuple[Sequence[NewJob], frozenset[str]]:
         """The store rows for `jobs` (as `submit_many` takes them), each checked
         by the one batch planner, and the stored ids they depend on."""
         jobs = jobs if type(jobs) is list else list(jobs)
         if not self._submit_hooks and all(map(_bare, jobs)):
             # Jobs without options, what most batches hold: the planner
             # would check nothing and change nothing (a few µs per job).
-            now = time.time()
-            offset = now - time.monotonic()
-            plain = self._plain_row
-            return [
-                plain(item.job if type(item) is Submission else item, now, offset) for item in jobs
-            ], frozenset()
+            return self._plain_rows(jobs), frozenset()
         planned = plan(
             jobs, self.plugins, as_job=storable, new_id=self._new_id, hooks=self._submit_hooks
         )
@@ -341,6 +340,39 @@ class Submitter:
             )
         return rows, frozenset(outside)
 
+    def _plain_rows(self, items: list[Any]) -> PlainNewJobs:
+        """The rows of jobs without options (`_bare` items), alike jobs
+        sharing one `JobKind`: what the row of each would hold (see
+        `_plain_row`), without a `NewJob` per job. Each job is described
+        when the store reads its row (`PlainNewJobs`): the PostgreSQL store
+        writes a slice while the next is described."""
+        now = time.time()
+        offset = now - time.monotonic()
+        describe = self.codec.describe_shared
+        strategy_key = self.strategy.key
+        kinds: dict[tuple[str, str, str, tuple[float, ...]], JobKind] = {}
+
+        def kind_of(item: Any) -> JobKind:
+            job = item.job if type(item) is Submission else item
+            type_name, args, args_text, options, options_text = describe(job, offset)
+            key = sort_key(strategy_key, job, submitted_at=now, offset=offset)
+            alike = (type_name, args_text, options_text, key)
+            kind = kinds.get(alike)
+            if kind is None:
+                kind = kinds[alike] = JobKind(
+                    type=type_name, args=args, options=dict(options), sort_key=key, queue=job.queue
+                )
+            return kind
+
+        suffix = self._id_suffix
+        return PlainNewJobs(
+            [f"{new_job_id()}-{suffix}" for _ in items],
+            tuple(items),  # read while stored: the caller's list may change meanwhile
+            kind_of,
+            submitted_at=now,
+            submitted_by=self.identity,
+        )
+
     def _new_id(self, job: Job) -> str:
         return f"{new_job_id()}-{self._id_suffix}"
 
@@ -362,7 +394,7 @@ class Submitter:
             queue=job.queue,
         )
 
-    async def _store(self, rows: list[NewJob], outside: Set[str]) -> list[str]:
+    async def _store(self, rows: Sequence[NewJob], outside: Set[str]) -> list[str]:
         """Insert `rows` (`outside`: the stored jobs they depend on, which must exist)."""
         if outside:
             known = {row.job_id for row in await self.store.jobs(sorted(outside))}
@@ -376,7 +408,8 @@ def _bare(item: Any) -> bool:
     """Whether `item` of a `submit_many` list is a job without options (a
     `Job`, or a `Submission` giving none), whose row `Submitter._plain_row`
     builds as the planner would: no dependencies or `result_of` markers
-    (which may name another job of the batch), keys, delay or overrides."""
+    (which may name another job of the batch), keys, delay or overrides.
+    A job a store cannot keep is not bare: the planner refuses it."""
     if type(item) is Submission:
         if (
             item.delay != 0.0
@@ -388,7 +421,22 @@ def _bare(item: Any) -> bool:
         ):
             return False
         item = item.job
-    return isinstance(item, Job) and not item.takes_results
+    return _plain_type(type(item))
+
+
+#: `_plain_type`'s answers, by class (a batch asks for each of its jobs).
+_PLAIN_TYPES: dict[type, bool] = {}
+
+
+def _plain_type(cls: type) -> bool:
+    """Whether a job of class `cls` is storable without `result_of` markers
+    (what `_bare` asks of every job: decided once per class)."""
+    plain = _PLAIN_TYPES.get(cls)
+    if plain is None:
+        plain = _PLAIN_TYPES[cls] = (
+            issubclass(cls, Job) and not issubclass(cls, FunctionJob) and not cls.takes_results
+        )
+    return plain
 
 
 def _settle(

@@ -62,6 +62,7 @@ from ._job import (
     Job,
     is_adapted_attrs,
     job_group,
+    rare_options_are_defaults,
     set_job_group,
 )
 from ._jobtypes import (
@@ -316,6 +317,18 @@ class JobCodec:
         options, _ = self._described_options(job, offset)
         return type_name, args, dict(options)
 
+    def describe_shared(
+        self, job: Job, offset: float
+    ) -> tuple[str, dict[str, Any], str, dict[str, Any], str]:
+        """``(type name, args, args' JSON, options, options' JSON)`` for a job
+        without `result_of` markers: `describe_data` with the JSON texts,
+        which tell alike jobs apart, and without its copies (the options
+        dict is this codec's own, shared by alike jobs: never change it).
+        """
+        type_name, args, args_text = self._arguments(job, job_id_of)
+        options, options_text = self._described_options(job, offset)
+        return type_name, args, args_text, options, options_text
+
     def options(self, job: Job, offset: float) -> dict[str, Any]:
         """The job's stored options (see the module docstring), a fresh dict."""
         return dict(self._described_options(job, offset)[0])
@@ -394,25 +407,30 @@ class JobCodec:
     def _described_options(self, job: Job, offset: float) -> tuple[dict[str, Any], str]:
         retry = job.retry
         model = job.model
-        cache_key = None
+        cache_key: tuple[Any, ...] | None = None
+        if job.deadline is None:
+            if rare_options_are_defaults(job):
+                # The type stands for its rarely set options.
+                cache_key = (job.__class__, job.name, job.priority, job.timeout, id(retry), model)
+            elif job.traceparent is None:
+                cache_key = (
+                    job_group(job),
+                    job.name,
+                    job.priority,
+                    job.timeout,
+                    id(retry),
+                    model,
+                    job.result_ttl,
+                    job.keep_result,
+                    job.retry_on,
+                    job.no_retry_on,
+                    job.queue,
+                )
+            if cache_key is not None:
+                cached = self._options.get(cache_key)
+                if cached is not None and cached[0] is retry:
+                    return cached[1], cached[2]
         group = job_group(job)
-        if job.deadline is None and job.traceparent is None:
-            cache_key = (
-                group,
-                job.name,
-                job.priority,
-                job.timeout,
-                id(retry),
-                model,
-                job.result_ttl,
-                job.keep_result,
-                job.retry_on,
-                job.no_retry_on,
-                job.queue,
-            )
-            cached = self._options.get(cache_key)
-            if cached is not None and cached[0] is retry:
-                return cached[1], cached[2]
         options: dict[str, Any] = {
             "name": job.name,
             "executor": getattr(model, "value", model),

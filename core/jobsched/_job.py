@@ -44,6 +44,8 @@ def reserve_job_ids(floor: int) -> None:
 
 
 _UNSET = object()
+#: The options a job keeps in `JobExtras` that read as properties.
+_RARE_OPTIONS = ("result_ttl", "keep_result", "retry_on", "no_retry_on", "traceparent", "queue")
 #: How ``retry_on``/``no_retry_on`` take exceptions: classes or names, one or a list.
 ExceptionNames = type[BaseException] | str | Iterable[type[BaseException] | str] | None
 
@@ -144,6 +146,9 @@ class Job(ABC):
     #: Whether the job's arguments may hold `jobsched.result_of` markers (a
     #: task's jobs do): the scheduler looks for them only in such jobs.
     takes_results: ClassVar[bool] = False
+    # Whether the type reads every rarely set option from `JobExtras` (a
+    # subclass may spell one itself: a class attribute or a property).
+    _extras_only: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -330,6 +335,7 @@ class Job(ABC):
             if value is not _UNSET and not isinstance(value, types.MemberDescriptorType):
                 setattr(cls, f"_default_{name}", check(value))
                 delattr(cls, name)
+        cls._extras_only = all(getattr(cls, name) is getattr(Job, name) for name in _RARE_OPTIONS)
         # An @attrs.define job type: wrap attrs' field-only __init__ so the job
         # also takes the job options and gets its execution state.
         if "__attrs_attrs__" in cls.__dict__:
@@ -577,6 +583,12 @@ def job_group(job: Job) -> str | None:
     `jobsched.Limits` (``group``) and the claims' turns (docs/limits.md)."""
     extras = job._extras
     return None if extras is None else extras.group
+
+
+def rare_options_are_defaults(job: Job) -> bool:
+    """Whether each of `job`'s rarely set options (`JobExtras`: group, queue,
+    result_ttl...) is its type's default: none set, none its type computes."""
+    return job._extras is None and job._extras_only
 
 
 def set_job_group(job: Job, group: str | None) -> None:

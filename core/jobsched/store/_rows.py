@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import attrs
 
@@ -194,6 +194,113 @@ class NewJob:
     #: The queue it waits in (also ``options["queue"]`` unless ``"default"``):
     #: `SharedStore.claim` takes only the jobs of the queues it is asked for.
     queue: str = "default"
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class JobKind:
+    """What jobs submitted alike share of their `NewJob`: one object for all
+    of a batch's jobs of one type, arguments, options and strategy key
+    (compared by identity: a store may cache what it spells from one)."""
+
+    type: str
+    args: dict[str, Any]
+    options: dict[str, Any]
+    sort_key: tuple[float, ...]
+    queue: str
+
+
+class PlainNewJobs(Sequence[NewJob]):
+    """A batch of `NewJob`s submitted without options (no key, unique key,
+    dependency or delay) at one time by one submitter: per job only its id
+    and its `JobKind`, which alike jobs share.
+
+    Every store reads it as the `NewJob`s it stands for (each built on
+    access, with dicts of its own); a store may instead read `job_ids`,
+    `kinds`, `submitted_at` and `submitted_by` to spell each kind's fields
+    once (the PostgreSQL store's `COPY` does).
+
+    A job's kind is worked out when the job is first read: `kind_of(job)`
+    for each of `jobs`, in order; it raises for a job that cannot be stored,
+    refusing the batch. A slice works out the kinds up to its end only, so
+    a store writing a slice at a time keeps the database busy with one
+    while the next is worked out; anything else works them all out first.
+    """
+
+    __slots__ = ("_jobs", "_kind_of", "_kinds", "job_ids", "submitted_at", "submitted_by")
+
+    def __init__(
+        self,
+        job_ids: Sequence[str],
+        jobs: Sequence[Any],
+        kind_of: Callable[[Any], JobKind],
+        *,
+        submitted_at: float,
+        submitted_by: str | None,
+    ) -> None:
+        if len(job_ids) != len(jobs):
+            raise ValueError(f"{len(job_ids)} job ids for {len(jobs)} jobs")
+        self.job_ids = job_ids
+        self._jobs = jobs
+        self._kind_of = kind_of
+        self._kinds: list[JobKind] = []  # of the first jobs, as read so far
+        #: Also every job's `run_at` (submitted without a delay).
+        self.submitted_at = submitted_at
+        self.submitted_by = submitted_by
+
+    @property
+    def kinds(self) -> Sequence[JobKind]:
+        """Each job's kind (all of them worked out)."""
+        return self._kinds_to(len(self._jobs))
+
+    def _kinds_to(self, end: int) -> list[JobKind]:
+        kinds = self._kinds
+        if len(kinds) < end:
+            kinds.extend(map(self._kind_of, self._jobs[len(kinds) : end]))
+        return kinds
+
+    def __len__(self) -> int:
+        return len(self.job_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> NewJob: ...
+    @overload
+    def __getitem__(self, index: slice) -> PlainNewJobs: ...
+    def __getitem__(self, index: int | slice) -> NewJob | PlainNewJobs:
+        if isinstance(index, slice):
+            _, stop, step = index.indices(len(self))
+            kinds = self._kinds_to(stop if step > 0 else len(self))[index]
+            return PlainNewJobs(
+                self.job_ids[index],
+                kinds,
+                _same_kind,
+                submitted_at=self.submitted_at,
+                submitted_by=self.submitted_by,
+            )
+        return self._new_job(self.job_ids[index], self.kinds[index])
+
+    def __iter__(self) -> Iterator[NewJob]:
+        return map(self._new_job, self.job_ids, self.kinds)
+
+    def _new_job(self, job_id: str, kind: JobKind) -> NewJob:
+        return NewJob(
+            job_id=job_id,
+            type=kind.type,
+            args=dict(kind.args),
+            options=dict(kind.options),
+            run_at=self.submitted_at,
+            submitted_at=self.submitted_at,
+            sort_key=kind.sort_key,
+            submitted_by=self.submitted_by,
+            queue=kind.queue,
+        )
+
+    def __repr__(self) -> str:
+        return f"PlainNewJobs({len(self)} jobs, submitted_by={self.submitted_by!r})"
+
+
+def _same_kind(kind: JobKind) -> JobKind:
+    """`kind_of` for jobs given as their kinds (a slice's, worked out already)."""
+    return kind
 
 
 @attrs.frozen(kw_only=True)

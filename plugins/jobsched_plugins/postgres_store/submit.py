@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from jobsched.store import NewJob, StoreError, pack_sort_key, settle_at_insert
+from jobsched.store import (
+    JobKind,
+    NewJob,
+    PlainNewJobs,
+    StoreError,
+    pack_sort_key,
+    settle_at_insert,
+)
 
 from .connection import CHANGED, NOW, WORK, Database, to_json
 
@@ -132,8 +139,11 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
     """
     if not jobs:
         return []
-    if len(jobs) >= COPY_AT_LEAST and not any(
-        job.depends_on or job.key is not None or job.unique_key is not None for job in jobs
+    if len(jobs) >= COPY_AT_LEAST and (
+        isinstance(jobs, PlainNewJobs)
+        or not any(
+            job.depends_on or job.key is not None or job.unique_key is not None for job in jobs
+        )
     ):
         # Nothing to plan: every job is a new pending row (an id a stored
         # job holds fails the COPY, and the batch takes the informed path,
@@ -141,6 +151,8 @@ async def insert(db: Database, jobs: Sequence[NewJob]) -> list[str]:
         # resolves to its stored job).
         try:
             await db.statement(lambda conn: _copy(db, conn, jobs))
+            if isinstance(jobs, PlainNewJobs):
+                return list(jobs.job_ids)
             return [job.job_id for job in jobs]
         except _unique_violation():
             pass
@@ -279,16 +291,23 @@ async def _copy(db: Database, conn: psycopg.AsyncConnection[Any], jobs: Sequence
     The rows are spelled here in COPY's text format, a chunk at a time: the
     fields a batch's jobs share (key, type, options, queue...) are spelled
     once per distinct value, where psycopg's `write_row` adapts every field
-    of every row.
+    of every row. `PlainNewJobs` name what their jobs share (`JobKind`):
+    all but the id is spelled once per kind.
     """
     options_text = _JsonCache()
     shared: dict[tuple[Any, ...], str] = {}  # the last fields, by their values
+    tails: dict[JobKind, str] = {}  # all but the id, by kind
     lines: list[str] = []
     cur = conn.cursor()
     async with cur.copy(db.q(_COPY)) as copy:
         for start in range(0, len(jobs), _COPY_CHUNK):
-            # A chunk at a time: the server stores one while the next is spelled.
-            _copy_lines(jobs[start : start + _COPY_CHUNK], lines, shared, options_text)
+            # A chunk at a time: the server stores one while the next is spelled
+            # (and a PlainNewJobs' slice described).
+            chunk = jobs[start : start + _COPY_CHUNK]
+            if isinstance(chunk, PlainNewJobs):
+                _plain_copy_lines(chunk, lines, tails, shared, options_text)
+            else:
+                _copy_lines(chunk, lines, shared, options_text)
             await copy.write("".join(lines))
             lines.clear()
     await db.notify_work(conn)
@@ -333,6 +352,25 @@ def _copy_lines(
             f"{_copy_text(job.job_id)}\t{args}\t{_copy_json(options_text(options))}\t"
             f"{run_at}\t{submitted_at}\t{tail}\n"
         )
+
+
+def _plain_copy_lines(
+    jobs: PlainNewJobs,
+    lines: list[str],
+    tails: dict[JobKind, str],
+    shared: dict[tuple[Any, ...], str],
+    options_text: _JsonCache,
+) -> None:
+    """`_copy_lines` for `PlainNewJobs`: a kind's first job is spelled as
+    any job is, and the others of its kind take all of its line but the id."""
+    job_ids = jobs.job_ids
+    for i, kind in enumerate(jobs.kinds):
+        tail = tails.get(kind)
+        if tail is None:
+            first: list[str] = []
+            _copy_lines([jobs[i]], first, shared, options_text)
+            tail = tails[kind] = first[0].partition("\t")[2]
+        lines.append(f"{_copy_text(job_ids[i])}\t{tail}")
 
 
 #: What COPY's text format escapes in a field.
