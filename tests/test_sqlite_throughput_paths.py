@@ -166,7 +166,8 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
         # outcome: the completed ones (which share every value but their job
         # and result), then the rest (a trigger's work is traced as its
         # statement again, just after it).
-        writes = [s.split()[0:3] for s in statements if s.startswith(("UPDATE", "INSERT"))]
+        rows_written = ("UPDATE jobsched_shared_jobs", "INSERT INTO jobsched_shared_attempts")
+        writes = [s.split()[0:3] for s in statements if s.startswith(rows_written)]
         assert [write for write, _ in itertools.groupby(writes)] == [
             ["INSERT", "INTO", "jobsched_shared_attempts"],
             ["UPDATE", "jobsched_shared_jobs", "SET"],
@@ -227,6 +228,41 @@ async def test_outcomes_sharing_their_values_keep_their_own_results(tmp_path: Pa
         j3_history = (await store.get("j3")).history  # type: ignore[union-attr]
         assert (j3_history[0].error, j3_history[0].traceback) == ("flaky", "Traceback: flaky")
         assert (await store.counts())["completed"] == 3
+    finally:
+        await store.close()
+
+
+async def test_the_kept_counts_follow_claims_and_finishes(tmp_path: Path) -> None:
+    # The trigger leaves pending -> running and running -> completed to the
+    # claim and the finish (schema version 16), which count them per batch.
+    store = await open_store(tmp_path / "jobs.db")
+
+    def counted(conn: sqlite3.Connection) -> dict[str, int]:
+        cur = conn.execute("SELECT status, count(*) FROM jobsched_shared_jobs GROUP BY status")
+        return dict(cur.fetchall())
+
+    async def kept() -> dict[str, int]:
+        return {status: n for status, n in (await store.counts()).items() if n}
+
+    try:
+        await store.insert([new_job(f"j{i}") for i in range(6)])
+        await store.claim(6, "me")
+        assert await kept() == await store.call(counted) == {"running": 6}
+        await store.finish(
+            [
+                Outcome(job_id="j0", status="completed"),
+                Outcome(job_id="j1", status="failed", error="boom"),
+                Outcome(job_id="j2", status="retry_wait", run_at=time.time() - 1),
+            ],
+            "me",
+        )
+        await store.release(["j3"], "me")
+        claimed, _ = await store.claim(6, "me")  # one pending, one retry_wait
+        assert sorted(r.job_id for r in claimed) == ["j2", "j3"]
+        await store.finish([Outcome(job_id=j, status="completed") for j in ("j2", "j3")], "me")
+        await store.finish([Outcome(job_id="j4", status="completed")], "them")  # not theirs
+        expected = {"completed": 3, "failed": 1, "running": 2}
+        assert await kept() == await store.call(counted) == expected
     finally:
         await store.close()
 

@@ -32,7 +32,7 @@ from jobsched.store import (
 )
 
 from .connection import TERMINAL, logger, now
-from .queries import JOB_COLUMNS, job_row, paused_queues, queue_paused, stored_limits
+from .queries import JOB_COLUMNS, add_counts, job_row, paused_queues, queue_paused, stored_limits
 
 _DUE = "status IN ('pending', 'retry_wait') AND unmet = 0"
 # Each of the two ready indexes' predicates (`migrations`, version 13).
@@ -64,6 +64,14 @@ def _take(
     if not job_ids:
         return []
     marks = _in(job_ids)
+    # The status counters' trigger leaves pending to running to the claim
+    # (migrations, version 16): counted here once.
+    pending = conn.execute(
+        f"SELECT count(*) FROM jobsched_shared_jobs WHERE {column} IN ({marks}) "
+        "AND status = 'pending'",
+        job_ids,
+    ).fetchone()[0]
+    add_counts(conn, {"pending": -pending, "running": pending})
     conn.execute(
         f"""UPDATE jobsched_shared_jobs SET status = 'running', attempts = attempts + 1,
             lease_owner = ?, lease_expires = ?, started_at = ?, progress = NULL
@@ -742,6 +750,9 @@ def finish(
         return [], False
     held = set(done)
     written = [(o.job_id, o.status) for o in first.values() if o.job_id in held]
+    # Running to completed is counted here, not by the trigger (version 16).
+    completed = sum(status == "completed" for _, status in written)
+    add_counts(conn, {"running": -completed, "completed": completed})
     ended = [(job_id, status) for job_id, status in written if status in TERMINAL]
     wake = any(status == "retry_wait" for _, status in written)
     if ended:
