@@ -202,9 +202,14 @@ def shared_round(
     """Jobs per second one worker process runs from a shared file (its URL's
     query string `options`, say ``?synchronous=normal``), and the worker's CPU
     microseconds per job (None where it cannot be read). With `code` (a
-    checkout of another jobsched) the worker process imports that code."""
+    checkout of another jobsched) the worker process imports that code, and
+    the jobs are stored by it."""
     url = f"sqlite:///{path}{options}"
-    asyncio.run(load_shared(url, jobs, batch))
+    if code is None:
+        asyncio.run(load_shared(url, jobs, batch))
+    else:  # the file as that code writes it (its schema version may be older)
+        load = [sys.executable, __file__, "--load", url, str(jobs), str(batch)]
+        subprocess.run(load, env=code_env(code), check=True)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--worker", url, str(workers)],
         stdout=subprocess.PIPE,
@@ -317,12 +322,16 @@ def main(argv: list[str] | None = None) -> int:
         help="a checkout of another jobsched: its single-owner rows run beside this one's",
     )
     parser.add_argument("--worker", nargs=2, metavar=("URL", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument("--load", nargs=3, metavar=("URL", "JOBS", "BATCH"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--one-round", nargs=3, metavar=("URL", "JOBS", "WORKERS"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
     if args.worker:
         worker_main(args.worker[0], int(args.worker[1]))
+        return 0
+    if args.load:
+        asyncio.run(load_shared(args.load[0], int(args.load[1]), int(args.load[2])))
         return 0
     if args.one_round:
         child_round(args.one_round[0], int(args.one_round[1]), int(args.one_round[2]))

@@ -30,9 +30,9 @@ exits 1 when it does not). The systems, each in a fresh database per round:
   file holds every task's result (the task returns True, so each stores one).
 
 With ``--baseline DIR`` (a checkout of another jobsched) the shared SQLite
-row runs a second time in each round, its worker process importing DIR's
-code (the jobs stored and counted by this one's: the file format is one):
-before and after, side by side.
+row runs a second time in each round, the jobs stored and run by DIR's code
+(a file of its own schema version), counted as for the other: before and
+after, side by side.
 
 The rounds interleave the systems (their order turned every round) so that
 the rest of a shared machine disturbs them alike; each figure is the median

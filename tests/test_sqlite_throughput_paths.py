@@ -11,6 +11,7 @@ while jobs are shorter than a claim.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
 import threading
 import time
@@ -161,15 +162,16 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
         )
         await store.call(lambda conn: conn.set_trace_callback(None))
         assert written == ["j0", "j1"]
-        # The batch is one statement for the jobs and one for their history
-        # (a trigger's work is traced as its statement again: counted once).
-        writes = [
-            s.split()[0:3] for s in dict.fromkeys(statements) if s.startswith(("UPDATE", "INSERT"))
-        ]
-        assert writes == [
-            ["UPDATE", "jobsched_shared_jobs", "SET"],
+        # A statement for the history and one for the jobs, per kind of
+        # outcome: the completed ones (which share every value but their job
+        # and result), then the rest (a trigger's work is traced as its
+        # statement again, just after it).
+        rows_written = ("UPDATE jobsched_shared_jobs", "INSERT INTO jobsched_shared_attempts")
+        writes = [s.split()[0:3] for s in statements if s.startswith(rows_written)]
+        assert [write for write, _ in itertools.groupby(writes)] == [
             ["INSERT", "INTO", "jobsched_shared_attempts"],
-        ]
+            ["UPDATE", "jobsched_shared_jobs", "SET"],
+        ] * 2
         rows = {r.job_id: r for r in await store.jobs()}
         assert (rows["j0"].status, rows["j0"].result) == ("completed", 1)
         assert (rows["j1"].status, rows["j1"].last_error) == ("failed", "boom")
@@ -177,6 +179,90 @@ async def test_finish_writes_the_jobs_the_owner_holds_once_each(tmp_path: Path) 
         assert (rows["j3"].status, rows["j3"].lease_owner) == ("running", "them")
         history = (await store.get("j1")).history  # type: ignore[union-attr]
         assert [(a.number, a.status, a.worker) for a in history] == [(1, "failed", "me")]
+    finally:
+        await store.close()
+
+
+async def test_outcomes_sharing_their_values_keep_their_own_results(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "jobs.db")
+    try:
+        await store.insert([new_job(f"j{i}") for i in range(5)])
+        await store.claim(5, "me")
+        later = time.time() + 3600
+        before = time.time()
+        written = await store.finish(
+            [
+                Outcome(job_id="j0", status="completed", result="1"),
+                Outcome(job_id="j1", status="completed", result="2", result_ttl=60.0),
+                Outcome(job_id="j2", status="completed", result='"three"'),
+                Outcome(
+                    job_id="j3",
+                    status="retry_wait",
+                    run_at=later,
+                    error="flaky",
+                    attempt="failed",
+                    traceback="Traceback: flaky",
+                ),
+                Outcome(job_id="j4", status="failed", error="boom"),
+            ],
+            "me",
+        )
+        assert written == ["j0", "j1", "j2", "j3", "j4"]
+        rows = {r.job_id: r for r in await store.jobs()}
+        assert [rows[f"j{i}"].result for i in range(3)] == [1, 2, "three"]
+        assert rows["j0"].result_expires is None and rows["j2"].result_expires is None
+        expires = rows["j1"].result_expires
+        assert expires is not None and before + 60.0 <= expires <= time.time() + 60.0
+        j3 = rows["j3"]
+        assert (j3.status, j3.run_at, j3.last_error, j3.finished_at) == (
+            "retry_wait",
+            later,
+            "flaky",
+            None,
+        )
+        assert (rows["j4"].status, rows["j4"].last_error) == ("failed", "boom")
+        for i, attempt in enumerate(["completed"] * 3 + ["failed", "failed"]):
+            job = await store.get(f"j{i}")
+            assert job is not None
+            assert [(a.number, a.status, a.worker) for a in job.history] == [(1, attempt, "me")]
+        j3_history = (await store.get("j3")).history  # type: ignore[union-attr]
+        assert (j3_history[0].error, j3_history[0].traceback) == ("flaky", "Traceback: flaky")
+        assert (await store.counts())["completed"] == 3
+    finally:
+        await store.close()
+
+
+async def test_the_kept_counts_follow_claims_and_finishes(tmp_path: Path) -> None:
+    # The trigger leaves pending -> running and running -> completed to the
+    # claim and the finish (schema version 16), which count them per batch.
+    store = await open_store(tmp_path / "jobs.db")
+
+    def counted(conn: sqlite3.Connection) -> dict[str, int]:
+        cur = conn.execute("SELECT status, count(*) FROM jobsched_shared_jobs GROUP BY status")
+        return dict(cur.fetchall())
+
+    async def kept() -> dict[str, int]:
+        return {status: n for status, n in (await store.counts()).items() if n}
+
+    try:
+        await store.insert([new_job(f"j{i}") for i in range(6)])
+        await store.claim(6, "me")
+        assert await kept() == await store.call(counted) == {"running": 6}
+        await store.finish(
+            [
+                Outcome(job_id="j0", status="completed"),
+                Outcome(job_id="j1", status="failed", error="boom"),
+                Outcome(job_id="j2", status="retry_wait", run_at=time.time() - 1),
+            ],
+            "me",
+        )
+        await store.release(["j3"], "me")
+        claimed, _ = await store.claim(6, "me")  # one pending, one retry_wait
+        assert sorted(r.job_id for r in claimed) == ["j2", "j3"]
+        await store.finish([Outcome(job_id=j, status="completed") for j in ("j2", "j3")], "me")
+        await store.finish([Outcome(job_id="j4", status="completed")], "them")  # not theirs
+        expected = {"completed": 3, "failed": 1, "running": 2}
+        assert await kept() == await store.call(counted) == expected
     finally:
         await store.close()
 

@@ -539,7 +539,7 @@ async def test_a_shared_file_of_the_previous_version_is_migrated_on_open(tmp_pat
                 "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
             ).fetchone()[0]
         )
-        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "15"
+        assert version == str(sqlite_migrations.SCHEMA_VERSION) == "16"
         # Version 5: a job's own dependencies are read by an index.
         plan = await store.call(
             lambda conn: conn.execute(

@@ -598,7 +598,7 @@ async def test_a_single_owner_file_of_version_5_is_migrated_and_keeps_its_schedu
     assert version() == "5"
     s2 = scheduler(url, ManualClock(mono=0.0, wall=WALL + 1.0))
     await s2.start()
-    assert version() == str(migrations.SCHEMA_VERSION) == "15"
+    assert version() == str(migrations.SCHEMA_VERSION) == "16"
     [sched] = s2.recurring()
     assert (sched.schedule_id, sched.paused) == (sid, False)
     s2.pause_schedule(sid)

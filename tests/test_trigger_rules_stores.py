@@ -405,7 +405,7 @@ async def test_a_single_owner_file_of_version_1_is_migrated(tmp_path: Path) -> N
         version = conn.execute(
             "SELECT value FROM jobsched_meta WHERE name = 'schema_version'"
         ).fetchone()[0]
-    assert version == str(migrations.SCHEMA_VERSION) == "15"
+    assert version == str(migrations.SCHEMA_VERSION) == "16"
 
 
 # ── job files with a store ─────────────────────────────────────────────

@@ -285,16 +285,18 @@ def kept_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT status, n FROM jobsched_shared_counts"))
 
 
-def count_inserted(conn: sqlite3.Connection, inserted: dict[str, int]) -> None:
-    """Add jobs just inserted (so many per status) to the kept counts.
+def add_counts(conn: sqlite3.Connection, changes: dict[str, int]) -> None:
+    """Add so many jobs per status (fewer, where negative) to the kept counts.
 
-    Every INSERT into the jobs table calls this in its transaction (status
-    changes and deletes are counted by triggers, migrations version 7).
+    Every INSERT into the jobs table calls this in its transaction, and so
+    do the claim (pending to running) and the finish (running to completed);
+    the other status changes and deletes are counted by triggers (migrations
+    versions 7 and 16).
     """
     conn.executemany(
         "INSERT INTO jobsched_shared_counts (status, n) VALUES (?, ?) "
         "ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
-        [(status, n) for status, n in inserted.items() if n],
+        [(status, n) for status, n in changes.items() if n],
     )
 
 

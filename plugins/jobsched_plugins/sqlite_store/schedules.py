@@ -9,7 +9,7 @@ import sqlite3
 from jobsched.store import NewJob, SharedJobRow, SharedScheduleRow, StoreError, pack_sort_key
 
 from .connection import TERMINAL, to_json
-from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, count_inserted, job_row, schedule_row
+from .queries import JOB_COLUMNS, SCHEDULE_COLUMNS, add_counts, job_row, schedule_row
 
 
 def add_schedule(conn: sqlite3.Connection, schedule: SharedScheduleRow) -> SharedScheduleRow:
@@ -104,7 +104,7 @@ def insert_fired(conn: sqlite3.Connection, schedule_id: str, job: NewJob) -> Non
             job.options.get("group"),
         ),
     )
-    count_inserted(conn, {"pending": 1})
+    add_counts(conn, {"pending": 1})
 
 
 def schedules(conn: sqlite3.Connection) -> list[SharedScheduleRow]:

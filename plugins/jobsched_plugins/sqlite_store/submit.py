@@ -11,7 +11,7 @@ from jobsched import UnknownJobError
 from jobsched.store import NewJob, StoreError, pack_sort_key, settle_at_insert
 
 from .connection import now, to_json
-from .queries import count_inserted
+from .queries import add_counts
 
 _INSERT = """
 INSERT INTO jobsched_shared_jobs (job_id, key, type, args, options, status, run_at,
@@ -111,7 +111,7 @@ def insert(
                 "VALUES (?, ?)",
                 [(job.job_id, d) for d in sorted(depends_on)],
             )
-    count_inserted(conn, added)
+    add_counts(conn, added)
     return ids, ready
 
 
@@ -162,7 +162,7 @@ def _insert_independent(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> lis
     # executemany sums the rows changed: a skipped row makes it short.
     complete = conn.executemany(_INSERT, rows).rowcount == len(rows)
     if complete:
-        count_inserted(conn, {"pending": len(rows)})
+        add_counts(conn, {"pending": len(rows)})
     else:
         conn.execute("ROLLBACK TO jobsched_insert")
     conn.execute("RELEASE jobsched_insert")
