@@ -522,7 +522,15 @@ def _turns_select(named_queues: bool, open_groups: str = _GIVEN_GROUPS, guard: s
     turns' winners locked, every claimer would offer the same first jobs of
     each group, and the second would find them all held and claim nothing.
     The offers not picked are unlocked when the statement (under limits,
-    the claim's transaction) ends. Partitions compare in byte order
+    the claim's transaction) ends.
+
+    A pair is spelled as a range of the index's first two columns, not as
+    two equalities, so that the planner expects a large share of the index
+    in it and walks the index in order, stopping after `per` jobs. With the
+    equalities, once ANALYZE had seen small groups, it expected fewer jobs
+    than `per` and fetched every job of each group to sort them (a bitmap
+    scan: 5,000 rows read for a claim of 512 at 4 queues x 100 groups, 9.6
+    ms instead of 0.8), however many jobs a group has by then. Partitions compare in byte order
     (``COLLATE "C"``): they need equality only, and the locale's comparison
     of the groups was most of the sorting's time.
     """
@@ -534,12 +542,13 @@ def _turns_select(named_queues: bool, open_groups: str = _GIVEN_GROUPS, guard: s
     CROSS JOIN LATERAL (
         SELECT job_id, type, options->>'executor' AS exe, queue, job_group, sort_key, seq
         FROM {s}.jobs
-        WHERE queue = open_groups.q AND job_group = open_groups.g AND """
-        + _READY
+        WHERE (queue, job_group) >= (open_groups.q, open_groups.g)
+          AND (queue, job_group) <= (open_groups.q, open_groups.g) AND """
+        + _GROUPED_READY
         + " AND run_at <= %(now)s"
         + _HELD_BACK
         + """
-        ORDER BY sort_key, seq LIMIT %(per)s FOR UPDATE SKIP LOCKED) AS top
+        ORDER BY queue, job_group, sort_key, seq LIMIT %(per)s FOR UPDATE SKIP LOCKED) AS top
     UNION ALL
     SELECT * FROM ("""
         + _PLAIN_OFFER[named_queues].replace("{guard}", guard)
