@@ -7,7 +7,9 @@ import asyncio
 import time
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import pg_jobs
 from jobsched import Client, JobScheduler, Limits, PluginManager, Submission
@@ -216,6 +218,32 @@ async def test_claims_take_groups_in_turn(target: Target) -> None:
         assert await claimed(store, 10) == {"a4", "a5"}
         rows = await store.jobs(["a0", "n0"])
         assert [r.job_group for r in rows] == ["A", None]
+    finally:
+        await store.close()
+
+
+async def test_a_claim_in_turns_passes_over_the_jobs_another_claim_holds(target: Target) -> None:
+    """Claims at once share out the groups' next jobs: while another claim
+    holds the first jobs of every group, a claim takes the next ones, in
+    turns. (On PostgreSQL, where claims overlap; a SQLite file's write lock
+    and the memory store's loop make them take turns.)"""
+    if target.kind != "postgresql":
+        pytest.skip("claims overlap on PostgreSQL only")
+    store = await target.open_store()
+    try:
+        await store.insert([new(f"a{i}", "A", prio=i) for i in range(8)])
+        await store.insert([new(f"b{i}", "B", prio=10 + i) for i in range(8)])
+        held = ["a0", "a1", "a2", "b0", "b1", "b2"]  # what a claim of 4 offers first
+        async with await psycopg.AsyncConnection.connect(target.side) as other:
+            await other.execute(
+                sql.SQL("SELECT 1 FROM {}.jobs WHERE job_id = ANY(%s) FOR UPDATE").format(
+                    sql.Identifier(target.schema)
+                ),
+                [held],
+            )
+            assert await claimed(store, 4) == {"a3", "b3", "a4", "b4"}
+            await other.rollback()
+        assert await claimed(store, 4) == {"a0", "b0", "a1", "b1"}
     finally:
         await store.close()
 

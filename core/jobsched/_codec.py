@@ -63,7 +63,7 @@ from ._job import (
     is_adapted_attrs,
     job_group,
     rare_options_are_defaults,
-    set_job_group,
+    set_job_queue_and_group,
 )
 from ._jobtypes import (
     JobSpecError,
@@ -611,11 +611,9 @@ class JobCodec:
             if getattr(job, option) != tuple(names):
                 setattr(job, option, tuple(names))
         queue = options.get("queue", DEFAULT_QUEUE)
-        if queue != job.queue:
-            job.queue = check_queue(queue)
         group = options.get("group")
-        if job_group(job) != group:
-            set_job_group(job, check_group(group))
+        if queue != job.queue or group != job_group(job):
+            set_job_queue_and_group(job, check_queue(queue), check_group(group))
 
     # ── rows for a shared store ────────────────────────────────────────
     def new_job(

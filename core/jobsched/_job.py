@@ -204,9 +204,14 @@ class Job(ABC):
     # ── the rarely set options (one `JobExtras` slot) ──────────────────
     def _with_extras(self, **changes: Any) -> None:
         extras = self._extras
-        if extras is None:
-            extras = JobExtras(self._default_result_ttl, self._default_keep_result)
-        self._extras = attrs.evolve(extras, **changes)
+        if extras is None:  # one record built, not a default one and then its copy
+            defaults = {
+                "result_ttl": self._default_result_ttl,
+                "keep_result": self._default_keep_result,
+            }
+            self._extras = JobExtras(**(defaults | changes))
+        else:
+            self._extras = attrs.evolve(extras, **changes)
 
     @property
     def result_ttl(self) -> float | None:
@@ -595,6 +600,13 @@ def set_job_group(job: Job, group: str | None) -> None:
     """Set `job`'s group (checked by the caller: `check_group`)."""
     if group is not None or job._extras is not None:
         job._with_extras(group=group)
+
+
+def set_job_queue_and_group(job: Job, queue: str, group: str | None) -> None:
+    """Set `job`'s queue and group (each checked by the caller) at once: one
+    record, where setting each would copy the record the other made (a
+    job read back from a store gets both from its row)."""
+    job._with_extras(queue=queue, group=group)
 
 
 def record_spec(job: Job, spec: object) -> None:
