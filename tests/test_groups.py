@@ -222,13 +222,13 @@ async def test_claims_take_groups_in_turn(target: Target) -> None:
         await store.close()
 
 
+# PostgreSQL only: there claims overlap, where a SQLite file's write lock and
+# the memory store's loop make them take turns.
+@pytest.mark.parametrize("target", ["postgresql"], indirect=True)
 async def test_a_claim_in_turns_passes_over_the_jobs_another_claim_holds(target: Target) -> None:
     """Claims at once share out the groups' next jobs: while another claim
     holds the first jobs of every group, a claim takes the next ones, in
-    turns. (On PostgreSQL, where claims overlap; a SQLite file's write lock
-    and the memory store's loop make them take turns.)"""
-    if target.kind != "postgresql":
-        pytest.skip("claims overlap on PostgreSQL only")
+    turns."""
     store = await target.open_store()
     try:
         await store.insert([new(f"a{i}", "A", prio=i) for i in range(8)])
