@@ -67,6 +67,8 @@ class JobExtras:
     handed_back: bool = False
     last_traceback: str | None = None
     group: str | None = None
+    deadline: float | None = None
+    last_failure_timed_out: bool = False
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
@@ -77,9 +79,10 @@ EXTRA_OPTIONS = (
     "no_retry_on",
     "traceparent",
     "queue",
+    "deadline",
 )
-#: Execution state kept in `JobExtras` (set by the kernel on retries only).
-EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback")
+#: Execution state kept in `JobExtras` (set by the kernel on failures and retries only).
+EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback", "last_failure_timed_out")
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -152,11 +155,9 @@ class Job(ABC):
         "_extras",  # the rarely set options: see JobExtras
         "_spec",  # the JobSpec it was built from: see record_spec below
         "attempts",
-        "deadline",
         "finished_at",
         "job_id",
         "last_error",
-        "last_failure_timed_out",
         "name",
         "priority",
         "result",
@@ -175,13 +176,11 @@ class Job(ABC):
     priority: JobPriority
     timeout: float | None
     retry: RetryPolicyLike
-    deadline: float | None  # monotonic seconds; used by EDF
     _extras: JobExtras | None
     status: JobStatus
     attempts: int
     result: Any
     last_error: str | None
-    last_failure_timed_out: bool
     submitted_at: float
     run_at: float
     seq: int
@@ -234,9 +233,10 @@ class Job(ABC):
             self.priority = priority
             self.timeout = timeout
             self.retry = retry
-            self.deadline = deadline
-            # Exception names (`_retry_filter`): the failures worth retrying, and not.
             self._extras = None
+            if deadline is not None:
+                self.deadline = deadline
+            # Exception names (`_retry_filter`): the failures worth retrying, and not.
             if retry_on:
                 self.retry_on = exception_names(retry_on, "retry_on")
             if no_retry_on:
@@ -247,11 +247,6 @@ class Job(ABC):
             self.attempts = 0
             self.result = None
             self.last_error = None
-            # Whether the latest failed attempt was ended by `timeout` (its
-            # last_error then reads "timed out after ..."): set with the failure,
-            # before the job moves to RETRY_WAIT, TIMED_OUT or FAILED, so a
-            # listener can tell a retried timeout from a retried error.
-            self.last_failure_timed_out = False
             self.submitted_at = 0.0  # monotonic, set on submit
             self.run_at = 0.0  # earliest monotonic time it may start
             self.seq = 0  # submit order, the universal tie-breaker
@@ -332,6 +327,34 @@ class Job(ABC):
     @queue.setter
     def queue(self, value: str) -> None:
         self._with_extras(queue=value)
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic seconds by which the job should run (the ``edf`` strategy
+        runs the earliest first), None for none. Kept with the rare options:
+        a job without one pays nothing."""
+        extras = self._extras
+        return None if extras is None else extras.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        if value != self.deadline:
+            self._with_extras(deadline=value)
+
+    @property
+    def last_failure_timed_out(self) -> bool:
+        """Whether the latest failed attempt was ended by `timeout` (its
+        `last_error` then reads "timed out after ..."): set with the failure,
+        before the job moves to RETRY_WAIT, TIMED_OUT or FAILED, so a listener
+        can tell a retried timeout from a retried error. Kept with the rare
+        state: a job that never times out pays nothing."""
+        extras = self._extras
+        return False if extras is None else extras.last_failure_timed_out
+
+    @last_failure_timed_out.setter
+    def last_failure_timed_out(self, value: bool) -> None:
+        if value != self.last_failure_timed_out:
+            self._with_extras(last_failure_timed_out=value)
 
     @property
     def previous_run_at(self) -> float | None:
