@@ -220,7 +220,7 @@ class Job(ABC):
             )
             # The job file's spellings work here too (priority="low", timeout=False,
             # retry="none"); the defaults skip the checks, as most jobs use them.
-            if priority.__class__ is not JobPriority:
+            if type(priority) is not JobPriority:  # type(): specialised, unlike __class__
                 priority = to_priority(priority)
             if timeout is not DEFAULT_TIMEOUT:
                 timeout = to_timeout(timeout)
