@@ -102,7 +102,18 @@ def _job_options(
     no_retry_on: ExceptionNames = (),
     queue: str = DEFAULT_QUEUE,
 ) -> tuple[Any, ...]:
-    """The options a job was built with, the defaults for those not given."""
+    """The options a job was built with, the defaults for those not given;
+    `priority`, `timeout` and `retry` checked."""
+    # The job file's spellings work here too (priority="low", timeout=False,
+    # retry="none"); the defaults skip the checks, as most jobs use them.
+    if type(priority) is not JobPriority:  # type(): specialised, unlike __class__
+        priority = to_priority(priority)
+    if timeout is not DEFAULT_TIMEOUT:
+        timeout = to_timeout(timeout)
+    if retry is not DEFAULT_RETRY:
+        # A policy name or table stays data until submit() resolves it
+        # with the scheduler's plugins.
+        retry = check_retry_policy(retry)
     return priority, timeout, retry, deadline, retry_on, no_retry_on, queue
 
 
@@ -218,31 +229,22 @@ class Job(ABC):
             priority, timeout, retry, deadline, retry_on, no_retry_on, queue = (
                 _job_options(**options) if options else _NO_OPTIONS
             )
-            # The job file's spellings work here too (priority="low", timeout=False,
-            # retry="none"); the defaults skip the checks, as most jobs use them.
-            if type(priority) is not JobPriority:  # type(): specialised, unlike __class__
-                priority = to_priority(priority)
-            if timeout is not DEFAULT_TIMEOUT:
-                timeout = to_timeout(timeout)
-            if retry is not DEFAULT_RETRY:
-                # A policy name or table stays data until submit() resolves it
-                # with the scheduler's plugins.
-                retry = check_retry_policy(retry)
             self.job_id = f"job-{next(_job_ids)}"
             self.name = name
             self.priority = priority
             self.timeout = timeout
             self.retry = retry
             self._extras = None
-            if deadline is not None:
-                self.deadline = deadline
-            # Exception names (`_retry_filter`): the failures worth retrying, and not.
-            if retry_on:
-                self.retry_on = exception_names(retry_on, "retry_on")
-            if no_retry_on:
-                self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
-            if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
-                self.queue = check_queue(queue)
+            if options:  # the rare options (`JobExtras`), checked once the job has its id
+                if deadline is not None:
+                    self.deadline = deadline
+                # Exception names (`_retry_filter`): the failures worth retrying, and not.
+                if retry_on:
+                    self.retry_on = exception_names(retry_on, "retry_on")
+                if no_retry_on:
+                    self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
+                if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
+                    self.queue = check_queue(queue)
             self.status = _PENDING
             self.attempts = 0
             self.result = None
