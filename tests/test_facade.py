@@ -8,8 +8,11 @@ kernel's port.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
+
+import pytest
 
 import jobsched
 from jobsched import JobScheduler
@@ -120,3 +123,46 @@ def test_the_scheduler_has_a_kernel_and_its_methods_are_the_kernels() -> None:
     assert scheduler.submit is scheduler.submit
     assert JobScheduler.submit.__doc__ == Kernel.submit.__doc__
     assert set(REFERENCE) <= set(dir(jobsched.JobScheduler))
+
+
+def test_submit_and_job_init_keep_their_public_signatures() -> None:
+    # At run time both take their options as **options (read only when
+    # given); inspect, help() and type checkers still see these.
+    assert str(inspect.signature(JobScheduler().submit)) == (
+        "(job: 'Job | Workflow | Callable[..., Any]', *args: 'Any', delay: 'float' = 0.0, "
+        "depends_on: 'Iterable[str]' = (), unique_key: 'str | None' = None, "
+        "key: 'str | None' = None, result_ttl: 'float | None' = None, "
+        "keep_result: 'bool | None' = None, trigger_rule: 'str | None' = None, "
+        "group: 'str | None' = None, kwargs: 'Mapping[str, Any] | None' = None, "
+        "**options: 'Any') -> 'str'"
+    )
+    init = inspect.signature(jobsched.Job.__init__)
+    assert [(p.name, p.kind.name, p.default) for p in init.parameters.values()] == [
+        ("self", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("name", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("priority", "KEYWORD_ONLY", jobsched.JobPriority.MEDIUM),
+        ("timeout", "KEYWORD_ONLY", 30.0),
+        ("retry", "KEYWORD_ONLY", jobsched.RetryPolicy()),
+        ("deadline", "KEYWORD_ONLY", None),
+        ("retry_on", "KEYWORD_ONLY", ()),
+        ("no_retry_on", "KEYWORD_ONLY", ()),
+        ("queue", "KEYWORD_ONLY", "default"),
+    ]
+
+
+def test_job_init_refuses_what_it_always_refused() -> None:
+    class Noop(jobsched.AsyncJob):
+        async def run(self) -> None:
+            return None
+
+    for call, message in [
+        (lambda: Noop("x", colour="red"), r"Job.__init__\(\) got an unexpected keyword argument"),
+        (lambda: Noop("x", 1), r"Job.__init__\(\) takes 2 positional arguments but 3"),
+        (lambda: Noop(), r"Job.__init__\(\) missing 1 required positional argument: 'name'"),
+        (lambda: Noop("x", priority="urgent"), "priority"),
+    ]:
+        with pytest.raises((TypeError, ValueError), match=message):
+            call()
+    job = Noop("x", priority="low", timeout=False, deadline=5.0, queue="emails")
+    assert (job.priority, job.timeout, job.deadline, job.queue) == (0, None, 5.0, "emails")
+    assert Noop("y").deadline is None and not Noop("y").last_failure_timed_out

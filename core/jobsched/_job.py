@@ -9,7 +9,7 @@ import types
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
@@ -69,6 +69,8 @@ class JobExtras:
     handed_back: bool = False
     last_traceback: str | None = None
     group: str | None = None
+    deadline: float | None = None
+    last_failure_timed_out: bool = False
 
 
 #: The job options kept in `JobExtras` (properties of `Job`, not slots).
@@ -79,9 +81,10 @@ EXTRA_OPTIONS = (
     "no_retry_on",
     "traceparent",
     "queue",
+    "deadline",
 )
-#: Execution state kept in `JobExtras` (set by the kernel on retries only).
-EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback")
+#: Execution state kept in `JobExtras` (set by the kernel on failures and retries only).
+EXTRA_STATE = ("previous_run_at", "handed_back", "last_traceback", "last_failure_timed_out")
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -89,6 +92,49 @@ DEFAULT_TIMEOUT = 30.0
 # A module global is one specialised lookup; ``JobStatus.PENDING`` in
 # `Job.__init__` is an attribute of an enum class, looked up anew for every job.
 _PENDING = JobStatus.PENDING
+
+
+def _job_options(
+    *,
+    priority: JobPriority | int | str = JobPriority.MEDIUM,
+    timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+    retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
+    deadline: float | None = None,
+    retry_on: ExceptionNames = (),
+    no_retry_on: ExceptionNames = (),
+    queue: str = DEFAULT_QUEUE,
+) -> tuple[Any, ...]:
+    """The options a job was built with, the defaults for those not given;
+    `priority`, `timeout` and `retry` checked."""
+    # The job file's spellings work here too (priority="low", timeout=False,
+    # retry="none"); the defaults skip the checks, as most jobs use them.
+    if type(priority) is not JobPriority:  # type(): specialised, unlike __class__
+        priority = to_priority(priority)
+    if timeout is not DEFAULT_TIMEOUT:
+        timeout = to_timeout(timeout)
+    if retry is not DEFAULT_RETRY:
+        # A policy name or table stays data until submit() resolves it
+        # with the scheduler's plugins.
+        retry = check_retry_policy(retry)
+    return priority, timeout, retry, deadline, retry_on, no_retry_on, queue
+
+
+# Its errors are those of `Job.__init__`, which calls it with its options:
+# "Job.__init__() got an unexpected keyword argument 'x'".
+_job_options.__qualname__ = "Job.__init__"
+_NO_OPTIONS = _job_options()
+
+
+def _init_signature() -> inspect.Signature:
+    """`Job.__init__`'s public signature: ``(self, name, *, <_job_options>)``."""
+    options = inspect.signature(_job_options)
+    own = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str"),
+    ]
+    return options.replace(
+        parameters=[*own, *options.parameters.values()], return_annotation="None"
+    )
 
 
 class Job(ABC):
@@ -122,11 +168,9 @@ class Job(ABC):
         "_extras",  # the rarely set options: see JobExtras
         "_spec",  # the JobSpec it was built from: see record_spec below
         "attempts",
-        "deadline",
         "finished_at",
         "job_id",
         "last_error",
-        "last_failure_timed_out",
         "name",
         "priority",
         "result",
@@ -139,6 +183,22 @@ class Job(ABC):
         "timeout",
     )
     _spec: object  # set only by record_spec; reading it unset raises AttributeError
+    # The slots' types (set by __init__ and the kernel).
+    job_id: str
+    name: str
+    priority: JobPriority
+    timeout: float | None
+    retry: RetryPolicyLike
+    _extras: JobExtras | None
+    status: JobStatus
+    attempts: int
+    result: Any
+    last_error: str | None
+    submitted_at: float
+    run_at: float
+    seq: int
+    started_at: float | None
+    finished_at: float | None
     # What a job type's body says (``result_ttl = 3600``, ``keep_result =
     # False``), moved here by __init_subclass__ so the properties stay per job.
     _default_result_ttl: ClassVar[float | None] = None
@@ -150,56 +210,57 @@ class Job(ABC):
     # subclass may spell one itself: a class attribute or a property).
     _extras_only: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        priority: JobPriority | int | str = JobPriority.MEDIUM,
-        timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
-        retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
-        deadline: float | None = None,
-        retry_on: ExceptionNames = (),
-        no_retry_on: ExceptionNames = (),
-        queue: str = DEFAULT_QUEUE,
-    ) -> None:
-        # The job file's spellings work here too (priority="low", timeout=False,
-        # retry="none"); the defaults skip the checks, as most jobs use them.
-        if priority.__class__ is not JobPriority:
-            priority = to_priority(priority)
-        if timeout is not DEFAULT_TIMEOUT:
-            timeout = to_timeout(timeout)
-        if retry is not DEFAULT_RETRY:
-            # A policy name or table stays data until submit() resolves it
-            # with the scheduler's plugins.
-            retry = check_retry_policy(retry)
-        self.job_id: str = f"job-{next(_job_ids)}"
-        self.name = name
-        self.priority: JobPriority = priority
-        self.timeout: float | None = timeout
-        self.retry: RetryPolicyLike = retry  # type: ignore[assignment]
-        self.deadline = deadline  # monotonic seconds; used by EDF
-        # Exception names (`_retry_filter`): the failures worth retrying, and not.
-        self._extras: JobExtras | None = None
-        if retry_on:
-            self.retry_on = exception_names(retry_on, "retry_on")
-        if no_retry_on:
-            self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
-        if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
-            self.queue = check_queue(queue)
-        self.status = _PENDING
-        self.attempts = 0
-        self.result: Any = None
-        self.last_error: str | None = None
-        # Whether the latest failed attempt was ended by `timeout` (its
-        # last_error then reads "timed out after ..."): set with the failure,
-        # before the job moves to RETRY_WAIT, TIMED_OUT or FAILED, so a
-        # listener can tell a retried timeout from a retried error.
-        self.last_failure_timed_out = False
-        self.submitted_at = 0.0  # monotonic, set on submit
-        self.run_at = 0.0  # earliest monotonic time it may start
-        self.seq = 0  # submit order, the universal tie-breaker
-        self.started_at: float | None = None
-        self.finished_at: float | None = None
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            name: str,
+            *,
+            priority: JobPriority | int | str = JobPriority.MEDIUM,
+            timeout: float | Literal[False] | None = DEFAULT_TIMEOUT,
+            retry: RetryPolicyLike | str | Mapping[str, Any] = DEFAULT_RETRY,
+            deadline: float | None = None,
+            retry_on: ExceptionNames = (),
+            no_retry_on: ExceptionNames = (),
+            queue: str = DEFAULT_QUEUE,
+        ) -> None: ...
+
+    else:
+        # At run time the options come as ``**options``, read only when
+        # given: CPython fills each keyword-only default of a call from a
+        # dict, about 160 instructions each, seven here, on every job.
+        # `_job_options` has the signature, its defaults and its errors.
+        def __init__(self, name, **options):
+            priority, timeout, retry, deadline, retry_on, no_retry_on, queue = (
+                _job_options(**options) if options else _NO_OPTIONS
+            )
+            self.job_id = f"job-{next(_job_ids)}"
+            self.name = name
+            self.priority = priority
+            self.timeout = timeout
+            self.retry = retry
+            self._extras = None
+            if options:  # the rare options (`JobExtras`), checked once the job has its id
+                if deadline is not None:
+                    self.deadline = deadline
+                # Exception names (`_retry_filter`): the failures worth retrying, and not.
+                if retry_on:
+                    self.retry_on = exception_names(retry_on, "retry_on")
+                if no_retry_on:
+                    self.no_retry_on = exception_names(no_retry_on, "no_retry_on")
+                if queue is not DEFAULT_QUEUE and queue != DEFAULT_QUEUE:
+                    self.queue = check_queue(queue)
+            self.status = _PENDING
+            self.attempts = 0
+            self.result = None
+            self.last_error = None
+            self.submitted_at = 0.0  # monotonic, set on submit
+            self.run_at = 0.0  # earliest monotonic time it may start
+            self.seq = 0  # submit order, the universal tie-breaker
+            self.started_at = None
+            self.finished_at = None
+
+        __init__.__signature__ = _init_signature()
 
     # ── the rarely set options (one `JobExtras` slot) ──────────────────
     def _with_extras(self, **changes: Any) -> None:
@@ -278,6 +339,34 @@ class Job(ABC):
     @queue.setter
     def queue(self, value: str) -> None:
         self._with_extras(queue=value)
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic seconds by which the job should run (the ``edf`` strategy
+        runs the earliest first), None for none. Kept with the rare options:
+        a job without one pays nothing."""
+        extras = self._extras
+        return None if extras is None else extras.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        if value != self.deadline:
+            self._with_extras(deadline=value)
+
+    @property
+    def last_failure_timed_out(self) -> bool:
+        """Whether the latest failed attempt was ended by `timeout` (its
+        `last_error` then reads "timed out after ..."): set with the failure,
+        before the job moves to RETRY_WAIT, TIMED_OUT or FAILED, so a listener
+        can tell a retried timeout from a retried error. Kept with the rare
+        state: a job that never times out pays nothing."""
+        extras = self._extras
+        return False if extras is None else extras.last_failure_timed_out
+
+    @last_failure_timed_out.setter
+    def last_failure_timed_out(self, value: bool) -> None:
+        if value != self.last_failure_timed_out:
+            self._with_extras(last_failure_timed_out=value)
 
     @property
     def previous_run_at(self) -> float | None:

@@ -231,5 +231,7 @@ class EarliestDeadlineFirstStrategy(SchedulingStrategy):
     """Earliest deadline first; jobs without a deadline go last, by priority."""
 
     def key(self, job: Job) -> SortKey:
-        deadline = job.deadline if job.deadline is not None else math.inf
+        deadline = job.deadline  # a property: read once
+        if deadline is None:
+            deadline = math.inf
         return (deadline, -job.priority, job.seq)

@@ -15,6 +15,7 @@ timer per recurring schedule: no polling anywhere.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -281,7 +282,7 @@ class Kernel:
         }
 
     # ── submitting ────────────────────────────────────────────────────
-    def submit(
+    def _submit_with_options(
         self,
         /,
         job: Job | Workflow | Callable[..., Any],
@@ -297,70 +298,8 @@ class Kernel:
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> str:
-        """Queue a job and return its id. Dependencies must already be submitted.
-
-        `job` is a `Job`, or a plain function or coroutine function followed by
-        its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
-        timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
-        A `Job` takes `Client.submit`'s options, with the same checks and
-        errors: `priority`, `timeout`, `retry`, `name`, `result_ttl` and
-        `keep_result` are set on a copy of it, queued under its id (the
-        caller's object is left as it was); it takes no arguments.
-        Options are spelled as in a job file too: ``priority="low"``,
-        ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
-        ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
-        here with what is valid.
-
-        Every keyword named like an option of submit or of `FunctionJob` is
-        that option, never the function's argument. So a function with a
-        parameter named like a `FunctionJob` option (``timeout``, ``name``,
-        ``priority``, ``model``, ``retry``, ``deadline``) is refused, unless
-        its keyword arguments come as a mapping:
-        ``submit(connect, "db", kwargs={"timeout": 3}, timeout=5)`` calls
-        ``connect("db", timeout=3)`` as a job with a 5 s timeout. A parameter
-        named like one of submit's own (``delay``, ``depends_on``,
-        ``unique_key``, ``key``) is refused only when that keyword is given:
-        ``submit(asyncio.sleep, 1)`` is fine. A function that takes only
-        ``**kwargs`` is not refused: an option's keyword never reaches it.
-        Arguments that cannot bind to the function's signature are refused
-        here too.
-
-        `delay` is seconds from now, at most `MAX_DELAY` (one year).
-
-        `unique_key` deduplicates: while a job submitted with the same key is
-        pending, waiting to retry or running, submit returns *that* job's id and
-        queues nothing. The key is free again once that job has finished.
-
-        `key` is an external id (say, a job file's id): submitting a key the
-        scheduler already knows, including one restored from a durable store,
-        queues nothing and returns the id of the job that has it. That is how a
-        rerun after a crash resumes instead of starting a second copy. A key is
-        known as long as its job is: while it is unfinished and, once it has
-        finished, while it is among the last `history_limit` finished jobs.
-
-        `result_ttl` (seconds) and `keep_result` override the job's own
-        (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
-        result is kept, and whether it is stored at all. None keeps the job's.
-
-        `group` puts the job in a group (a tenant, a customer: a non-empty
-        string of at most `MAX_GROUP_LENGTH` characters): ``Limits(group=N)``
-        caps the jobs running per group, and groups take turns at the ready
-        queue (docs/limits.md, "Tenant fairness").
-
-        `trigger_rule` says when a job with `depends_on` runs: ``"all_success"``
-        (None, the default: once every upstream completed), ``"all_done"``,
-        ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
-        docs/tasks.md); a job whose rule can no longer be met is cancelled
-        with the reason. A store keeps the rule with the job's dependencies.
-
-        `job` may also be a workflow (`jobsched.chain`, `group`, `chord`):
-        its jobs are submitted in order, its first steps waiting for
-        `depends_on`, and the id of its last job is returned (`submit_many`
-        returns them all).
-
-        A task job whose arguments hold `jobsched.result_of` markers depends
-        on those upstreams too, and gets their results when it is released.
-        """
+        """`submit` with what it was given beyond a plain job: the options
+        checked and applied, a function made a job, a workflow taken apart."""
         if delay != 0.0:
             delay = check_delay(delay)
         # type(x), not x.__class__: a call CPython specialises, where reading
@@ -420,6 +359,103 @@ class Kernel:
         if keep_result is not None:
             job.keep_result = to_keep_result(keep_result)
             self.operations.need_reaper()
+        return self._accept(job, delay, depends_on, key, unique_key, rule, upstreams, marked)
+
+    if TYPE_CHECKING:
+        submit = _submit_with_options
+    else:
+        # At run time `submit` reads no option it was not given: CPython fills
+        # each keyword-only default of a call from a dict, about 160
+        # instructions each, and a plain ``submit(job)`` would pay for nine.
+        def submit(self, /, job, *args, **options):
+            """Queue a job and return its id. Dependencies must already be submitted.
+
+            `job` is a `Job`, or a plain function or coroutine function followed by
+            its arguments: ``submit(fn, *args, model=..., name=..., priority=...,
+            timeout=..., retry=..., deadline=..., **fn_kwargs)`` (see `FunctionJob`).
+            A `Job` takes `Client.submit`'s options, with the same checks and
+            errors: `priority`, `timeout`, `retry`, `name`, `result_ttl` and
+            `keep_result` are set on a copy of it, queued under its id (the
+            caller's object is left as it was); it takes no arguments.
+            Options are spelled as in a job file too: ``priority="low"``,
+            ``timeout=False`` (no timeout), ``retry="none"`` or a table such as
+            ``retry={"policy": "fixed", "seconds": 2}``; a wrong one is refused
+            here with what is valid.
+
+            Every keyword named like an option of submit or of `FunctionJob` is
+            that option, never the function's argument. So a function with a
+            parameter named like a `FunctionJob` option (``timeout``, ``name``,
+            ``priority``, ``model``, ``retry``, ``deadline``) is refused, unless
+            its keyword arguments come as a mapping:
+            ``submit(connect, "db", kwargs={"timeout": 3}, timeout=5)`` calls
+            ``connect("db", timeout=3)`` as a job with a 5 s timeout. A parameter
+            named like one of submit's own (``delay``, ``depends_on``,
+            ``unique_key``, ``key``) is refused only when that keyword is given:
+            ``submit(asyncio.sleep, 1)`` is fine. A function that takes only
+            ``**kwargs`` is not refused: an option's keyword never reaches it.
+            Arguments that cannot bind to the function's signature are refused
+            here too.
+
+            `delay` is seconds from now, at most `MAX_DELAY` (one year).
+
+            `unique_key` deduplicates: while a job submitted with the same key is
+            pending, waiting to retry or running, submit returns *that* job's id and
+            queues nothing. The key is free again once that job has finished.
+
+            `key` is an external id (say, a job file's id): submitting a key the
+            scheduler already knows, including one restored from a durable store,
+            queues nothing and returns the id of the job that has it. That is how a
+            rerun after a crash resumes instead of starting a second copy. A key is
+            known as long as its job is: while it is unfinished and, once it has
+            finished, while it is among the last `history_limit` finished jobs.
+
+            `result_ttl` (seconds) and `keep_result` override the job's own
+            (`Job.result_ttl`, `Job.keep_result`): how long a completed job's
+            result is kept, and whether it is stored at all. None keeps the job's.
+
+            `group` puts the job in a group (a tenant, a customer: a non-empty
+            string of at most `MAX_GROUP_LENGTH` characters): ``Limits(group=N)``
+            caps the jobs running per group, and groups take turns at the ready
+            queue (docs/limits.md, "Tenant fairness").
+
+            `trigger_rule` says when a job with `depends_on` runs: ``"all_success"``
+            (None, the default: once every upstream completed), ``"all_done"``,
+            ``"one_success"``, ``"one_failed"`` or ``"none_failed"`` (see
+            docs/tasks.md); a job whose rule can no longer be met is cancelled
+            with the reason. A store keeps the rule with the job's dependencies.
+
+            `job` may also be a workflow (`jobsched.chain`, `group`, `chord`):
+            its jobs are submitted in order, its first steps waiting for
+            `depends_on`, and the id of its last job is returned (`submit_many`
+            returns them all).
+
+            A task job whose arguments hold `jobsched.result_of` markers depends
+            on those upstreams too, and gets their results when it is released.
+            """
+            if (
+                args
+                or options
+                or type(job) not in self._plain_types
+                or type(job.retry) is not RetryPolicy
+            ):
+                return self._submit_with_options(job, *args, **options)
+            return self._accept(job, 0.0, (), None, None, ALL_SUCCESS, None, False)
+
+        submit.__signature__ = inspect.signature(_submit_with_options)
+
+    def _accept(
+        self,
+        job: Job,
+        delay: float,
+        depends_on: Iterable[str],
+        key: str | None,
+        unique_key: str | None,
+        rule: str,
+        upstreams: Upstreams | None,
+        marked: bool,
+    ) -> str:
+        """Record and queue `job`, whose options `submit` checked, or return
+        the id of the job its `key` or `unique_key` names."""
         if self._stopping:
             raise SchedulerStoppedError(f"scheduler is stopping; {job.job_id} was not accepted")
         table = self.table
@@ -462,7 +498,8 @@ class Kernel:
             raise SchedulerError(f"{job_id} was already submitted")
         deps = set(depends_on) if depends_on else None
         if deps:
-            unknown = [d for d in deps if d not in jobs]
+            # No comprehension: one over `jobs` would make it a cell, built on every call.
+            unknown = deps.difference(jobs)
             if unknown:
                 self.backend.refused(job)
                 # Requiring dependencies to exist first makes cycles impossible.
