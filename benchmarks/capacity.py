@@ -8,11 +8,12 @@
                                   [--jobs 20000] [--concurrency 8] [--no-docs]
 
 What it measures is the server's work per job, not the machine's wall clock:
-PostgreSQL's CPU time (the sum over every server process, from
-``/proc/PID/schedstat``, in nanoseconds), the WAL it writes
-(``pg_current_wal_lsn``) and the size of the tables. A core's worth of
-server CPU divided by the CPU one job costs is how many jobs per second one
-server core carries; the client's and workers' CPU run elsewhere in a real
+PostgreSQL's CPU time (the sum over the backends serving the benchmark's
+database, from ``/proc/PID/schedstat``, in nanoseconds; the server's shared
+processes serve every database and are left out), the WAL it writes
+(``pg_current_wal_lsn``: the whole server's) and the size of the tables.
+A core's worth of server CPU divided by the CPU one job costs is how many
+jobs per second one server core carries; the client's and workers' CPU run elsewhere in a real
 deployment and are left out (they are this machine's business here, which
 is why the wall-clock jobs/s is printed beside it but not the model).
 
@@ -26,7 +27,8 @@ rows the table carries when retention is off. At each size:
 * **run**: those jobs, once ``Client.resume_queue`` lets the worker
   processes (``--processes``, each ``--concurrency`` workers, started and
   connected first) claim them, until the database says all are done; on
-  one queue, and spread over ``--queues`` queues that every worker serves;
+  one queue, and spread over ``--queues`` queues that every worker serves
+  (with the larger of the first two ``--processes``);
 * **vacuum**: ``VACUUM`` of the jobs and attempts tables after each run
   (autovacuum is off for them, so that its work is counted here and not
   lost in a process that exits), per job of the run;
@@ -118,7 +120,7 @@ class Cost:
 
 
 class Meter:
-    """Measures the server between `start` and `stop`, from `conn`."""
+    """Measures the server's work during a `measure` block, read through `conn`."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
