@@ -642,22 +642,16 @@ def build_job(
     if not options:
         builder = job_builder(type_name, args, plugins=plugins, label=label)
         return builder(label or f"{type_name} job")
-    if not isinstance(type_name, str):
-        raise JobSpecError(f"a job type name must be a string, got {_show(type_name)}")
     plugins = _plugins_or_default(plugins)
     label = label or f"{type_name} job"
-    try:
-        info = job_type_info(type_name, plugins)
-    except JobSpecError as exc:
-        raise JobSpecError(f"{label}: {exc}") from None
-    checked = check_arguments(info, args, label)
+    info, checked = _checked_type(type_name, args, plugins, label)
     result_options = {k: options[k] for k in RESULT_OPTIONS if k in options}
     kwargs, data = _normalize_options(
         {k: v for k, v in options.items() if k not in RESULT_OPTIONS}, plugins, label
     )
     name = kwargs.pop("name", None)
     factory = info.factory
-    where = f"{label} ({type_name})" if type_name not in label else label
+    where = _where(label, type_name)
     if not info.accepts_options:
         given = [o for o in kwargs if info.argument(o) is None]
         if given:
@@ -706,15 +700,9 @@ def job_builder(
     A scheduler that builds the same stored description over and over (a
     shared store's claims) checks it once.
     """
-    if not isinstance(type_name, str):
-        raise JobSpecError(f"a job type name must be a string, got {_show(type_name)}")
     plugins = _plugins_or_default(plugins)
     label = label or f"{type_name} job"
-    try:
-        info = job_type_info(type_name, plugins)
-    except JobSpecError as exc:
-        raise JobSpecError(f"{label}: {exc}") from None
-    checked = check_arguments(info, args, label)
+    info, checked = _checked_type(type_name, args, plugins, label)
     factory = info.factory
     spec = JobSpec(type=type_name, args=_jsonable_args(args), options={})
 
@@ -722,15 +710,35 @@ def job_builder(
         try:
             job = factory(**checked)
         except (TypeError, ValueError) as exc:
-            where = f"{label} ({type_name})" if type_name not in label else label
-            raise JobSpecError(f"{where}: {type(exc).__name__}: {exc}") from None
+            raise JobSpecError(f"{_where(label, type_name)}: {type(exc).__name__}: {exc}") from None
         if not isinstance(job, Job):
-            where = f"{label} ({type_name})" if type_name not in label else label
-            raise JobSpecError(f"{where}: the factory returned {job!r}, not a Job")
+            raise JobSpecError(
+                f"{_where(label, type_name)}: the factory returned {job!r}, not a Job"
+            )
         record_spec(job, spec)
         return job
 
     return build
+
+
+def _checked_type(
+    type_name: Any, args: Mapping[str, Any], plugins: PluginManager, label: str
+) -> tuple[JobTypeInfo, dict[str, Any]]:
+    """The registered type `type_name` and `args` checked against it (what
+    `build_job` and `job_builder` check first); a `JobSpecError` naming
+    `label` for an unknown type or a wrong argument."""
+    if not isinstance(type_name, str):
+        raise JobSpecError(f"a job type name must be a string, got {_show(type_name)}")
+    try:
+        info = job_type_info(type_name, plugins)
+    except JobSpecError as exc:
+        raise JobSpecError(f"{label}: {exc}") from None
+    return info, check_arguments(info, args, label)
+
+
+def _where(label: str, type_name: str) -> str:
+    """How an error names a job: its label, with its type unless the label says it."""
+    return f"{label} ({type_name})" if type_name not in label else label
 
 
 def _jsonable_args(args: Mapping[str, Any]) -> dict[str, Any]:
