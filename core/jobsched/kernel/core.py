@@ -34,7 +34,6 @@ from .._job import Job, job_extras
 from .._limits import Limits
 from .._options import (
     DEFAULT_QUEUE,
-    NOT_GIVEN,
     check_delay,
     check_key,
     check_num_workers,
@@ -49,13 +48,12 @@ from .._result_of import job_id_of, not_json, unavailable
 from .._retry import RetryPolicy
 from .._status import JobStatus
 from .._strategy import SchedulingStrategy
-from .._submission import check_workflow_options
 from .._trigger_rules import ALL_SUCCESS, Upstreams, check_trigger_rule
 from .._workflow import Workflow
 from ..store import result_as_json
 from .executors import AbandonedCalls, Executors, default_factory
 from .graph import DependencyGraph
-from .intake import SUBMIT_OPTIONS, as_job
+from .intake import SUBMIT_OPTIONS, as_job, submit_workflow
 from .listeners import Listeners, Wanted
 from .operations import Operations
 from .port import Backend, KernelPort
@@ -341,7 +339,16 @@ class Kernel:
             if job.takes_results:  # a task's job, or a workflow: one check for both
                 if isinstance(job, Workflow):
                     given = (unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group)
-                    return self._submit_workflow(job, args, options, delay, depends_on, given)[-1]
+                    return submit_workflow(
+                        job,
+                        args,
+                        options,
+                        delay,
+                        depends_on,
+                        given,
+                        submit=self.submit,
+                        submitted=self.table.jobs,
+                    )[-1]
                 upstreams_of_results = job.result_upstreams(job_id_of)
                 if upstreams_of_results:
                     marked = True
@@ -549,44 +556,6 @@ class Kernel:
             if queues.waiting:
                 queues.work.set()
         return job_id
-
-    def _submit_workflow(
-        self,
-        workflow: Any,
-        args: tuple[Any, ...],
-        options: Mapping[str, Any],
-        delay: float,
-        depends_on: Iterable[str],
-        refused: tuple[Any, ...],
-    ) -> list[str]:
-        """Submit a workflow's jobs, upstreams first; their ids in that order."""
-        unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group = refused
-        check_workflow_options(
-            workflow,
-            delay=delay,
-            given=(
-                args or None,
-                unique_key,
-                key,
-                result_ttl,
-                keep_result,
-                kwargs,
-                group,
-                *(value for name, value in options.items() if name != "timeout"),
-            ),
-            timeout=options.get("timeout", NOT_GIVEN),
-            trigger_rule=ALL_SUCCESS if trigger_rule is None else trigger_rule,
-        )
-        plan = workflow.plan(())
-        for job, _ in plan:
-            if job.status is not PENDING or job.attempts or job.job_id in self.table.jobs:
-                raise SchedulerError(f"{job.job_id} was already submitted")
-        first = tuple(depends_on)
-        ids = []
-        for job, after in plan:
-            deps = [d.job_id for d in after] if after else first
-            ids.append(self.submit(job, depends_on=deps))
-        return ids
 
     def result_for(self, upstream_id: str) -> Any:
         """An upstream's result for a dependent's `result_of` marker: None if

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from .._errors import SchedulerError
 from .._job import FunctionJob, Job, refuse_option_parameters, set_job_group
 from .._jobtypes import build_retry_policy
-from .._options import check_group, check_retry_policy, is_retry_spec
+from .._options import NOT_GIVEN, check_group, check_retry_policy, is_retry_spec
 from .._retry import RetryPolicy
-from .._submission import job_with_options
+from .._status import JobStatus
+from .._submission import check_workflow_options, job_with_options
+from .._trigger_rules import ALL_SUCCESS
 from .._workflow import Workflow
 
 if TYPE_CHECKING:
@@ -84,3 +87,46 @@ def as_job(
         # scheduler's plugins say what the names mean.
         job.retry = check_retry_policy(build_retry_policy(retry, plugins))
     return job
+
+
+def submit_workflow(
+    workflow: Any,
+    args: tuple[Any, ...],
+    options: Mapping[str, Any],
+    delay: float,
+    depends_on: Iterable[str],
+    refused: tuple[Any, ...],
+    *,
+    submit: Callable[..., str],
+    submitted: Container[str],
+) -> list[str]:
+    """Submit a workflow's jobs through `submit`, upstreams first; their ids
+    in that order. `refused` is the submit options a workflow takes none of
+    (refused when given), `submitted` the ids already known."""
+    unique_key, key, result_ttl, keep_result, trigger_rule, kwargs, group = refused
+    check_workflow_options(
+        workflow,
+        delay=delay,
+        given=(
+            args or None,
+            unique_key,
+            key,
+            result_ttl,
+            keep_result,
+            kwargs,
+            group,
+            *(value for name, value in options.items() if name != "timeout"),
+        ),
+        timeout=options.get("timeout", NOT_GIVEN),
+        trigger_rule=ALL_SUCCESS if trigger_rule is None else trigger_rule,
+    )
+    plan = workflow.plan(())
+    for job, _ in plan:
+        if job.status is not JobStatus.PENDING or job.attempts or job.job_id in submitted:
+            raise SchedulerError(f"{job.job_id} was already submitted")
+    first = tuple(depends_on)
+    ids = []
+    for job, after in plan:
+        deps = [d.job_id for d in after] if after else first
+        ids.append(submit(job, depends_on=deps))
+    return ids
